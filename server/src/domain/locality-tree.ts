@@ -1,0 +1,214 @@
+/**
+ * The locality tree: a service's routable endpoints grouped by its ordered
+ * scopes (region → zone → subzone by default). A client walks down with its
+ * own path; the deepest node it reaches holds its best endpoints, that node's
+ * parent the next best, and so on.
+ *
+ * Insert, remove and update cost O(depth) map operations. Endpoints live in
+ * the leaves; iterating a subtree (children in sorted order) yields them in
+ * depth-first order, and `compile()` lays that order out flat so that every
+ * node's subtree is one contiguous range.
+ */
+import { pathOf, type Placement, type Scope } from './locality.js';
+import { endpointKey, type Endpoint } from './service.js';
+
+export class TreeNode {
+  readonly children = new Map<string, TreeNode>();
+  /** Only leaves (depth === levels) hold endpoints, keyed by endpointKey. */
+  readonly endpoints = new Map<string, Endpoint>();
+  /** Number of endpoints in this subtree. */
+  count = 0;
+  private sortedChildren: TreeNode[] | undefined;
+  private sortedEndpoints: Endpoint[] | undefined;
+
+  constructor(
+    /** Unique for the tree's lifetime: a pruned and re-created node gets a new id. */
+    readonly id: number,
+    readonly value: string,
+    readonly depth: number,
+    readonly parent: TreeNode | undefined,
+  ) {}
+
+  /** Children ordered by value, so iteration order depends on content only. */
+  orderedChildren(): readonly TreeNode[] {
+    this.sortedChildren ??= [...this.children.values()].sort((a, b) => compare(a.value, b.value));
+    return this.sortedChildren;
+  }
+
+  orderedEndpoints(): readonly Endpoint[] {
+    this.sortedEndpoints ??= [...this.endpoints.entries()]
+      .sort((a, b) => compare(a[0], b[0]))
+      .map((e) => e[1]);
+    return this.sortedEndpoints;
+  }
+
+  /** The values on the path from the root to this node. */
+  path(): string[] {
+    const out: string[] = [];
+    for (let n: TreeNode | undefined = this; n?.parent; n = n.parent) out.push(n.value);
+    return out.reverse();
+  }
+
+  /** @internal */
+  touchChildren(): void {
+    this.sortedChildren = undefined;
+  }
+
+  /** @internal */
+  touchEndpoints(): void {
+    this.sortedEndpoints = undefined;
+  }
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The flat form shipped to node agents: O(nodes + endpoints). */
+export interface CompiledTree {
+  readonly scopes: readonly Scope[];
+  /** Node i: its parent index (-1 for the root), depth, value, and [start, end) into `endpoints`. */
+  readonly nodes: readonly CompiledNode[];
+  /** Endpoints in depth-first order. */
+  readonly endpoints: readonly Endpoint[];
+}
+
+export interface CompiledNode {
+  readonly parent: number;
+  readonly depth: number;
+  readonly value: string;
+  readonly start: number;
+  readonly end: number;
+}
+
+export class LocalityTree {
+  readonly root: TreeNode;
+  private nextId = 1;
+  private nodes = 1;
+  private readonly leafOf = new Map<string, TreeNode>();
+
+  constructor(readonly scopes: readonly Scope[]) {
+    if (scopes.length < 1 || scopes.length > 8) throw new RangeError('a locality tree has 1 to 8 levels');
+    this.root = new TreeNode(0, '', 0, undefined);
+  }
+
+  get levels(): number {
+    return this.scopes.length;
+  }
+
+  get size(): number {
+    return this.root.count;
+  }
+
+  get nodeCount(): number {
+    return this.nodes;
+  }
+
+  get(key: string): Endpoint | undefined {
+    return this.leafOf.get(key)?.endpoints.get(key);
+  }
+
+  has(key: string): boolean {
+    return this.leafOf.has(key);
+  }
+
+  /** Inserts or replaces one endpoint. O(depth). */
+  upsert(endpoint: Endpoint): void {
+    const key = endpointKey(endpoint);
+    const path = pathOf(this.scopes, endpoint);
+    const current = this.leafOf.get(key);
+    if (current && samePath(current, path)) {
+      current.endpoints.set(key, endpoint);
+      current.touchEndpoints();
+      return;
+    }
+    if (current) this.remove(key);
+    let node = this.root;
+    for (const value of path) {
+      let child = node.children.get(value);
+      if (!child) {
+        child = new TreeNode(this.nextId++, value, node.depth + 1, node);
+        node.children.set(value, child);
+        node.touchChildren();
+        this.nodes++;
+      }
+      node.count++;
+      node = child;
+    }
+    node.count++;
+    node.endpoints.set(key, endpoint);
+    node.touchEndpoints();
+    this.leafOf.set(key, node);
+  }
+
+  /** Removes one endpoint and prunes branches left empty. O(depth). */
+  remove(key: string): boolean {
+    const leaf = this.leafOf.get(key);
+    if (!leaf) return false;
+    leaf.endpoints.delete(key);
+    leaf.touchEndpoints();
+    this.leafOf.delete(key);
+    for (let n: TreeNode | undefined = leaf; n; n = n.parent) {
+      n.count--;
+      if (n.count === 0 && n.parent) {
+        n.parent.children.delete(n.value);
+        n.parent.touchChildren();
+        this.nodes--;
+      }
+    }
+    return true;
+  }
+
+  /** The deepest node on `path` (the root when even the first level differs). */
+  match(path: readonly string[]): TreeNode {
+    let node = this.root;
+    for (const value of path) {
+      const child = node.children.get(value);
+      if (!child) break;
+      node = child;
+    }
+    return node;
+  }
+
+  matchPlacement(p: Placement): TreeNode {
+    return this.match(pathOf(this.scopes, p));
+  }
+
+  /** Endpoints of a subtree in depth-first order. */
+  *endpointsOf(node: TreeNode): Generator<Endpoint> {
+    if (node.depth === this.levels) {
+      yield* node.orderedEndpoints();
+      return;
+    }
+    for (const child of node.orderedChildren()) yield* this.endpointsOf(child);
+  }
+
+  /** Every node, pre-order (parents before children, siblings by value). */
+  *nodesOf(node: TreeNode = this.root): Generator<TreeNode> {
+    yield node;
+    for (const child of node.orderedChildren()) yield* this.nodesOf(child);
+  }
+
+  compile(): CompiledTree {
+    const nodes: CompiledNode[] = [];
+    const endpoints: Endpoint[] = [];
+    const visit = (node: TreeNode, parent: number): void => {
+      const index = nodes.length;
+      const start = endpoints.length;
+      nodes.push({ parent, depth: node.depth, value: node.value, start, end: start + node.count });
+      if (node.depth === this.levels) endpoints.push(...node.orderedEndpoints());
+      else for (const child of node.orderedChildren()) visit(child, index);
+    };
+    visit(this.root, -1);
+    return { scopes: this.scopes, nodes, endpoints };
+  }
+}
+
+function samePath(leaf: TreeNode, path: readonly string[]): boolean {
+  let n: TreeNode | undefined = leaf;
+  for (let i = path.length - 1; i >= 0; i--) {
+    if (!n || n.value !== path[i]) return false;
+    n = n.parent;
+  }
+  return true;
+}

@@ -1,0 +1,79 @@
+/**
+ * Localities, scopes and the attributes that place an endpoint or a client in
+ * the locality tree. Pure: no I/O.
+ */
+
+export interface Locality {
+  readonly region: string;
+  readonly zone: string;
+  readonly subzone: string;
+}
+
+/** What Canopy knows about where a workload (endpoint or client) runs. */
+export interface Placement {
+  readonly locality: Locality;
+  readonly network: string;
+  readonly node: string;
+  readonly cluster: string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+export const BUILTIN_SCOPES = ['network', 'region', 'zone', 'subzone', 'node', 'cluster'] as const;
+export type BuiltinScope = (typeof BUILTIN_SCOPES)[number];
+export type LabelScope = `label:${string}`;
+export type Scope = BuiltinScope | LabelScope;
+
+export const DEFAULT_SCOPES: readonly Scope[] = ['region', 'zone', 'subzone'];
+export const MAX_SCOPES = 8;
+
+export const EMPTY_LOCALITY: Locality = Object.freeze({ region: '', zone: '', subzone: '' });
+
+export function emptyPlacement(): Placement {
+  return { locality: EMPTY_LOCALITY, network: '', node: '', cluster: '', labels: {} };
+}
+
+export function isScope(value: unknown): value is Scope {
+  if (typeof value !== 'string') return false;
+  if ((BUILTIN_SCOPES as readonly string[]).includes(value)) return true;
+  return value.startsWith('label:') && value.length > 'label:'.length;
+}
+
+/** The value a placement has at one scope; a missing value reads as "". */
+export function scopeValue(scope: Scope, p: Placement): string {
+  switch (scope) {
+    case 'network':
+      return p.network;
+    case 'region':
+      return p.locality.region;
+    case 'zone':
+      return p.locality.zone;
+    case 'subzone':
+      return p.locality.subzone;
+    case 'node':
+      return p.node;
+    case 'cluster':
+      return p.cluster;
+    default:
+      return p.labels[scope.slice('label:'.length)] ?? '';
+  }
+}
+
+/** The placement's path down a tree whose levels are `scopes`. */
+export function pathOf(scopes: readonly Scope[], p: Placement): string[] {
+  return scopes.map((s) => scopeValue(s, p));
+}
+
+export function localityKey(l: Locality): string {
+  return `${l.region}\u0000${l.zone}\u0000${l.subzone}`;
+}
+
+export function formatLocality(l: Locality): string {
+  return [l.region, l.zone, l.subzone].join('/');
+}
+
+/** Parses "r1/z1/s1" (shorter paths leave lower levels empty). */
+export function parseLocality(text: string | null | undefined): Locality {
+  if (!text) return EMPTY_LOCALITY;
+  const [region = '', zone = '', subzone = ''] = text.split('/');
+  return { region, zone, subzone };
+}

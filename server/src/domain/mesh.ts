@@ -1,0 +1,112 @@
+/**
+ * The services Canopy serves, each with its locality tree. Applying a spec
+ * diffs it against what is held: only endpoints that changed touch the tree.
+ */
+import { LocalityTree } from './locality-tree.js';
+import { endpointKey, isRoutable, sameEndpoint, type Endpoint, type ServiceSpec } from './service.js';
+
+export class ServiceState {
+  readonly tree: LocalityTree;
+  /** Every endpoint, routable or not, by endpointKey. */
+  readonly endpoints = new Map<string, Endpoint>();
+  /** Bumped on every change that can alter what a client is sent. */
+  generation = 0;
+
+  constructor(public spec: ServiceSpec) {
+    this.tree = new LocalityTree(spec.loadBalancing.routingPreference);
+  }
+
+  get name(): string {
+    return this.spec.name;
+  }
+
+  /** Upserts one endpoint; returns whether anything changed. */
+  upsertEndpoint(ep: Endpoint): boolean {
+    const key = endpointKey(ep);
+    const old = this.endpoints.get(key);
+    if (old && sameEndpoint(old, ep)) return false;
+    this.endpoints.set(key, ep);
+    if (isRoutable(ep)) this.tree.upsert(ep);
+    else this.tree.remove(key);
+    this.generation++;
+    return true;
+  }
+
+  removeEndpoint(key: string): boolean {
+    if (!this.endpoints.delete(key)) return false;
+    this.tree.remove(key);
+    this.generation++;
+    return true;
+  }
+}
+
+export interface MeshChange {
+  readonly service: string;
+  readonly kind: 'created' | 'updated' | 'deleted';
+  /** Endpoint keys added, changed or removed (empty for a policy-only change). */
+  readonly endpoints: readonly string[];
+}
+
+export class Mesh {
+  private readonly services = new Map<string, ServiceState>();
+
+  get(name: string): ServiceState | undefined {
+    return this.services.get(name);
+  }
+
+  list(): ServiceState[] {
+    return [...this.services.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  get size(): number {
+    return this.services.size;
+  }
+
+  /** Creates or updates a service; undefined when the spec equals what is held. */
+  put(spec: ServiceSpec): MeshChange | undefined {
+    const current = this.services.get(spec.name);
+    const { endpoints, ...rest } = spec;
+    if (!current || !sameShape(current.spec, spec)) {
+      // A new service, or new scopes or policy: rebuild its tree.
+      const next = new ServiceState({ ...rest, endpoints: [] });
+      for (const ep of endpoints) next.upsertEndpoint(ep);
+      next.generation = (current?.generation ?? 0) + 1;
+      next.spec = spec;
+      this.services.set(spec.name, next);
+      return { service: spec.name, kind: current ? 'updated' : 'created', endpoints: [...next.endpoints.keys()] };
+    }
+    const touched: string[] = [];
+    const wanted = new Set<string>();
+    for (const ep of endpoints) {
+      const key = endpointKey(ep);
+      wanted.add(key);
+      if (current.upsertEndpoint(ep)) touched.push(key);
+    }
+    for (const key of [...current.endpoints.keys()]) {
+      if (!wanted.has(key) && current.removeEndpoint(key)) touched.push(key);
+    }
+    current.spec = spec;
+    return touched.length > 0 ? { service: spec.name, kind: 'updated', endpoints: touched } : undefined;
+  }
+
+  delete(name: string): MeshChange | undefined {
+    const current = this.services.get(name);
+    if (!current) return undefined;
+    this.services.delete(name);
+    return { service: name, kind: 'deleted', endpoints: [...current.endpoints.keys()] };
+  }
+}
+
+function sameShape(a: ServiceSpec, b: ServiceSpec): boolean {
+  const la = a.loadBalancing;
+  const lb = b.loadBalancing;
+  return (
+    a.port === b.port &&
+    a.vip === b.vip &&
+    la.mode === lb.mode &&
+    la.crossNetworkFailover === lb.crossNetworkFailover &&
+    la.overprovisioningFactor === lb.overprovisioningFactor &&
+    la.routingPreference.length === lb.routingPreference.length &&
+    la.routingPreference.every((s, i) => s === lb.routingPreference[i])
+  );
+}

@@ -1,0 +1,117 @@
+/**
+ * Priorities from the tree: which endpoints a client gets at which priority,
+ * for each load-balancing mode. A client's plan depends only on the tree
+ * nodes its path reaches, so `key` names it for the CLA cache.
+ */
+import { pathOf, type Placement } from './locality.js';
+import type { LocalityTree, TreeNode } from './locality-tree.js';
+import type { Endpoint, LoadBalancing } from './service.js';
+
+/** A subtree, less one of its children's subtrees. */
+export interface Segment {
+  readonly node: TreeNode;
+  readonly exclude?: TreeNode;
+}
+
+/** Endpoints of equal rank: a list of disjoint segments. */
+export type Tier = readonly Segment[];
+
+export interface Plan {
+  /** Equal for two clients exactly when their tiers are equal. */
+  readonly key: string;
+  /** Best first. Empty tiers are already left out, so tier i is priority i. */
+  readonly tiers: readonly Tier[];
+}
+
+export function planFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): Plan {
+  if (tree.size === 0) return { key: 'empty', tiers: [] };
+  const path = pathOf(tree.scopes, client);
+  switch (lb.mode) {
+    case 'random':
+      return { key: 'random', tiers: [[{ node: tree.root }]] };
+    case 'strict': {
+      const m = tree.match(path);
+      return m.depth === tree.levels ? { key: `s${m.id}`, tiers: [[{ node: m }]] } : { key: 'none', tiers: [] };
+    }
+    case 'failover':
+      return tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1
+        ? networkFirstPlan(tree, path)
+        : failoverPlan(tree, path);
+  }
+}
+
+/** Priority = levels not matched; empty tiers compacted away. */
+function failoverPlan(tree: LocalityTree, path: readonly string[]): Plan {
+  const m = tree.match(path);
+  return { key: `f${m.id}`, tiers: ancestorTiers(m, 0) };
+}
+
+/**
+ * Tiers from `m` up to its ancestor at depth `top`: each ancestor's subtree
+ * less the child already taken. Empty tiers are skipped.
+ */
+function ancestorTiers(m: TreeNode, top: number): Tier[] {
+  const tiers: Tier[] = [];
+  let prev: TreeNode | undefined;
+  for (let n: TreeNode | undefined = m; n && n.depth >= top; n = n.parent) {
+    if (n.count > (prev?.count ?? 0)) tiers.push([prev ? { node: n, exclude: prev } : { node: n }]);
+    prev = n;
+  }
+  return tiers;
+}
+
+/**
+ * Network first (Istio, ztunnel): the client's own network ranks by the
+ * remaining levels; then every other network, ranked by the same remaining
+ * levels as one group per match depth, below all of the client's network.
+ */
+function networkFirstPlan(tree: LocalityTree, path: readonly string[]): Plan {
+  const own = tree.root.children.get(path[0] ?? '');
+  const rest = path.slice(1);
+  const tiers: Tier[] = [];
+  let key = 'n';
+  if (own) {
+    const m = descend(own, rest);
+    key += m.id;
+    tiers.push(...ancestorTiers(m, 1));
+  }
+  key += '|';
+  // byDepth[d]: the segments of foreign networks whose best match is at depth d.
+  const byDepth: Segment[][] = [];
+  for (const net of tree.root.orderedChildren()) {
+    if (net === own) continue;
+    const m = descend(net, rest);
+    key += `${m.id},`;
+    let prev: TreeNode | undefined;
+    for (let n: TreeNode | undefined = m; n && n.depth >= 1; n = n.parent) {
+      if (n.count > (prev?.count ?? 0)) (byDepth[n.depth] ??= []).push(prev ? { node: n, exclude: prev } : { node: n });
+      prev = n;
+    }
+  }
+  for (let d = tree.levels; d >= 1; d--) {
+    const segs = byDepth[d];
+    if (segs) tiers.push(segs);
+  }
+  return { key, tiers };
+}
+
+function descend(from: TreeNode, path: readonly string[]): TreeNode {
+  let node = from;
+  for (const value of path) {
+    const child = node.children.get(value);
+    if (!child) break;
+    node = child;
+  }
+  return node;
+}
+
+/** The endpoints of a tier, depth-first. */
+export function* tierEndpoints(tree: LocalityTree, tier: Tier): Generator<Endpoint> {
+  for (const seg of tier) {
+    if (!seg.exclude) {
+      yield* tree.endpointsOf(seg.node);
+      continue;
+    }
+    for (const child of seg.node.orderedChildren()) if (child !== seg.exclude) yield* tree.endpointsOf(child);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The service model: what a config entry or an admin PUT describes.
+ */
+import type { Placement, Scope } from './locality.js';
+
+export type Health = 'healthy' | 'unhealthy' | 'draining';
+export const HEALTH_VALUES: readonly Health[] = ['healthy', 'unhealthy', 'draining'];
+
+export interface Endpoint extends Placement {
+  readonly address: string;
+  readonly port: number;
+  readonly health: Health;
+  /** Relative weight within its locality, >= 1. */
+  readonly weight: number;
+}
+
+export type LbMode = 'random' | 'failover' | 'strict';
+export const LB_MODES: readonly LbMode[] = ['random', 'failover', 'strict'];
+
+export interface LoadBalancing {
+  readonly mode: LbMode;
+  /** Ordered tree levels, most significant first (1..8). */
+  readonly routingPreference: readonly Scope[];
+  /**
+   * Only read when routingPreference[0] is `network`: an endpoint on another
+   * network still ranks by the remaining levels, below every same-network
+   * endpoint (Istio and ztunnel). When false, other networks form one last tier.
+   */
+  readonly crossNetworkFailover: boolean;
+  /** The CLA policy's overprovisioning_factor, in percent (Envoy's default 140). */
+  readonly overprovisioningFactor: number;
+}
+
+export interface ServiceSpec {
+  readonly name: string;
+  readonly port?: number;
+  readonly vip?: string;
+  readonly loadBalancing: LoadBalancing;
+  readonly endpoints: readonly Endpoint[];
+}
+
+/** Identity of an endpoint inside one service: its socket address. */
+export function endpointKey(e: { readonly address: string; readonly port: number }): string {
+  return e.address.includes(':') ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`;
+}
+
+/** Routable endpoints receive new traffic; unhealthy and draining ones never do. */
+export function isRoutable(e: Endpoint): boolean {
+  return e.health === 'healthy';
+}
+
+export function sameEndpoint(a: Endpoint, b: Endpoint): boolean {
+  if (
+    a.address !== b.address ||
+    a.port !== b.port ||
+    a.health !== b.health ||
+    a.weight !== b.weight ||
+    a.network !== b.network ||
+    a.node !== b.node ||
+    a.cluster !== b.cluster ||
+    a.locality.region !== b.locality.region ||
+    a.locality.zone !== b.locality.zone ||
+    a.locality.subzone !== b.locality.subzone
+  ) {
+    return false;
+  }
+  const ak = Object.keys(a.labels);
+  if (ak.length !== Object.keys(b.labels).length) return false;
+  return ak.every((k) => a.labels[k] === b.labels[k]);
+}

@@ -1,0 +1,22 @@
+/**
+ * What the xDS layer reports as it works. main wires it to prom-client and
+ * pino; the xDS layer itself knows neither.
+ */
+export interface XdsObserver {
+  streamOpened(nodeId: string): void;
+  streamClosed(nodeId: string): void;
+  /** One DiscoveryResponse written; `seconds` from the change that caused it (0 for a first reply). */
+  responseSent(typeUrl: string, resources: number, seconds: number): void;
+  acked(typeUrl: string): void;
+  nacked(typeUrl: string, nodeId: string, detail: string): void;
+  staleNonce(typeUrl: string): void;
+}
+
+export const nullObserver: XdsObserver = {
+  streamOpened() {},
+  streamClosed() {},
+  responseSent() {},
+  acked() {},
+  nacked() {},
+  staleNonce() {},
+};
