@@ -5,8 +5,10 @@
 export interface XdsObserver {
   streamOpened(nodeId: string): void;
   streamClosed(nodeId: string): void;
-  /** One DiscoveryResponse written; `seconds` from the change that caused it (0 for a first reply). */
-  responseSent(typeUrl: string, resources: number, seconds: number): void;
+  /** One DiscoveryResponse written. */
+  responseSent(typeUrl: string, resources: number): void;
+  /** A response pushed because of a change, `seconds` after the change was made. */
+  pushed(typeUrl: string, seconds: number): void;
   acked(typeUrl: string): void;
   nacked(typeUrl: string, nodeId: string, detail: string): void;
   staleNonce(typeUrl: string): void;
@@ -16,6 +18,7 @@ export const nullObserver: XdsObserver = {
   streamOpened() {},
   streamClosed() {},
   responseSent() {},
+  pushed() {},
   acked() {},
   nacked() {},
   staleNonce() {},

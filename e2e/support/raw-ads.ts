@@ -1,0 +1,103 @@
+/**
+ * A raw ADS client for protocol tests: @grpc/grpc-js with Envoy's ads.proto
+ * loaded by @grpc/proto-loader, so responses are decoded by a path that
+ * shares nothing with the server's hand-written encoder.
+ */
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const xdsDir = path.dirname(createRequire(import.meta.url).resolve('@grpc/grpc-js-xds/package.json'));
+const includeDirs = ['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map((d) => path.join(xdsDir, 'deps', d));
+
+export interface RawResponse {
+  version_info: string;
+  type_url: string;
+  nonce: string;
+  resources: { type_url: string; value: Buffer }[];
+}
+
+export interface RawRequest {
+  version_info?: string;
+  node?: object;
+  resource_names?: string[];
+  type_url: string;
+  response_nonce?: string;
+  error_detail?: { code: number; message: string };
+}
+
+let ctor: grpc.ServiceClientConstructor | undefined;
+
+function adsClientCtor(): grpc.ServiceClientConstructor {
+  if (ctor) return ctor;
+  const def = protoLoader.loadSync('envoy/service/discovery/v3/ads.proto', {
+    includeDirs,
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    envoy: { service: { discovery: { v3: { AggregatedDiscoveryService: grpc.ServiceClientConstructor } } } };
+  };
+  ctor = pkg.envoy.service.discovery.v3.AggregatedDiscoveryService;
+  return ctor;
+}
+
+export class RawAdsStream {
+  private readonly queue: RawResponse[] = [];
+  private waiters: ((r: RawResponse) => void)[] = [];
+  private readonly client: grpc.Client;
+  private readonly call: grpc.ClientDuplexStream<RawRequest, RawResponse>;
+
+  constructor(address: string) {
+    const Ctor = adsClientCtor();
+    this.client = new Ctor(address, grpc.credentials.createInsecure());
+    const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<RawRequest, RawResponse>>)[
+      'StreamAggregatedResources'
+    ];
+    this.call = method!.call(this.client);
+    this.call.on('data', (r: RawResponse) => {
+      const w = this.waiters.shift();
+      if (w) w(r);
+      else this.queue.push(r);
+    });
+    this.call.on('error', () => {});
+  }
+
+  send(req: RawRequest): void {
+    this.call.write(req);
+  }
+
+  next(timeoutMs = 3000): Promise<RawResponse> {
+    const queued = this.queue.shift();
+    if (queued) return Promise.resolve(queued);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(new Error(`no DiscoveryResponse within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const waiter = (r: RawResponse): void => {
+        clearTimeout(timer);
+        resolve(r);
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** Resolves with the response if one arrives within `ms`, else undefined. */
+  async maybeNext(ms: number): Promise<RawResponse | undefined> {
+    try {
+      return await this.next(ms);
+    } catch {
+      return undefined;
+    }
+  }
+
+  close(): void {
+    this.call.end();
+    this.client.close();
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * prom-client metrics for one app instance, fed by the xDS observer and by
+ * collect-time reads of the CLA cache and the trees.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { ClaCacheStats } from '../domain/cla-cache.js';
+import type { XdsObserver } from '../xds/observer.js';
+import { shortTypeName } from '../xds/type-urls.js';
+
+export interface MetricSources {
+  readonly claCache: () => ClaCacheStats;
+  readonly treeNodes: () => number;
+  readonly connectedClients: () => number;
+}
+
+export function createMetrics(registry: Registry, sources: MetricSources): XdsObserver {
+  const registers = [registry];
+  collectDefaultMetrics({ register: registry });
+  new Gauge({
+    name: 'canopy_xds_connected_clients',
+    help: 'ADS streams open now',
+    registers,
+    collect() {
+      this.set(sources.connectedClients());
+    },
+  });
+  const responses = new Counter({ name: 'canopy_xds_responses_total', help: 'DiscoveryResponses written', labelNames: ['type'], registers });
+  const resources = new Counter({ name: 'canopy_xds_resources_sent_total', help: 'Resources carried by DiscoveryResponses', labelNames: ['type'], registers });
+  const pushLatency = new Histogram({
+    name: 'canopy_xds_push_latency_seconds',
+    help: 'From a change to the response that carries it, per stream',
+    labelNames: ['type'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers,
+  });
+  const acks = new Counter({ name: 'canopy_xds_acks_total', help: 'ACKs received', labelNames: ['type'], registers });
+  const nacks = new Counter({ name: 'canopy_xds_nacks_total', help: 'NACKs received', labelNames: ['type'], registers });
+  const stale = new Counter({ name: 'canopy_xds_stale_nonces_total', help: 'Requests ignored for a stale nonce', labelNames: ['type'], registers });
+  const streams = new Counter({ name: 'canopy_xds_streams_opened_total', help: 'ADS streams opened', registers });
+  // Cache counters are read from the cache, which owns them.
+  new Counter({
+    name: 'canopy_cla_cache_hits_total',
+    help: 'CLA lookups served from the cache',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(sources.claCache().hits);
+    },
+  });
+  new Counter({
+    name: 'canopy_cla_cache_misses_total',
+    help: 'CLA lookups that built and encoded a CLA',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(sources.claCache().misses);
+    },
+  });
+  new Gauge({
+    name: 'canopy_cla_cache_entries',
+    help: 'Distinct CLAs held (bounded by tree nodes, not clients)',
+    registers,
+    collect() {
+      this.set(sources.claCache().entries);
+    },
+  });
+  new Gauge({
+    name: 'canopy_tree_nodes',
+    help: 'Nodes in all locality trees',
+    registers,
+    collect() {
+      this.set(sources.treeNodes());
+    },
+  });
+
+  return {
+    streamOpened: () => streams.inc(),
+    streamClosed: () => {},
+    responseSent: (typeUrl, n) => {
+      responses.inc({ type: shortTypeName(typeUrl) });
+      resources.inc({ type: shortTypeName(typeUrl) }, n);
+    },
+    pushed: (typeUrl, seconds) => pushLatency.observe({ type: shortTypeName(typeUrl) }, seconds),
+    acked: (typeUrl) => acks.inc({ type: shortTypeName(typeUrl) }),
+    nacked: (typeUrl) => nacks.inc({ type: shortTypeName(typeUrl) }),
+    staleNonce: (typeUrl) => stale.inc({ type: shortTypeName(typeUrl) }),
+  };
+}

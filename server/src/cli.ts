@@ -1,0 +1,96 @@
+#!/usr/bin/env node
+/**
+ * `canopy serve --config FILE` runs the control plane; `canopy demo` runs the
+ * embedded demo mesh on loopback. Flags override env, env overrides the file.
+ */
+import { parseArgs } from 'node:util';
+import { formatFieldErrors } from './domain/errors.js';
+import { startCanopy } from './main.js';
+import { loadConfigFile } from './store/config-file.js';
+
+const USAGE = `usage:
+  canopy serve --config FILE [--host H] [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
+  canopy demo
+env: CANOPY_CONFIG, CANOPY_HOST, CANOPY_XDS_PORT, CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === 'demo') {
+    const { runDemo } = await import('./demo/run-demo.js');
+    await runDemo();
+    return 0;
+  }
+  if (command !== 'serve') {
+    process.stderr.write(`${USAGE}\n`);
+    return command === 'help' || command === '--help' ? 0 : 2;
+  }
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      config: { type: 'string' },
+      host: { type: 'string' },
+      'xds-port': { type: 'string' },
+      'admin-port': { type: 'string' },
+      'debounce-ms': { type: 'string' },
+      'log-level': { type: 'string' },
+    },
+    strict: true,
+  });
+  const env = process.env;
+  const configPath = values.config ?? env['CANOPY_CONFIG'];
+  if (!configPath) {
+    process.stderr.write(`canopy: --config FILE is required\n${USAGE}\n`);
+    return 2;
+  }
+  const loaded = await loadConfigFile(configPath);
+  if (!loaded.ok) {
+    process.stderr.write(`canopy: invalid config ${configPath}:\n`);
+    for (const e of loaded.errors) process.stderr.write(`  ${e.path || '(root)'}: ${e.message}\n`);
+    return 1;
+  }
+  const numbers: Record<string, number | undefined> = {};
+  for (const [flag, envName] of [
+    ['xds-port', 'CANOPY_XDS_PORT'],
+    ['admin-port', 'CANOPY_ADMIN_PORT'],
+    ['debounce-ms', 'CANOPY_DEBOUNCE_MS'],
+  ] as const) {
+    const raw = values[flag] ?? env[envName];
+    if (raw === undefined) continue;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 0 || (flag !== 'debounce-ms' && n > 65535)) {
+      process.stderr.write(`canopy: --${flag} (${envName}) must be an integer${flag === 'debounce-ms' ? ' >= 0' : ' in 0..65535'}, got "${raw}"\n`);
+      return 2;
+    }
+    numbers[flag] = n;
+  }
+  const host = values.host ?? env['CANOPY_HOST'];
+  const logLevel = values['log-level'] ?? env['CANOPY_LOG_LEVEL'];
+  const canopy = await startCanopy({
+    config: loaded.value,
+    configPath,
+    ...(host !== undefined ? { host } : {}),
+    ...(numbers['xds-port'] !== undefined ? { xdsPort: numbers['xds-port'] } : {}),
+    ...(numbers['admin-port'] !== undefined ? { adminPort: numbers['admin-port'] } : {}),
+    ...(numbers['debounce-ms'] !== undefined ? { debounceMs: numbers['debounce-ms'] } : {}),
+    ...(logLevel !== undefined ? { logLevel } : {}),
+  });
+  await new Promise<void>((resolve) => {
+    const onSignal = (): void => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      void canopy.stop().then(resolve);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    const e = err as { code?: string; message?: string; errors?: Parameters<typeof formatFieldErrors>[0] };
+    process.stderr.write(`canopy: ${e.code ? `[${e.code}] ` : ''}${e.errors ? formatFieldErrors(e.errors) : (e.message ?? String(err))}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,183 @@
+/**
+ * The ADS push pipeline, without gRPC: streams come and go through `open`,
+ * changes arrive through `notify`, are debounced and merged, and each affected
+ * stream gets at most one pending push, written when its transport can take it.
+ */
+import type { ClientStatus } from './client-status.js';
+import type { DiscoveryRequest } from './codec.js';
+import { nullObserver, type XdsObserver } from './observer.js';
+import { StreamState, type OutgoingResponse, type ResourceSource } from './stream-state.js';
+import { shortTypeName } from './type-urls.js';
+
+/** What the transport gives the pipeline for one stream. */
+export interface StreamSink {
+  /** Returns false when the transport's buffer is full; `drained` is then called once it empties. */
+  write(bytes: Buffer): boolean;
+  end(): void;
+}
+
+export interface StreamHandle {
+  receive(req: DiscoveryRequest): void;
+  drained(): void;
+  closed(): void;
+}
+
+/** The subset of pino the pipeline logs through. */
+export interface XdsLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+const silent: XdsLog = { info() {}, warn() {}, debug() {} };
+
+export interface AdsServerOptions {
+  readonly source: ResourceSource;
+  readonly observer?: XdsObserver;
+  readonly log?: XdsLog;
+  /** Quiet period that merges a burst of changes into one push (default 100 ms). */
+  readonly debounceMs?: number;
+  /** A push is never held back longer than this by a steady stream of changes (default 10 × debounce). */
+  readonly maxDelayMs?: number;
+}
+
+interface Conn {
+  readonly state: StreamState;
+  readonly sink: StreamSink;
+  blocked: boolean;
+  /** The one pending push: set when a change concerns this stream. */
+  pending: boolean;
+  /** When the oldest change not yet sent to this stream happened. */
+  changeAt: number | undefined;
+}
+
+export class AdsServer {
+  private readonly conns = new Map<number, Conn>();
+  private nextId = 1;
+  private readonly source: ResourceSource;
+  private readonly observer: XdsObserver;
+  private readonly log: XdsLog;
+  private readonly debounceMs: number;
+  private readonly maxDelayMs: number;
+  private changed = new Set<string>();
+  private firstChangeAt: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private closing = false;
+
+  constructor(opts: AdsServerOptions) {
+    this.source = opts.source;
+    this.observer = opts.observer ?? nullObserver;
+    this.log = opts.log ?? silent;
+    this.debounceMs = opts.debounceMs ?? 100;
+    this.maxDelayMs = opts.maxDelayMs ?? this.debounceMs * 10;
+  }
+
+  get connected(): number {
+    return this.conns.size;
+  }
+
+  open(peer: string, sink: StreamSink): StreamHandle {
+    const id = this.nextId++;
+    const conn: Conn = { state: new StreamState(id, peer, this.source), sink, blocked: false, pending: false, changeAt: undefined };
+    this.conns.set(id, conn);
+    let opened = false;
+    return {
+      receive: (req) => {
+        if (this.closing) return;
+        if (!opened && req.node) {
+          opened = true;
+          this.observer.streamOpened(req.node.id);
+          this.log.info({ stream: id, node: req.node.id, peer, locality: req.node.locality }, 'xds stream opened');
+        }
+        this.receive(conn, req);
+      },
+      drained: () => {
+        conn.blocked = false;
+        if (conn.pending) this.push(conn);
+      },
+      closed: () => {
+        if (!this.conns.delete(id)) return;
+        if (opened) this.observer.streamClosed(conn.state.nodeId);
+        this.log.info({ stream: id, node: conn.state.nodeId }, 'xds stream closed');
+      },
+    };
+  }
+
+  /** Services whose resources may have changed; pushed after the debounce. */
+  notify(services: Iterable<string>): void {
+    for (const s of services) this.changed.add(s);
+    const now = Date.now();
+    this.firstChangeAt ??= now;
+    if (this.timer) clearTimeout(this.timer);
+    const wait = Math.max(0, Math.min(this.debounceMs, this.firstChangeAt + this.maxDelayMs - now));
+    this.timer = setTimeout(() => this.flush(), wait);
+  }
+
+  /** Pushes merged changes now (tests and shutdown). */
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const changed = this.changed;
+    const at = this.firstChangeAt;
+    this.changed = new Set();
+    this.firstChangeAt = undefined;
+    if (changed.size === 0) return;
+    for (const conn of this.conns.values()) {
+      if (!conn.state.concerns(changed)) continue;
+      conn.pending = true;
+      conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
+      if (!conn.blocked) this.push(conn);
+    }
+  }
+
+  clients(): ClientStatus[] {
+    return [...this.conns.values()].map((c) => c.state.status());
+  }
+
+  /** Ends every stream (clients reconnect elsewhere) and stops pushing. */
+  close(): void {
+    this.closing = true;
+    if (this.timer) clearTimeout(this.timer);
+    for (const conn of this.conns.values()) conn.sink.end();
+  }
+
+  private receive(conn: Conn, req: DiscoveryRequest): void {
+    const { outcome, responses } = conn.state.handle(req);
+    const type = shortTypeName(outcome.typeUrl);
+    switch (outcome.kind) {
+      case 'ack':
+        this.observer.acked(outcome.typeUrl);
+        break;
+      case 'nack':
+        this.observer.nacked(outcome.typeUrl, conn.state.nodeId, outcome.detail);
+        this.log.warn(
+          { stream: conn.state.id, node: conn.state.nodeId, type, version: req.versionInfo, detail: outcome.detail },
+          'xds NACK: the client rejected the last response and keeps its previous config',
+        );
+        break;
+      case 'stale':
+        this.observer.staleNonce(outcome.typeUrl);
+        this.log.debug({ stream: conn.state.id, type, nonce: req.responseNonce }, 'stale nonce ignored');
+        break;
+      default:
+        this.log.debug({ stream: conn.state.id, type, names: req.resourceNames }, 'xds subscribe');
+    }
+    this.write(conn, responses, undefined);
+  }
+
+  private push(conn: Conn): void {
+    conn.pending = false;
+    const at = conn.changeAt;
+    conn.changeAt = undefined;
+    this.write(conn, conn.state.refresh(), at);
+  }
+
+  private write(conn: Conn, responses: readonly OutgoingResponse[], changeAt: number | undefined): void {
+    for (const r of responses) {
+      const ok = conn.sink.write(r.bytes);
+      this.observer.responseSent(r.typeUrl, r.resources);
+      if (changeAt !== undefined) this.observer.pushed(r.typeUrl, (Date.now() - changeAt) / 1000);
+      if (!ok) conn.blocked = true;
+    }
+  }
+}

@@ -1,0 +1,231 @@
+/**
+ * The wire codec. Requests and the per-service resources (Listener, Route,
+ * Cluster) go through protobufjs with Envoy's real protos. The hot paths are
+ * assembled by hand from pre-encoded parts:
+ * - a ClusterLoadAssignment from each endpoint's cached LbEndpoint bytes, so
+ *   re-encoding after one endpoint changed encodes only that endpoint;
+ * - a DiscoveryResponse from resources already encoded as Any, so every
+ *   stream sharing a resource writes the same bytes and only the small
+ *   envelope (version, nonce) is per stream.
+ */
+import type { Cla } from '../domain/cla.js';
+import type { Endpoint } from '../domain/service.js';
+import { messageType } from './protos.js';
+import { fieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
+
+export interface NodeInfo {
+  readonly id: string;
+  readonly cluster: string;
+  readonly locality: { readonly region: string; readonly zone: string; readonly subzone: string };
+  readonly metadata: Readonly<Record<string, unknown>>;
+  readonly userAgentName: string;
+}
+
+export interface DiscoveryRequest {
+  readonly versionInfo: string;
+  readonly node?: NodeInfo;
+  readonly resourceNames: readonly string[];
+  readonly typeUrl: string;
+  readonly responseNonce: string;
+  readonly errorDetail?: { readonly code: number; readonly message: string };
+}
+
+const HCM_TYPE =
+  'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
+const ROUTER_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router';
+
+// ---------------------------------------------------------------- requests
+
+interface RawRequest {
+  version_info?: string;
+  node?: {
+    id?: string;
+    cluster?: string;
+    metadata?: { fields?: Record<string, StructValue> };
+    locality?: { region?: string; zone?: string; sub_zone?: string };
+    user_agent_name?: string;
+  };
+  resource_names?: string[];
+  type_url?: string;
+  response_nonce?: string;
+  error_detail?: { code?: number; message?: string };
+}
+
+interface StructValue {
+  null_value?: unknown;
+  number_value?: number;
+  string_value?: string;
+  bool_value?: boolean;
+  struct_value?: { fields?: Record<string, StructValue> };
+  list_value?: { values?: StructValue[] };
+}
+
+export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
+  const type = messageType('envoy.service.discovery.v3.DiscoveryRequest');
+  const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawRequest;
+  const n = raw.node;
+  return {
+    versionInfo: raw.version_info ?? '',
+    ...(n
+      ? {
+          node: {
+            id: n.id ?? '',
+            cluster: n.cluster ?? '',
+            locality: { region: n.locality?.region ?? '', zone: n.locality?.zone ?? '', subzone: n.locality?.sub_zone ?? '' },
+            metadata: structToJson(n.metadata?.fields),
+            userAgentName: n.user_agent_name ?? '',
+          },
+        }
+      : {}),
+    resourceNames: raw.resource_names ?? [],
+    typeUrl: raw.type_url ?? '',
+    responseNonce: raw.response_nonce ?? '',
+    ...(raw.error_detail ? { errorDetail: { code: raw.error_detail.code ?? 0, message: raw.error_detail.message ?? '' } } : {}),
+  };
+}
+
+function structToJson(fields: Record<string, StructValue> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(fields ?? {})) out[k] = valueToJson(v);
+  return out;
+}
+
+function valueToJson(v: StructValue): unknown {
+  if (v.string_value !== undefined) return v.string_value;
+  if (v.number_value !== undefined) return v.number_value;
+  if (v.bool_value !== undefined) return v.bool_value;
+  if (v.struct_value !== undefined) return structToJson(v.struct_value.fields);
+  if (v.list_value !== undefined) return (v.list_value.values ?? []).map(valueToJson);
+  return null;
+}
+
+// --------------------------------------------------------------- responses
+
+export function encodeAny(typeUrl: string, value: Uint8Array): Uint8Array {
+  const url = utf8Bytes(typeUrl);
+  return new WireWriter(fieldSize(1, url.length) + fieldSize(2, value.length)).bytes(1, url).bytes(2, value).finish();
+}
+
+export function encodeDiscoveryResponse(r: {
+  readonly versionInfo: string;
+  readonly typeUrl: string;
+  readonly nonce: string;
+  readonly resources: readonly Uint8Array[];
+}): Buffer {
+  const version = utf8Bytes(r.versionInfo);
+  const type = utf8Bytes(r.typeUrl);
+  const nonce = utf8Bytes(r.nonce);
+  let size = fieldSize(1, version.length) + fieldSize(4, type.length) + fieldSize(5, nonce.length);
+  for (const any of r.resources) size += fieldSize(2, any.length);
+  const w = new WireWriter(size).bytes(1, version);
+  for (const any of r.resources) w.bytes(2, any);
+  const out = w.bytes(4, type).bytes(5, nonce).finish();
+  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+}
+
+// ------------------------------------------------- ClusterLoadAssignment
+
+const lbEndpointCache = new WeakMap<Endpoint, Uint8Array>();
+let lbEndpointEncodings = 0;
+
+/** How many LbEndpoints were encoded so far (tests check that unchanged ones are reused). */
+export function lbEndpointEncodeCount(): number {
+  return lbEndpointEncodings;
+}
+
+/** The whole `lb_endpoints` field (tag, length, LbEndpoint) of one endpoint, cached per Endpoint object. */
+function lbEndpointField(ep: Endpoint): Uint8Array {
+  const hit = lbEndpointCache.get(ep);
+  if (hit) return hit;
+  lbEndpointEncodings++;
+  const addr = utf8Bytes(ep.address);
+  const socket = fieldSize(2, addr.length) + varintFieldSize(3, ep.port);
+  const address = fieldSize(1, socket);
+  const endpoint = fieldSize(1, address);
+  const weight = ep.weight === 1 ? 0 : fieldSize(4, varintFieldSize(1, ep.weight));
+  const body = fieldSize(1, endpoint) + weight;
+  const w = new WireWriter(fieldSize(2, body))
+    .open(2, body)
+    .open(1, endpoint)
+    .open(1, address)
+    .open(1, socket)
+    .bytes(2, addr)
+    .uint(3, ep.port);
+  if (weight) w.open(4, varintFieldSize(1, ep.weight)).uint(1, ep.weight);
+  const out = w.finish();
+  lbEndpointCache.set(ep, out);
+  return out;
+}
+
+export function encodeCla(cla: Cla): Uint8Array {
+  const name = utf8Bytes(cla.clusterName);
+  const groups = cla.groups.map((g) => {
+    const region = utf8Bytes(g.locality.region);
+    const zone = utf8Bytes(g.locality.zone);
+    const subzone = utf8Bytes(g.locality.subzone);
+    const locality = optField(1, region) + optField(2, zone) + optField(3, subzone);
+    const endpoints = g.endpoints.map(lbEndpointField);
+    let body = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, g.weight));
+    for (const e of endpoints) body += e.length;
+    if (g.priority > 0) body += varintFieldSize(5, g.priority);
+    return { g, region, zone, subzone, locality, endpoints, body };
+  });
+  const policy = varintFieldSize(1, cla.overprovisioningFactor);
+  let size = fieldSize(1, name.length) + fieldSize(4, fieldSize(3, policy));
+  for (const g of groups) size += fieldSize(2, g.body);
+  const w = new WireWriter(size).bytes(1, name);
+  for (const g of groups) {
+    w.open(2, g.body).open(1, g.locality);
+    if (g.region.length) w.bytes(1, g.region);
+    if (g.zone.length) w.bytes(2, g.zone);
+    if (g.subzone.length) w.bytes(3, g.subzone);
+    for (const e of g.endpoints) w.raw(e);
+    w.open(3, varintFieldSize(1, g.g.weight)).uint(1, g.g.weight);
+    if (g.g.priority > 0) w.uint(5, g.g.priority);
+  }
+  w.open(4, fieldSize(3, policy)).open(3, policy).uint(1, cla.overprovisioningFactor);
+  return w.finish();
+}
+
+function optField(field: number, body: Uint8Array): number {
+  return body.length ? fieldSize(field, body.length) : 0;
+}
+
+// ------------------------------------------- Listener, Route, Cluster
+
+function encodeMessage(fullName: string, value: object): Uint8Array {
+  const type = messageType(fullName);
+  return type.encode(type.fromObject(value)).finish();
+}
+
+/** An API listener (what proxyless gRPC resolves `xds:///name` to): HCM → RDS, router filter last. */
+export function encodeListener(name: string, routeConfigName: string): Uint8Array {
+  const router = encodeMessage('envoy.extensions.filters.http.router.v3.Router', {});
+  const hcm = encodeMessage('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', {
+    stat_prefix: name,
+    rds: { config_source: { ads: {}, resource_api_version: 'V3' }, route_config_name: routeConfigName },
+    http_filters: [{ name: 'envoy.filters.http.router', typed_config: { type_url: ROUTER_TYPE, value: router } }],
+  });
+  return encodeMessage('envoy.config.listener.v3.Listener', {
+    name,
+    api_listener: { api_listener: { type_url: HCM_TYPE, value: hcm } },
+  });
+}
+
+export function encodeRouteConfiguration(name: string, domains: readonly string[], clusterName: string): Uint8Array {
+  return encodeMessage('envoy.config.route.v3.RouteConfiguration', {
+    name,
+    virtual_hosts: [{ name, domains, routes: [{ match: { prefix: '' }, route: { cluster: clusterName } }] }],
+  });
+}
+
+export function encodeCluster(name: string, edsServiceName: string): Uint8Array {
+  return encodeMessage('envoy.config.cluster.v3.Cluster', {
+    name,
+    type: 'EDS',
+    eds_cluster_config: { eds_config: { ads: {}, resource_api_version: 'V3' }, service_name: edsServiceName },
+    lb_policy: 'ROUND_ROBIN',
+    connect_timeout: { seconds: 1 },
+  });
+}
+

@@ -1,0 +1,32 @@
+/**
+ * A resource as the server holds it: encoded once as a google.protobuf.Any,
+ * versioned by a hash of those bytes. Every stream that is sent it writes the
+ * same bytes.
+ */
+import { createHash } from 'node:crypto';
+import { encodeAny } from './codec.js';
+
+export interface Resource {
+  readonly name: string;
+  /** The encoded google.protobuf.Any that goes into DiscoveryResponse.resources. */
+  readonly any: Uint8Array;
+  /** Content hash of `any`: equal bytes, equal hash. */
+  readonly hash: string;
+}
+
+export function contentHash(...parts: readonly (Uint8Array | string)[]): string {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p);
+  return h.digest('base64url').slice(0, 16);
+}
+
+export function makeResource(name: string, typeUrl: string, message: Uint8Array): Resource {
+  const any = encodeAny(typeUrl, message);
+  return { name, any, hash: contentHash(any) };
+}
+
+/** The version of a set of resources: a hash of its (name, hash) pairs. */
+export function versionOf(resources: ReadonlyMap<string, Resource>): string {
+  const names = [...resources.keys()].sort();
+  return contentHash(names.map((n) => `${n}=${resources.get(n)?.hash ?? ''}`).join('\n'));
+}

@@ -1,0 +1,203 @@
+/**
+ * The state-of-the-world protocol for one ADS stream, without gRPC: what the
+ * client subscribed to, what it was sent and what it acknowledged, per type.
+ *
+ * - ACK or NACK is decided by error_detail alone.
+ * - A request whose response_nonce is not the last one sent for its type is
+ *   stale and ignored.
+ * - A NACKed version is recorded and not sent again; the next change sends a
+ *   new version.
+ * - Versions are content hashes, so unchanged content sends nothing.
+ * - LDS and CDS responses carry the full subscribed state; RDS and EDS carry
+ *   only the resources whose bytes the client does not already hold.
+ */
+import type { Placement } from '../domain/locality.js';
+import type { ClientStatus, NackRecord, TypeStatus } from './client-status.js';
+import { encodeDiscoveryResponse, type DiscoveryRequest, type NodeInfo } from './codec.js';
+import { placementOf } from './placement.js';
+import { versionOf, type Resource } from './resource.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from './type-urls.js';
+
+export interface ResourceSource {
+  names(typeUrl: string): string[];
+  resolve(typeUrl: string, name: string, client: Placement): Resource | undefined;
+}
+
+export interface OutgoingResponse {
+  readonly typeUrl: string;
+  readonly version: string;
+  readonly nonce: string;
+  readonly resources: number;
+  readonly bytes: Buffer;
+}
+
+export type RequestOutcome =
+  | { readonly kind: 'initial' | 'ack' | 'subscribe'; readonly typeUrl: string }
+  | { readonly kind: 'nack'; readonly typeUrl: string; readonly detail: string }
+  | { readonly kind: 'stale'; readonly typeUrl: string };
+
+interface TypeState {
+  wildcard: boolean;
+  names: Set<string>;
+  /** name → hash of the bytes last sent. */
+  sent: Map<string, string>;
+  versionSent: string;
+  nonceSent: string;
+  versionAcked: string;
+  lastNack?: NackRecord;
+}
+
+const FULL_STATE_TYPES = new Set([LISTENER_TYPE, CLUSTER_TYPE]);
+const PUSH_ORDER = [CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE];
+
+function pushRank(typeUrl: string): number {
+  const i = PUSH_ORDER.indexOf(typeUrl);
+  return i < 0 ? PUSH_ORDER.length : i;
+}
+
+export class StreamState {
+  node: NodeInfo | undefined;
+  placement: Placement = placementOf(undefined);
+  readonly connectedAt = new Date().toISOString();
+  private readonly types = new Map<string, TypeState>();
+  private nonces = 0;
+
+  constructor(
+    readonly id: number,
+    readonly peer: string,
+    private readonly source: ResourceSource,
+  ) {}
+
+  get nodeId(): string {
+    return this.node?.id ?? '';
+  }
+
+  /** Applies one request; returns what it was and the responses it calls for. */
+  handle(req: DiscoveryRequest): { outcome: RequestOutcome; responses: OutgoingResponse[] } {
+    if (!this.node && req.node) {
+      this.node = req.node;
+      this.placement = placementOf(req.node);
+    }
+    const typeUrl = req.typeUrl;
+    let state = this.types.get(typeUrl);
+    if (state && req.responseNonce !== '' && req.responseNonce !== state.nonceSent) {
+      return { outcome: { kind: 'stale', typeUrl }, responses: [] };
+    }
+    let outcome: RequestOutcome;
+    if (!state) {
+      state = { wildcard: false, names: new Set(), sent: new Map(), versionSent: '', nonceSent: '', versionAcked: '' };
+      this.types.set(typeUrl, state);
+      outcome = { kind: 'initial', typeUrl };
+    } else if (req.errorDetail && req.responseNonce !== '') {
+      const detail = req.errorDetail.message;
+      state.lastNack = { version: state.versionSent, nonce: state.nonceSent, detail, at: new Date().toISOString() };
+      outcome = { kind: 'nack', typeUrl, detail };
+    } else if (req.responseNonce !== '') {
+      state.versionAcked = req.versionInfo;
+      outcome = { kind: 'ack', typeUrl };
+    } else {
+      outcome = { kind: 'subscribe', typeUrl };
+    }
+    const added = this.subscribe(state, typeUrl, req.resourceNames, outcome.kind === 'initial');
+    const mustAnswer = outcome.kind === 'initial' || outcome.kind === 'subscribe' || added;
+    const response = this.respond(typeUrl, state, mustAnswer);
+    return { outcome, responses: response ? [response] : [] };
+  }
+
+  /** After a change: the responses that bring this client up to date. */
+  refresh(): OutgoingResponse[] {
+    const out: OutgoingResponse[] = [];
+    // Clusters and their endpoints before the listeners and routes that use them.
+    const ordered = [...this.types].sort((a, b) => pushRank(a[0]) - pushRank(b[0]));
+    for (const [typeUrl, state] of ordered) {
+      const r = this.respond(typeUrl, state, false);
+      if (r) out.push(r);
+    }
+    return out;
+  }
+
+  /** Does this stream hold or want any of these names? */
+  concerns(names: ReadonlySet<string>): boolean {
+    for (const state of this.types.values()) {
+      if (state.wildcard) return true;
+      for (const n of names) if (state.names.has(n)) return true;
+    }
+    return false;
+  }
+
+  status(): ClientStatus {
+    const types: TypeStatus[] = [];
+    for (const [typeUrl, s] of this.types) {
+      types.push({
+        typeUrl,
+        subscribed: s.wildcard ? '*' : [...s.names].sort(),
+        versionSent: s.versionSent,
+        nonceSent: s.nonceSent,
+        versionAcked: s.versionAcked,
+        ...(s.lastNack ? { lastNack: s.lastNack } : {}),
+      });
+    }
+    return {
+      streamId: this.id,
+      nodeId: this.nodeId,
+      cluster: this.node?.cluster ?? '',
+      peer: this.peer,
+      connectedAt: this.connectedAt,
+      placement: this.placement,
+      types,
+    };
+  }
+
+  /** Returns whether a name not held before was added. */
+  private subscribe(state: TypeState, typeUrl: string, names: readonly string[], first: boolean): boolean {
+    const explicit = names.filter((n) => n !== '*');
+    // Legacy wildcard: an empty list on the first LDS/CDS request, kept while the list stays empty.
+    const legacy = names.length === 0 && (first || state.wildcard) && FULL_STATE_TYPES.has(typeUrl);
+    state.wildcard = names.includes('*') || legacy;
+    let added = false;
+    const next = new Set(explicit);
+    for (const n of next) if (!state.names.has(n)) added = true;
+    for (const n of state.names) if (!next.has(n)) state.sent.delete(n);
+    state.names = next;
+    return added;
+  }
+
+  private respond(typeUrl: string, state: TypeState, mustAnswer: boolean): OutgoingResponse | undefined {
+    const current = new Map<string, Resource>();
+    const wanted = state.wildcard ? new Set([...this.source.names(typeUrl), ...state.names]) : state.names;
+    for (const name of wanted) {
+      const r = this.source.resolve(typeUrl, name, this.placement);
+      if (r) current.set(name, r);
+    }
+    const version = versionOf(current);
+    if (version === state.versionSent && !mustAnswer) return undefined;
+    let resources: Resource[];
+    if (FULL_STATE_TYPES.has(typeUrl)) {
+      resources = [...current.values()];
+    } else {
+      resources = [...current.values()].filter((r) => state.sent.get(r.name) !== r.hash);
+      if (resources.length === 0 && !mustAnswer) {
+        // Only removals: the client drops those with their parent resource.
+        state.sent = hashesOf(current);
+        state.versionSent = version;
+        return undefined;
+      }
+    }
+    state.sent = hashesOf(current);
+    state.versionSent = version;
+    state.nonceSent = String(++this.nonces);
+    const bytes = encodeDiscoveryResponse({
+      versionInfo: version,
+      typeUrl,
+      nonce: state.nonceSent,
+      resources: resources.map((r) => r.any),
+    });
+    return { typeUrl, version, nonce: state.nonceSent, resources: resources.length, bytes };
+  }
+}
+
+function hashesOf(resources: ReadonlyMap<string, Resource>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [n, r] of resources) out.set(n, r.hash);
+  return out;
+}

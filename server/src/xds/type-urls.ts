@@ -1,0 +1,21 @@
+/** xDS type URLs, one literal type per resource kind. */
+export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
+export const ROUTE_TYPE = 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration';
+export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
+export const ENDPOINT_TYPE = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
+
+export type XdsTypeUrl = typeof LISTENER_TYPE | typeof ROUTE_TYPE | typeof CLUSTER_TYPE | typeof ENDPOINT_TYPE;
+
+export const XDS_TYPES: readonly XdsTypeUrl[] = [LISTENER_TYPE, ROUTE_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE];
+
+const SHORT: Record<string, string> = {
+  [LISTENER_TYPE]: 'LDS',
+  [ROUTE_TYPE]: 'RDS',
+  [CLUSTER_TYPE]: 'CDS',
+  [ENDPOINT_TYPE]: 'EDS',
+};
+
+/** 'LDS', 'RDS', 'CDS', 'EDS', or the URL itself, for logs and metric labels. */
+export function shortTypeName(typeUrl: string): string {
+  return SHORT[typeUrl] ?? typeUrl;
+}

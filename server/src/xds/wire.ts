@@ -1,0 +1,77 @@
+/**
+ * A minimal protobuf wire writer: sizes first, then one write into one
+ * buffer. Used where bytes are assembled from pre-encoded parts.
+ */
+
+export function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+/** Size of a length-delimited field (tag + length + body). Field numbers < 16 take one tag byte. */
+export function fieldSize(field: number, bodyLength: number): number {
+  return varintSize(field << 3) + varintSize(bodyLength) + bodyLength;
+}
+
+export function varintFieldSize(field: number, value: number): number {
+  return varintSize(field << 3) + varintSize(value);
+}
+
+const utf8 = new TextEncoder();
+
+export class WireWriter {
+  readonly buf: Uint8Array;
+  pos = 0;
+
+  constructor(size: number) {
+    this.buf = new Uint8Array(size);
+  }
+
+  varint(n: number): this {
+    while (n >= 0x80) {
+      this.buf[this.pos++] = (n & 0x7f) | 0x80;
+      n = Math.floor(n / 128);
+    }
+    this.buf[this.pos++] = n;
+    return this;
+  }
+
+  tag(field: number, wireType: 0 | 2): this {
+    return this.varint((field << 3) | wireType);
+  }
+
+  /** A length-delimited field whose body is `length` bytes, written next by the caller. */
+  open(field: number, length: number): this {
+    return this.tag(field, 2).varint(length);
+  }
+
+  bytes(field: number, body: Uint8Array): this {
+    this.open(field, body.length);
+    this.buf.set(body, this.pos);
+    this.pos += body.length;
+    return this;
+  }
+
+  raw(body: Uint8Array): this {
+    this.buf.set(body, this.pos);
+    this.pos += body.length;
+    return this;
+  }
+
+  uint(field: number, value: number): this {
+    return this.tag(field, 0).varint(value);
+  }
+
+  finish(): Uint8Array {
+    if (this.pos !== this.buf.length) throw new Error(`wire size mismatch: wrote ${this.pos} of ${this.buf.length}`);
+    return this.buf;
+  }
+}
+
+export function utf8Bytes(s: string): Uint8Array {
+  return utf8.encode(s);
+}

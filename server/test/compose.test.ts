@@ -1,0 +1,55 @@
+/**
+ * docker-compose.yml cannot run without a Docker engine, so it is checked
+ * statically: every build file and mounted file exists, mounted Canopy
+ * configs are valid, and published ports match what the server listens on.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
+import { parseConfig } from '../src/domain/spec.js';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+interface ComposeService {
+  build?: { context: string; dockerfile: string };
+  image?: string;
+  command?: string[];
+  volumes?: string[];
+  ports?: string[];
+}
+
+describe('docker-compose.yml', () => {
+  const compose = parse(readFileSync(`${root}docker-compose.yml`, 'utf8')) as { services: Record<string, ComposeService> };
+
+  it('has a canopy service built from the repo', () => {
+    const canopy = compose.services['canopy'];
+    assert.ok(canopy?.build, 'canopy service with a build section');
+    assert.ok(existsSync(`${root}${canopy.build.context}/${canopy.build.dockerfile}`), 'Dockerfile exists');
+  });
+
+  for (const [name, svc] of Object.entries(compose.services)) {
+    it(`${name}: mounted files exist and Canopy configs are valid`, () => {
+      for (const v of svc.volumes ?? []) {
+        const [host = '', target = ''] = v.split(':');
+        if (!host.startsWith('./')) continue;
+        const file = `${root}${host.slice(2)}`;
+        assert.ok(existsSync(file), `${name}: ${host} exists`);
+        if (target.startsWith('/etc/canopy/') && file.endsWith('.yaml')) {
+          const result = parseConfig(parse(readFileSync(file, 'utf8')));
+          assert.ok(result.ok, `${host}: ${JSON.stringify(!result.ok && result.errors)}`);
+        }
+      }
+    });
+  }
+
+  it('publishes the xDS and admin ports the mounted config listens on', () => {
+    const canopy = compose.services['canopy'];
+    const config = parse(readFileSync(`${root}server/examples/mesh.yaml`, 'utf8')) as { server: { xdsPort: number; adminPort: number } };
+    const published = (canopy?.ports ?? []).map((p) => Number(p.split(':')[1]));
+    assert.ok(published.includes(config.server.xdsPort));
+    assert.ok(published.includes(config.server.adminPort));
+    assert.ok(canopy?.command?.includes('0.0.0.0'), 'listens beyond the container loopback');
+  });
+});

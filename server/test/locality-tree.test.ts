@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { LocalityTree } from '../src/domain/locality-tree.js';
+import type { Scope } from '../src/domain/locality.js';
+import { endpointKey } from '../src/domain/service.js';
+import { client, ep } from './support/builders.js';
+
+const RZS: Scope[] = ['region', 'zone', 'subzone'];
+
+describe('LocalityTree', () => {
+  it('groups hierarchically: (r1,z1) and (r2,z1) are different zones', () => {
+    const t = new LocalityTree(RZS);
+    t.upsert(ep({ locality: 'r1/z1/s1' }));
+    t.upsert(ep({ locality: 'r2/z1/s1' }));
+    assert.equal(t.root.children.size, 2);
+    assert.equal(t.match(['r1', 'z1', 's1']).path().join('/'), 'r1/z1/s1');
+    assert.notEqual(t.match(['r1', 'z1']).id, t.match(['r2', 'z1']).id);
+    assert.equal(t.nodeCount, 1 + 2 + 2 + 2);
+  });
+
+  it('match gives the deepest node on the path', () => {
+    const t = new LocalityTree(RZS);
+    t.upsert(ep({ locality: 'r1/z1/s1' }));
+    t.upsert(ep({ locality: 'r1/z2/s1' }));
+    const cases: [string[], string][] = [
+      [['r1', 'z1', 's1'], 'r1/z1/s1'],
+      [['r1', 'z1', 's9'], 'r1/z1'],
+      [['r1', 'z9', 's1'], 'r1'],
+      [['r9', 'z1', 's1'], ''],
+      [[], ''],
+    ];
+    for (const [path, want] of cases) assert.equal(t.match(path).path().join('/'), want, path.join('/'));
+  });
+
+  it('a missing value reads as "" and is a value like any other', () => {
+    const t = new LocalityTree(RZS);
+    t.upsert(ep({ locality: 'r1' }));
+    assert.equal(t.matchPlacement(client({ locality: 'r1' })).depth, 3);
+    assert.equal(t.matchPlacement(client({ locality: 'r1/z1' })).depth, 1);
+  });
+
+  it('counts, removes and prunes empty branches', () => {
+    const t = new LocalityTree(RZS);
+    const a = ep({ locality: 'r1/z1/s1' });
+    const b = ep({ locality: 'r1/z1/s2' });
+    const c = ep({ locality: 'r2/z1/s1' });
+    for (const e of [a, b, c]) t.upsert(e);
+    assert.equal(t.size, 3);
+    assert.equal(t.root.children.get('r1')?.count, 2);
+    assert.ok(t.remove(endpointKey(b)));
+    assert.equal(t.root.children.get('r1')?.children.get('z1')?.children.has('s2'), false, 's2 pruned');
+    assert.ok(t.remove(endpointKey(c)));
+    assert.equal(t.root.children.has('r2'), false, 'r2 pruned');
+    assert.equal(t.nodeCount, 4);
+    assert.equal(t.remove(endpointKey(c)), false);
+    assert.ok(t.remove(endpointKey(a)));
+    assert.equal(t.size, 0);
+    assert.equal(t.nodeCount, 1);
+  });
+
+  it('update in place keeps the leaf; a moved endpoint changes leaf', () => {
+    const t = new LocalityTree(RZS);
+    const a = ep({ locality: 'r1/z1/s1', weight: 1 });
+    t.upsert(a);
+    const leaf = t.match(['r1', 'z1', 's1']);
+    t.upsert({ ...a, weight: 5 });
+    assert.equal(t.match(['r1', 'z1', 's1']), leaf);
+    assert.equal(t.get(endpointKey(a))?.weight, 5);
+    assert.equal(t.size, 1);
+    t.upsert({ ...a, locality: { region: 'r2', zone: 'z1', subzone: 's1' } });
+    assert.equal(t.size, 1);
+    assert.equal(t.root.children.has('r1'), false);
+    assert.equal(t.match(['r2', 'z1', 's1']).count, 1);
+  });
+
+  it('keeps endpoints in depth-first order: every subtree is one contiguous range', () => {
+    const t = new LocalityTree(RZS);
+    const locs = ['r2/z1/s1', 'r1/z2/s1', 'r1/z1/s2', 'r1/z1/s1', 'r2/z1/s1', 'r1/z1/s1', 'r3/z1/s1'];
+    for (const l of locs) t.upsert(ep({ locality: l }));
+    const compiled = t.compile();
+    assert.equal(compiled.nodes.length, t.nodeCount);
+    assert.equal(compiled.endpoints.length, 7);
+    for (const [i, node] of compiled.nodes.entries()) {
+      const inRange = compiled.endpoints.slice(node.start, node.end);
+      assert.equal(inRange.length, node.end - node.start);
+      // Every endpoint in the range lies under this node, and none outside it does.
+      const prefix = pathOfNode(compiled.nodes, i);
+      for (const e of compiled.endpoints) {
+        const under = prefix.every((v, d) => [e.locality.region, e.locality.zone, e.locality.subzone][d] === v);
+        assert.equal(inRange.includes(e), under, `node ${prefix.join('/')} range`);
+      }
+    }
+  });
+
+  it('compile is O(nodes + endpoints): k siblings take k node slots, not 2^k', () => {
+    const t = new LocalityTree(RZS);
+    for (let i = 0; i < 20; i++) t.upsert(ep({ locality: `r1/z1/s${i}` }));
+    const c = t.compile();
+    assert.equal(c.nodes.length, 1 + 1 + 1 + 20);
+  });
+
+  it('compile output depends on content only, not insertion order', () => {
+    const eps = ['r2/z1/s1', 'r1/z2/s1', 'r1/z1/s2', 'r1/z1/s1'].map((l) => ep({ locality: l }));
+    const a = new LocalityTree(RZS);
+    const b = new LocalityTree(RZS);
+    for (const e of eps) a.upsert(e);
+    for (const e of [...eps].reverse()) b.upsert(e);
+    assert.deepEqual(a.compile(), b.compile());
+  });
+
+  it('supports 8 levels with label scopes', () => {
+    const scopes: Scope[] = ['network', 'region', 'zone', 'subzone', 'node', 'cluster', 'label:rack', 'label:version'];
+    const t = new LocalityTree(scopes);
+    const e = ep({ locality: 'r1/z1/s1', network: 'n1', node: 'nd', cluster: 'c1', labels: { rack: 'k7', version: 'v2' } });
+    t.upsert(e);
+    t.upsert(ep({ locality: 'r1/z1/s1', network: 'n1', node: 'nd', cluster: 'c1', labels: { rack: 'k7', version: 'v1' } }));
+    const m = t.match(['n1', 'r1', 'z1', 's1', 'nd', 'c1', 'k7', 'v2']);
+    assert.equal(m.depth, 8);
+    assert.deepEqual([...t.endpointsOf(m)], [e]);
+    assert.equal(t.match(['n1', 'r1', 'z1', 's1', 'nd', 'c1', 'k7', 'v3']).depth, 7);
+    assert.throws(() => new LocalityTree([...scopes, 'label:x']), RangeError);
+    assert.throws(() => new LocalityTree([]), RangeError);
+  });
+});
+
+function pathOfNode(nodes: readonly { parent: number; value: string }[], i: number): string[] {
+  const out: string[] = [];
+  for (let n = nodes[i]; n && n.parent >= 0; n = nodes[n.parent]) out.push(n.value);
+  return out.reverse();
+}

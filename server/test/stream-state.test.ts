@@ -1,0 +1,153 @@
+/**
+ * The per-stream protocol state machine, driven directly. Every response is
+ * checked for the invariants a client relies on: the type URL it asked for,
+ * a version, and a nonce that only goes up.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Placement } from '../src/domain/locality.js';
+import type { DiscoveryRequest } from '../src/xds/codec.js';
+import { makeResource, type Resource } from '../src/xds/resource.js';
+import { StreamState, type OutgoingResponse, type ResourceSource } from '../src/xds/stream-state.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/xds/type-urls.js';
+
+/** A mutable in-memory source: name → content per type. */
+class FakeSource implements ResourceSource {
+  readonly content = new Map<string, Map<string, string>>();
+  names(typeUrl: string): string[] {
+    return [...(this.content.get(typeUrl)?.keys() ?? [])];
+  }
+  resolve(typeUrl: string, name: string, _client: Placement): Resource | undefined {
+    const body = this.content.get(typeUrl)?.get(name);
+    return body === undefined ? undefined : makeResource(name, typeUrl, new TextEncoder().encode(body));
+  }
+  set(typeUrl: string, name: string, body: string | undefined): void {
+    const m = this.content.get(typeUrl) ?? new Map<string, string>();
+    this.content.set(typeUrl, m);
+    if (body === undefined) m.delete(name);
+    else m.set(name, body);
+  }
+}
+
+class Harness {
+  readonly source = new FakeSource();
+  readonly stream = new StreamState(1, 'test', this.source);
+  private lastNonce = 0;
+  readonly sent: OutgoingResponse[] = [];
+
+  request(req: Partial<DiscoveryRequest> & { typeUrl: string }) {
+    const full: DiscoveryRequest = { versionInfo: '', resourceNames: [], responseNonce: '', ...req };
+    const result = this.stream.handle(full);
+    this.check(result.responses, req.typeUrl);
+    return result;
+  }
+
+  refresh(): OutgoingResponse[] {
+    const out = this.stream.refresh();
+    this.check(out);
+    return out;
+  }
+
+  private check(responses: readonly OutgoingResponse[], typeUrl?: string): void {
+    for (const r of responses) {
+      if (typeUrl) assert.equal(r.typeUrl, typeUrl);
+      assert.ok(r.version.length > 0, 'version set');
+      const n = Number(r.nonce);
+      assert.ok(n > this.lastNonce, `nonce goes up (${n} after ${this.lastNonce})`);
+      this.lastNonce = n;
+      this.sent.push(r);
+    }
+  }
+}
+
+describe('StreamState', () => {
+  it('wildcard CDS carries full state; ACK is silent; unchanged content sends nothing', () => {
+    const h = new Harness();
+    h.source.set(CLUSTER_TYPE, 'a', 'A1');
+    h.source.set(CLUSTER_TYPE, 'b', 'B1');
+    const first = h.request({ typeUrl: CLUSTER_TYPE, node: nodeAt('r1') });
+    assert.equal(first.outcome.kind, 'initial');
+    assert.equal(first.responses[0]?.resources, 2);
+    const r = first.responses[0]!;
+    const ack = h.request({ typeUrl: CLUSTER_TYPE, versionInfo: r.version, responseNonce: r.nonce });
+    assert.equal(ack.outcome.kind, 'ack');
+    assert.deepEqual(ack.responses, []);
+    assert.deepEqual(h.refresh(), []);
+    h.source.set(CLUSTER_TYPE, 'b', 'B2');
+    const pushed = h.refresh();
+    assert.equal(pushed[0]?.resources, 2, 'LDS/CDS responses carry full state');
+    assert.equal(h.stream.status().types[0]?.versionAcked, r.version);
+  });
+
+  it('EDS sends only the resources whose bytes changed, plus new subscriptions', () => {
+    const h = new Harness();
+    h.source.set(ENDPOINT_TYPE, 'a', 'A1');
+    h.source.set(ENDPOINT_TYPE, 'b', 'B1');
+    const r1 = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a', 'b'] }).responses[0]!;
+    assert.equal(r1.resources, 2);
+    h.source.set(ENDPOINT_TYPE, 'a', 'A2');
+    const [r2] = h.refresh();
+    assert.equal(r2?.resources, 1);
+    assert.notEqual(r2?.version, r1.version);
+    h.source.set(ENDPOINT_TYPE, 'c', 'C1');
+    const sub = h.request({ typeUrl: ENDPOINT_TYPE, versionInfo: r2!.version, responseNonce: r2!.nonce, resourceNames: ['a', 'b', 'c'] });
+    assert.equal(sub.responses[0]?.resources, 1, 'only the newly subscribed c');
+  });
+
+  it('a stale nonce is ignored, subscription changes included', () => {
+    const h = new Harness();
+    h.source.set(ENDPOINT_TYPE, 'a', 'A1');
+    h.source.set(ENDPOINT_TYPE, 'b', 'B1');
+    h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a'] });
+    const stale = h.request({ typeUrl: ENDPOINT_TYPE, responseNonce: '999', resourceNames: ['a', 'b'] });
+    assert.equal(stale.outcome.kind, 'stale');
+    assert.deepEqual(stale.responses, []);
+    assert.deepEqual(h.stream.status().types[0]?.subscribed, ['a']);
+  });
+
+  it('a NACK is recorded, not answered, and the next change is sent', () => {
+    const h = new Harness();
+    h.source.set(ENDPOINT_TYPE, 'a', 'A1');
+    const r1 = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a'] }).responses[0]!;
+    h.request({ typeUrl: ENDPOINT_TYPE, versionInfo: r1.version, responseNonce: r1.nonce, resourceNames: ['a'] });
+    h.source.set(ENDPOINT_TYPE, 'a', 'BAD');
+    const [bad] = h.refresh();
+    const nack = h.request({
+      typeUrl: ENDPOINT_TYPE,
+      versionInfo: r1.version,
+      responseNonce: bad!.nonce,
+      resourceNames: ['a'],
+      errorDetail: { code: 3, message: 'bad' },
+    });
+    assert.equal(nack.outcome.kind, 'nack');
+    assert.deepEqual(nack.responses, []);
+    assert.deepEqual(h.refresh(), [], 'not re-sent');
+    const t = h.stream.status().types[0]!;
+    assert.equal(t.lastNack?.version, bad!.version);
+    assert.equal(t.versionAcked, r1.version);
+    h.source.set(ENDPOINT_TYPE, 'a', 'A3');
+    assert.equal(h.refresh().length, 1);
+  });
+
+  it('a removed wildcard resource disappears from the next full-state response', () => {
+    const h = new Harness();
+    h.source.set(CLUSTER_TYPE, 'a', 'A1');
+    h.source.set(CLUSTER_TYPE, 'b', 'B1');
+    h.request({ typeUrl: CLUSTER_TYPE, resourceNames: [] });
+    h.source.set(CLUSTER_TYPE, 'b', undefined);
+    assert.equal(h.refresh()[0]?.resources, 1);
+  });
+
+  it('reads the client placement from the first request that carries a node', () => {
+    const h = new Harness();
+    h.request({ typeUrl: CLUSTER_TYPE, node: nodeAt('r7', { network: 'n2', labels: { app: 'x' } }) });
+    assert.equal(h.stream.placement.locality.region, 'r7');
+    assert.equal(h.stream.placement.network, 'n2');
+    assert.deepEqual(h.stream.placement.labels, { app: 'x' });
+    assert.equal(h.stream.concerns(new Set(['anything'])), true, 'wildcard concerns every name');
+  });
+});
+
+function nodeAt(region: string, metadata: Record<string, unknown> = {}): NonNullable<DiscoveryRequest['node']> {
+  return { id: 'n', cluster: 'c', locality: { region, zone: 'z', subzone: 's' }, metadata, userAgentName: 'test' };
+}
