@@ -1,0 +1,96 @@
+/**
+ * Runs `canopy serve` as a real child process on loopback, with ephemeral
+ * ports, and talks to its admin API over HTTP.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+
+const CLI = fileURLToPath(new URL('../../server/src/cli.js', import.meta.url));
+
+export interface AdminResponse {
+  status: number;
+  body: unknown;
+}
+
+export interface CanopyProcess {
+  readonly xdsUri: string;
+  readonly adminUrl: string;
+  readonly configPath: string;
+  logs(): string[];
+  admin(method: 'GET' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<AdminResponse>;
+  stop(): Promise<number | null>;
+}
+
+export async function startCanopyProcess(config: object, extraArgs: string[] = []): Promise<CanopyProcess> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-e2e-'));
+  const configPath = path.join(dir, 'mesh.yaml');
+  writeFileSync(configPath, stringify(config));
+  const child = spawn(
+    process.execPath,
+    [CLI, 'serve', '--config', configPath, '--host', '127.0.0.1', '--xds-port', '0', '--admin-port', '0', ...extraArgs],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const lines: string[] = [];
+  const ready = new Promise<{ xds: string; admin: string }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`canopy did not become ready:\n${lines.join('\n')}`)), 15_000);
+    let buf = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      buf += chunk.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        lines.push(line);
+        if (line.includes('"canopy ready"')) {
+          clearTimeout(timer);
+          const parsed = JSON.parse(line) as { xds: string; admin: string };
+          resolve(parsed);
+        }
+      }
+    });
+    child.stderr?.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`canopy exited with ${code}:\n${lines.join('\n')}`));
+    });
+  });
+  let addresses: { xds: string; admin: string };
+  try {
+    addresses = await ready;
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+  const adminUrl = `http://${addresses.admin}`;
+  return {
+    xdsUri: addresses.xds,
+    adminUrl,
+    configPath,
+    logs: () => lines,
+    admin: async (method, p, body) => {
+      const res = await fetch(`${adminUrl}${p}`, {
+        method,
+        ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined };
+    },
+    stop: () => stopChild(child),
+  };
+}
+
+function stopChild(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => {
+    const force = setTimeout(() => child.kill('SIGKILL'), 8000);
+    child.once('exit', (code) => {
+      clearTimeout(force);
+      resolve(code);
+    });
+    child.kill('SIGTERM');
+  });
+}
