@@ -21,7 +21,7 @@ export async function loadConfigFile(file: string): Promise<ValidationResult<Can
 }
 
 export function parseConfigText(text: string): ValidationResult<CanopyConfig> {
-  const doc = parseDocument(text, { prettyErrors: false });
+  const doc = parseDocument(text);
   if (doc.errors.length > 0) {
     const errors: FieldError[] = doc.errors.map((e) => ({
       path: '',

@@ -51,13 +51,14 @@ interface RawRequest {
   error_detail?: { code?: number; message?: string };
 }
 
+/** google.protobuf.Value as protobufjs defines it: camelCase fields, even with keepCase. */
 interface StructValue {
-  null_value?: unknown;
-  number_value?: number;
-  string_value?: string;
-  bool_value?: boolean;
-  struct_value?: { fields?: Record<string, StructValue> };
-  list_value?: { values?: StructValue[] };
+  nullValue?: unknown;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: { fields?: Record<string, StructValue> };
+  listValue?: { values?: StructValue[] };
 }
 
 export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
@@ -91,11 +92,11 @@ function structToJson(fields: Record<string, StructValue> | undefined): Record<s
 }
 
 function valueToJson(v: StructValue): unknown {
-  if (v.string_value !== undefined) return v.string_value;
-  if (v.number_value !== undefined) return v.number_value;
-  if (v.bool_value !== undefined) return v.bool_value;
-  if (v.struct_value !== undefined) return structToJson(v.struct_value.fields);
-  if (v.list_value !== undefined) return (v.list_value.values ?? []).map(valueToJson);
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.numberValue !== undefined) return v.numberValue;
+  if (v.boolValue !== undefined) return v.boolValue;
+  if (v.structValue !== undefined) return structToJson(v.structValue.fields);
+  if (v.listValue !== undefined) return (v.listValue.values ?? []).map(valueToJson);
   return null;
 }
 
