@@ -1,62 +1,141 @@
+/** The config file on real temp files: load, YAML errors, and the watch. */
 import assert from 'node:assert/strict';
-import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type { FieldError } from '../src/domain/errors.js';
 import type { CanopyConfig } from '../src/domain/spec.js';
 import { loadConfigFile, watchConfigFile } from '../src/store/config-file.js';
 
-const VALID = `services:
+const VALID = `server:
+  adminPort: 0
+services:
   - name: echo
     endpoints:
-      - { address: 10.0.0.1, port: 80 }
+      - { address: 10.0.0.1, port: 80, locality: { region: r1 } }
 `;
 
+const dirs: string[] = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
 function tmpFile(text: string): string {
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'canopy-cfg-')), 'mesh.yaml');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-cfg-'));
+  dirs.push(dir);
+  const file = path.join(dir, 'mesh.yaml');
   writeFileSync(file, text);
   return file;
 }
 
-describe('config file', () => {
+function messagesOf(r: { ok: boolean; errors?: readonly FieldError[] }): string[] {
+  assert.equal(r.ok, false, 'expected the load to fail');
+  return (r.errors ?? []).map((e) => `${e.path}|${e.message}`);
+}
+
+describe('loadConfigFile', () => {
   it('loads a valid file', async () => {
     const r = await loadConfigFile(tmpFile(VALID));
     assert.ok(r.ok);
+    assert.deepEqual(r.value.server, { adminPort: 0 });
     assert.equal(r.value.services[0]?.name, 'echo');
+    assert.equal(r.value.services[0]?.endpoints[0]?.locality.region, 'r1');
   });
 
-  it('reports a YAML syntax error with its line', async () => {
-    const r = await loadConfigFile(tmpFile('services:\n  - name: [echo\n'));
-    assert.equal(r.ok, false);
-    assert.match(!r.ok ? (r.errors[0]?.message ?? '') : '', /YAML syntax error at line \d+/);
-  });
+  // [case, file text, expected "path|message" prefix of the first error]
+  const invalid: [string, string, string][] = [
+    [
+      'a tab as indentation',
+      'services:\n\t- name: x\n',
+      '|YAML syntax error at line 2, column 1: Tabs are not allowed',
+    ],
+    [
+      'a duplicate key',
+      'services:\n  - name: a\n    port: 80\n    port: 81\n',
+      '|YAML syntax error at line 4, column 5: Map keys must be unique',
+    ],
+    ['an unclosed quote', 'services:\n  - name: a\n    vip: "10.0.0.1\n', '|YAML syntax error at line 4'],
+    ['an alias to no anchor', 'services: *nothing\n', '|YAML error: Unresolved alias'],
+    ['an empty file', '', 'services|must be a list of services, got nothing'],
+    [
+      'a bad field',
+      VALID.replace('port: 80', 'port: 0'),
+      'services[0].endpoints[0].port|must be an integer from 1 to 65535',
+    ],
+  ];
+  for (const [what, text, want] of invalid) {
+    it(`reports ${what}`, async () => {
+      const messages = messagesOf(await loadConfigFile(tmpFile(text)));
+      assert.ok(messages[0]?.startsWith(want), `${JSON.stringify(messages)} should start with ${JSON.stringify(want)}`);
+    });
+  }
 
   it('reports a missing file', async () => {
-    const r = await loadConfigFile(path.join(os.tmpdir(), 'canopy-does-not-exist.yaml'));
-    assert.equal(r.ok, false);
-    assert.match(!r.ok ? (r.errors[0]?.message ?? '') : '', /cannot read/);
+    const missing = path.join(path.dirname(tmpFile('')), 'absent.yaml');
+    assert.match(messagesOf(await loadConfigFile(missing))[0] ?? '', /^\|cannot read .*absent\.yaml/);
   });
+});
 
-  it('watches: a valid edit applies, an invalid one is reported and never applied', async () => {
-    const file = tmpFile(VALID);
+describe('watchConfigFile', () => {
+  function watching(file: string) {
     const valid: CanopyConfig[] = [];
     const invalid: (readonly FieldError[])[] = [];
-    const stop = watchConfigFile(file, { onValid: (c) => valid.push(c), onInvalid: (e) => invalid.push(e) }, { debounceMs: 20 });
+    const stop = watchConfigFile(
+      file,
+      { onValid: (c) => valid.push(c), onInvalid: (e) => invalid.push(e) },
+      { debounceMs: 20 },
+    );
+    return { valid, invalid, stop };
+  }
+
+  it('applies a valid edit and reports an invalid one without applying it', async () => {
+    const file = tmpFile(VALID);
+    const w = watching(file);
     try {
-      await sleep(100);
       writeFileSync(file, VALID.replace('port: 80', 'port: 99999'));
-      await until(() => invalid.length === 1);
-      assert.equal(valid.length, 0);
-      assert.equal(invalid[0]?.[0]?.path, 'services[0].endpoints[0].port');
+      await until(() => w.invalid.length === 1);
+      assert.equal(w.valid.length, 0, 'an invalid edit never reaches onValid');
+      assert.deepEqual(
+        w.invalid[0]?.map((e) => e.path),
+        ['services[0].endpoints[0].port'],
+      );
+
       // Replaced, as editors do, rather than written in place.
       const next = `${file}.tmp`;
       writeFileSync(next, VALID.replace('port: 80', 'port: 81'));
       renameSync(next, file);
-      await until(() => valid.length === 1);
-      assert.equal(valid[0]?.services[0]?.endpoints[0]?.port, 81);
+      await until(() => w.valid.length === 1);
+      assert.equal(w.valid[0]?.services[0]?.endpoints[0]?.port, 81);
+      assert.equal(w.invalid.length, 1);
     } finally {
-      stop();
+      w.stop();
+    }
+  });
+
+  it('ignores rewrites without a change, other files, and everything after stop()', async () => {
+    const file = tmpFile(VALID);
+    const w = watching(file);
+    writeFileSync(file, VALID);
+    writeFileSync(path.join(path.dirname(file), 'other.yaml'), 'not: [valid');
+    await sleep(150);
+    assert.deepEqual([w.valid.length, w.invalid.length], [0, 0]);
+    w.stop();
+    writeFileSync(file, VALID.replace('port: 80', 'port: 82'));
+    await sleep(150);
+    assert.deepEqual([w.valid.length, w.invalid.length], [0, 0]);
+  });
+
+  it('reports a YAML syntax error in an edit', async () => {
+    const file = tmpFile(VALID);
+    const w = watching(file);
+    try {
+      writeFileSync(file, `${VALID}\t- oops\n`);
+      await until(() => w.invalid.length === 1);
+      assert.match(w.invalid[0]?.[0]?.message ?? '', /^YAML syntax error at line 7/);
+      assert.equal(w.valid.length, 0);
+    } finally {
+      w.stop();
     }
   });
 });
@@ -69,6 +148,6 @@ async function until(cond: () => boolean, timeoutMs = 5000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!cond()) {
     if (Date.now() > end) throw new Error('condition not met in time');
-    await sleep(20);
+    await sleep(10);
   }
 }

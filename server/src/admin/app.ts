@@ -1,15 +1,16 @@
 /**
  * The admin API: built apart from listen() so tests drive it with inject().
- * Every error has one shape, `{ error: { code, message, fields? } }`, with a
- * stable code from the catalog in README.
+ * Handlers throw CanopyErrors; the error handler is the one place a code
+ * becomes an HTTP status, so every error has one shape,
+ * `{ error: { code, message, fields? } }`, with a code from the README table.
  */
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { ClaCache } from '../domain/cla-cache.js';
-import type { FieldError } from '../domain/errors.js';
+import type { ClaCache, ClaEntry } from '../domain/cla-cache.js';
+import { CanopyError, ValidationError, type ErrorCode, type FieldError } from '../domain/errors.js';
 import type { Placement } from '../domain/locality.js';
-import type { TreeNode } from '../domain/locality-tree.js';
+import type { LocalityTree, TreeNode } from '../domain/locality-tree.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey } from '../domain/service.js';
 import { endpointToJson, parseServiceSpec, patchEndpoint, serviceSpecToJson } from '../domain/spec.js';
@@ -25,145 +26,222 @@ export interface AdminDeps {
   readonly ready: () => boolean;
 }
 
-export type AdminErrorCode =
-  | 'CANOPY_INVALID_SERVICE'
-  | 'CANOPY_SERVICE_NOT_FOUND'
-  | 'CANOPY_ENDPOINT_NOT_FOUND'
-  | 'CANOPY_BAD_REQUEST'
-  | 'CANOPY_NOT_FOUND'
-  | 'CANOPY_NOT_READY'
-  | 'CANOPY_INTERNAL';
+/** The HTTP status of each error code. A Record, so a new code cannot go unmapped. */
+export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
+  CANOPY_INVALID_CONFIG: 400,
+  CANOPY_INVALID_SERVICE: 400,
+  CANOPY_BAD_REQUEST: 400,
+  CANOPY_SERVICE_NOT_FOUND: 404,
+  CANOPY_ENDPOINT_NOT_FOUND: 404,
+  CANOPY_NOT_FOUND: 404,
+  CANOPY_CONFIG_UNREADABLE: 500,
+  CANOPY_INTERNAL: 500,
+  CANOPY_NOT_READY: 503,
+};
 
-function sendError(reply: FastifyReply, status: number, code: AdminErrorCode, message: string, fields?: readonly FieldError[]) {
+export function buildAdminApp(deps: AdminDeps): FastifyInstance {
+  const app = deps.logger
+    ? Fastify({
+        loggerInstance: deps.logger as FastifyBaseLogger,
+        // Scrapes and probes would flood an info log; request lines are for debugging.
+        disableRequestLogging: !deps.logger.isLevelEnabled('debug'),
+      })
+    : Fastify({ logger: false });
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof CanopyError) {
+      return sendError(reply, err.code, err.message, err instanceof ValidationError ? err.errors : undefined);
+    }
+    // Fastify's own client errors (malformed JSON, wrong content type, body too large) keep their status.
+    const status = err.statusCode ?? 500;
+    if (status >= 400 && status < 500) return sendError(reply, 'CANOPY_BAD_REQUEST', err.message, undefined, status);
+    req.log.error({ err }, 'admin request failed');
+    return sendError(reply, 'CANOPY_INTERNAL', 'internal error');
+  });
+  app.setNotFoundHandler((req, reply) => sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
+  serviceRoutes(app, deps.store);
+  debugRoutes(app, deps);
+  healthRoutes(app, deps);
+  return app;
+}
+
+function sendError(
+  reply: FastifyReply,
+  code: ErrorCode,
+  message: string,
+  fields?: readonly FieldError[],
+  status = HTTP_STATUS[code],
+): FastifyReply {
   return reply.code(status).send({ error: { code, message, ...(fields ? { fields } : {}) } });
 }
 
-export function buildAdminApp(deps: AdminDeps): FastifyInstance {
-  const app: FastifyInstance = deps.logger
-    ? // Request logs are info-level: keep them out of the server log unless it runs at debug.
-      (Fastify({ loggerInstance: deps.logger.child({}, { level: deps.logger.level === 'debug' ? 'debug' : 'warn' }) }) as unknown as FastifyInstance)
-    : Fastify({ logger: false });
-  const { store } = deps;
+type NameParams = { Params: { name: string } };
 
-  app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
-    const status = err.statusCode ?? 500;
-    if (status < 500) return sendError(reply, status, 'CANOPY_BAD_REQUEST', err.message);
-    deps.logger?.error({ err }, 'admin request failed');
-    return sendError(reply, 500, 'CANOPY_INTERNAL', 'internal error');
-  });
-  app.setNotFoundHandler((req, reply) => sendError(reply, 404, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
-
-  const serviceOr404 = (name: string, reply: FastifyReply): ServiceState | undefined => {
-    const s = store.mesh.get(name);
-    if (!s) void sendError(reply, 404, 'CANOPY_SERVICE_NOT_FOUND', `service "${name}" not found`);
-    return s;
-  };
-
+function serviceRoutes(app: FastifyInstance, store: ServiceStore): void {
   app.get('/api/v1/services', async () => ({ services: store.mesh.list().map((s) => serviceSpecToJson(s.spec)) }));
 
-  app.get<{ Params: { name: string } }>('/api/v1/services/:name', async (req, reply) => {
-    const s = serviceOr404(req.params.name, reply);
-    return s ? serviceSpecToJson(s.spec) : reply;
+  app.get<NameParams>('/api/v1/services/:name', async (req) =>
+    serviceSpecToJson(serviceOf(store, req.params.name).spec),
+  );
+
+  app.put<NameParams>('/api/v1/services/:name', async (req, reply) => {
+    const spec = parseServiceBody(req.params.name, req.body);
+    const existed = store.mesh.get(spec.name) !== undefined;
+    store.put(spec);
+    return reply.code(existed ? 200 : 201).send(serviceSpecToJson(spec));
   });
 
-  app.put<{ Params: { name: string } }>('/api/v1/services/:name', async (req, reply) => {
-    const name = req.params.name;
-    const body = req.body;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      return sendError(reply, 400, 'CANOPY_INVALID_SERVICE', 'the body must be a service object', [
-        { path: '', message: 'must be an object' },
-      ]);
-    }
-    const input = { name, ...(body as Record<string, unknown>) };
-    if ((body as Record<string, unknown>)['name'] !== undefined && (body as Record<string, unknown>)['name'] !== name) {
-      return sendError(reply, 400, 'CANOPY_INVALID_SERVICE', 'name in the body differs from the path', [
-        { path: 'name', message: `must equal the path's "${name}"` },
-      ]);
-    }
-    const parsed = parseServiceSpec(input);
-    if (!parsed.ok) return sendError(reply, 400, 'CANOPY_INVALID_SERVICE', 'invalid service', parsed.errors);
-    const existed = store.mesh.get(name) !== undefined;
-    store.put(parsed.value);
-    return reply.code(existed ? 200 : 201).send(serviceSpecToJson(parsed.value));
-  });
-
-  app.delete<{ Params: { name: string } }>('/api/v1/services/:name', async (req, reply) => {
-    if (!store.delete(req.params.name)) return sendError(reply, 404, 'CANOPY_SERVICE_NOT_FOUND', `service "${req.params.name}" not found`);
+  app.delete<NameParams>('/api/v1/services/:name', async (req, reply) => {
+    if (!store.delete(req.params.name)) throw serviceNotFound(req.params.name);
     return reply.code(204).send();
   });
 
-  app.patch<{ Params: { name: string; endpoint: string } }>('/api/v1/services/:name/endpoints/:endpoint', async (req, reply) => {
-    const s = serviceOr404(req.params.name, reply);
-    if (!s) return reply;
-    const current = s.endpoints.get(req.params.endpoint);
-    if (!current) {
-      return sendError(reply, 404, 'CANOPY_ENDPOINT_NOT_FOUND', `service "${s.name}" has no endpoint ${req.params.endpoint} (use address:port)`);
-    }
-    const patched = patchEndpoint(current, req.body);
-    if (!patched.ok) return sendError(reply, 400, 'CANOPY_INVALID_SERVICE', 'invalid endpoint change', patched.errors);
-    const key = endpointKey(current);
-    store.put({ ...s.spec, endpoints: s.spec.endpoints.map((e) => (endpointKey(e) === key ? patched.value : e)) });
-    return endpointToJson(patched.value);
-  });
+  app.patch<{ Params: { name: string; endpoint: string } }>(
+    '/api/v1/services/:name/endpoints/:endpoint',
+    async (req) => {
+      const service = serviceOf(store, req.params.name);
+      const key = req.params.endpoint;
+      const current = service.endpoints.get(key);
+      if (!current) {
+        throw new CanopyError(
+          'CANOPY_ENDPOINT_NOT_FOUND',
+          `service "${service.name}" has no endpoint ${key} (give address:port, IPv6 as [address]:port)`,
+        );
+      }
+      const patched = patchEndpoint(current, req.body);
+      if (!patched.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', patched.errors);
+      const spec = service.spec;
+      store.put({ ...spec, endpoints: spec.endpoints.map((e) => (endpointKey(e) === key ? patched.value : e)) });
+      return endpointToJson(patched.value);
+    },
+  );
+}
 
-  app.get<{ Querystring: Record<string, string | undefined> }>('/debug/cla', async (req, reply) => {
-    const q = req.query;
-    if (!q['service']) return sendError(reply, 400, 'CANOPY_BAD_REQUEST', 'query parameter "service" is required');
-    const s = serviceOr404(q['service'], reply);
-    if (!s) return reply;
-    const labels: Record<string, string> = {};
-    for (const [k, v] of Object.entries(q)) if (k.startsWith('label.') && v !== undefined) labels[k.slice(6)] = v;
-    const placement: Placement = {
-      locality: { region: q['region'] ?? '', zone: q['zone'] ?? '', subzone: q['subzone'] ?? '' },
-      network: q['network'] ?? '',
-      node: q['node'] ?? '',
-      cluster: q['cluster'] ?? '',
-      labels,
-    };
-    const entry = deps.claCache.lookup(s, placement);
-    const priorities: { priority: number; localities: unknown[] }[] = [];
-    for (const g of entry.cla.groups) {
-      let p = priorities[g.priority];
-      if (!p) priorities[g.priority] = p = { priority: g.priority, localities: [] };
-      p.localities.push({
-        locality: g.locality,
-        weight: g.weight,
-        endpoints: g.endpoints.map((e) => ({ address: e.address, port: e.port, weight: e.weight })),
-      });
-    }
-    return {
-      service: s.name,
-      key: entry.key,
-      generation: entry.generation,
-      overprovisioningFactor: entry.cla.overprovisioningFactor,
-      priorities,
-      bytes: entry.bytes.length,
-    };
-  });
-
-  app.get<{ Params: { service: string } }>('/debug/tree/:service', async (req, reply) => {
-    const s = serviceOr404(req.params.service, reply);
-    if (!s) return reply;
-    const levels = s.tree.levels;
-    const node = (n: TreeNode): object => ({
-      value: n.value,
-      depth: n.depth,
-      count: n.count,
-      ...(n.depth === levels
-        ? { endpoints: n.orderedEndpoints().map(endpointKey) }
-        : { children: n.orderedChildren().map(node) }),
+/** A PUT body is a config entry whose name, if given, must be the one in the URL. */
+function parseServiceBody(name: string, body: unknown) {
+  const named = isObject(body) && body['name'] === undefined ? { ...body, name } : body;
+  const parsed = parseServiceSpec(named);
+  const errors: FieldError[] = parsed.ok ? [] : [...parsed.errors];
+  if (isObject(body) && body['name'] !== undefined && body['name'] !== name) {
+    errors.push({
+      path: 'name',
+      message: `must equal the name in the URL, "${name}", got ${JSON.stringify(body['name'])}`,
     });
-    return { scopes: s.tree.scopes, nodeCount: s.tree.nodeCount, endpoints: s.tree.size, root: node(s.tree.root) };
+  }
+  if (!parsed.ok || errors.length > 0) throw new ValidationError('CANOPY_INVALID_SERVICE', errors);
+  return parsed.value;
+}
+
+function debugRoutes(app: FastifyInstance, deps: AdminDeps): void {
+  app.get<{ Querystring: Record<string, string | string[]> }>('/debug/cla', async (req) => {
+    const { service, placement } = readPlacementQuery(req.query);
+    return claPreview(deps.claCache.lookup(serviceOf(deps.store, service), placement));
   });
+
+  app.get<{ Params: { service: string } }>('/debug/tree/:service', async (req) =>
+    treeView(serviceOf(deps.store, req.params.service).tree),
+  );
 
   app.get('/debug/clients', async () => ({ clients: deps.clients() }));
+}
+
+function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_req, reply) =>
-    deps.ready() ? { status: 'ready' } : sendError(reply, 503, 'CANOPY_NOT_READY', 'starting or shutting down'),
-  );
+
+  app.get('/readyz', async () => {
+    if (!deps.ready()) throw new CanopyError('CANOPY_NOT_READY', 'starting or shutting down');
+    return { status: 'ready' };
+  });
+
   app.get('/metrics', async (_req, reply) => {
     const body = await deps.registry.metrics();
     return reply.type(deps.registry.contentType).send(body);
   });
-  return app;
+}
+
+const PLACEMENT_PARAMS = ['service', 'region', 'zone', 'subzone', 'network', 'node', 'cluster'] as const;
+
+/** /debug/cla's query → the placement to preview. Unknown and repeated parameters are errors, like config typos. */
+function readPlacementQuery(query: Record<string, string | string[]>): { service: string; placement: Placement } {
+  const one: Partial<Record<(typeof PLACEMENT_PARAMS)[number], string>> = {};
+  const labels: [string, string][] = [];
+  for (const [key, value] of Object.entries(query)) {
+    if (typeof value !== 'string') throw badRequest(`query parameter "${key}" is given more than once`);
+    if (key.startsWith('label.') && key.length > 'label.'.length) labels.push([key.slice('label.'.length), value]);
+    else if ((PLACEMENT_PARAMS as readonly string[]).includes(key))
+      one[key as (typeof PLACEMENT_PARAMS)[number]] = value;
+    else throw badRequest(`unknown query parameter "${key}" (expected ${PLACEMENT_PARAMS.join(', ')} or label.<key>)`);
+  }
+  if (!one.service) throw badRequest('query parameter "service" is required');
+  return {
+    service: one.service,
+    placement: {
+      locality: { region: one.region ?? '', zone: one.zone ?? '', subzone: one.subzone ?? '' },
+      network: one.network ?? '',
+      node: one.node ?? '',
+      cluster: one.cluster ?? '',
+      labels: Object.fromEntries(labels),
+    },
+  };
+}
+
+/** What a client at the previewed placement would be sent, grouped by priority. */
+function claPreview(entry: ClaEntry) {
+  const byPriority = new Map<number, object[]>();
+  for (const g of entry.cla.groups) {
+    let localities = byPriority.get(g.priority);
+    if (!localities) byPriority.set(g.priority, (localities = []));
+    localities.push({
+      locality: { region: g.locality.region, zone: g.locality.zone, subzone: g.locality.subzone },
+      weight: g.weight,
+      endpoints: g.endpoints.map((e) => ({ address: e.address, port: e.port, weight: e.weight })),
+    });
+  }
+  return {
+    service: entry.service,
+    key: entry.key,
+    generation: entry.generation,
+    overprovisioningFactor: entry.cla.overprovisioningFactor,
+    priorities: [...byPriority.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([priority, localities]) => ({ priority, localities })),
+    bytes: entry.bytes.length,
+  };
+}
+
+interface TreeNodeView {
+  readonly value: string;
+  readonly depth: number;
+  readonly count: number;
+  readonly children: readonly TreeNodeView[];
+  /** Only on leaves, which are the only nodes that hold endpoints. */
+  readonly endpoints?: readonly string[];
+}
+
+function treeView(tree: LocalityTree) {
+  const view = (n: TreeNode): TreeNodeView => ({
+    value: n.value,
+    depth: n.depth,
+    count: n.count,
+    children: n.orderedChildren().map(view),
+    ...(n.depth === tree.levels ? { endpoints: n.orderedEndpoints().map(endpointKey) } : {}),
+  });
+  return { scopes: tree.scopes, nodeCount: tree.nodeCount, endpoints: tree.size, root: view(tree.root) };
+}
+
+function serviceOf(store: ServiceStore, name: string): ServiceState {
+  const service = store.mesh.get(name);
+  if (!service) throw serviceNotFound(name);
+  return service;
+}
+
+function serviceNotFound(name: string): CanopyError {
+  return new CanopyError('CANOPY_SERVICE_NOT_FOUND', `service "${name}" not found`);
+}
+
+function badRequest(message: string): CanopyError {
+  return new CanopyError('CANOPY_BAD_REQUEST', message);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -13,7 +13,15 @@ export interface MetricSources {
   readonly connectedClients: () => number;
 }
 
-export function createMetrics(registry: Registry, sources: MetricSources): XdsObserver {
+/** The xDS observer that feeds the registry, and the registry /metrics serves. */
+export interface CanopyMetrics extends XdsObserver {
+  readonly registry: Registry;
+}
+
+/** 1-2.5-5 per decade from 1 ms to 10 s: a local push takes milliseconds, a debounced storm seconds. */
+export const PUSH_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export function createMetrics(registry: Registry, sources: MetricSources): CanopyMetrics {
   const registers = [registry];
   collectDefaultMetrics({ register: registry });
   new Gauge({
@@ -24,20 +32,40 @@ export function createMetrics(registry: Registry, sources: MetricSources): XdsOb
       this.set(sources.connectedClients());
     },
   });
-  const responses = new Counter({ name: 'canopy_xds_responses_total', help: 'DiscoveryResponses written', labelNames: ['type'], registers });
-  const resources = new Counter({ name: 'canopy_xds_resources_sent_total', help: 'Resources carried by DiscoveryResponses', labelNames: ['type'], registers });
+  const responses = new Counter({
+    name: 'canopy_xds_responses_total',
+    help: 'DiscoveryResponses written',
+    labelNames: ['type'],
+    registers,
+  });
+  const resources = new Counter({
+    name: 'canopy_xds_resources_sent_total',
+    help: 'Resources carried by DiscoveryResponses',
+    labelNames: ['type'],
+    registers,
+  });
   const pushLatency = new Histogram({
     name: 'canopy_xds_push_latency_seconds',
     help: 'From a change to the response that carries it, per stream',
     labelNames: ['type'],
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    buckets: PUSH_LATENCY_BUCKETS,
     registers,
   });
   const acks = new Counter({ name: 'canopy_xds_acks_total', help: 'ACKs received', labelNames: ['type'], registers });
-  const nacks = new Counter({ name: 'canopy_xds_nacks_total', help: 'NACKs received', labelNames: ['type'], registers });
-  const stale = new Counter({ name: 'canopy_xds_stale_nonces_total', help: 'Requests ignored for a stale nonce', labelNames: ['type'], registers });
+  const nacks = new Counter({
+    name: 'canopy_xds_nacks_total',
+    help: 'NACKs received',
+    labelNames: ['type'],
+    registers,
+  });
+  const stale = new Counter({
+    name: 'canopy_xds_stale_nonces_total',
+    help: 'Requests ignored for a stale nonce',
+    labelNames: ['type'],
+    registers,
+  });
   const streams = new Counter({ name: 'canopy_xds_streams_opened_total', help: 'ADS streams opened', registers });
-  // Cache counters are read from the cache, which owns them.
+  // The cache owns its counters; these mirror them at scrape time.
   new Counter({
     name: 'canopy_cla_cache_hits_total',
     help: 'CLA lookups served from the cache',
@@ -74,6 +102,7 @@ export function createMetrics(registry: Registry, sources: MetricSources): XdsOb
   });
 
   return {
+    registry,
     streamOpened: () => streams.inc(),
     streamClosed: () => {},
     responseSent: (typeUrl, n) => {

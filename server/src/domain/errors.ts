@@ -22,8 +22,12 @@ export type ErrorCode =
   | 'CANOPY_INVALID_CONFIG'
   | 'CANOPY_INVALID_SERVICE'
   | 'CANOPY_SERVICE_NOT_FOUND'
+  | 'CANOPY_ENDPOINT_NOT_FOUND'
   | 'CANOPY_CONFIG_UNREADABLE'
-  | 'CANOPY_BAD_REQUEST';
+  | 'CANOPY_BAD_REQUEST'
+  | 'CANOPY_NOT_FOUND'
+  | 'CANOPY_NOT_READY'
+  | 'CANOPY_INTERNAL';
 
 export class CanopyError extends Error {
   constructor(

@@ -1,9 +1,10 @@
 /**
  * The YAML config file: loaded and validated at startup, then watched. The
  * directory is watched rather than the file, because editors and config
- * management replace files instead of writing them in place.
+ * management replace files (write a temp file, rename it over) instead of
+ * writing them in place, and a watch on the old inode would go quiet.
  */
-import { watch } from 'node:fs';
+import { readFileSync, watch } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
@@ -20,57 +21,99 @@ export async function loadConfigFile(file: string): Promise<ValidationResult<Can
   return parseConfigText(text);
 }
 
+/** YAML text → a validated config; YAML problems become errors that name their line. */
 export function parseConfigText(text: string): ValidationResult<CanopyConfig> {
   const doc = parseDocument(text);
-  if (doc.errors.length > 0) {
-    const errors: FieldError[] = doc.errors.map((e) => ({
-      path: '',
-      message: `YAML syntax error${e.linePos?.[0] ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : ''}: ${e.message.split('\n')[0]}`,
-    }));
-    return { ok: false, errors };
+  if (doc.errors.length > 0) return { ok: false, errors: doc.errors.map(yamlError) };
+  let input: unknown;
+  try {
+    // toJS() still throws on some documents that parse, e.g. an alias to an undefined anchor.
+    input = doc.toJS();
+  } catch (err) {
+    return { ok: false, errors: [{ path: '', message: `YAML error: ${(err as Error).message}` }] };
   }
-  return parseConfig(doc.toJS());
+  return parseConfig(input);
+}
+
+function yamlError(e: { message: string; linePos?: readonly { line: number; col: number }[] }): FieldError {
+  // The yaml package appends "at line L, column C:" and a code excerpt; we state the place once, first.
+  const what = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+  const at = e.linePos?.[0];
+  return { path: '', message: `YAML syntax error${at ? ` at line ${at.line}, column ${at.col}` : ''}: ${what}` };
 }
 
 export interface ConfigWatchHandlers {
   onValid(config: CanopyConfig): void;
+  /** The running config stays; the edit is never passed to onValid. */
   onInvalid(errors: readonly FieldError[]): void;
+  /** The watch itself failed (e.g. the directory was removed); no further events come. */
+  onWatchError?(err: Error): void;
 }
 
-/** Watches `file`; returns a function that stops watching. */
-export function watchConfigFile(file: string, handlers: ConfigWatchHandlers, opts: { debounceMs?: number } = {}): () => void {
-  const dir = path.dirname(path.resolve(file));
+export interface ConfigWatchOptions {
+  /** Quiet time after the last file event before reading (default 100 ms). */
+  readonly debounceMs?: number;
+}
+
+/** Watches `file` and reports each changed content once; returns a function that stops watching. */
+export function watchConfigFile(
+  file: string,
+  handlers: ConfigWatchHandlers,
+  opts: ConfigWatchOptions = {},
+): () => void {
   const base = path.basename(file);
+  // Read now, synchronously: an edit made right after this call must count as a change.
+  let lastText = readOrUndefined(file);
   let timer: NodeJS.Timeout | undefined;
-  let lastText: string | undefined;
   let stopped = false;
+  let reading = Promise.resolve();
+
   const check = async (): Promise<void> => {
     let text: string;
     try {
       text = await readFile(file, 'utf8');
     } catch {
-      return; // mid-replace, or removed: keep the running config
+      return; // Removed, or between unlink and rename: keep the running config.
     }
+    // Editors raise several events per save, and `touch` raises one without a change.
     if (stopped || text === lastText) return;
     lastText = text;
     const result = parseConfigText(text);
     if (result.ok) handlers.onValid(result.value);
     else handlers.onInvalid(result.errors);
   };
-  void readFile(file, 'utf8').then(
-    (t) => {
-      lastText ??= t;
-    },
-    () => {},
-  );
-  const watcher = watch(dir, (_event, name) => {
+
+  const watcher = watch(path.dirname(path.resolve(file)), (_event, name) => {
     if (name !== null && name !== base) return;
-    if (timer) clearTimeout(timer);
-    timer = setTimeout(() => void check(), opts.debounceMs ?? 100);
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      // One read at a time, so results arrive in the order the edits were made.
+      reading = reading.then(check).catch(rethrowLater);
+    }, opts.debounceMs ?? 100);
   });
+  watcher.on('error', (err) => {
+    clearTimeout(timer);
+    handlers.onWatchError?.(err);
+  });
+
   return () => {
     stopped = true;
-    if (timer) clearTimeout(timer);
+    clearTimeout(timer);
     watcher.close();
   };
+}
+
+function readOrUndefined(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** A throwing handler is the caller's bug: surface it as uncaught, but keep the read queue alive. */
+function rethrowLater(err: unknown): void {
+  setImmediate(() => {
+    throw err;
+  });
 }
