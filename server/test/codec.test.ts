@@ -9,7 +9,10 @@ import type { Endpoint } from '../src/domain/service.js';
 import { decodeDiscoveryRequest, encodeAny, encodeCla, encodeDiscoveryResponse, lbEndpointEncodeCount } from '../src/xds/codec.js';
 import { messageType } from '../src/xds/protos.js';
 import { ENDPOINT_TYPE } from '../src/xds/type-urls.js';
-import { ep } from './support/builders.js';
+import { buildCla } from '../src/domain/cla.js';
+import { Mesh } from '../src/domain/mesh.js';
+import { planFor } from '../src/domain/priorities.js';
+import { client, ep, lb, service } from './support/builders.js';
 
 function claOf(endpoints: Endpoint[]): Cla {
   return {
@@ -104,5 +107,17 @@ describe('codec', () => {
     assert.deepEqual(r.resourceNames, ['a', 'b']);
     assert.equal(r.responseNonce, '3');
     assert.deepEqual(r.errorDetail, { code: 3, message: 'nope' });
+  });
+
+  it('encodes whole tree leaves (runs) to exactly the bytes of the endpoints one by one', () => {
+    const mesh = new Mesh();
+    const eps = ['r1/z1/s1', 'r1/z1/s1', 'r1/z1/s2', 'r1/z2/s1', 'r2/z1/s1'].map((l, i) => ep({ locality: l, weight: i + 1 }));
+    mesh.put(service('svc', eps, lb('failover')));
+    const s = mesh.get('svc');
+    assert.ok(s);
+    const cla = buildCla('svc', s.tree, s.spec.loadBalancing, planFor(s.tree, s.spec.loadBalancing, client({ locality: 'r1/z1/s1' })));
+    assert.ok(cla.groups.every((g) => g.runs && g.runs.length > 0), 'region/zone/subzone trees group by leaf');
+    const flat: Cla = { ...cla, groups: cla.groups.map(({ runs: _runs, ...g }) => g) };
+    assert.deepEqual(Buffer.from(encodeCla(cla)), Buffer.from(encodeCla(flat)));
   });
 });

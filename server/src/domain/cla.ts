@@ -3,8 +3,8 @@
  * each group weighted by the sum of its endpoints' weights.
  */
 import { localityKey, type Locality } from './locality.js';
-import type { LocalityTree } from './locality-tree.js';
-import { tierEndpoints, type Plan } from './priorities.js';
+import type { LocalityTree, TreeNode } from './locality-tree.js';
+import { tierLeaves, type Plan } from './priorities.js';
 import type { Endpoint, LoadBalancing } from './service.js';
 
 export interface ClaGroup {
@@ -13,6 +13,12 @@ export interface ClaGroup {
   /** Sum of the endpoints' weights: gRPC drops a locality without one. */
   readonly weight: number;
   readonly endpoints: readonly Endpoint[];
+  /**
+   * The same endpoints as whole tree leaves, when every leaf lies in one
+   * locality: each run is a leaf's own (immutable) endpoint array, so an
+   * encoder can reuse one encoding per leaf until that leaf changes.
+   */
+  readonly runs?: readonly (readonly Endpoint[])[];
 }
 
 export interface Cla {
@@ -22,20 +28,41 @@ export interface Cla {
 }
 
 export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalancing, plan: Plan): Cla {
+  // With region, zone and subzone all in the tree, a leaf never spans two localities.
+  const leafPerLocality = LOCALITY_SCOPES.every((s) => tree.scopes.includes(s));
   const groups: ClaGroup[] = [];
   plan.tiers.forEach((tier, priority) => {
-    const byLocality = new Map<string, { locality: Locality; weight: number; endpoints: Endpoint[] }>();
-    for (const ep of tierEndpoints(tree, tier)) {
+    const byLocality = new Map<string, { locality: Locality; weight: number; endpoints: Endpoint[]; runs: Endpoint[][] }>();
+    const add = (ep: Endpoint, leaf: TreeNode | undefined): void => {
       const k = localityKey(ep.locality);
       let g = byLocality.get(k);
-      if (!g) byLocality.set(k, (g = { locality: ep.locality, weight: 0, endpoints: [] }));
-      g.weight += ep.weight;
-      g.endpoints.push(ep);
+      if (!g) byLocality.set(k, (g = { locality: ep.locality, weight: 0, endpoints: [], runs: [] }));
+      if (leaf) {
+        const run = leaf.orderedEndpoints();
+        g.runs.push(run as Endpoint[]);
+        g.weight += leaf.leafWeight();
+        g.endpoints.push(...run);
+      } else {
+        g.weight += ep.weight;
+        g.endpoints.push(ep);
+      }
+    };
+    for (const leaf of tierLeaves(tree, tier)) {
+      const eps = leaf.orderedEndpoints();
+      const first = eps[0];
+      if (!first) continue;
+      if (leafPerLocality) add(first, leaf);
+      else for (const ep of eps) add(ep, undefined);
     }
-    for (const g of byLocality.values()) groups.push({ ...g, priority });
+    for (const g of byLocality.values()) {
+      const { runs, ...rest } = g;
+      groups.push(leafPerLocality ? { ...rest, priority, runs } : { ...rest, priority });
+    }
   });
   return { clusterName, groups, overprovisioningFactor: lb.overprovisioningFactor };
 }
+
+const LOCALITY_SCOPES = ['region', 'zone', 'subzone'] as const;
 
 /** Endpoint → its priority in a CLA (for tests, previews and debug views). */
 export function prioritiesOf(cla: Cla): Map<Endpoint, number> {

@@ -20,6 +20,7 @@ export class TreeNode {
   count = 0;
   private sortedChildren: TreeNode[] | undefined;
   private sortedEndpoints: Endpoint[] | undefined;
+  private weight: number | undefined;
 
   constructor(
     /** Unique for the tree's lifetime: a pruned and re-created node gets a new id. */
@@ -42,6 +43,16 @@ export class TreeNode {
     return this.sortedEndpoints;
   }
 
+  /** Sum of this leaf's endpoint weights, kept until the leaf changes. */
+  leafWeight(): number {
+    if (this.weight === undefined) {
+      let w = 0;
+      for (const e of this.endpoints.values()) w += e.weight;
+      this.weight = w;
+    }
+    return this.weight;
+  }
+
   /** The values on the path from the root to this node. */
   path(): string[] {
     const out: string[] = [];
@@ -57,6 +68,7 @@ export class TreeNode {
   /** @internal */
   touchEndpoints(): void {
     this.sortedEndpoints = undefined;
+    this.weight = undefined;
   }
 }
 

@@ -105,13 +105,21 @@ function descend(from: TreeNode, path: readonly string[]): TreeNode {
   return node;
 }
 
-/** The endpoints of a tier, depth-first. */
-export function* tierEndpoints(tree: LocalityTree, tier: Tier): Generator<Endpoint> {
+/** The leaves of a tier, depth-first. */
+export function tierLeaves(tree: LocalityTree, tier: Tier): TreeNode[] {
+  const out: TreeNode[] = [];
+  const collect = (n: TreeNode): void => {
+    if (n.depth === tree.levels) out.push(n);
+    else for (const c of n.orderedChildren()) collect(c);
+  };
   for (const seg of tier) {
-    if (!seg.exclude) {
-      yield* tree.endpointsOf(seg.node);
-      continue;
-    }
-    for (const child of seg.node.orderedChildren()) if (child !== seg.exclude) yield* tree.endpointsOf(child);
+    if (!seg.exclude) collect(seg.node);
+    else for (const c of seg.node.orderedChildren()) if (c !== seg.exclude) collect(c);
   }
+  return out;
+}
+
+/** The endpoints of a tier, depth-first. */
+export function tierEndpoints(tree: LocalityTree, tier: Tier): Endpoint[] {
+  return tierLeaves(tree, tier).flatMap((leaf) => leaf.orderedEndpoints());
 }

@@ -9,6 +9,7 @@
  *   envelope (version, nonce) is per stream.
  */
 import type { Cla } from '../domain/cla.js';
+import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { messageType } from './protos.js';
 import { fieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
@@ -158,14 +159,29 @@ function lbEndpointField(ep: Endpoint): Uint8Array {
   return out;
 }
 
+const runCache = new WeakMap<readonly Endpoint[], Uint8Array>();
+
+/** The lb_endpoints fields of one tree leaf, concatenated once per version of that leaf. */
+function runField(run: readonly Endpoint[]): Uint8Array {
+  const hit = runCache.get(run);
+  if (hit) return hit;
+  const parts = run.map(lbEndpointField);
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  runCache.set(run, out);
+  return out;
+}
+
 export function encodeCla(cla: Cla): Uint8Array {
   const name = utf8Bytes(cla.clusterName);
   const groups = cla.groups.map((g) => {
-    const region = utf8Bytes(g.locality.region);
-    const zone = utf8Bytes(g.locality.zone);
-    const subzone = utf8Bytes(g.locality.subzone);
+    const { region, zone, subzone } = localityBytes(g.locality);
     const locality = optField(1, region) + optField(2, zone) + optField(3, subzone);
-    const endpoints = g.endpoints.map(lbEndpointField);
+    const endpoints = g.runs ? g.runs.map(runField) : g.endpoints.map(lbEndpointField);
     let body = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, g.weight));
     for (const e of endpoints) body += e.length;
     if (g.priority > 0) body += varintFieldSize(5, g.priority);
@@ -186,6 +202,15 @@ export function encodeCla(cla: Cla): Uint8Array {
   }
   w.open(4, fieldSize(3, policy)).open(3, policy).uint(1, cla.overprovisioningFactor);
   return w.finish();
+}
+
+const localityCache = new WeakMap<Locality, { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array }>();
+
+/** UTF-8 of a locality's names, cached per Locality object (shared by an endpoint's every CLA). */
+function localityBytes(l: Locality): { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array } {
+  let hit = localityCache.get(l);
+  if (!hit) localityCache.set(l, (hit = { region: utf8Bytes(l.region), zone: utf8Bytes(l.zone), subzone: utf8Bytes(l.subzone) }));
+  return hit;
 }
 
 function optField(field: number, body: Uint8Array): number {
