@@ -43,7 +43,7 @@ export const DEFAULT_XDS_PORT = 18000;
 export const DEFAULT_ADMIN_PORT = 18080;
 
 export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
-  const logger = opts.logger ?? pino({ level: opts.logLevel ?? 'info', base: { service: 'canopy' } });
+  const logger = opts.logger ?? pino({ level: opts.logLevel ?? 'info', name: 'canopy' });
   const server = opts.config.server;
   const host = opts.host ?? server.host ?? '127.0.0.1';
   const xdsPort = opts.xdsPort ?? server.xdsPort ?? DEFAULT_XDS_PORT;

@@ -42,9 +42,10 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
 export function buildAdminApp(deps: AdminDeps): FastifyInstance {
   const app = deps.logger
     ? Fastify({
-        loggerInstance: deps.logger as FastifyBaseLogger,
-        // Scrapes and probes would flood an info log; request lines are for debugging.
-        disableRequestLogging: !deps.logger.isLevelEnabled('debug'),
+        // Scrapes and probes would flood an info log: request lines (info) show only at debug.
+        loggerInstance: (deps.logger.isLevelEnabled('debug')
+          ? deps.logger
+          : deps.logger.child({}, { level: 'warn' })) as FastifyBaseLogger,
       })
     : Fastify({ logger: false });
   app.setErrorHandler((err: FastifyError, req, reply) => {
