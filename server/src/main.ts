@@ -54,14 +54,13 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const claCache = new ClaCache(encodeCla);
   const catalog = new ResourceCatalog(store.mesh, claCache);
   const registry = new Registry();
-  let ads: AdsServer | undefined;
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),
     treeNodes: () => store.mesh.list().reduce((n, s) => n + s.tree.nodeCount, 0),
-    connectedClients: () => ads?.connected ?? 0,
+    // Read at scrape time, after the pipeline below exists.
+    connectedClients: () => pipeline.connected,
   });
-  ads = new AdsServer({ source: catalog, observer: metrics, log: logger.child({ component: 'xds' }), debounceMs });
-  const pipeline = ads;
+  const pipeline = new AdsServer({ source: catalog, observer: metrics, log: logger.child({ component: 'xds' }), debounceMs });
 
   store.subscribe((changes) => {
     for (const c of changes) {

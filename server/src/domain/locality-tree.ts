@@ -55,8 +55,8 @@ export class TreeNode {
 
   /** The values on the path from the root to this node. */
   path(): string[] {
-    const out: string[] = [];
-    for (let n: TreeNode | undefined = this; n?.parent; n = n.parent) out.push(n.value);
+    const out: string[] = this.parent ? [this.value] : [];
+    for (let n = this.parent; n?.parent; n = n.parent) out.push(n.value);
     return out.reverse();
   }
 
