@@ -91,6 +91,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
           const changes = store.replaceAll(config.services);
           logger.info({ file: opts.configPath, changes: changes.length }, 'config reloaded');
         },
+        onWatchError: (err) =>
+          logger.error({ file: opts.configPath, err }, 'config watch failed: edits to the file are no longer applied'),
         onInvalid: (errors) =>
           logger.error(
             { file: opts.configPath, errors },
