@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startBackend, type Backend } from '../server/src/demo/backend.js';
-import { formatTally, xdsBootstrap, XdsEchoClient, type Tally } from '../server/src/demo/xds-client.js';
+import { xdsBootstrap } from '../server/src/demo/bootstrap.js';
+import { formatTally, XdsEchoClient, type Tally } from '../server/src/demo/xds-client.js';
 import { parseLocality } from '../server/src/domain/locality.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 
@@ -98,7 +99,7 @@ describe('locality-aware routing with real xDS clients', () => {
     for (let i = 0; i < 3; i++) {
       const t = await inside.tally(30);
       assert.ok(onlyAndAll(['b1', 'b2'])(t), `strict r1/z1/s1: ${formatTally(t)}`);
-      const o = await outside.tally(10, 500);
+      const o = await outside.tally(10, { deadlineMs: 500 });
       assert.equal(o.byBackend.size, 0, `strict r1/z1/s9 must reach nothing, got ${formatTally(o)}`);
     }
     // With its own locality's backends unhealthy, a strict client gets nothing rather than another locality.

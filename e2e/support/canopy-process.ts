@@ -25,6 +25,12 @@ export interface CanopyProcess {
   stop(): Promise<number | null>;
 }
 
+/** Children still running when this process exits (a failed or killed test run) are killed with it. */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 export async function startCanopyProcess(config: object, extraArgs: string[] = []): Promise<CanopyProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-e2e-'));
   const configPath = path.join(dir, 'mesh.yaml');
@@ -34,6 +40,8 @@ export async function startCanopyProcess(config: object, extraArgs: string[] = [
     [CLI, 'serve', '--config', configPath, '--host', '127.0.0.1', '--xds-port', '0', '--admin-port', '0', ...extraArgs],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
+  running.add(child);
+  child.once('exit', () => running.delete(child));
   const lines: string[] = [];
   const ready = new Promise<{ xds: string; admin: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`canopy did not become ready:\n${lines.join('\n')}`)), 15_000);
@@ -76,11 +84,19 @@ export async function startCanopyProcess(config: object, extraArgs: string[] = [
         method,
         ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
       });
-      const text = await res.text();
-      return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined };
+      return { status: res.status, body: parseBody(await res.text()) };
     },
     stop: () => stopChild(child),
   };
+}
+
+function parseBody(text: string): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
 }
 
 function stopChild(child: ChildProcess): Promise<number | null> {

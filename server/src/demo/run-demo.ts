@@ -11,7 +11,8 @@ import type { ServiceSpec } from '../domain/service.js';
 import { startCanopy } from '../main.js';
 import { loadConfigFile } from '../store/config-file.js';
 import { startBackend, type Backend } from './backend.js';
-import { xdsBootstrap, XdsEchoClient, type Tally } from './xds-client.js';
+import { xdsBootstrap } from './bootstrap.js';
+import { XdsEchoClient, type Tally } from './xds-client.js';
 
 // Three localities; the two eu-west-1b clients reach the same tree node and share one cached CLA.
 const CLIENTS = ['us-east/us-east-1a/rack1', 'eu-west/eu-west-1b/rack7', 'eu-west/eu-west-1b/rack9', 'ap-south/ap-south-1a/rack1'];

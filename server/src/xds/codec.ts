@@ -12,7 +12,7 @@ import type { Cla } from '../domain/cla.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { messageType } from './protos.js';
-import { fieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
+import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
 
 export interface NodeInfo {
   readonly id: string;
@@ -62,8 +62,11 @@ interface StructValue {
   listValue?: { values?: StructValue[] };
 }
 
+let requestType: ReturnType<typeof messageType> | undefined;
+
 export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
-  const type = messageType('envoy.service.discovery.v3.DiscoveryRequest');
+  // Every ACK goes through here: look the Type up once.
+  const type = (requestType ??= messageType('envoy.service.discovery.v3.DiscoveryRequest'));
   const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawRequest;
   const n = raw.node;
   return {
@@ -73,7 +76,11 @@ export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
           node: {
             id: n.id ?? '',
             cluster: n.cluster ?? '',
-            locality: { region: n.locality?.region ?? '', zone: n.locality?.zone ?? '', subzone: n.locality?.sub_zone ?? '' },
+            locality: {
+              region: n.locality?.region ?? '',
+              zone: n.locality?.zone ?? '',
+              subzone: n.locality?.sub_zone ?? '',
+            },
             metadata: structToJson(n.metadata?.fields),
             userAgentName: n.user_agent_name ?? '',
           },
@@ -82,7 +89,9 @@ export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
     resourceNames: raw.resource_names ?? [],
     typeUrl: raw.type_url ?? '',
     responseNonce: raw.response_nonce ?? '',
-    ...(raw.error_detail ? { errorDetail: { code: raw.error_detail.code ?? 0, message: raw.error_detail.message ?? '' } } : {}),
+    ...(raw.error_detail
+      ? { errorDetail: { code: raw.error_detail.code ?? 0, message: raw.error_detail.message ?? '' } }
+      : {}),
   };
 }
 
@@ -117,11 +126,12 @@ export function encodeDiscoveryResponse(r: {
   const version = utf8Bytes(r.versionInfo);
   const type = utf8Bytes(r.typeUrl);
   const nonce = utf8Bytes(r.nonce);
-  let size = fieldSize(1, version.length) + fieldSize(4, type.length) + fieldSize(5, nonce.length);
+  let size =
+    optionalFieldSize(1, version.length) + optionalFieldSize(4, type.length) + optionalFieldSize(5, nonce.length);
   for (const any of r.resources) size += fieldSize(2, any.length);
-  const w = new WireWriter(size).bytes(1, version);
+  const w = new WireWriter(size).optionalBytes(1, version);
   for (const any of r.resources) w.bytes(2, any);
-  const out = w.bytes(4, type).bytes(5, nonce).finish();
+  const out = w.optionalBytes(4, type).optionalBytes(5, nonce).finish();
   return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
 }
 
@@ -180,7 +190,8 @@ export function encodeCla(cla: Cla): Uint8Array {
   const name = utf8Bytes(cla.clusterName);
   const groups = cla.groups.map((g) => {
     const { region, zone, subzone } = localityBytes(g.locality);
-    const locality = optField(1, region) + optField(2, zone) + optField(3, subzone);
+    const locality =
+      optionalFieldSize(1, region.length) + optionalFieldSize(2, zone.length) + optionalFieldSize(3, subzone.length);
     const endpoints = g.runs ? g.runs.map(runField) : g.endpoints.map(lbEndpointField);
     let body = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, g.weight));
     for (const e of endpoints) body += e.length;
@@ -193,9 +204,7 @@ export function encodeCla(cla: Cla): Uint8Array {
   const w = new WireWriter(size).bytes(1, name);
   for (const g of groups) {
     w.open(2, g.body).open(1, g.locality);
-    if (g.region.length) w.bytes(1, g.region);
-    if (g.zone.length) w.bytes(2, g.zone);
-    if (g.subzone.length) w.bytes(3, g.subzone);
+    w.optionalBytes(1, g.region).optionalBytes(2, g.zone).optionalBytes(3, g.subzone);
     for (const e of g.endpoints) w.raw(e);
     w.open(3, varintFieldSize(1, g.g.weight)).uint(1, g.g.weight);
     if (g.g.priority > 0) w.uint(5, g.g.priority);
@@ -209,12 +218,11 @@ const localityCache = new WeakMap<Locality, { region: Uint8Array; zone: Uint8Arr
 /** UTF-8 of a locality's names, cached per Locality object (shared by an endpoint's every CLA). */
 function localityBytes(l: Locality): { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array } {
   let hit = localityCache.get(l);
-  if (!hit) localityCache.set(l, (hit = { region: utf8Bytes(l.region), zone: utf8Bytes(l.zone), subzone: utf8Bytes(l.subzone) }));
+  if (!hit) {
+    hit = { region: utf8Bytes(l.region), zone: utf8Bytes(l.zone), subzone: utf8Bytes(l.subzone) };
+    localityCache.set(l, hit);
+  }
   return hit;
-}
-
-function optField(field: number, body: Uint8Array): number {
-  return body.length ? fieldSize(field, body.length) : 0;
 }
 
 // ------------------------------------------- Listener, Route, Cluster
@@ -254,4 +262,3 @@ export function encodeCluster(name: string, edsServiceName: string): Uint8Array 
     connect_timeout: { seconds: 1 },
   });
 }
-

@@ -17,6 +17,11 @@ export function fieldSize(field: number, bodyLength: number): number {
   return varintSize(field << 3) + varintSize(bodyLength) + bodyLength;
 }
 
+/** Size of a string or bytes field that proto3 leaves out when empty. */
+export function optionalFieldSize(field: number, bodyLength: number): number {
+  return bodyLength ? fieldSize(field, bodyLength) : 0;
+}
+
 export function varintFieldSize(field: number, value: number): number {
   return varintSize(field << 3) + varintSize(value);
 }
@@ -54,6 +59,11 @@ export class WireWriter {
     this.buf.set(body, this.pos);
     this.pos += body.length;
     return this;
+  }
+
+  /** Like `bytes`, but writes nothing for an empty body (proto3's default). */
+  optionalBytes(field: number, body: Uint8Array): this {
+    return body.length ? this.bytes(field, body) : this;
   }
 
   raw(body: Uint8Array): this {
