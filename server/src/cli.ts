@@ -7,10 +7,12 @@ import { parseArgs } from 'node:util';
 import { formatFieldErrors } from './domain/errors.js';
 import { startCanopy } from './main.js';
 import { loadConfigFile } from './store/config-file.js';
+import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.js';
 
 const USAGE = `usage:
   canopy serve --config FILE [--host H] [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
   canopy demo
+${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_HOST, CANOPY_XDS_PORT, CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL`;
 
 async function main(argv: string[]): Promise<number> {
@@ -20,6 +22,7 @@ async function main(argv: string[]): Promise<number> {
     await runDemo();
     return 0;
   }
+  if (command === 'agent') return runAgent(rest);
   if (command !== 'serve') {
     process.stderr.write(`${USAGE}\n`);
     return command === 'help' || command === '--help' ? 0 : 2;
@@ -79,6 +82,30 @@ async function main(argv: string[]): Promise<number> {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       void canopy.stop().then(resolve);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+  return 0;
+}
+
+async function runAgent(args: string[]): Promise<number> {
+  let opts;
+  try {
+    opts = parseAgentArgs(args);
+  } catch (err) {
+    if (!(err instanceof AgentFlagError) && (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') !== true) throw err;
+    process.stderr.write(`canopy agent: ${(err as Error).message}\nusage:\n${AGENT_USAGE}\n`);
+    return 2;
+  }
+  const { startAgent } = await import('./agent/agent.js');
+  const agent = await startAgent(opts);
+  await new Promise<void>((resolve) => {
+    const onSignal = (): void => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      // The datapath keeps serving from the pinned maps; a new agent resumes it.
+      void agent.stop().then(resolve);
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);

@@ -9,7 +9,8 @@ import type { Placement } from '../domain/locality.js';
 import type { Mesh, ServiceState } from '../domain/mesh.js';
 import { encodeCluster, encodeListener, encodeRouteConfiguration } from './codec.js';
 import { makeResource, type Resource } from './resource.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from './type-urls.js';
+import { encodeLocalityTree, kernelServable } from './tree-codec.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, TREE_TYPE } from './type-urls.js';
 
 interface ServiceResources {
   readonly shape: string;
@@ -21,6 +22,8 @@ interface ServiceResources {
 export class ResourceCatalog {
   private readonly perService = new Map<string, ServiceResources>();
   private readonly claResources = new WeakMap<ClaEntry, Resource>();
+  /** The compiled tree of a service, encoded once per generation for every node agent. */
+  private readonly trees = new WeakMap<ServiceState, { generation: number; resource: Resource }>();
 
   constructor(
     private readonly mesh: Mesh,
@@ -28,8 +31,10 @@ export class ResourceCatalog {
   ) {}
 
   /** Every name of a type, for wildcard subscriptions. */
-  names(_typeUrl: string): string[] {
-    return this.mesh.list().map((s) => s.name);
+  names(typeUrl: string): string[] {
+    const services = this.mesh.list();
+    // Only a service with an IPv4 VIP and a port can be intercepted by connect4.
+    return (typeUrl === TREE_TYPE ? services.filter((s) => kernelServable(s.spec)) : services).map((s) => s.name);
   }
 
   resolve(typeUrl: string, name: string, client: Placement): Resource | undefined {
@@ -44,6 +49,8 @@ export class ResourceCatalog {
         return this.static(service).cluster;
       case ENDPOINT_TYPE:
         return this.cla(this.claCache.lookup(service, client));
+      case TREE_TYPE:
+        return this.tree(service);
       default:
         return undefined;
     }
@@ -68,6 +75,15 @@ export class ResourceCatalog {
     };
     this.perService.set(name, fresh);
     return fresh;
+  }
+
+  private tree(service: ServiceState): Resource | undefined {
+    if (!kernelServable(service.spec)) return undefined;
+    const held = this.trees.get(service);
+    if (held?.generation === service.generation) return held.resource;
+    const resource = makeResource(service.name, TREE_TYPE, encodeLocalityTree(service.spec, service.tree.compile()));
+    this.trees.set(service, { generation: service.generation, resource });
+    return resource;
   }
 
   private cla(entry: ClaEntry): Resource {

@@ -8,7 +8,7 @@
  * - A NACKed version is recorded and not sent again; the next change sends a
  *   new version.
  * - Versions are content hashes, so unchanged content sends nothing.
- * - LDS and CDS responses carry the full subscribed state; RDS and EDS carry
+ * - LDS, CDS and LocalityTree responses carry the full subscribed state; RDS and EDS carry
  *   only the resources whose bytes the client does not already hold.
  */
 import type { Placement } from '../domain/locality.js';
@@ -16,7 +16,7 @@ import type { ClientStatus, NackRecord, TypeStatus } from './client-status.js';
 import { encodeDiscoveryResponse, type DiscoveryRequest, type NodeInfo } from './codec.js';
 import { placementOf } from './placement.js';
 import { versionOf, type Resource } from './resource.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from './type-urls.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, TREE_TYPE } from './type-urls.js';
 
 export interface ResourceSource {
   names(typeUrl: string): string[];
@@ -47,7 +47,8 @@ interface TypeState {
   lastNack?: NackRecord;
 }
 
-const FULL_STATE_TYPES = new Set([LISTENER_TYPE, CLUSTER_TYPE]);
+// Full state: a resource missing from a response has been removed (Canopy's tree type too, so agents can unload a service).
+const FULL_STATE_TYPES = new Set([LISTENER_TYPE, CLUSTER_TYPE, TREE_TYPE]);
 const PUSH_ORDER = [CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE];
 
 function pushRank(typeUrl: string): number {

@@ -4,6 +4,9 @@ export const ROUTE_TYPE = 'type.googleapis.com/envoy.config.route.v3.RouteConfig
 export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
 export const ENDPOINT_TYPE = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
 
+/** Canopy's own type: a service's compiled locality tree, for node agents (proto/canopy/v1/locality_tree.proto). */
+export const TREE_TYPE = 'type.googleapis.com/canopy.v1.LocalityTree';
+
 export type XdsTypeUrl = typeof LISTENER_TYPE | typeof ROUTE_TYPE | typeof CLUSTER_TYPE | typeof ENDPOINT_TYPE;
 
 export const XDS_TYPES: readonly XdsTypeUrl[] = [LISTENER_TYPE, ROUTE_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE];
@@ -13,9 +16,10 @@ const SHORT: Record<string, string> = {
   [ROUTE_TYPE]: 'RDS',
   [CLUSTER_TYPE]: 'CDS',
   [ENDPOINT_TYPE]: 'EDS',
+  [TREE_TYPE]: 'TREE',
 };
 
-/** 'LDS', 'RDS', 'CDS', 'EDS', or the URL itself, for logs and metric labels. */
+/** 'LDS', 'RDS', 'CDS', 'EDS', 'TREE', or 'other' (metric labels stay bounded whatever clients send). */
 export function shortTypeName(typeUrl: string): string {
-  return SHORT[typeUrl] ?? typeUrl;
+  return SHORT[typeUrl] ?? 'other';
 }

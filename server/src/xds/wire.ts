@@ -45,7 +45,7 @@ export class WireWriter {
     return this;
   }
 
-  tag(field: number, wireType: 0 | 2): this {
+  tag(field: number, wireType: 0 | 2 | 5): this {
     return this.varint((field << 3) | wireType);
   }
 
@@ -74,6 +74,17 @@ export class WireWriter {
 
   uint(field: number, value: number): this {
     return this.tag(field, 0).varint(value);
+  }
+
+  /** A fixed32 field (wire type 5), little-endian as protobuf defines it. */
+  fixed32(field: number, value: number): this {
+    this.tag(field, 5);
+    const b = this.buf;
+    b[this.pos++] = value & 0xff;
+    b[this.pos++] = (value >>> 8) & 0xff;
+    b[this.pos++] = (value >>> 16) & 0xff;
+    b[this.pos++] = (value >>> 24) & 0xff;
+    return this;
   }
 
   finish(): Uint8Array {

@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * A small N-API binding over the system libbpf: just what the node agent
+ * needs to load and pin Canopy's object, attach it to a cgroup, and read and
+ * write its maps. Map keys and values cross as Buffers laid out by
+ * server/src/agent/abi.ts (the mirror of bpf/canopy_abi.h); this file knows
+ * nothing of their meaning.
+ *
+ * Errors are thrown as JS Errors whose message names the operation and the
+ * errno, and whose `code` is the errno name (e.g. "ENOENT").
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHECK(call)                                                                                                   \
+	do {                                                                                                          \
+		if ((call) != napi_ok) {                                                                              \
+			napi_throw_error(env, NULL, "canopy_bpf: N-API call failed: " #call);                         \
+			return NULL;                                                                                  \
+		}                                                                                                     \
+	} while (0)
+
+static const char *errno_name(int e)
+{
+	switch (e) {
+	case EPERM: return "EPERM";
+	case ENOENT: return "ENOENT";
+	case E2BIG: return "E2BIG";
+	case EBADF: return "EBADF";
+	case EAGAIN: return "EAGAIN";
+	case ENOMEM: return "ENOMEM";
+	case EACCES: return "EACCES";
+	case EFAULT: return "EFAULT";
+	case EBUSY: return "EBUSY";
+	case EEXIST: return "EEXIST";
+	case EINVAL: return "EINVAL";
+	case ENOSPC: return "ENOSPC";
+	case ENOTSUP: return "ENOTSUP";
+	case 524: return "ENOTSUPP";
+	default: return "EUNKNOWN";
+	}
+}
+
+static napi_value throw_errno(napi_env env, int err, const char *fmt, ...)
+{
+	char msg[512];
+	char full[700];
+	va_list ap;
+	napi_value code, message, error;
+
+	if (err < 0)
+		err = -err;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(full, sizeof(full), "%s: %s (%s)", msg, strerror(err), errno_name(err));
+	napi_create_string_utf8(env, errno_name(err), NAPI_AUTO_LENGTH, &code);
+	napi_create_string_utf8(env, full, NAPI_AUTO_LENGTH, &message);
+	napi_create_error(env, code, message, &error);
+	napi_throw(env, error);
+	return NULL;
+}
+
+static int get_args(napi_env env, napi_callback_info info, size_t want, napi_value *argv)
+{
+	size_t argc = want;
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok)
+		return -1;
+	if (argc < want) {
+		napi_throw_type_error(env, NULL, "canopy_bpf: too few arguments");
+		return -1;
+	}
+	return 0;
+}
+
+static int get_i32(napi_env env, napi_value v, int32_t *out)
+{
+	if (napi_get_value_int32(env, v, out) != napi_ok) {
+		napi_throw_type_error(env, NULL, "canopy_bpf: expected an integer");
+		return -1;
+	}
+	return 0;
+}
+
+static int get_string(napi_env env, napi_value v, char *buf, size_t size)
+{
+	size_t len;
+
+	if (napi_get_value_string_utf8(env, v, buf, size, &len) != napi_ok) {
+		napi_throw_type_error(env, NULL, "canopy_bpf: expected a string");
+		return -1;
+	}
+	if (len >= size - 1) {
+		napi_throw_range_error(env, NULL, "canopy_bpf: string too long");
+		return -1;
+	}
+	return 0;
+}
+
+static int get_buffer(napi_env env, napi_value v, void **data, size_t *len)
+{
+	bool is_buffer = false;
+
+	napi_is_buffer(env, v, &is_buffer);
+	if (!is_buffer || napi_get_buffer_info(env, v, data, len) != napi_ok) {
+		napi_throw_type_error(env, NULL, "canopy_bpf: expected a Buffer");
+		return -1;
+	}
+	return 0;
+}
+
+static napi_value make_i32(napi_env env, int32_t v)
+{
+	napi_value out;
+
+	napi_create_int32(env, v, &out);
+	return out;
+}
+
+static napi_value make_bool(napi_env env, bool v)
+{
+	napi_value out;
+
+	napi_get_boolean(env, v, &out);
+	return out;
+}
+
+/* libbpf prints through this; keep its warnings on stderr, drop debug chatter. */
+static int print_fn(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+/*
+ * load(objectPath, pinDir, maxEntries: {mapName: n}) ->
+ *   { maps: {name: fd}, programs: {name: fd}, reused: [mapName...] }
+ * Every map is pinned at pinDir/<name>; a map already pinned there is reused
+ * (libbpf checks that its type, key and value sizes agree), which is how a
+ * restarted agent keeps the datapath's state.
+ */
+static napi_value load(napi_env env, napi_callback_info info)
+{
+	napi_value argv[3], result, maps, progs, reused;
+	char path[1024], pin_dir[512], pin_path[1024];
+	struct bpf_object *obj;
+	struct bpf_map *map;
+	struct bpf_program *prog;
+	uint32_t nreused = 0;
+	int err;
+
+	if (get_args(env, info, 3, argv) || get_string(env, argv[0], path, sizeof(path)) ||
+	    get_string(env, argv[1], pin_dir, sizeof(pin_dir)))
+		return NULL;
+
+	obj = bpf_object__open_file(path, NULL);
+	if (!obj)
+		return throw_errno(env, errno, "open BPF object %s", path);
+
+	CHECK(napi_create_array(env, &reused));
+	bpf_object__for_each_map(map, obj) {
+		const char *name = bpf_map__name(map);
+		napi_value want;
+		bool has = false;
+		struct stat st;
+
+		if (name[0] == '.')
+			continue; /* .rodata/.bss: not part of the ABI */
+		snprintf(pin_path, sizeof(pin_path), "%s/%s", pin_dir, name);
+		if (napi_has_named_property(env, argv[2], name, &has) == napi_ok && has) {
+			int32_t n;
+
+			CHECK(napi_get_named_property(env, argv[2], name, &want));
+			if (get_i32(env, want, &n))
+				goto fail;
+			err = bpf_map__set_max_entries(map, (uint32_t)n);
+			if (err) {
+				throw_errno(env, err, "set max_entries of %s to %d", name, n);
+				goto fail;
+			}
+		}
+		if (stat(pin_path, &st) == 0) {
+			napi_value n;
+
+			CHECK(napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &n));
+			CHECK(napi_set_element(env, reused, nreused++, n));
+		}
+		err = bpf_map__set_pin_path(map, pin_path);
+		if (err) {
+			throw_errno(env, err, "set pin path %s", pin_path);
+			goto fail;
+		}
+	}
+
+	err = bpf_object__load(obj);
+	if (err) {
+		throw_errno(env, err, "load BPF object %s (pinned maps in %s must match its map definitions)", path, pin_dir);
+		goto fail;
+	}
+
+	CHECK(napi_create_object(env, &result));
+	CHECK(napi_create_object(env, &maps));
+	CHECK(napi_create_object(env, &progs));
+	bpf_object__for_each_map(map, obj) {
+		const char *name = bpf_map__name(map);
+
+		if (name[0] == '.')
+			continue;
+		/* dup: the object (and its fds) is closed below, the maps stay open for JS. */
+		CHECK(napi_set_named_property(env, maps, name, make_i32(env, dup(bpf_map__fd(map)))));
+	}
+	bpf_object__for_each_program(prog, obj) {
+		CHECK(napi_set_named_property(env, progs, bpf_program__name(prog),
+					      make_i32(env, dup(bpf_program__fd(prog)))));
+	}
+	bpf_object__close(obj);
+	CHECK(napi_set_named_property(env, result, "maps", maps));
+	CHECK(napi_set_named_property(env, result, "programs", progs));
+	CHECK(napi_set_named_property(env, result, "reused", reused));
+	return result;
+fail:
+	bpf_object__close(obj);
+	return NULL;
+}
+
+/* objGet(path) -> fd of a pinned map or program. */
+static napi_value obj_get(napi_env env, napi_callback_info info)
+{
+	napi_value argv[1];
+	char path[1024];
+	int fd;
+
+	if (get_args(env, info, 1, argv) || get_string(env, argv[0], path, sizeof(path)))
+		return NULL;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return throw_errno(env, errno, "open pinned object %s", path);
+	return make_i32(env, fd);
+}
+
+/* objPin(fd, path) */
+static napi_value obj_pin(napi_env env, napi_callback_info info)
+{
+	napi_value argv[2];
+	char path[1024];
+	int32_t fd;
+
+	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &fd) || get_string(env, argv[1], path, sizeof(path)))
+		return NULL;
+	if (bpf_obj_pin(fd, path))
+		return throw_errno(env, errno, "pin at %s", path);
+	return NULL;
+}
+
+/* progId(fd) -> the kernel's id of a program (or map) fd. */
+static napi_value prog_id(napi_env env, napi_callback_info info)
+{
+	napi_value argv[1];
+	struct bpf_prog_info pinfo;
+	__u32 len = sizeof(pinfo);
+	int32_t fd;
+
+	if (get_args(env, info, 1, argv) || get_i32(env, argv[0], &fd))
+		return NULL;
+	memset(&pinfo, 0, sizeof(pinfo));
+	if (bpf_obj_get_info_by_fd(fd, &pinfo, &len))
+		return throw_errno(env, errno, "program info of fd %d", fd);
+	return make_i32(env, (int32_t)pinfo.id);
+}
+
+static int open_cgroup(napi_env env, napi_value v, char *path, size_t size)
+{
+	int fd;
+
+	if (get_string(env, v, path, size))
+		return -1;
+	fd = open(path, O_RDONLY | O_DIRECTORY);
+	if (fd < 0) {
+		throw_errno(env, errno, "open cgroup %s", path);
+		return -1;
+	}
+	return fd;
+}
+
+/* attachConnect4(progFd, cgroupPath): BPF_CGROUP_INET4_CONNECT with BPF_F_ALLOW_MULTI. */
+static napi_value attach_connect4(napi_env env, napi_callback_info info)
+{
+	napi_value argv[2];
+	char path[1024];
+	int32_t prog_fd;
+	int cg;
+
+	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &prog_fd))
+		return NULL;
+	cg = open_cgroup(env, argv[1], path, sizeof(path));
+	if (cg < 0)
+		return NULL;
+	if (bpf_prog_attach(prog_fd, cg, BPF_CGROUP_INET4_CONNECT, BPF_F_ALLOW_MULTI)) {
+		int e = errno;
+
+		close(cg);
+		return throw_errno(env, e, "attach connect4 program to cgroup %s", path);
+	}
+	close(cg);
+	return NULL;
+}
+
+/* detachConnect4(progFd, cgroupPath) */
+static napi_value detach_connect4(napi_env env, napi_callback_info info)
+{
+	napi_value argv[2];
+	char path[1024];
+	int32_t prog_fd;
+	int cg;
+
+	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &prog_fd))
+		return NULL;
+	cg = open_cgroup(env, argv[1], path, sizeof(path));
+	if (cg < 0)
+		return NULL;
+	if (bpf_prog_detach2(prog_fd, cg, BPF_CGROUP_INET4_CONNECT)) {
+		int e = errno;
+
+		close(cg);
+		return throw_errno(env, e, "detach connect4 program from cgroup %s", path);
+	}
+	close(cg);
+	return NULL;
+}
+
+/* queryConnect4(cgroupPath) -> [program ids attached directly to the cgroup] */
+static napi_value query_connect4(napi_env env, napi_callback_info info)
+{
+	napi_value argv[1], out;
+	char path[1024];
+	__u32 ids[64], count = 64, flags = 0;
+	int cg;
+
+	if (get_args(env, info, 1, argv))
+		return NULL;
+	cg = open_cgroup(env, argv[0], path, sizeof(path));
+	if (cg < 0)
+		return NULL;
+	if (bpf_prog_query(cg, BPF_CGROUP_INET4_CONNECT, 0, &flags, ids, &count)) {
+		int e = errno;
+
+		close(cg);
+		return throw_errno(env, e, "query connect4 programs of cgroup %s", path);
+	}
+	close(cg);
+	CHECK(napi_create_array_with_length(env, count, &out));
+	for (__u32 i = 0; i < count; i++)
+		CHECK(napi_set_element(env, out, i, make_i32(env, (int32_t)ids[i])));
+	return out;
+}
+
+/* close(fd) */
+static napi_value close_fd(napi_env env, napi_callback_info info)
+{
+	napi_value argv[1];
+	int32_t fd;
+
+	if (get_args(env, info, 1, argv) || get_i32(env, argv[0], &fd))
+		return NULL;
+	close(fd);
+	return NULL;
+}
+
+/* mapUpdate(fd, key, value, flags) */
+static napi_value map_update(napi_env env, napi_callback_info info)
+{
+	napi_value argv[4];
+	void *key, *value;
+	size_t klen, vlen;
+	int32_t fd, flags;
+
+	if (get_args(env, info, 4, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &key, &klen) ||
+	    get_buffer(env, argv[2], &value, &vlen) || get_i32(env, argv[3], &flags))
+		return NULL;
+	if (bpf_map_update_elem(fd, key, value, (__u64)flags))
+		return throw_errno(env, errno, "map update (fd %d)", fd);
+	return NULL;
+}
+
+/* mapLookup(fd, key, valueOut) -> found */
+static napi_value map_lookup(napi_env env, napi_callback_info info)
+{
+	napi_value argv[3];
+	void *key, *value;
+	size_t klen, vlen;
+	int32_t fd;
+
+	if (get_args(env, info, 3, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &key, &klen) ||
+	    get_buffer(env, argv[2], &value, &vlen))
+		return NULL;
+	if (bpf_map_lookup_elem(fd, key, value)) {
+		if (errno == ENOENT)
+			return make_bool(env, false);
+		return throw_errno(env, errno, "map lookup (fd %d)", fd);
+	}
+	return make_bool(env, true);
+}
+
+/* mapDelete(fd, key) -> deleted */
+static napi_value map_delete(napi_env env, napi_callback_info info)
+{
+	napi_value argv[2];
+	void *key;
+	size_t klen;
+	int32_t fd;
+
+	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &key, &klen))
+		return NULL;
+	if (bpf_map_delete_elem(fd, key)) {
+		if (errno == ENOENT)
+			return make_bool(env, false);
+		return throw_errno(env, errno, "map delete (fd %d)", fd);
+	}
+	return make_bool(env, true);
+}
+
+/* mapNextKey(fd, key | null, keyOut) -> found */
+static napi_value map_next_key(napi_env env, napi_callback_info info)
+{
+	napi_value argv[3];
+	napi_valuetype t;
+	void *key = NULL, *out;
+	size_t klen, olen;
+	int32_t fd;
+
+	if (get_args(env, info, 3, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[2], &out, &olen))
+		return NULL;
+	napi_typeof(env, argv[1], &t);
+	if (t != napi_null && t != napi_undefined && get_buffer(env, argv[1], &key, &klen))
+		return NULL;
+	if (bpf_map_get_next_key(fd, key, out)) {
+		if (errno == ENOENT)
+			return make_bool(env, false);
+		return throw_errno(env, errno, "map next key (fd %d)", fd);
+	}
+	return make_bool(env, true);
+}
+
+/* mapUpdateBatch(fd, keys, values, count, flags) -> entries written */
+static napi_value map_update_batch(napi_env env, napi_callback_info info)
+{
+	napi_value argv[5];
+	void *keys, *values;
+	size_t klen, vlen;
+	int32_t fd, count, flags;
+	__u32 n;
+
+	if (get_args(env, info, 5, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &keys, &klen) ||
+	    get_buffer(env, argv[2], &values, &vlen) || get_i32(env, argv[3], &count) || get_i32(env, argv[4], &flags))
+		return NULL;
+	if (count <= 0)
+		return make_i32(env, 0);
+	n = (__u32)count;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = (__u64)flags);
+	if (bpf_map_update_batch(fd, keys, values, &n, &opts))
+		return throw_errno(env, errno, "map batch update of %d entries (fd %d, %u written)", count, fd, n);
+	return make_i32(env, (int32_t)n);
+}
+
+/* mapDeleteBatch(fd, keys, count) -> entries deleted */
+static napi_value map_delete_batch(napi_env env, napi_callback_info info)
+{
+	napi_value argv[3];
+	void *keys;
+	size_t klen;
+	int32_t fd, count;
+	__u32 n;
+
+	if (get_args(env, info, 3, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &keys, &klen) ||
+	    get_i32(env, argv[2], &count))
+		return NULL;
+	if (count <= 0)
+		return make_i32(env, 0);
+	n = (__u32)count;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	if (bpf_map_delete_batch(fd, keys, &n, &opts))
+		return throw_errno(env, errno, "map batch delete of %d entries (fd %d, %u deleted)", count, fd, n);
+	return make_i32(env, (int32_t)n);
+}
+
+/* testRun(progFd, ctx) -> { retval, duration }; the kernel writes a syscall program's ctx back into ctx_in. */
+static napi_value test_run(napi_env env, napi_callback_info info)
+{
+	napi_value argv[2], out;
+	void *ctx;
+	size_t clen;
+	int32_t fd;
+	napi_value v;
+
+	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &ctx, &clen))
+		return NULL;
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = ctx, .ctx_size_in = (__u32)clen);
+	if (bpf_prog_test_run_opts(fd, &opts))
+		return throw_errno(env, errno, "BPF_PROG_TEST_RUN (fd %d)", fd);
+	CHECK(napi_create_object(env, &out));
+	napi_create_uint32(env, opts.retval, &v);
+	CHECK(napi_set_named_property(env, out, "retval", v));
+	napi_create_uint32(env, opts.duration, &v);
+	CHECK(napi_set_named_property(env, out, "duration", v));
+	return out;
+}
+
+/* possibleCpus() -> n, for sizing per-CPU map values */
+static napi_value possible_cpus(napi_env env, napi_callback_info info)
+{
+	int n = libbpf_num_possible_cpus();
+
+	(void)info;
+	if (n < 0)
+		return throw_errno(env, n, "count possible CPUs");
+	return make_i32(env, n);
+}
+
+static napi_value init(napi_env env, napi_value exports)
+{
+	const struct {
+		const char *name;
+		napi_callback fn;
+	} fns[] = {
+		{ "load", load },
+		{ "objGet", obj_get },
+		{ "objPin", obj_pin },
+		{ "progId", prog_id },
+		{ "attachConnect4", attach_connect4 },
+		{ "detachConnect4", detach_connect4 },
+		{ "queryConnect4", query_connect4 },
+		{ "close", close_fd },
+		{ "mapUpdate", map_update },
+		{ "mapLookup", map_lookup },
+		{ "mapDelete", map_delete },
+		{ "mapNextKey", map_next_key },
+		{ "mapUpdateBatch", map_update_batch },
+		{ "mapDeleteBatch", map_delete_batch },
+		{ "testRun", test_run },
+		{ "possibleCpus", possible_cpus },
+	};
+
+	libbpf_set_print(print_fn);
+	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		napi_value f;
+
+		CHECK(napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f));
+		CHECK(napi_set_named_property(env, exports, fns[i].name, f));
+	}
+	return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

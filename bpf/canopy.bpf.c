@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: (Apache-2.0 OR GPL-2.0)
+/*
+ * Canopy's kernel datapath: on connect() to a service VIP, walk the service's
+ * compiled locality tree with the caller's locality and send the connection
+ * to a backend of the deepest matched node.
+ *
+ * Map lookups per VIP connect, at most: 1 service + 2 workload locality
+ * (the cgroup's own entry, else the node default) + depth tree levels
+ * + 1 endpoint + 1 stats = depth + 5 (13 at the maximum depth of 8).
+ * A connect to anything else costs 1 lookup. There is no loop over endpoints.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "canopy_abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CANOPY_MAX_SERVICES);
+	__type(key, struct canopy_svc_key);
+	__type(value, struct canopy_svc);
+} canopy_services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CANOPY_MAX_NODES);
+	__type(key, struct canopy_node_key);
+	__type(value, struct canopy_node);
+} canopy_nodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CANOPY_MAX_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, struct canopy_backend);
+} canopy_endpoints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CANOPY_MAX_WORKLOADS);
+	__type(key, __u64);
+	__type(value, struct canopy_locality);
+} canopy_workloads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CANOPY_MAX_SCOPES);
+	__type(key, __u32);
+	__type(value, __u64);
+} canopy_scopes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct canopy_stats);
+} canopy_stats SEC(".maps");
+
+struct canopy_result {
+	__u32 ip;
+	__u16 port;
+	__u32 matched;
+	__u32 lookups;
+};
+
+/*
+ * The selection, shared by the connect4 program and the test-run harness.
+ * Returns an enum canopy_verdict; on CANOPY_REWRITE, res holds the backend.
+ */
+static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, struct canopy_result *res)
+{
+	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
+	struct canopy_svc *svcp;
+	struct canopy_svc svc;
+	struct canopy_locality *loc = 0;
+	__u32 start = 0, count, slot;
+	__u64 zero_cg = 0;
+	int i;
+
+	res->lookups = 1;
+	res->matched = 0;
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
+		return CANOPY_PASS;
+	/* One copy: later reads see this version even if the entry is replaced meanwhile. */
+	__builtin_memcpy(&svc, svcp, sizeof(svc));
+	count = svc.ep_count;
+
+	if (svc.mode != CANOPY_MODE_RANDOM && svc.depth > 0) {
+		res->lookups++;
+		loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
+		if (!loc && cgroup != 0) {
+			res->lookups++;
+			loc = bpf_map_lookup_elem(&canopy_workloads, &zero_cg);
+		}
+	}
+
+	if (loc) {
+		struct canopy_node_key nkey = { .tree = svc.tree, .parent = 0, .value = 0 };
+		for (i = 0; i < CANOPY_MAX_DEPTH; i++) {
+			struct canopy_node *node;
+			__u32 scope;
+			__u64 value;
+
+			if (i >= svc.depth)
+				break;
+			scope = svc.level_scope[i] & (CANOPY_MAX_SCOPES - 1);
+			value = loc->value[scope];
+			if (value == 0)
+				break;
+			nkey.value = value;
+			res->lookups++;
+			node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
+			if (!node || node->count == 0)
+				break;
+			start = node->start;
+			count = node->count;
+			nkey.parent = node->id;
+			res->matched = i + 1;
+		}
+	}
+
+	if (svc.mode == CANOPY_MODE_STRICT && res->matched < svc.depth)
+		return CANOPY_REFUSE;
+	if (count == 0)
+		return CANOPY_REFUSE;
+
+	slot = svc.ep_base + start + rnd % count;
+	res->lookups++;
+	struct canopy_backend *be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
+	if (!be || be->ip == 0)
+		return CANOPY_REFUSE;
+	res->ip = be->ip;
+	res->port = be->port;
+	return CANOPY_REWRITE;
+}
+
+static __always_inline void canopy_count(int verdict, __u32 lookups)
+{
+	__u32 key = 0;
+	struct canopy_stats *st = bpf_map_lookup_elem(&canopy_stats, &key);
+
+	if (!st)
+		return;
+	st->connects++;
+	st->lookups += lookups + 1;
+	if (verdict == CANOPY_REWRITE)
+		st->rewritten++;
+	else
+		st->refused++;
+}
+
+SEC("cgroup/connect4")
+int canopy_connect4(struct bpf_sock_addr *ctx)
+{
+	struct canopy_result res = {};
+	int verdict;
+
+	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, bpf_get_current_cgroup_id(),
+				bpf_get_prandom_u32(), &res);
+	if (verdict == CANOPY_PASS)
+		return 1;
+	canopy_count(verdict, res.lookups);
+	if (verdict == CANOPY_REFUSE)
+		return 0; /* connect() fails with EPERM */
+	ctx->user_ip4 = res.ip;
+	ctx->user_port = res.port;
+	return 1;
+}
+
+/* BPF_PROG_TEST_RUN harness: the same selection, with the cgroup and the random number given. */
+SEC("syscall")
+int canopy_select_test(struct canopy_test_ctx *ctx)
+{
+	struct canopy_result res = {};
+
+	ctx->verdict = canopy_select(ctx->vip, ctx->port, ctx->cgroup, ctx->rand, &res);
+	ctx->ip = res.ip;
+	ctx->bport = res.port;
+	ctx->matched = res.matched;
+	ctx->lookups = res.lookups;
+	return 0;
+}

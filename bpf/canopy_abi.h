@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Canopy's kernel ABI: every BPF map's key and value, in one place.
+ *
+ * server/src/agent/abi.ts mirrors this file field for field; the test
+ * server/test/bpf-abi.test.ts compiles this header and checks that sizes and
+ * offsets agree. Change both together.
+ *
+ * The compiled locality tree of one service lives in three maps:
+ *
+ *   canopy_services  (vip, port)               -> tree id, endpoint range, mode, levels
+ *   canopy_nodes     (tree, parent, value hash) -> node id, endpoint sub-range
+ *   canopy_endpoints slot                       -> backend ip:port
+ *
+ * Endpoints sit in depth-first order, so every node's subtree is one
+ * contiguous range [start, start + count) relative to the service's ep_base.
+ * A new tree version is written under a fresh tree id and fresh endpoint
+ * slots, then published by one write to canopy_services; the old entries are
+ * freed one grace period later. A connect() sees the old tree or the new one,
+ * never a mix.
+ *
+ * Locality values (strings) are compared as 64-bit FNV-1a hashes; 0 means
+ * "no value". A workload's locality is indexed by scope slot: region, zone
+ * and subzone are fixed slots, other scopes (network, node, cluster,
+ * label:<key>) get slots assigned by the agent and recorded in canopy_scopes.
+ */
+#ifndef CANOPY_ABI_H
+#define CANOPY_ABI_H
+
+#include <linux/types.h>
+
+#define CANOPY_MAX_DEPTH 8   /* tree levels: the server allows 1..8 scopes */
+#define CANOPY_MAX_SCOPES 16 /* scope slots per workload locality */
+
+#define CANOPY_SCOPE_REGION 0
+#define CANOPY_SCOPE_ZONE 1
+#define CANOPY_SCOPE_SUBZONE 2
+#define CANOPY_SCOPE_FIRST_DYNAMIC 3
+
+/* Default map sizes; the agent may raise them before the first load. */
+#define CANOPY_MAX_SERVICES 4096
+#define CANOPY_MAX_NODES 262144
+#define CANOPY_MAX_ENDPOINTS 1048576
+#define CANOPY_MAX_WORKLOADS 65536
+
+enum canopy_mode {
+	CANOPY_MODE_RANDOM = 0,   /* ignore locality: any backend of the service */
+	CANOPY_MODE_FAILOVER = 1, /* deepest matched node's backends */
+	CANOPY_MODE_STRICT = 2,   /* the full path must match, else refuse */
+};
+
+/* canopy_services: BPF_MAP_TYPE_HASH, no prealloc (a replaced value is freed after RCU). */
+struct canopy_svc_key {
+	__u32 vip;  /* IPv4, network byte order (as in bpf_sock_addr.user_ip4) */
+	__u16 port; /* network byte order */
+	__u16 pad;  /* zero */
+};
+
+struct canopy_svc {
+	__u32 tree;     /* tree id: the key space of this version's nodes */
+	__u32 ep_base;  /* first slot of this version's endpoints in canopy_endpoints */
+	__u32 ep_count; /* endpoints in the whole tree (the root's range) */
+	__u8 mode;      /* enum canopy_mode */
+	__u8 depth;     /* tree levels, <= CANOPY_MAX_DEPTH */
+	__u16 pad;
+	__u8 level_scope[CANOPY_MAX_DEPTH]; /* scope slot of level i */
+};
+
+/* canopy_nodes: BPF_MAP_TYPE_HASH, no prealloc. The root is node 0 and has no entry. */
+struct canopy_node_key {
+	__u32 tree;
+	__u32 parent; /* parent's node id within the tree */
+	__u64 value;  /* FNV-1a 64 of the node's value at its level */
+};
+
+struct canopy_node {
+	__u32 id;    /* this node's id, the parent of its children's keys */
+	__u32 start; /* first endpoint, relative to ep_base */
+	__u32 count; /* endpoints in this subtree */
+	__u32 pad;
+};
+
+/* canopy_endpoints: BPF_MAP_TYPE_ARRAY, key __u32 slot. */
+struct canopy_backend {
+	__u32 ip;   /* network byte order */
+	__u16 port; /* network byte order */
+	__u16 pad;
+};
+
+/* canopy_workloads: BPF_MAP_TYPE_HASH, key __u64 cgroup id; id 0 holds the node's own locality. */
+struct canopy_locality {
+	__u64 value[CANOPY_MAX_SCOPES]; /* FNV-1a 64 per scope slot, 0 = unset */
+};
+
+/* canopy_scopes: BPF_MAP_TYPE_ARRAY, key __u32 slot -> __u64 FNV-1a of the scope name.
+ * Only the agent reads it (to keep slot numbers across restarts). */
+
+/* canopy_stats: BPF_MAP_TYPE_PERCPU_ARRAY with one entry, key 0 (one lookup per connect). */
+struct canopy_stats {
+	__u64 connects;  /* connects to a service VIP */
+	__u64 rewritten; /* sent to a backend */
+	__u64 refused;   /* strict mode without a full match, or an empty service */
+	__u64 lookups;   /* map lookups made for VIP connects, the stats lookup included */
+};
+
+/* Result of one selection, shared by the connect4 program and the test-run harness. */
+enum canopy_verdict {
+	CANOPY_PASS = 0,    /* not a service VIP: leave the connect alone */
+	CANOPY_REWRITE = 1, /* send it to `backend` */
+	CANOPY_REFUSE = 2,  /* fail the connect with EPERM */
+};
+
+/* Context of the BPF_PROG_TEST_RUN harness (SEC("syscall") canopy_select_test). */
+struct canopy_test_ctx {
+	/* in */
+	__u32 vip;  /* network byte order */
+	__u16 port; /* network byte order */
+	__u16 pad;
+	__u64 cgroup; /* cgroup id to take the locality from */
+	__u32 rand;   /* the random number the selection uses */
+	/* out */
+	__u32 verdict; /* enum canopy_verdict */
+	__u32 ip;      /* chosen backend, network byte order */
+	__u16 bport;
+	__u16 pad2;
+	__u32 matched; /* tree levels matched */
+	__u32 lookups; /* map lookups made */
+	__u32 pad3;
+};
+
+#endif /* CANOPY_ABI_H */

@@ -1,0 +1,310 @@
+/**
+ * The TypeScript mirror of bpf/canopy_abi.h: every map's key and value, as
+ * offsets into a Buffer. server/test/bpf-abi.test.ts compiles the header and
+ * checks these sizes and offsets against it. Change both together.
+ *
+ * Byte order: addresses and ports are network order (as the kernel's
+ * bpf_sock_addr holds them); everything else is the host's order.
+ */
+import os from 'node:os';
+
+export const MAX_DEPTH = 8;
+export const MAX_SCOPES = 16;
+export const SCOPE_REGION = 0;
+export const SCOPE_ZONE = 1;
+export const SCOPE_SUBZONE = 2;
+export const SCOPE_FIRST_DYNAMIC = 3;
+
+export const DEFAULT_MAX = {
+  services: 4096,
+  nodes: 262144,
+  endpoints: 1048576,
+  workloads: 65536,
+} as const;
+
+export const MODE = { random: 0, failover: 1, strict: 2 } as const;
+export const VERDICT = { pass: 0, rewrite: 1, refuse: 2 } as const;
+
+export const MAP = {
+  services: 'canopy_services',
+  nodes: 'canopy_nodes',
+  endpoints: 'canopy_endpoints',
+  workloads: 'canopy_workloads',
+  scopes: 'canopy_scopes',
+  stats: 'canopy_stats',
+} as const;
+
+export const PROGRAM = { connect4: 'canopy_connect4', selectTest: 'canopy_select_test' } as const;
+
+/** struct layouts: size and field offsets, in the header's order. */
+export const LAYOUT = {
+  canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
+  canopy_svc: { size: 24, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, pad: 14, level_scope: 16 } },
+  canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
+  canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
+  canopy_backend: { size: 8, fields: { ip: 0, port: 4, pad: 6 } },
+  canopy_locality: { size: 128, fields: { value: 0 } },
+  canopy_stats: { size: 32, fields: { connects: 0, rewritten: 8, refused: 16, lookups: 24 } },
+  canopy_test_ctx: {
+    size: 48,
+    fields: { vip: 0, port: 4, pad: 6, cgroup: 8, rand: 16, verdict: 20, ip: 24, bport: 28, pad2: 30, matched: 32, lookups: 36, pad3: 40 },
+  },
+} as const;
+
+/** Constants the header defines, checked by the same test. */
+export const CONSTANTS = {
+  CANOPY_MAX_DEPTH: MAX_DEPTH,
+  CANOPY_MAX_SCOPES: MAX_SCOPES,
+  CANOPY_SCOPE_REGION: SCOPE_REGION,
+  CANOPY_SCOPE_ZONE: SCOPE_ZONE,
+  CANOPY_SCOPE_SUBZONE: SCOPE_SUBZONE,
+  CANOPY_SCOPE_FIRST_DYNAMIC: SCOPE_FIRST_DYNAMIC,
+  CANOPY_MAX_SERVICES: DEFAULT_MAX.services,
+  CANOPY_MAX_NODES: DEFAULT_MAX.nodes,
+  CANOPY_MAX_ENDPOINTS: DEFAULT_MAX.endpoints,
+  CANOPY_MAX_WORKLOADS: DEFAULT_MAX.workloads,
+  CANOPY_MODE_RANDOM: MODE.random,
+  CANOPY_MODE_FAILOVER: MODE.failover,
+  CANOPY_MODE_STRICT: MODE.strict,
+  CANOPY_PASS: VERDICT.pass,
+  CANOPY_REWRITE: VERDICT.rewrite,
+  CANOPY_REFUSE: VERDICT.refuse,
+} as const;
+
+const LE = os.endianness() === 'LE';
+
+function u32(b: Buffer, off: number, v: number): void {
+  if (LE) b.writeUInt32LE(v >>> 0, off);
+  else b.writeUInt32BE(v >>> 0, off);
+}
+
+function readU32(b: Buffer, off: number): number {
+  return LE ? b.readUInt32LE(off) : b.readUInt32BE(off);
+}
+
+function u64(b: Buffer, off: number, v: bigint): void {
+  if (LE) b.writeBigUInt64LE(v, off);
+  else b.writeBigUInt64BE(v, off);
+}
+
+function readU64(b: Buffer, off: number): bigint {
+  return LE ? b.readBigUInt64LE(off) : b.readBigUInt64BE(off);
+}
+
+/** host-order IPv4 (a << 24 | ...) written in network order. */
+function ipNet(b: Buffer, off: number, ip: number): void {
+  b.writeUInt32BE(ip >>> 0, off);
+}
+
+// ------------------------------------------------------------------ services
+
+export interface SvcKey {
+  readonly vip: number;
+  readonly port: number;
+}
+
+export interface SvcValue {
+  readonly tree: number;
+  readonly epBase: number;
+  readonly epCount: number;
+  readonly mode: number;
+  readonly depth: number;
+  readonly levelScope: readonly number[];
+}
+
+export function writeSvcKey(b: Buffer, off: number, k: SvcKey): void {
+  const f = LAYOUT.canopy_svc_key.fields;
+  ipNet(b, off + f.vip, k.vip);
+  b.writeUInt16BE(k.port, off + f.port);
+  b.writeUInt16LE(0, off + f.pad);
+}
+
+export function svcKey(k: SvcKey): Buffer {
+  const b = Buffer.alloc(LAYOUT.canopy_svc_key.size);
+  writeSvcKey(b, 0, k);
+  return b;
+}
+
+export function readSvcKey(b: Buffer): SvcKey {
+  const f = LAYOUT.canopy_svc_key.fields;
+  return { vip: b.readUInt32BE(f.vip), port: b.readUInt16BE(f.port) };
+}
+
+export function svcValue(v: SvcValue): Buffer {
+  const f = LAYOUT.canopy_svc.fields;
+  const b = Buffer.alloc(LAYOUT.canopy_svc.size);
+  u32(b, f.tree, v.tree);
+  u32(b, f.ep_base, v.epBase);
+  u32(b, f.ep_count, v.epCount);
+  b.writeUInt8(v.mode, f.mode);
+  b.writeUInt8(v.depth, f.depth);
+  v.levelScope.forEach((s, i) => b.writeUInt8(s, f.level_scope + i));
+  return b;
+}
+
+export function readSvcValue(b: Buffer): SvcValue {
+  const f = LAYOUT.canopy_svc.fields;
+  const depth = b.readUInt8(f.depth);
+  return {
+    tree: readU32(b, f.tree),
+    epBase: readU32(b, f.ep_base),
+    epCount: readU32(b, f.ep_count),
+    mode: b.readUInt8(f.mode),
+    depth,
+    levelScope: Array.from({ length: depth }, (_, i) => b.readUInt8(f.level_scope + i)),
+  };
+}
+
+// --------------------------------------------------------------------- nodes
+
+export interface NodeKey {
+  readonly tree: number;
+  readonly parent: number;
+  readonly value: bigint;
+}
+
+export function writeNodeKey(b: Buffer, off: number, k: NodeKey): void {
+  const f = LAYOUT.canopy_node_key.fields;
+  u32(b, off + f.tree, k.tree);
+  u32(b, off + f.parent, k.parent);
+  u64(b, off + f.value, k.value);
+}
+
+export function readNodeKey(b: Buffer, off = 0): NodeKey {
+  const f = LAYOUT.canopy_node_key.fields;
+  return { tree: readU32(b, off + f.tree), parent: readU32(b, off + f.parent), value: readU64(b, off + f.value) };
+}
+
+export function writeNode(b: Buffer, off: number, n: { id: number; start: number; count: number }): void {
+  const f = LAYOUT.canopy_node.fields;
+  u32(b, off + f.id, n.id);
+  u32(b, off + f.start, n.start);
+  u32(b, off + f.count, n.count);
+  u32(b, off + f.pad, 0);
+}
+
+// ----------------------------------------------------------------- endpoints
+
+export function writeSlot(b: Buffer, off: number, slot: number): void {
+  u32(b, off, slot);
+}
+
+export function writeBackend(b: Buffer, off: number, ip: number, port: number): void {
+  const f = LAYOUT.canopy_backend.fields;
+  ipNet(b, off + f.ip, ip);
+  b.writeUInt16BE(port, off + f.port);
+  b.writeUInt16LE(0, off + f.pad);
+}
+
+// ----------------------------------------------------------------- workloads
+
+export function cgroupKey(id: bigint): Buffer {
+  const b = Buffer.alloc(8);
+  u64(b, 0, id);
+  return b;
+}
+
+/** A workload locality: value hash per scope slot (0 = unset). */
+export function localityValue(values: ReadonlyMap<number, bigint>): Buffer {
+  const b = Buffer.alloc(LAYOUT.canopy_locality.size);
+  for (const [slot, v] of values) {
+    if (slot < 0 || slot >= MAX_SCOPES) throw new RangeError(`scope slot ${slot} is outside 0..${MAX_SCOPES - 1}`);
+    u64(b, LAYOUT.canopy_locality.fields.value + slot * 8, v);
+  }
+  return b;
+}
+
+export function u32Key(n: number): Buffer {
+  const b = Buffer.alloc(4);
+  u32(b, 0, n);
+  return b;
+}
+
+export function u64Value(v: bigint): Buffer {
+  const b = Buffer.alloc(8);
+  u64(b, 0, v);
+  return b;
+}
+
+export function readU64At(b: Buffer, off = 0): bigint {
+  return readU64(b, off);
+}
+
+// --------------------------------------------------------------------- stats
+
+export interface Stats {
+  connects: bigint;
+  rewritten: bigint;
+  refused: bigint;
+  lookups: bigint;
+}
+
+/** Sums a per-CPU canopy_stats value (one 32-byte struct per possible CPU). */
+export function sumStats(b: Buffer, cpus: number): Stats {
+  const f = LAYOUT.canopy_stats.fields;
+  const s: Stats = { connects: 0n, rewritten: 0n, refused: 0n, lookups: 0n };
+  for (let c = 0; c < cpus; c++) {
+    const base = c * LAYOUT.canopy_stats.size;
+    s.connects += readU64(b, base + f.connects);
+    s.rewritten += readU64(b, base + f.rewritten);
+    s.refused += readU64(b, base + f.refused);
+    s.lookups += readU64(b, base + f.lookups);
+  }
+  return s;
+}
+
+// ------------------------------------------------------------------ test run
+
+export interface TestCtxIn {
+  readonly vip: number;
+  readonly port: number;
+  readonly cgroup: bigint;
+  readonly rand: number;
+}
+
+export interface TestCtxOut {
+  readonly verdict: number;
+  /** host-order IPv4 */
+  readonly ip: number;
+  readonly port: number;
+  readonly matched: number;
+  readonly lookups: number;
+}
+
+export function testCtx(i: TestCtxIn): Buffer {
+  const f = LAYOUT.canopy_test_ctx.fields;
+  const b = Buffer.alloc(LAYOUT.canopy_test_ctx.size);
+  ipNet(b, f.vip, i.vip);
+  b.writeUInt16BE(i.port, f.port);
+  u64(b, f.cgroup, i.cgroup);
+  u32(b, f.rand, i.rand);
+  return b;
+}
+
+export function readTestCtx(b: Buffer): TestCtxOut {
+  const f = LAYOUT.canopy_test_ctx.fields;
+  return {
+    verdict: readU32(b, f.verdict),
+    ip: b.readUInt32BE(f.ip),
+    port: b.readUInt16BE(f.bport),
+    matched: readU32(b, f.matched),
+    lookups: readU32(b, f.lookups),
+  };
+}
+
+// -------------------------------------------------------------------- hashes
+
+const FNV_OFFSET = 0xcbf29ce484222325n;
+const FNV_PRIME = 0x100000001b3n;
+const MASK = 0xffffffffffffffffn;
+const utf8 = new TextEncoder();
+
+/** FNV-1a 64 of a locality value or scope name; never 0 (0 means "unset" in the maps). */
+export function valueHash(s: string): bigint {
+  let h = FNV_OFFSET;
+  for (const byte of utf8.encode(s)) {
+    h ^= BigInt(byte);
+    h = (h * FNV_PRIME) & MASK;
+  }
+  return h === 0n ? 1n : h;
+}

@@ -1,0 +1,70 @@
+/**
+ * The N-API binding over the system libbpf (bpf/addon/canopy_bpf.c), built
+ * by `npm run build:bpf` into bpf/build/. Loading it is optional: a machine
+ * without the build gets the reason instead of a crash.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { packagePath } from '../paths.js';
+
+export interface LoadedObject {
+  readonly maps: Readonly<Record<string, number>>;
+  readonly programs: Readonly<Record<string, number>>;
+  /** Maps that were already pinned and have been reused. */
+  readonly reused: readonly string[];
+}
+
+export interface BpfAddon {
+  load(objectPath: string, pinDir: string, maxEntries: Readonly<Record<string, number>>): LoadedObject;
+  objGet(path: string): number;
+  objPin(fd: number, path: string): void;
+  progId(fd: number): number;
+  attachConnect4(progFd: number, cgroupPath: string): void;
+  detachConnect4(progFd: number, cgroupPath: string): void;
+  queryConnect4(cgroupPath: string): number[];
+  close(fd: number): void;
+  mapUpdate(fd: number, key: Buffer, value: Buffer, flags: number): void;
+  mapLookup(fd: number, key: Buffer, valueOut: Buffer): boolean;
+  mapDelete(fd: number, key: Buffer): boolean;
+  mapNextKey(fd: number, key: Buffer | null, keyOut: Buffer): boolean;
+  mapUpdateBatch(fd: number, keys: Buffer, values: Buffer, count: number, flags: number): number;
+  mapDeleteBatch(fd: number, keys: Buffer, count: number): number;
+  testRun(progFd: number, ctx: Buffer): { retval: number; duration: number };
+  possibleCpus(): number;
+}
+
+export const BPF_ANY = 0;
+export const BPF_NOEXIST = 1;
+export const BPF_EXIST = 2;
+
+export function addonPath(): string {
+  return packagePath('bpf', 'build', 'Release', 'canopy_bpf.node');
+}
+
+export function objectPath(): string {
+  return packagePath('bpf', 'build', 'canopy.bpf.o');
+}
+
+let cached: BpfAddon | undefined;
+
+/** The addon, or an Error saying why it cannot be had here. */
+export function loadAddon(): BpfAddon {
+  if (cached) return cached;
+  if (process.platform !== 'linux') throw new Error('the kernel datapath needs Linux');
+  const file = addonPath();
+  if (!existsSync(file)) throw new Error(`the BPF addon is not built (${file} is missing): run npm run build:bpf`);
+  if (!existsSync(objectPath())) throw new Error(`the BPF object is not built (${objectPath()} is missing): run npm run build:bpf`);
+  cached = createRequire(import.meta.url)(file) as BpfAddon;
+  return cached;
+}
+
+/** Why the kernel tests cannot run here, or undefined when they can. */
+export function kernelUnavailable(): string | undefined {
+  try {
+    loadAddon();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  if (typeof process.getuid === 'function' && process.getuid() !== 0) return 'BPF needs root (or CAP_BPF + CAP_NET_ADMIN)';
+  return undefined;
+}

@@ -1,0 +1,380 @@
+/**
+ * The kernel side of the node agent: loads and pins Canopy's BPF object,
+ * attaches its connect4 program to a cgroup, and executes plans against the
+ * maps. Restart-safe: maps and the program are pinned, so a new agent picks
+ * up the state the last one left and the datapath keeps serving meanwhile.
+ */
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { scopeValue, type Placement, type Scope } from '../domain/locality.js';
+import {
+  cgroupKey,
+  DEFAULT_MAX,
+  LAYOUT,
+  localityValue,
+  MAP,
+  PROGRAM,
+  readNodeKey,
+  readSvcKey,
+  readSvcValue,
+  readU64At,
+  sumStats,
+  u32Key,
+  u64Value,
+  valueHash,
+  type Stats,
+} from './abi.js';
+import { BPF_ANY, loadAddon, objectPath, type BpfAddon } from './bpf.js';
+import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Published } from './planner.js';
+import { SlotAllocator } from './slot-allocator.js';
+
+export interface DatapathOptions {
+  /** bpffs directory for pins, e.g. /sys/fs/bpf/canopy */
+  readonly pinDir: string;
+  /** cgroup v2 directory the connect4 program is attached to. */
+  readonly cgroup: string;
+  /** How long a retired tree's entries stay after the switch (default 200 ms). */
+  readonly graceMs?: number;
+  readonly maxEndpoints?: number;
+  readonly maxNodes?: number;
+}
+
+export interface Workload {
+  /** cgroup directory; its inode number is the kernel's cgroup id. */
+  readonly cgroup: string;
+  readonly placement: Placement;
+}
+
+export interface ApplyResult {
+  readonly changed: number;
+  readonly removed: number;
+  readonly unchanged: number;
+  readonly mapWrites: number;
+  readonly ms: number;
+}
+
+export interface Entries {
+  services: number;
+  nodes: number;
+  endpoints: number;
+  workloads: number;
+}
+
+type Fds = Record<keyof typeof MAP, number>;
+
+export class Datapath {
+  private state: AgentState;
+  private readonly graceMs: number;
+  private readonly retiring = new Set<NodeJS.Timeout>();
+  private workloads: { id: bigint; placement: Placement }[] = [];
+  private closed = false;
+
+  private constructor(
+    private readonly bpf: BpfAddon,
+    private readonly fds: Fds,
+    readonly progFd: number,
+    readonly testProgFd: number,
+    readonly resumed: boolean,
+    opts: DatapathOptions,
+    capacity: number,
+  ) {
+    this.graceMs = opts.graceMs ?? 200;
+    this.state = { services: new Map(), allocator: new SlotAllocator(capacity), nextTree: 1, scopes: new Map() };
+  }
+
+  /**
+   * Opens the datapath: reuses what is pinned in `pinDir` (a restart), else
+   * loads the object, pins it and attaches connect4 to the cgroup.
+   */
+  static open(opts: DatapathOptions): Datapath {
+    const bpf = loadAddon();
+    if (!existsSync(opts.cgroup) || !statSync(opts.cgroup).isDirectory()) {
+      throw new Error(`--cgroup ${opts.cgroup} is not a directory (a cgroup v2 directory is required)`);
+    }
+    mkdirSync(opts.pinDir, { recursive: true });
+    const progPin = path.join(opts.pinDir, PROGRAM.connect4);
+    const testPin = path.join(opts.pinDir, PROGRAM.selectTest);
+    let progFd: number;
+    let testFd: number;
+    let fds: Fds;
+    let resumed = false;
+    if (existsSync(progPin) && existsSync(testPin)) {
+      progFd = bpf.objGet(progPin);
+      testFd = bpf.objGet(testPin);
+      fds = mapFds((name) => bpf.objGet(path.join(opts.pinDir, name)));
+      resumed = true;
+    } else {
+      const maxEntries: Record<string, number> = {};
+      if (opts.maxEndpoints) maxEntries[MAP.endpoints] = opts.maxEndpoints;
+      if (opts.maxNodes) maxEntries[MAP.nodes] = opts.maxNodes;
+      const loaded = bpf.load(objectPath(), opts.pinDir, maxEntries);
+      const fd = (name: string, of: Readonly<Record<string, number>>) => {
+        const v = of[name];
+        if (v === undefined) throw new Error(`the BPF object has no ${name}`);
+        return v;
+      };
+      progFd = fd(PROGRAM.connect4, loaded.programs);
+      testFd = fd(PROGRAM.selectTest, loaded.programs);
+      fds = mapFds((name) => fd(name, loaded.maps));
+      bpf.objPin(progFd, progPin);
+      bpf.objPin(testFd, testPin);
+      resumed = loaded.reused.length > 0;
+    }
+    const id = bpf.progId(progFd);
+    if (!bpf.queryConnect4(opts.cgroup).includes(id)) bpf.attachConnect4(progFd, opts.cgroup);
+    const capacity = opts.maxEndpoints ?? DEFAULT_MAX.endpoints;
+    const dp = new Datapath(bpf, fds, progFd, testFd, resumed, opts, capacity);
+    dp.recover();
+    return dp;
+  }
+
+  /** Rebuilds the agent's bookkeeping from the pinned maps, and drops half-written trees. */
+  private recover(): void {
+    const svcKeyBuf = Buffer.alloc(LAYOUT.canopy_svc_key.size);
+    const svcVal = Buffer.alloc(LAYOUT.canopy_svc.size);
+    const live = new Map<number, { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue> }>();
+    let prev: Buffer | null = null;
+    while (this.bpf.mapNextKey(this.fds.services, prev, svcKeyBuf)) {
+      const k = Buffer.from(svcKeyBuf);
+      if (this.bpf.mapLookup(this.fds.services, k, svcVal)) live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal) });
+      prev = k;
+    }
+    // Node keys by tree; those of no live tree are leftovers of an interrupted apply.
+    const byTree = new Map<number, Buffer[]>();
+    const stale: Buffer[] = [];
+    const nk = Buffer.alloc(LAYOUT.canopy_node_key.size);
+    prev = null;
+    while (this.bpf.mapNextKey(this.fds.nodes, prev, nk)) {
+      const k = Buffer.from(nk);
+      const tree = readNodeKey(k).tree;
+      if (live.has(tree)) (byTree.get(tree) ?? byTree.set(tree, []).get(tree)!).push(k);
+      else stale.push(k);
+      prev = k;
+    }
+    for (const k of stale) this.bpf.mapDelete(this.fds.nodes, k);
+    let maxTree = 0;
+    for (const [tree, { key, value }] of live) {
+      const range = { start: value.epBase, length: value.epCount };
+      this.state.allocator.reserve(range);
+      const keys = byTree.get(tree) ?? [];
+      this.state.services.set(keyString(key), {
+        name: '',
+        key,
+        tree,
+        range,
+        nodeKeys: Buffer.concat(keys),
+        nodeCount: keys.length,
+        hash: '',
+      });
+      maxTree = Math.max(maxTree, tree);
+    }
+    this.state.nextTree = maxTree + 1;
+    // Scope slots: the fixed ones, then whatever the last agent assigned (by name hash).
+    const slotHashes = new Map<bigint, number>();
+    const v = Buffer.alloc(8);
+    for (let slot = 0; slot < 16; slot++) {
+      if (this.bpf.mapLookup(this.fds.scopes, u32Key(slot), v)) {
+        const h = readU64At(v);
+        if (h !== 0n) slotHashes.set(h, slot);
+      }
+    }
+    this.recoveredScopeHashes = slotHashes;
+  }
+
+  private recoveredScopeHashes = new Map<bigint, number>();
+
+  /** Sets the node's own locality (cgroup id 0) and per-cgroup workload localities. */
+  setWorkloads(node: Placement, workloads: readonly Workload[]): void {
+    this.workloads = [{ id: 0n, placement: node }, ...workloads.map((w) => ({ id: cgroupId(w.cgroup), placement: w.placement }))];
+    this.writeWorkloads();
+  }
+
+  /** Loads exactly these trees (full state). Throws, with the datapath unchanged, when they cannot be loaded. */
+  apply(trees: readonly IncomingTree[]): ApplyResult {
+    if (this.closed) throw new Error('datapath closed');
+    const started = process.hrtime.bigint();
+    this.adoptRecoveredScopes(trees);
+    const p = plan(this.state, trees);
+    let writes = 0;
+    const written: { fd: number; keys: Buffer; count: number }[] = [];
+    try {
+      for (const { scope, slot } of p.newScopes) {
+        this.bpf.mapUpdate(this.fds.scopes, u32Key(slot), u64Value(valueHash(scope)), BPF_ANY);
+        writes++;
+      }
+      if (p.newScopes.length > 0) writes += this.writeWorkloads(p.next.scopes);
+      for (const f of p.fills) {
+        writes += this.batch(this.fds.endpoints, f.endpoints.keys, f.endpoints.values, f.endpoints.count, 4, LAYOUT.canopy_backend.size);
+        writes += this.batch(this.fds.nodes, f.nodes.keys, f.nodes.values, f.nodes.count, LAYOUT.canopy_node_key.size, LAYOUT.canopy_node.size);
+        written.push({ fd: this.fds.nodes, keys: f.nodes.keys, count: f.nodes.count });
+      }
+    } catch (err) {
+      // Nothing was published: drop the half-written nodes; the slots were never the old tree's.
+      for (const w of written) this.deleteKeys(w.fd, w.keys, w.count, LAYOUT.canopy_node_key.size);
+      throw err;
+    }
+    // The switch: one write per service.
+    for (const pub of p.publish) {
+      this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
+      writes++;
+    }
+    for (const u of p.unpublish) {
+      this.bpf.mapDelete(this.fds.services, u.key);
+      writes++;
+    }
+    this.state = p.next;
+    this.scheduleRetire(p.retire);
+    return {
+      changed: p.publish.length,
+      removed: p.unpublish.length,
+      unchanged: p.unchanged,
+      mapWrites: writes,
+      ms: Number(process.hrtime.bigint() - started) / 1e6,
+    };
+  }
+
+  /** Plans without executing (the agent's dry run and tests). */
+  plan(trees: readonly IncomingTree[]): Plan {
+    return plan(this.state, trees);
+  }
+
+  services(): Published[] {
+    return [...this.state.services.values()];
+  }
+
+  entries(): Entries {
+    let nodes = 0;
+    let endpoints = 0;
+    for (const s of this.state.services.values()) {
+      nodes += s.nodeCount;
+      endpoints += s.range.length;
+    }
+    return { services: this.state.services.size, nodes, endpoints, workloads: this.workloads.length };
+  }
+
+  stats(): Stats {
+    const cpus = this.bpf.possibleCpus();
+    const v = Buffer.alloc(cpus * LAYOUT.canopy_stats.size);
+    if (!this.bpf.mapLookup(this.fds.stats, u32Key(0), v)) return { connects: 0n, rewritten: 0n, refused: 0n, lookups: 0n };
+    return sumStats(v, cpus);
+  }
+
+  /** Runs the selection in the kernel through BPF_PROG_TEST_RUN (canopy_select_test). */
+  testRun(ctx: Buffer): Buffer {
+    this.bpf.testRun(this.testProgFd, ctx);
+    return ctx;
+  }
+
+  /** Waits for every retired tree to be freed. */
+  async settle(): Promise<void> {
+    while (this.retiring.size > 0) await new Promise((r) => setTimeout(r, Math.min(50, this.graceMs)));
+  }
+
+  /**
+   * Stops the agent's side. The datapath keeps serving from the pinned maps
+   * unless `detach`, which also removes the program and the pins.
+   */
+  close(opts: { detach?: boolean; cgroup?: string; pinDir?: string } = {}): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of this.retiring) clearTimeout(t);
+    this.retiring.clear();
+    if (opts.detach && opts.cgroup) {
+      try {
+        this.bpf.detachConnect4(this.progFd, opts.cgroup);
+      } catch {
+        // already detached
+      }
+    }
+    for (const fd of [...Object.values(this.fds), this.progFd, this.testProgFd]) this.bpf.close(fd);
+  }
+
+  private adoptRecoveredScopes(trees: readonly IncomingTree[]): void {
+    if (this.recoveredScopeHashes.size === 0) return;
+    for (const { tree } of trees) {
+      for (const scope of tree.scopes) {
+        if (FIXED_SCOPES.has(scope) || this.state.scopes.has(scope)) continue;
+        const slot = this.recoveredScopeHashes.get(valueHash(scope));
+        if (slot !== undefined) this.state.scopes.set(scope, slot);
+      }
+    }
+  }
+
+  private writeWorkloads(scopes: ReadonlyMap<string, number> = this.state.scopes): number {
+    const all = new Map<string, number>([...FIXED_SCOPES, ...scopes]);
+    const keep = new Set<bigint>();
+    for (const w of this.workloads) {
+      const values = new Map<number, bigint>();
+      for (const [scope, slot] of all) values.set(slot, valueHash(scopeValue(scope as Scope, w.placement)));
+      this.bpf.mapUpdate(this.fds.workloads, cgroupKey(w.id), localityValue(values), BPF_ANY);
+      keep.add(w.id);
+    }
+    // The agent owns the map: drop entries of workloads no longer configured.
+    const k = Buffer.alloc(8);
+    const drop: Buffer[] = [];
+    let prev: Buffer | null = null;
+    while (this.bpf.mapNextKey(this.fds.workloads, prev, k)) {
+      const key = Buffer.from(k);
+      if (!keep.has(readU64At(key))) drop.push(key);
+      prev = key;
+    }
+    for (const key of drop) this.bpf.mapDelete(this.fds.workloads, key);
+    return this.workloads.length + drop.length;
+  }
+
+  private batch(fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
+    if (count === 0) return 0;
+    try {
+      this.bpf.mapUpdateBatch(fd, keys, values, count, BPF_ANY);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code !== 'EINVAL' && code !== 'ENOTSUPP' && code !== 'ENOTSUP') throw err;
+      // A kernel without batch ops for this map type: one write per entry.
+      for (let i = 0; i < count; i++) {
+        this.bpf.mapUpdate(fd, keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs), BPF_ANY);
+      }
+    }
+    return count;
+  }
+
+  private deleteKeys(fd: number, keys: Buffer, count: number, ks: number): void {
+    for (let i = 0; i < count; i++) this.bpf.mapDelete(fd, keys.subarray(i * ks, (i + 1) * ks));
+  }
+
+  private scheduleRetire(retire: readonly Published[]): void {
+    if (retire.length === 0) return;
+    const timer = setTimeout(() => {
+      this.retiring.delete(timer);
+      if (this.closed) return;
+      for (const r of retire) {
+        if (r.nodeCount > 0) {
+          try {
+            this.bpf.mapDeleteBatch(this.fds.nodes, r.nodeKeys, r.nodeCount);
+          } catch {
+            this.deleteKeys(this.fds.nodes, r.nodeKeys, r.nodeCount, LAYOUT.canopy_node_key.size);
+          }
+        }
+        this.state.allocator.release(r.range);
+      }
+    }, this.graceMs);
+    this.retiring.add(timer);
+  }
+}
+
+function mapFds(get: (name: string) => number): Fds {
+  return {
+    services: get(MAP.services),
+    nodes: get(MAP.nodes),
+    endpoints: get(MAP.endpoints),
+    workloads: get(MAP.workloads),
+    scopes: get(MAP.scopes),
+    stats: get(MAP.stats),
+  };
+}
+
+/** The kernel's cgroup id of a cgroup v2 directory: its inode number. */
+export function cgroupId(dir: string): bigint {
+  const st = statSync(dir, { bigint: true });
+  if (!st.isDirectory()) throw new Error(`cgroup ${dir} is not a directory`);
+  return st.ino;
+}

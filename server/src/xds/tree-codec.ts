@@ -1,0 +1,182 @@
+/**
+ * canopy.v1.LocalityTree (proto/canopy/v1/locality_tree.proto): a service's
+ * compiled locality tree as node agents load it into BPF maps.
+ *
+ * Encoding is hand-assembled (about 10 bytes per backend) and done once per
+ * service generation; every agent is sent the same bytes. Decoding, on the
+ * agent side, goes through protobufjs with the .proto file, so the two ends
+ * are checked against the schema rather than against each other.
+ */
+import protobuf from 'protobufjs';
+import type { CompiledTree } from '../domain/locality-tree.js';
+import type { LbMode, ServiceSpec } from '../domain/service.js';
+import { packagePath } from '../paths.js';
+import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from './wire.js';
+
+export const TREE_MODES: Readonly<Record<LbMode, number>> = { random: 0, failover: 1, strict: 2 };
+const MODE_NAMES: readonly LbMode[] = ['random', 'failover', 'strict'];
+
+/** The tree as the agent sees it after decoding. */
+export interface TreeMessage {
+  readonly service: string;
+  /** host-order IPv4, (a << 24) | (b << 16) | (c << 8) | d */
+  readonly vip: number;
+  readonly port: number;
+  readonly mode: LbMode;
+  readonly scopes: readonly string[];
+  readonly nodes: readonly { readonly parent: number; readonly value: string; readonly start: number; readonly end: number }[];
+  readonly backends: readonly { readonly ipv4: number; readonly port: number; readonly weight: number }[];
+}
+
+/** Parses dotted IPv4 to a host-order uint32; undefined for anything else. */
+export function ipv4ToInt(address: string): number | undefined {
+  const parts = address.split('.');
+  if (parts.length !== 4) return undefined;
+  let n = 0;
+  for (const p of parts) {
+    if (!/^\d{1,3}$/.test(p)) return undefined;
+    const v = Number(p);
+    if (v > 255) return undefined;
+    n = n * 256 + v;
+  }
+  return n >>> 0;
+}
+
+export function intToIpv4(n: number): string {
+  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+}
+
+/** Can the kernel datapath serve this service? It needs an IPv4 VIP and a port. */
+export function kernelServable(spec: ServiceSpec): boolean {
+  return spec.vip !== undefined && spec.port !== undefined && ipv4ToInt(spec.vip) !== undefined;
+}
+
+function backendBodySize(ip: number, port: number, weight: number): number {
+  void ip;
+  return 5 + varintFieldSize(2, port) + (weight > 1 ? varintFieldSize(3, weight) : 0);
+}
+
+/**
+ * Encodes one service's tree. Backends that are not IPv4 (connect4 only sees
+ * IPv4) are left out and every node's range is renumbered around them; a
+ * node left with no backends stays, with an empty range, and the kernel
+ * treats it as unmatched.
+ */
+export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8Array {
+  const vip = spec.vip !== undefined ? ipv4ToInt(spec.vip) : undefined;
+  if (vip === undefined || spec.port === undefined) {
+    throw new Error(`service ${spec.name}: the kernel datapath needs an IPv4 vip and a port`);
+  }
+  const n = tree.endpoints.length;
+  // before[i] = IPv4 backends among endpoints[0, i)
+  const before = new Uint32Array(n + 1);
+  const ips = new Array<number | undefined>(n);
+  for (let i = 0; i < n; i++) {
+    const ip = ipv4ToInt(tree.endpoints[i]!.address);
+    ips[i] = ip;
+    before[i + 1] = before[i]! + (ip === undefined ? 0 : 1);
+  }
+
+  const name = utf8Bytes(spec.name);
+  const scopes = tree.scopes.map((s) => utf8Bytes(s));
+  const nodeBodies = tree.nodes.map((node) => {
+    const value = utf8Bytes(node.value);
+    const parent = Math.max(0, node.parent);
+    const start = before[node.start]!;
+    const end = before[node.end]!;
+    const size =
+      (parent ? varintFieldSize(1, parent) : 0) +
+      (value.length ? fieldSize(2, value.length) : 0) +
+      (start ? varintFieldSize(3, start) : 0) +
+      (end ? varintFieldSize(4, end) : 0);
+    return { value, parent, start, end, size };
+  });
+
+  const mode = TREE_MODES[spec.loadBalancing.mode];
+  let size = fieldSize(1, name.length) + 5 + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0);
+  for (const s of scopes) size += fieldSize(5, s.length);
+  for (const b of nodeBodies) size += fieldSize(6, b.size);
+  for (let i = 0; i < n; i++) {
+    const ip = ips[i];
+    if (ip === undefined) continue;
+    const ep = tree.endpoints[i]!;
+    size += fieldSize(7, backendBodySize(ip, ep.port, ep.weight));
+  }
+
+  const w = new WireWriter(size);
+  w.bytes(1, name).fixed32(2, vip).uint(3, spec.port);
+  if (mode) w.uint(4, mode);
+  for (const s of scopes) w.bytes(5, s);
+  for (const b of nodeBodies) {
+    w.open(6, b.size);
+    if (b.parent) w.uint(1, b.parent);
+    if (b.value.length) w.bytes(2, b.value);
+    if (b.start) w.uint(3, b.start);
+    if (b.end) w.uint(4, b.end);
+  }
+  for (let i = 0; i < n; i++) {
+    const ip = ips[i];
+    if (ip === undefined) continue;
+    const ep = tree.endpoints[i]!;
+    w.open(7, backendBodySize(ip, ep.port, ep.weight)).fixed32(1, ip).uint(2, ep.port);
+    if (ep.weight > 1) w.uint(3, ep.weight);
+  }
+  return w.finish();
+}
+
+let treeType: protobuf.Type | undefined;
+
+function localityTreeType(): protobuf.Type {
+  treeType ??= protobuf.loadSync(packagePath('proto', 'canopy', 'v1', 'locality_tree.proto')).lookupType('canopy.v1.LocalityTree');
+  return treeType;
+}
+
+interface RawTree {
+  service?: string;
+  vip?: number;
+  port?: number;
+  mode?: number;
+  scopes?: string[];
+  nodes?: { parent?: number; value?: string; start?: number; end?: number }[];
+  backends?: { ipv4?: number; port?: number; weight?: number }[];
+}
+
+/** Decodes (and checks the shape of) a tree; throws with the field at fault. */
+export function decodeLocalityTree(bytes: Uint8Array): TreeMessage {
+  const raw = localityTreeType().toObject(localityTreeType().decode(bytes), { defaults: true }) as RawTree;
+  const service = raw.service ?? '';
+  const where = (f: string) => `LocalityTree ${service || '(unnamed)'}: ${f}`;
+  if (!service) throw new Error(where('service is empty'));
+  const mode = MODE_NAMES[raw.mode ?? 0];
+  if (!mode) throw new Error(where(`mode ${raw.mode} is not RANDOM, FAILOVER or STRICT`));
+  const backends = (raw.backends ?? []).map((b) => ({ ipv4: (b.ipv4 ?? 0) >>> 0, port: b.port ?? 0, weight: b.weight || 1 }));
+  backends.forEach((b, i) => {
+    if (b.port < 1 || b.port > 65535) throw new Error(where(`backends[${i}].port ${b.port} is not 1..65535`));
+    if (b.ipv4 === 0) throw new Error(where(`backends[${i}].ipv4 is 0.0.0.0`));
+  });
+  const nodes = (raw.nodes ?? []).map((n) => ({ parent: n.parent ?? 0, value: n.value ?? '', start: n.start ?? 0, end: n.end ?? 0 }));
+  const scopes = raw.scopes ?? [];
+  if (nodes.length === 0) throw new Error(where('nodes is empty (the root is required)'));
+  const depth = new Array<number>(nodes.length).fill(0);
+  nodes.forEach((n, i) => {
+    if (n.start > n.end || n.end > backends.length) {
+      throw new Error(where(`nodes[${i}] range [${n.start}, ${n.end}) is outside backends[0, ${backends.length})`));
+    }
+    if (i === 0) {
+      if (n.start !== 0 || n.end !== backends.length) throw new Error(where('nodes[0] (the root) must cover every backend'));
+      return;
+    }
+    if (n.parent >= i) throw new Error(where(`nodes[${i}].parent ${n.parent} does not come before it`));
+    const p = nodes[n.parent]!;
+    if (n.start < p.start || n.end > p.end) throw new Error(where(`nodes[${i}] range is outside its parent's`));
+    depth[i] = depth[n.parent]! + 1;
+    if (depth[i]! > scopes.length) throw new Error(where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
+  });
+  return { service, vip: (raw.vip ?? 0) >>> 0, port: raw.port ?? 0, mode, scopes, nodes, backends };
+}
+
+/** Bytes per backend on the wire for a given address/port mix, for the docs and the bench. */
+export function backendWireSize(port: number, weight = 1): number {
+  const body = backendBodySize(0, port, weight);
+  return 1 + varintSize(body) + body;
+}
