@@ -1,0 +1,153 @@
+/**
+ * End to end, kernel half: `canopy serve` and `canopy agent` as real
+ * processes, real TCP backends on loopback, workloads in cgroups. A health
+ * change made through the admin API shows up in the kernel's choices; a
+ * version the agent cannot load is NACKed and the maps keep the last good
+ * one; a killed agent leaves the datapath serving and a new one resumes it.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startAgentProcess, type AgentProcess, type LogLine } from './support/agent-process.js';
+import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
+
+const env = kernelEnv();
+
+const VIP = '127.100.0.2';
+const PORT = 8081;
+const BACKENDS = [
+  { id: 'b1', address: '127.0.0.41', locality: { region: 'r1', zone: 'z1', subzone: 's1' } },
+  { id: 'b2', address: '127.0.0.42', locality: { region: 'r1', zone: 'z1', subzone: 's2' } },
+  { id: 'b3', address: '127.0.0.43', locality: { region: 'r2', zone: 'z1', subzone: 's1' } },
+];
+
+function service(name = 'web') {
+  return {
+    name,
+    vip: VIP,
+    port: PORT,
+    loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'] },
+    endpoints: BACKENDS.map((b) => ({ address: b.address, port: PORT, locality: b.locality })),
+  };
+}
+
+const applied = (l: LogLine) => l.msg === 'tree version applied';
+
+describe('canopy agent end to end', { skip: env.reason }, () => {
+  let canopy: CanopyProcess;
+  let agent: AgentProcess;
+  let cg: ReturnType<typeof testCgroup>;
+  let west: Connector;
+  let east: Connector;
+  const backends: Awaited<ReturnType<typeof idBackend>>[] = [];
+  let agentArgs: string[];
+
+  const onlyIds = async (c: Connector, n = 20) => {
+    const r = await c.connect(VIP, PORT, n);
+    assert.deepEqual(r.errors, {}, 'no failed connect');
+    return counts(r.ids);
+  };
+  const ep = (b: (typeof BACKENDS)[number]) => `/api/v1/services/web/endpoints/${encodeURIComponent(`${b.address}:${PORT}`)}`;
+
+  before(async () => {
+    cg = testCgroup('agent');
+    const westDir = cg.child('west');
+    cg.child('east');
+    for (const b of BACKENDS) backends.push(await idBackend(b.address, PORT, b.id));
+    canopy = await startCanopyProcess({ server: { debounceMs: 20 }, services: [service()] });
+    agentArgs = [
+      '--server', canopy.xdsUri,
+      '--node-id', 'node-1',
+      '--region', 'r1', '--zone', 'z1', '--subzone', 's1',
+      '--cgroup', cg.dir,
+      '--pin-dir', cg.pinDir,
+      '--workload', 'east=region=r2,zone=z1,subzone=s1',
+      '--grace-ms', '100',
+    ];
+    agent = await startAgentProcess(agentArgs);
+    await agent.waitForLog(applied);
+    west = await Connector.start(westDir);
+    east = await Connector.start(`${cg.dir}/east`);
+  });
+
+  after(async () => {
+    west?.close();
+    east?.close();
+    await agent?.stop();
+    await canopy?.stop();
+    for (const b of backends) await b.close();
+    // The last agent stopped cleanly, which leaves the datapath attached: detach it with the pins.
+    const { Datapath } = await import('../server/src/agent/datapath.js');
+    if (cg) {
+      try {
+        Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir }).close({ detach: true, cgroup: cg.dir });
+      } catch {
+        // nothing pinned
+      }
+      cg.cleanup();
+    }
+  });
+
+  it('sends each workload to its nearest backends', async () => {
+    assert.deepEqual(await onlyIds(west), { b1: 20 }, 'west uses the node locality r1/z1/s1');
+    assert.deepEqual(await onlyIds(east), { b3: 20 }, 'east is r2/z1/s1 by its --workload entry');
+  });
+
+  it('a health change through the admin API shows up in the kernel', async () => {
+    const from = agent.logs.length;
+    const r = await canopy.admin('PATCH', ep(BACKENDS[0]!), { health: 'unhealthy' });
+    assert.equal(r.status, 200);
+    await agent.waitForLog(applied, { from });
+    assert.deepEqual(await onlyIds(west), { b2: 20 }, 'r1/z1/s1 has no healthy backend: r1/z1 next');
+    const { clients } = (await canopy.admin('GET', '/debug/clients')).body as {
+      clients: { nodeId: string; types: { typeUrl: string; versionSent: string; versionAcked: string }[] }[];
+    };
+    const tree = clients.find((c) => c.nodeId === 'node-1')?.types.find((t) => t.typeUrl.endsWith('canopy.v1.LocalityTree'));
+    assert.ok(tree, 'the agent is a client of the tree type');
+    assert.equal(tree.versionAcked, tree.versionSent, 'the agent ACKed the version once it was in the maps');
+  });
+
+  it('NACKs a version it cannot load and keeps serving the last good one', async () => {
+    const from = agent.logs.length;
+    // A second service on the same VIP and port: the kernel could not tell them apart.
+    assert.equal((await canopy.admin('PUT', '/api/v1/services/web-copy', service('web-copy'))).status < 300, true);
+    const nack = await agent.waitForLog((l) => l.msg.startsWith('tree version rejected'), { from });
+    assert.match(String(nack['detail']), /vip:port is also used by service/);
+    assert.deepEqual(await onlyIds(west), { b2: 20 });
+    const { clients } = (await canopy.admin('GET', '/debug/clients')).body as {
+      clients: { nodeId: string; types: { typeUrl: string; lastNack?: { detail: string } }[] }[];
+    };
+    const tree = clients.find((c) => c.nodeId === 'node-1')?.types.find((t) => t.typeUrl.endsWith('LocalityTree'));
+    assert.match(tree?.lastNack?.detail ?? '', /also used by service/, 'the server records the NACK with its detail');
+    const again = agent.logs.length;
+    assert.equal((await canopy.admin('DELETE', '/api/v1/services/web-copy')).status < 300, true);
+    await agent.waitForLog(applied, { from: again });
+  });
+
+  it('a killed agent leaves the datapath serving; a new one resumes it', async () => {
+    await agent.stop('SIGKILL');
+    assert.deepEqual(await onlyIds(west), { b2: 20 }, 'no agent: the pinned maps keep serving');
+    await west.loop(VIP, PORT);
+    agent = await startAgentProcess(agentArgs);
+    await agent.waitForLog((l) => l.msg === 'datapath resumed from pinned maps');
+    await agent.waitForLog(applied);
+    const from = agent.logs.length;
+    await canopy.admin('PATCH', ep(BACKENDS[0]!), { health: 'healthy' });
+    await agent.waitForLog(applied, { from });
+    await new Promise((r) => setTimeout(r, 100));
+    const samples = await west.stop();
+    assert.deepEqual(samples.filter(([, id]) => id.startsWith('!')), [], 'no connect failed across the restart');
+    assert.equal(samples.at(-1)?.[1], 'b1');
+    assert.deepEqual(await onlyIds(west), { b1: 20 });
+  });
+
+  it('reports versions, map entries and kernel connects on /metrics', async () => {
+    const text = await (await fetch(`${agent.metricsUrl}/metrics`)).text();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+    assert.ok(value('canopy_agent_tree_versions_applied_total') >= 2, text.slice(0, 400));
+    assert.equal(value('canopy_agent_map_entries{map="services"}'), 1);
+    assert.equal(value('canopy_agent_map_entries{map="endpoints"}'), 3);
+    assert.ok(value('canopy_agent_kernel_connects{outcome="rewritten"}') >= 60);
+    assert.match(text, /canopy_agent_apply_seconds_bucket/);
+  });
+});
