@@ -37,6 +37,8 @@ export interface DatapathOptions {
   readonly graceMs?: number;
   readonly maxEndpoints?: number;
   readonly maxNodes?: number;
+  /** Fill maps with batch updates (default); false writes one entry per syscall (the bench's baseline). */
+  readonly batchUpdates?: boolean;
 }
 
 export interface Workload {
@@ -65,6 +67,7 @@ type Fds = Record<keyof typeof MAP, number>;
 export class Datapath {
   private state: AgentState;
   private readonly graceMs: number;
+  private readonly batchUpdates: boolean;
   private readonly retiring = new Set<NodeJS.Timeout>();
   private workloads: { id: bigint; placement: Placement }[] = [];
   private closed = false;
@@ -79,6 +82,7 @@ export class Datapath {
     capacity: number,
   ) {
     this.graceMs = opts.graceMs ?? 200;
+    this.batchUpdates = opts.batchUpdates ?? true;
     this.state = { services: new Map(), allocator: new SlotAllocator(capacity), nextTree: 1, scopes: new Map() };
   }
 
@@ -325,6 +329,7 @@ export class Datapath {
   private batch(fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
     if (count === 0) return 0;
     try {
+      if (!this.batchUpdates) throw Object.assign(new Error('batch updates off'), { code: 'ENOTSUPP' });
       this.bpf.mapUpdateBatch(fd, keys, values, count, BPF_ANY);
     } catch (err) {
       const code = (err as { code?: string }).code;

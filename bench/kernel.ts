@@ -1,0 +1,160 @@
+/**
+ * Kernel datapath figures, each against a baseline in the same run:
+ * - publish time of one tree of N endpoints: batch updates vs one syscall per entry;
+ * - ns per connect() with the program attached (to a VIP: the tree walk; to
+ *   any other address: one lookup) vs a cgroup without it;
+ * - map lookups per VIP connect, counted by the program itself;
+ * - bytes per endpoint of the compiled tree on the wire.
+ * Needs root, cgroup v2, bpffs and `npm run build:bpf`; otherwise it says why
+ * and reports nothing. Run alone: node dist/bench/kernel.js [--quick]
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Datapath } from '../server/src/agent/datapath.js';
+import { Mesh } from '../server/src/domain/mesh.js';
+import type { Endpoint, ServiceSpec } from '../server/src/domain/service.js';
+import { packagePath } from '../server/src/paths.js';
+import { contentHash } from '../server/src/xds/resource.js';
+import { decodeLocalityTree, encodeLocalityTree } from '../server/src/xds/tree-codec.js';
+import { kernelEnv, testCgroup } from '../e2e/support/kernel.js';
+
+export interface KernelFigures {
+  readonly skipped?: string;
+  readonly endpoints?: number;
+  readonly publishBatchMs?: number;
+  readonly publishSingleMs?: number;
+  readonly publishRatio?: number;
+  readonly nsConnectWithout?: number;
+  readonly nsConnectOtherAddress?: number;
+  readonly nsConnectVip?: number;
+  readonly programNsPerVipConnect?: number;
+  readonly lookupsPerVipConnect?: number;
+  readonly lookupBound?: string;
+  readonly treeBytesPerEndpoint?: number;
+}
+
+const VIP = '127.100.9.1';
+const PORT = 9090;
+
+function bigService(n: number): ServiceSpec {
+  const leaves = Math.max(1, Math.min(1000, Math.floor(n / 100)));
+  const endpoints = Array.from({ length: n }, (_, i): Endpoint => {
+    const leaf = i % leaves;
+    return {
+      address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+      port: 8080,
+      locality: { region: `r${leaf % 10}`, zone: `z${Math.floor(leaf / 10) % 10}`, subzone: `s${Math.floor(leaf / 100)}` },
+      network: '',
+      node: '',
+      cluster: '',
+      labels: {},
+      health: 'healthy',
+      weight: 1,
+    };
+  });
+  return {
+    name: 'big',
+    vip: VIP,
+    port: PORT,
+    loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: false, overprovisioningFactor: 140 },
+    endpoints,
+  };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+function connectNs(bin: string, cgroup: string, addr: string, port: number, n: number): number {
+  // The shell joins the cgroup, then becomes the benchmark.
+  const out = execFileSync('sh', ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${bin}" ${addr} ${port} ${n}`], { encoding: 'utf8' });
+  return (JSON.parse(out) as { ns_per_connect: number }).ns_per_connect;
+}
+
+export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
+  const env = kernelEnv();
+  if (env.reason) return { skipped: env.reason };
+  const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);
+  if (!cc) return { skipped: 'no C compiler for the connect() benchmark' };
+  const bin = path.join(mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-')), 'connect-bench');
+  execFileSync(cc, ['-O2', '-o', bin, packagePath('bpf', 'connect-bench.c')]);
+
+  const n = quick ? 20_000 : 100_000;
+  const mesh = new Mesh();
+  mesh.put(bigService(n));
+  const state = mesh.get('big')!;
+  const bytes = encodeLocalityTree(state.spec, state.tree.compile());
+  const tree = { tree: decodeLocalityTree(bytes), hash: contentHash(bytes) };
+  const reversed = { tree: { ...tree.tree, service: 'big' }, hash: `${tree.hash}-2` };
+
+  const cg = testCgroup('bench');
+  const on = cg.child('on');
+  const off = cg.child('off');
+  const figures: Record<string, number | string> = { endpoints: n, treeBytesPerEndpoint: bytes.length / n };
+  let dp: Datapath | undefined;
+  let single: Datapath | undefined;
+  try {
+    dp = Datapath.open({ pinDir: cg.pinDir, cgroup: on, graceMs: 10 });
+    dp.setWorkloads({ locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} }, []);
+    // Publish: alternate two versions so each apply is a full fill + switch; batch vs single, interleaved.
+    const batchMs: number[] = [];
+    const singleMs: number[] = [];
+    const rounds = quick ? 2 : 3;
+    for (let r = 0; r < rounds; r++) {
+      batchMs.push(dp.apply([r % 2 ? reversed : tree]).ms);
+      await dp.settle();
+    }
+    dp.close();
+    single = Datapath.open({ pinDir: cg.pinDir, cgroup: on, graceMs: 10, batchUpdates: false });
+    single.setWorkloads({ locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} }, []);
+    for (let r = 0; r < rounds; r++) {
+      singleMs.push(single.apply([r % 2 ? tree : reversed]).ms);
+      await single.settle();
+    }
+    figures['publishBatchMs'] = median(batchMs);
+    figures['publishSingleMs'] = median(singleMs);
+    figures['publishRatio'] = median(singleMs) / median(batchMs);
+
+    // connect(): interleaved rounds of the three cases.
+    const calls = quick ? 50_000 : 200_000;
+    const without: number[] = [];
+    const other: number[] = [];
+    const vip: number[] = [];
+    const before = single.stats();
+    for (let r = 0; r < 3; r++) {
+      without.push(connectNs(bin, off, '127.0.0.1', PORT, calls));
+      other.push(connectNs(bin, on, '127.0.0.1', PORT, calls));
+      vip.push(connectNs(bin, on, VIP, PORT, calls));
+    }
+    const after = single.stats();
+    figures['nsConnectWithout'] = median(without);
+    figures['nsConnectOtherAddress'] = median(other);
+    figures['nsConnectVip'] = median(vip);
+    figures['programNsPerVipConnect'] = median(vip) - median(without);
+    figures['lookupsPerVipConnect'] = Number(after.lookups - before.lookups) / Number(after.connects - before.connects);
+    figures['lookupBound'] = 'depth + 5 (service, workload x2, one per level, endpoint, stats); 1 for a non-VIP connect';
+  } finally {
+    single?.close({ detach: true, cgroup: on });
+    if (!single) dp?.close({ detach: true, cgroup: on });
+    cg.cleanup();
+  }
+  return figures as KernelFigures;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const quick = process.argv.includes('--quick');
+  runKernelBench(quick).then(
+    (f) => {
+      console.log(JSON.stringify(f, null, 2));
+      process.exit(0);
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

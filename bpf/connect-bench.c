@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * connect() cost, for `npm run bench`: N times socket(AF_INET, SOCK_DGRAM),
+ * connect() to ADDR:PORT, close(). A UDP connect runs the cgroup connect4
+ * program like a TCP one but sends nothing, so the time is the syscall and
+ * the program. Prints the mean ns per connect() call (connect alone, timed
+ * around the call).
+ *
+ * usage: connect-bench ADDR PORT N
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	long long total = 0;
+	long n, failed = 0;
+
+	if (argc != 4 || inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1) {
+		fprintf(stderr, "usage: connect-bench ADDR PORT N\n");
+		return 2;
+	}
+	sa.sin_port = htons((unsigned short)atoi(argv[2]));
+	n = atol(argv[3]);
+	for (long i = 0; i < n; i++) {
+		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+		long long t0;
+
+		if (fd < 0) {
+			perror("socket");
+			return 1;
+		}
+		t0 = now_ns();
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+			failed++;
+		total += now_ns() - t0;
+		close(fd);
+	}
+	printf("{\"n\":%ld,\"failed\":%ld,\"ns_per_connect\":%.1f}\n", n, failed, (double)total / (double)n);
+	return 0;
+}
