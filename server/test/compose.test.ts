@@ -8,12 +8,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
+import { parseAgentArgs } from '../src/agent/cli-agent.js';
 import { parseConfig } from '../src/domain/spec.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
 interface ComposeService {
   build?: { context: string; dockerfile: string };
+  privileged?: boolean;
+  cgroup?: string;
+  depends_on?: Record<string, { condition: string }>;
   image?: string;
   command?: string[];
   volumes?: string[];
@@ -51,5 +55,27 @@ describe('docker-compose.yml', () => {
     assert.ok(published.includes(config.server.xdsPort));
     assert.ok(published.includes(config.server.adminPort));
     assert.ok(canopy?.command?.includes('0.0.0.0'), 'listens beyond the container loopback');
+  });
+
+  it('has a privileged node agent whose flags the agent accepts, pointed at the canopy service', () => {
+    const agent = compose.services['agent'];
+    assert.ok(agent?.build, 'agent service with a build section');
+    assert.ok(existsSync(`${root}${agent.build.context}/${agent.build.dockerfile}`), 'agent Dockerfile exists');
+    assert.equal(agent.privileged, true, 'BPF and cgroup attach need privileges');
+    assert.equal(agent.cgroup, 'host', 'the agent attaches to the host cgroup tree');
+    assert.ok((agent.volumes ?? []).some((v) => v.startsWith('/sys/fs/bpf:')), 'bpffs is mounted so pins outlive the container');
+    const opts = parseAgentArgs(agent.command ?? []);
+    const config = parse(readFileSync(`${root}server/examples/mesh.yaml`, 'utf8')) as { server: { xdsPort: number } };
+    assert.equal(opts.server, `canopy:${config.server.xdsPort}`);
+    assert.ok(agent.depends_on?.['canopy'], 'starts after canopy');
+    const published = (agent.ports ?? []).map((p) => Number(p.split(':')[1]));
+    assert.ok(opts.metricsPort !== undefined && published.includes(opts.metricsPort), 'publishes the metrics port');
+    assert.equal(opts.metricsHost, '0.0.0.0');
+  });
+
+  it('the example mesh gives the agent something to intercept (an IPv4 VIP and a port)', () => {
+    const config = parseConfig(parse(readFileSync(`${root}server/examples/mesh.yaml`, 'utf8')));
+    assert.ok(config.ok);
+    assert.ok(config.value.services.some((s) => s.vip !== undefined && s.port !== undefined && /^\d+\.\d+\.\d+\.\d+$/.test(s.vip)));
   });
 });

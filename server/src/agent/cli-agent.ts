@@ -10,7 +10,7 @@ import type { Workload } from './datapath.js';
 
 export const AGENT_USAGE = `  canopy agent --server HOST:PORT --node-id ID --cgroup DIR [--region R] [--zone Z] [--subzone S]
                [--network N] [--cluster C] [--label k=v ...] [--workload CGROUP=k=v,... ...]
-               [--pin-dir DIR] [--grace-ms N] [--metrics-port N] [--log-level L]`;
+               [--pin-dir DIR] [--grace-ms N] [--metrics-host H] [--metrics-port N] [--log-level L]`;
 
 const PLACEMENT_KEYS = new Set(['region', 'zone', 'subzone', 'network', 'node', 'cluster']);
 
@@ -55,6 +55,7 @@ export function parseAgentArgs(args: string[]): AgentOptions {
       workload: { type: 'string', multiple: true },
       'pin-dir': { type: 'string' },
       'grace-ms': { type: 'string' },
+      'metrics-host': { type: 'string' },
       'metrics-port': { type: 'string' },
       'log-level': { type: 'string' },
     },
@@ -110,6 +111,7 @@ export function parseAgentArgs(args: string[]): AgentOptions {
     ...(values['pin-dir'] !== undefined ? { pinDir: values['pin-dir'] } : {}),
     ...(graceMs !== undefined ? { graceMs } : {}),
     ...(metricsPort !== undefined ? { metricsPort } : {}),
+    ...(values['metrics-host'] !== undefined ? { metricsHost: values['metrics-host'] } : {}),
     ...(values['log-level'] !== undefined ? { logLevel: values['log-level'] } : {}),
   };
 }

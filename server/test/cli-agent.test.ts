@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { parseAgentArgs } from '../src/agent/cli-agent.js';
+
+const base = ['--server', '127.0.0.1:18000', '--node-id', 'n1', '--cgroup', '/cg'];
+
+describe('canopy agent flags', () => {
+  it('builds the node placement and per-cgroup workloads from flags', () => {
+    const o = parseAgentArgs([
+      ...base,
+      '--region', 'r1', '--zone', 'z1', '--subzone', 's1', '--label', 'app=web', '--label', 'tier=1',
+      '--workload', 'east=region=r2,app=api',
+      '--workload', '/abs/batch=label:team=data,subzone=s9',
+      '--grace-ms', '50', '--metrics-port', '0',
+    ]);
+    assert.deepEqual(o.placement, { locality: { region: 'r1', zone: 'z1', subzone: 's1' }, network: '', node: 'n1', cluster: '', labels: { app: 'web', tier: '1' } });
+    assert.equal(o.workloads?.length, 2);
+    const [east, batch] = o.workloads!;
+    assert.equal(east!.cgroup, path.join('/cg', 'east'), 'a relative workload cgroup is under --cgroup');
+    assert.deepEqual(east!.placement.locality, { region: 'r2', zone: 'z1', subzone: 's1' }, 'unset keys inherit the node');
+    assert.deepEqual(east!.placement.labels, { app: 'api', tier: '1' });
+    assert.equal(batch!.cgroup, '/abs/batch');
+    assert.deepEqual(batch!.placement.labels, { app: 'web', tier: '1', team: 'data' });
+    assert.equal(batch!.placement.locality.subzone, 's9');
+    assert.equal(o.graceMs, 50);
+    assert.equal(o.metricsPort, 0);
+  });
+
+  it('names the flag at fault', () => {
+    const cases: [string[], RegExp][] = [
+      [['--node-id', 'n', '--cgroup', '/cg'], /--server is required/],
+      [['--server', 'nohost', '--node-id', 'n', '--cgroup', '/cg'], /--server "nohost" must be HOST:PORT/],
+      [['--server', 'h:1', '--cgroup', '/cg'], /--node-id is required/],
+      [['--server', 'h:1', '--node-id', 'n'], /--cgroup is required/],
+      [[...base, '--label', 'novalue'], /--label "novalue" must be key=value/],
+      [[...base, '--workload', 'east'], /--workload "east" must be CGROUP=k=v/],
+      [[...base, '--workload', 'east=region'], /--workload east: "region" must be key=value/],
+      [[...base, '--grace-ms=-1'], /--grace-ms must be an integer in 0\.\.600000, got "-1"/],
+      [[...base, '--metrics-port', '70000'], /--metrics-port must be an integer in 0\.\.65535/],
+      [[...base, '--bogus'], /Unknown option '--bogus'/],
+    ];
+    for (const [args, re] of cases) assert.throws(() => parseAgentArgs(args), re, args.join(' '));
+  });
+});
