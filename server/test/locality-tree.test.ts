@@ -18,6 +18,25 @@ describe('LocalityTree', () => {
     assert.equal(t.nodeCount, 1 + 2 + 2 + 2);
   });
 
+  it('keeps cached leaf lists right as leaves are added and pruned anywhere below', () => {
+    const t = new LocalityTree(RZS);
+    const a = ep({ locality: 'r1/z1/s1' });
+    t.upsert(a);
+    t.upsert(ep({ locality: 'r2/z1/s1' }));
+    const names = (n = t.root) => n.leaves(t.levels).map((l) => l.path().join('/'));
+    assert.deepEqual(names(), ['r1/z1/s1', 'r2/z1/s1']);
+    const r1 = t.match(['r1']);
+    assert.deepEqual(names(r1), ['r1/z1/s1']);
+    const b = ep({ locality: 'r1/z1/s0' });
+    t.upsert(b);
+    assert.deepEqual(names(), ['r1/z1/s0', 'r1/z1/s1', 'r2/z1/s1'], 'a new leaf deep below invalidates the root');
+    assert.deepEqual(names(r1), ['r1/z1/s0', 'r1/z1/s1']);
+    t.remove(endpointKey(a));
+    assert.deepEqual(names(), ['r1/z1/s0', 'r2/z1/s1'], 'a pruned leaf leaves every ancestor list');
+    t.upsert({ ...b, weight: 5 });
+    assert.deepEqual(names(), ['r1/z1/s0', 'r2/z1/s1'], 'an update inside a leaf keeps the list');
+  });
+
   it('match gives the deepest node on the path', () => {
     const t = new LocalityTree(RZS);
     t.upsert(ep({ locality: 'r1/z1/s1' }));

@@ -28,10 +28,20 @@ export interface Cla {
 }
 
 export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalancing, plan: Plan): Cla {
-  // With region, zone and subzone all in the tree, a leaf never spans two localities.
+  // With region, zone and subzone all in the tree, a leaf never spans two localities;
+  // with exactly those three levels, a leaf is a locality.
   const leafPerLocality = LOCALITY_SCOPES.every((s) => tree.scopes.includes(s));
+  const leafIsLocality = leafPerLocality && tree.levels === LOCALITY_SCOPES.length;
   const groups: ClaGroup[] = [];
   plan.tiers.forEach((tier, priority) => {
+    if (leafIsLocality) {
+      // One group per leaf, sharing the leaf's own endpoint array: nothing is copied.
+      for (const leaf of tierLeaves(tree, tier)) {
+        const g = leafGroup(leaf, priority);
+        if (g) groups.push(g);
+      }
+      return;
+    }
     const byLocality = new Map<string, { locality: Locality; weight: number; endpoints: Endpoint[]; runs: Endpoint[][] }>();
     const add = (ep: Endpoint, leaf: TreeNode | undefined): void => {
       const k = localityKey(ep.locality);
@@ -63,6 +73,20 @@ export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalanc
 }
 
 const LOCALITY_SCOPES = ['region', 'zone', 'subzone'] as const;
+
+/** One leaf's group at each priority, kept while the leaf's endpoint array (its version) is the same. */
+const leafGroups = new WeakMap<readonly Endpoint[], (ClaGroup | undefined)[]>();
+
+function leafGroup(leaf: TreeNode, priority: number): ClaGroup | undefined {
+  const run = leaf.orderedEndpoints();
+  const first = run[0];
+  if (!first) return undefined;
+  let byPriority = leafGroups.get(run);
+  if (!byPriority) leafGroups.set(run, (byPriority = []));
+  let g = byPriority[priority];
+  if (!g) byPriority[priority] = g = { locality: first.locality, priority, weight: leaf.leafWeight(), endpoints: run, runs: [run] };
+  return g;
+}
 
 /** Endpoint → its priority in a CLA (for tests, previews and debug views). */
 export function prioritiesOf(cla: Cla): Map<Endpoint, number> {

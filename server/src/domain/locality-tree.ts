@@ -21,6 +21,7 @@ export class TreeNode {
   private sortedChildren: TreeNode[] | undefined;
   private sortedEndpoints: Endpoint[] | undefined;
   private weight: number | undefined;
+  private leafList: TreeNode[] | undefined;
 
   constructor(
     /** Unique for the tree's lifetime: a pruned and re-created node gets a new id. */
@@ -43,6 +44,19 @@ export class TreeNode {
     return this.sortedEndpoints;
   }
 
+  /** The leaves of this subtree, depth-first; kept until a node below is added or pruned. */
+  leaves(levels: number): readonly TreeNode[] {
+    if (!this.leafList) {
+      if (this.depth === levels) this.leafList = [this];
+      else {
+        const out: TreeNode[] = [];
+        for (const c of this.orderedChildren()) for (const l of c.leaves(levels)) out.push(l);
+        this.leafList = out;
+      }
+    }
+    return this.leafList;
+  }
+
   /** Sum of this leaf's endpoint weights, kept until the leaf changes. */
   leafWeight(): number {
     if (this.weight === undefined) {
@@ -63,6 +77,7 @@ export class TreeNode {
   /** @internal */
   touchChildren(): void {
     this.sortedChildren = undefined;
+    for (let n: TreeNode | undefined = this; n; n = n.parent) n.leafList = undefined;
   }
 
   /** @internal */

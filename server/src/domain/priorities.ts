@@ -105,16 +105,20 @@ function descend(from: TreeNode, path: readonly string[]): TreeNode {
   return node;
 }
 
-/** The leaves of a tier, depth-first. */
-export function tierLeaves(tree: LocalityTree, tier: Tier): TreeNode[] {
+/** The leaves of a tier, depth-first (slices of cached per-node leaf lists). */
+export function tierLeaves(tree: LocalityTree, tier: Tier): readonly TreeNode[] {
+  if (tier.length === 1 && !tier[0]!.exclude) return tier[0]!.node.leaves(tree.levels);
   const out: TreeNode[] = [];
-  const collect = (n: TreeNode): void => {
-    if (n.depth === tree.levels) out.push(n);
-    else for (const c of n.orderedChildren()) collect(c);
-  };
   for (const seg of tier) {
-    if (!seg.exclude) collect(seg.node);
-    else for (const c of seg.node.orderedChildren()) if (c !== seg.exclude) collect(c);
+    const all = seg.node.leaves(tree.levels);
+    if (!seg.exclude) {
+      for (const l of all) out.push(l);
+      continue;
+    }
+    // The excluded child's leaves are one contiguous run of its parent's.
+    const skip = seg.exclude.leaves(tree.levels);
+    const from = skip.length ? all.indexOf(skip[0]!) : -1;
+    for (let i = 0; i < all.length; i++) if (from < 0 || i < from || i >= from + skip.length) out.push(all[i]!);
   }
   return out;
 }

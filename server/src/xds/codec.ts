@@ -8,7 +8,7 @@
  *   stream sharing a resource writes the same bytes and only the small
  *   envelope (version, nonce) is per stream.
  */
-import type { Cla } from '../domain/cla.js';
+import type { Cla, ClaGroup } from '../domain/cla.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { messageType } from './protos.js';
@@ -186,29 +186,69 @@ function runField(run: readonly Endpoint[]): Uint8Array {
   return out;
 }
 
+interface GroupBody {
+  /** LocalityLbEndpoints less its priority: locality, lb_endpoints, load_balancing_weight. */
+  readonly bytes: Uint8Array;
+  readonly weight: number;
+}
+
+/** A one-leaf group's body, encoded once per version of that leaf (keyed by its endpoint array). */
+const leafBodyCache = new WeakMap<readonly Endpoint[], GroupBody>();
+
+function groupBody(g: ClaGroup): Uint8Array {
+  const single = g.runs?.length === 1 ? g.runs[0] : undefined;
+  if (single) {
+    const hit = leafBodyCache.get(single);
+    if (hit && hit.weight === g.weight) return hit.bytes;
+  }
+  const { region, zone, subzone } = localityBytes(g.locality);
+  const locality = optionalFieldSize(1, region.length) + optionalFieldSize(2, zone.length) + optionalFieldSize(3, subzone.length);
+  const endpoints = g.runs ? g.runs.map(runField) : g.endpoints.map(lbEndpointField);
+  let size = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, g.weight));
+  for (const e of endpoints) size += e.length;
+  const w = new WireWriter(size).open(1, locality);
+  w.optionalBytes(1, region).optionalBytes(2, zone).optionalBytes(3, subzone);
+  for (const e of endpoints) w.raw(e);
+  w.open(3, varintFieldSize(1, g.weight)).uint(1, g.weight);
+  const bytes = w.finish();
+  if (single) leafBodyCache.set(single, { bytes, weight: g.weight });
+  return bytes;
+}
+
+/** The whole `endpoints` field (tag, length, LocalityLbEndpoints with its priority) of a group object. */
+const groupFieldCache = new WeakMap<ClaGroup, Uint8Array>();
+
+function groupField(g: ClaGroup): Uint8Array {
+  const hit = groupFieldCache.get(g);
+  if (hit) return hit;
+  const body = groupBody(g);
+  const len = body.length + (g.priority > 0 ? varintFieldSize(5, g.priority) : 0);
+  const w = new WireWriter(fieldSize(2, len)).open(2, len).raw(body);
+  if (g.priority > 0) w.uint(5, g.priority);
+  const out = w.finish();
+  groupFieldCache.set(g, out);
+  return out;
+}
+
+/**
+ * A ClusterLoadAssignment from cached parts. Each group's field is the
+ * group's body plus its priority (protobuf fields may come in any order), and
+ * the domain shares group objects per (tree leaf, priority), so a CLA of a
+ * 3-level tree is one size pass and one copy per leaf.
+ */
 export function encodeCla(cla: Cla): Uint8Array {
   const name = utf8Bytes(cla.clusterName);
-  const groups = cla.groups.map((g) => {
-    const { region, zone, subzone } = localityBytes(g.locality);
-    const locality =
-      optionalFieldSize(1, region.length) + optionalFieldSize(2, zone.length) + optionalFieldSize(3, subzone.length);
-    const endpoints = g.runs ? g.runs.map(runField) : g.endpoints.map(lbEndpointField);
-    let body = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, g.weight));
-    for (const e of endpoints) body += e.length;
-    if (g.priority > 0) body += varintFieldSize(5, g.priority);
-    return { g, region, zone, subzone, locality, endpoints, body };
-  });
+  const n = cla.groups.length;
+  const fields = new Array<Uint8Array>(n);
   const policy = varintFieldSize(1, cla.overprovisioningFactor);
   let size = fieldSize(1, name.length) + fieldSize(4, fieldSize(3, policy));
-  for (const g of groups) size += fieldSize(2, g.body);
-  const w = new WireWriter(size).bytes(1, name);
-  for (const g of groups) {
-    w.open(2, g.body).open(1, g.locality);
-    w.optionalBytes(1, g.region).optionalBytes(2, g.zone).optionalBytes(3, g.subzone);
-    for (const e of g.endpoints) w.raw(e);
-    w.open(3, varintFieldSize(1, g.g.weight)).uint(1, g.g.weight);
-    if (g.g.priority > 0) w.uint(5, g.g.priority);
+  for (let i = 0; i < n; i++) {
+    const f = groupField(cla.groups[i]!);
+    fields[i] = f;
+    size += f.length;
   }
+  const w = new WireWriter(size).bytes(1, name);
+  for (let i = 0; i < n; i++) w.raw(fields[i]!);
   w.open(4, fieldSize(3, policy)).open(3, policy).uint(1, cla.overprovisioningFactor);
   return w.finish();
 }

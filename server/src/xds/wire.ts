@@ -33,7 +33,8 @@ export class WireWriter {
   pos = 0;
 
   constructor(size: number) {
-    this.buf = new Uint8Array(size);
+    // Not zero-filled: finish() checks that every byte was written.
+    this.buf = size > 4096 ? Buffer.allocUnsafeSlow(size) : new Uint8Array(size);
   }
 
   varint(n: number): this {
