@@ -77,7 +77,8 @@ export class TreeNode {
   /** @internal */
   touchChildren(): void {
     this.sortedChildren = undefined;
-    for (let n: TreeNode | undefined = this; n; n = n.parent) n.leafList = undefined;
+    this.leafList = undefined;
+    for (let n = this.parent; n; n = n.parent) n.leafList = undefined;
   }
 
   /** @internal */
