@@ -21,10 +21,25 @@ export interface ClaGroup {
   readonly runs?: readonly (readonly Endpoint[])[];
 }
 
+/** A tier of a leaf-is-locality tree as a subtree less one child's: one group per leaf, in depth-first order. */
+export interface ClaSpan {
+  readonly node: TreeNode;
+  readonly exclude?: TreeNode;
+  readonly priority: number;
+}
+
 export interface Cla {
   readonly clusterName: string;
+  /** Built on first read when `spans` are given. */
   readonly groups: readonly ClaGroup[];
   readonly overprovisioningFactor: number;
+  /**
+   * When every leaf is one locality: the CLA as subtree spans, so an encoder
+   * can copy whole cached subtrees instead of walking leaves.
+   */
+  readonly spans?: readonly ClaSpan[];
+  /** The tree's levels (with `spans`). */
+  readonly levels?: number;
 }
 
 export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalancing, plan: Plan): Cla {
@@ -32,6 +47,23 @@ export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalanc
   // with exactly those three levels, a leaf is a locality.
   const leafPerLocality = LOCALITY_SCOPES.every((s) => tree.scopes.includes(s));
   const leafIsLocality = leafPerLocality && tree.levels === LOCALITY_SCOPES.length;
+  if (leafIsLocality) {
+    const spans: ClaSpan[] = [];
+    plan.tiers.forEach((tier, priority) => {
+      for (const seg of tier) spans.push(seg.exclude ? { node: seg.node, exclude: seg.exclude, priority } : { node: seg.node, priority });
+    });
+    let groups: ClaGroup[] | undefined;
+    return {
+      clusterName,
+      overprovisioningFactor: lb.overprovisioningFactor,
+      spans,
+      levels: tree.levels,
+      get groups(): readonly ClaGroup[] {
+        groups ??= leafGroups(tree, plan);
+        return groups;
+      },
+    };
+  }
   const groups: ClaGroup[] = [];
   plan.tiers.forEach((tier, priority) => {
     if (leafIsLocality) {
@@ -74,15 +106,26 @@ export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalanc
 
 const LOCALITY_SCOPES = ['region', 'zone', 'subzone'] as const;
 
-/** One leaf's group at each priority, kept while the leaf's endpoint array (its version) is the same. */
-const leafGroups = new WeakMap<readonly Endpoint[], (ClaGroup | undefined)[]>();
+function leafGroups(tree: LocalityTree, plan: Plan): ClaGroup[] {
+  const out: ClaGroup[] = [];
+  plan.tiers.forEach((tier, priority) => {
+    for (const leaf of tierLeaves(tree, tier)) {
+      const g = leafGroup(leaf, priority);
+      if (g) out.push(g);
+    }
+  });
+  return out;
+}
 
-function leafGroup(leaf: TreeNode, priority: number): ClaGroup | undefined {
+/** One leaf's group at each priority, kept while the leaf's endpoint array (its version) is the same. */
+const leafGroupCache = new WeakMap<readonly Endpoint[], (ClaGroup | undefined)[]>();
+
+export function leafGroup(leaf: TreeNode, priority: number): ClaGroup | undefined {
   const run = leaf.orderedEndpoints();
   const first = run[0];
   if (!first) return undefined;
-  let byPriority = leafGroups.get(run);
-  if (!byPriority) leafGroups.set(run, (byPriority = []));
+  let byPriority = leafGroupCache.get(run);
+  if (!byPriority) leafGroupCache.set(run, (byPriority = []));
   let g = byPriority[priority];
   if (!g) byPriority[priority] = g = { locality: first.locality, priority, weight: leaf.leafWeight(), endpoints: run, runs: [run] };
   return g;

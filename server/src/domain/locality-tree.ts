@@ -22,6 +22,8 @@ export class TreeNode {
   private sortedEndpoints: Endpoint[] | undefined;
   private weight: number | undefined;
   private leafList: TreeNode[] | undefined;
+  /** Bumped whenever anything in this subtree changes: caches of derived bytes compare it. */
+  rev = 0;
 
   constructor(
     /** Unique for the tree's lifetime: a pruned and re-created node gets a new id. */
@@ -78,13 +80,19 @@ export class TreeNode {
   touchChildren(): void {
     this.sortedChildren = undefined;
     this.leafList = undefined;
-    for (let n = this.parent; n; n = n.parent) n.leafList = undefined;
+    this.rev++;
+    for (let n = this.parent; n; n = n.parent) {
+      n.leafList = undefined;
+      n.rev++;
+    }
   }
 
   /** @internal */
   touchEndpoints(): void {
     this.sortedEndpoints = undefined;
     this.weight = undefined;
+    this.rev++;
+    for (let n = this.parent; n; n = n.parent) n.rev++;
   }
 }
 

@@ -8,7 +8,8 @@
  *   stream sharing a resource writes the same bytes and only the small
  *   envelope (version, nonce) is per stream.
  */
-import type { Cla, ClaGroup } from '../domain/cla.js';
+import { leafGroup, type Cla, type ClaGroup, type ClaSpan } from '../domain/cla.js';
+import type { TreeNode } from '../domain/locality-tree.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { messageType } from './protos.js';
@@ -238,19 +239,65 @@ function groupField(g: ClaGroup): Uint8Array {
  */
 export function encodeCla(cla: Cla): Uint8Array {
   const name = utf8Bytes(cla.clusterName);
-  const n = cla.groups.length;
-  const fields = new Array<Uint8Array>(n);
+  const parts = cla.spans ? spanParts(cla.spans, cla.levels ?? 0) : cla.groups.map(groupField);
   const policy = varintFieldSize(1, cla.overprovisioningFactor);
   let size = fieldSize(1, name.length) + fieldSize(4, fieldSize(3, policy));
-  for (let i = 0; i < n; i++) {
-    const f = groupField(cla.groups[i]!);
-    fields[i] = f;
-    size += f.length;
-  }
+  for (const p of parts) size += p.length;
   const w = new WireWriter(size).bytes(1, name);
-  for (let i = 0; i < n; i++) w.raw(fields[i]!);
+  for (const p of parts) w.raw(p);
   w.open(4, fieldSize(3, policy)).open(3, policy).uint(1, cla.overprovisioningFactor);
   return w.finish();
+}
+
+interface SubtreeBytes {
+  readonly bytes: Uint8Array;
+  /** Where each child's leaves lie in `bytes`. */
+  readonly children: ReadonlyMap<TreeNode, readonly [number, number]>;
+}
+
+/** node → (rev, priority → the `endpoints` fields of all its leaves at that priority, concatenated). */
+const subtreeCache = new WeakMap<TreeNode, { rev: number; byPriority: Map<number, SubtreeBytes> }>();
+
+function subtreeBytes(node: TreeNode, priority: number, levels: number): SubtreeBytes {
+  let held = subtreeCache.get(node);
+  if (!held || held.rev !== node.rev) subtreeCache.set(node, (held = { rev: node.rev, byPriority: new Map() }));
+  const hit = held.byPriority.get(priority);
+  if (hit) return hit;
+  let out: SubtreeBytes;
+  if (node.depth === levels) {
+    const g = leafGroup(node, priority);
+    out = { bytes: g ? groupField(g) : new Uint8Array(), children: new Map() };
+  } else {
+    const kids = node.orderedChildren().map((c) => subtreeBytes(c, priority, levels).bytes);
+    const bytes = new Uint8Array(kids.reduce((n, k) => n + k.length, 0));
+    const children = new Map<TreeNode, readonly [number, number]>();
+    let at = 0;
+    node.orderedChildren().forEach((c, i) => {
+      const k = kids[i]!;
+      bytes.set(k, at);
+      children.set(c, [at, at + k.length]);
+      at += k.length;
+    });
+    out = { bytes, children };
+  }
+  held.byPriority.set(priority, out);
+  return out;
+}
+
+/** A span's bytes: its subtree's cached bytes, less the excluded child's range (at most two slices). */
+function spanParts(spans: readonly ClaSpan[], levels: number): Uint8Array[] {
+  const parts: Uint8Array[] = [];
+  for (const s of spans) {
+    const sub = subtreeBytes(s.node, s.priority, levels);
+    const cut = s.exclude ? sub.children.get(s.exclude) : undefined;
+    if (!cut) {
+      parts.push(sub.bytes);
+      continue;
+    }
+    if (cut[0] > 0) parts.push(sub.bytes.subarray(0, cut[0]));
+    if (cut[1] < sub.bytes.length) parts.push(sub.bytes.subarray(cut[1]));
+  }
+  return parts;
 }
 
 const localityCache = new WeakMap<Locality, { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array }>();
