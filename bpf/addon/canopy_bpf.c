@@ -295,50 +295,42 @@ static int open_cgroup(napi_env env, napi_value v, char *path, size_t size)
 	return fd;
 }
 
-/* attachConnect4(progFd, cgroupPath): BPF_CGROUP_INET4_CONNECT with BPF_F_ALLOW_MULTI. */
-static napi_value attach_connect4(napi_env env, napi_callback_info info)
+/* Attaches (BPF_F_ALLOW_MULTI) or detaches a connect4 program on a cgroup. */
+static napi_value connect4_op(napi_env env, napi_callback_info info, bool attach)
 {
 	napi_value argv[2];
 	char path[1024];
 	int32_t prog_fd;
-	int cg;
+	int cg, err;
 
 	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &prog_fd))
 		return NULL;
 	cg = open_cgroup(env, argv[1], path, sizeof(path));
 	if (cg < 0)
 		return NULL;
-	if (bpf_prog_attach(prog_fd, cg, BPF_CGROUP_INET4_CONNECT, BPF_F_ALLOW_MULTI)) {
+	err = attach ? bpf_prog_attach(prog_fd, cg, BPF_CGROUP_INET4_CONNECT, BPF_F_ALLOW_MULTI)
+		     : bpf_prog_detach2(prog_fd, cg, BPF_CGROUP_INET4_CONNECT);
+	if (err) {
 		int e = errno;
 
 		close(cg);
-		return throw_errno(env, e, "attach connect4 program to cgroup %s", path);
+		return throw_errno(env, e, "%s connect4 program %s cgroup %s", attach ? "attach" : "detach",
+				   attach ? "to" : "from", path);
 	}
 	close(cg);
 	return NULL;
 }
 
+/* attachConnect4(progFd, cgroupPath) */
+static napi_value attach_connect4(napi_env env, napi_callback_info info)
+{
+	return connect4_op(env, info, true);
+}
+
 /* detachConnect4(progFd, cgroupPath) */
 static napi_value detach_connect4(napi_env env, napi_callback_info info)
 {
-	napi_value argv[2];
-	char path[1024];
-	int32_t prog_fd;
-	int cg;
-
-	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &prog_fd))
-		return NULL;
-	cg = open_cgroup(env, argv[1], path, sizeof(path));
-	if (cg < 0)
-		return NULL;
-	if (bpf_prog_detach2(prog_fd, cg, BPF_CGROUP_INET4_CONNECT)) {
-		int e = errno;
-
-		close(cg);
-		return throw_errno(env, e, "detach connect4 program from cgroup %s", path);
-	}
-	close(cg);
-	return NULL;
+	return connect4_op(env, info, false);
 }
 
 /* queryConnect4(cgroupPath) -> [program ids attached directly to the cgroup] */

@@ -77,15 +77,7 @@ async function main(argv: string[]): Promise<number> {
     ...(numbers['debounce-ms'] !== undefined ? { debounceMs: numbers['debounce-ms'] } : {}),
     ...(logLevel !== undefined ? { logLevel } : {}),
   });
-  await new Promise<void>((resolve) => {
-    const onSignal = (): void => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      void canopy.stop().then(resolve);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
+  await untilSignal(() => canopy.stop());
   return 0;
 }
 
@@ -100,17 +92,22 @@ async function runAgent(args: string[]): Promise<number> {
   }
   const { startAgent } = await import('./agent/agent.js');
   const agent = await startAgent(opts);
-  await new Promise<void>((resolve) => {
+  // On a signal the datapath keeps serving from the pinned maps; a new agent resumes it.
+  await untilSignal(() => agent.stop());
+  return 0;
+}
+
+/** Waits for SIGINT or SIGTERM, then runs `stop` once. */
+function untilSignal(stop: () => Promise<void>): Promise<void> {
+  return new Promise<void>((resolve) => {
     const onSignal = (): void => {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
-      // The datapath keeps serving from the pinned maps; a new agent resumes it.
-      void agent.stop().then(resolve);
+      void stop().then(resolve);
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
   });
-  return 0;
 }
 
 main(process.argv.slice(2)).then(
