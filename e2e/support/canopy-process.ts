@@ -61,9 +61,11 @@ export async function startCanopyProcess(config: object, extraArgs: string[] = [
       }
     });
     child.stderr?.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
-    child.on('exit', (code) => {
+    child.on('exit', (code, signal) => {
       clearTimeout(timer);
       reject(new Error(`canopy exited with ${code}:\n${lines.join('\n')}`));
+      // After it was ready, the test sees only failed requests: say why the server went away.
+      if (code !== 0 && signal === null) process.stderr.write(`canopy exited with ${code}; its last output:\n${lines.slice(-20).join('\n')}\n`);
     });
   });
   let addresses: { xds: string; admin: string };

@@ -6,15 +6,13 @@ import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { buildAdminApp } from './admin/app.js';
 import { createMetrics } from './admin/metrics.js';
-import { ClaCache } from './domain/cla-cache.js';
 import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
 import { ServiceStore } from './store/service-store.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { AdsServer } from './xds/ads-server.js';
-import { ResourceCatalog } from './xds/catalog.js';
-import { encodeCla } from './xds/codec.js';
+import { ResourceCatalog, serverClaCache, type ServerClaCache } from './xds/catalog.js';
 
 export interface CanopyOptions {
   readonly config: CanopyConfig;
@@ -35,7 +33,7 @@ export interface Canopy {
   readonly adminAddress: string;
   readonly store: ServiceStore;
   readonly ads: AdsServer;
-  readonly claCache: ClaCache;
+  readonly claCache: ServerClaCache;
   stop(): Promise<void>;
 }
 
@@ -51,7 +49,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const debounceMs = opts.debounceMs ?? server.debounceMs ?? 100;
 
   const store = new ServiceStore();
-  const claCache = new ClaCache(encodeCla);
+  const claCache = serverClaCache();
   const catalog = new ResourceCatalog(store.mesh, claCache);
   const registry = new Registry();
   const metrics = createMetrics(registry, {

@@ -115,7 +115,7 @@ describe('ClaCache', () => {
     // r1/z1 (zone match), r1 (region match), root (no match).
     assert.equal(seen.size, 3);
     assert.equal(encodes, 3);
-    assert.deepEqual(cache.stats(), { hits: 997, misses: 3, entries: 3 });
+    assert.deepEqual(cache.stats(), { hits: 997, misses: 3, entries: 3, kept: 0 });
     assert.ok(cache.entriesFor('svc') <= s.tree.nodeCount);
   });
 

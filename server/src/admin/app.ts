@@ -19,7 +19,7 @@ import type { ClientStatus } from '../xds/client-status.js';
 
 export interface AdminDeps {
   readonly store: ServiceStore;
-  readonly claCache: ClaCache;
+  readonly claCache: ClaCache<{ readonly length: number }>;
   readonly clients: () => readonly ClientStatus[];
   readonly registry: Registry;
   readonly logger?: Logger;
@@ -186,7 +186,7 @@ function readPlacementQuery(query: Record<string, string | string[]>): { service
 }
 
 /** What a client at the previewed placement would be sent, grouped by priority. */
-function claPreview(entry: ClaEntry) {
+function claPreview(entry: ClaEntry<{ readonly length: number }>) {
   const byPriority = new Map<number, object[]>();
   for (const g of entry.cla.groups) {
     let localities = byPriority.get(g.priority);

@@ -3,69 +3,123 @@
  * generation, the plan key of the tree nodes it matched), so every client that
  * matches the same nodes shares one entry, and one encoding of it. The number
  * of entries per service is bounded by the tree, never by the client count.
+ * With an encoder whose output follows the tree (the codec's ropes), entries
+ * also outlive endpoint changes: only a change of the tree's shape drops them.
  */
 import { buildCla, type Cla } from './cla.js';
 import type { Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
-import { planFor } from './priorities.js';
+import { planFor, planKeyFor } from './priorities.js';
 
-export interface ClaEntry {
+export interface ClaEntry<B = Uint8Array> {
   readonly service: string;
-  readonly generation: number;
+  /** The service generation the entry was last checked against. */
+  generation: number;
   readonly key: string;
   readonly cla: Cla;
   /** The encoded ClusterLoadAssignment, shared by every client of this entry. */
-  readonly bytes: Uint8Array;
+  readonly bytes: B;
 }
 
 /** Encodes a CLA; expected to reuse the encoding of unchanged endpoints. */
-export type ClaEncoder = (cla: Cla) => Uint8Array;
+export type ClaEncoder<B = Uint8Array> = (cla: Cla) => B;
+
+export interface ClaCacheOptions {
+  /**
+   * The encoder's output for a CLA with `spans` follows the tree (it reads the
+   * spans' nodes when it is read, as the codec's ropes do). Such entries are
+   * kept across endpoint changes while the tree's shape is unchanged, so one
+   * endpoint change rebuilds no entry; other entries are dropped on any change.
+   */
+  readonly liveSpans?: boolean;
+}
 
 export interface ClaCacheStats {
   readonly hits: number;
   readonly misses: number;
   readonly entries: number;
+  /** Entries carried over a service change instead of being rebuilt. */
+  readonly kept: number;
 }
 
-interface ServiceEntries {
+interface ServiceEntries<B> {
+  tree: ServiceState['tree'];
   generation: number;
-  readonly byKey: Map<string, ClaEntry>;
+  shape: number;
+  readonly byKey: Map<string, ClaEntry<B>>;
 }
 
-export class ClaCache {
-  private readonly services = new Map<string, ServiceEntries>();
+export class ClaCache<B extends { readonly length: number } = Uint8Array> {
+  private readonly services = new Map<string, ServiceEntries<B>>();
   private hits = 0;
   private misses = 0;
   private entries = 0;
+  private kept = 0;
+  private readonly liveSpans: boolean;
 
-  constructor(private readonly encode: ClaEncoder) {}
+  constructor(
+    private readonly encode: ClaEncoder<B>,
+    options: ClaCacheOptions = {},
+  ) {
+    this.liveSpans = options.liveSpans ?? false;
+  }
 
-  lookup(service: ServiceState, client: Placement): ClaEntry {
-    const plan = planFor(service.tree, service.spec.loadBalancing, client);
-    let forService = this.services.get(service.name);
-    if (!forService) this.services.set(service.name, (forService = { generation: service.generation, byKey: new Map() }));
-    if (forService.generation !== service.generation) {
-      this.entries -= forService.byKey.size;
-      forService.byKey.clear();
-      forService.generation = service.generation;
-    }
-    const hit = forService.byKey.get(plan.key);
+  lookup(service: ServiceState, client: Placement): ClaEntry<B> {
+    const key = planKeyFor(service.tree, service.spec.loadBalancing, client);
+    const forService = this.current(service);
+    const hit = forService.byKey.get(key);
     if (hit) {
       this.hits++;
       return hit;
     }
     this.misses++;
+    const plan = planFor(service.tree, service.spec.loadBalancing, client);
     const cla = buildCla(service.name, service.tree, service.spec.loadBalancing, plan);
-    const entry: ClaEntry = {
+    const entry: ClaEntry<B> = {
       service: service.name,
       generation: service.generation,
-      key: plan.key,
+      key,
       cla,
       bytes: this.encode(cla),
     };
-    forService.byKey.set(plan.key, entry);
+    forService.byKey.set(key, entry);
     this.entries++;
     return entry;
+  }
+
+  /** The service's entries, brought up to its generation: kept where they follow the tree, dropped otherwise. */
+  private current(service: ServiceState): ServiceEntries<B> {
+    const tree = service.tree;
+    let held = this.services.get(service.name);
+    if (!held) {
+      held = { tree, generation: service.generation, shape: tree.shape, byKey: new Map() };
+      this.services.set(service.name, held);
+      return held;
+    }
+    if (held.generation === service.generation && held.tree === tree) return held;
+    if (held.tree !== tree || held.shape !== tree.shape || !this.liveSpans) {
+      this.entries -= held.byKey.size;
+      held.byKey.clear();
+    } else {
+      for (const [k, e] of held.byKey) {
+        if (e.cla.spans) {
+          e.generation = service.generation;
+          this.kept++;
+        } else {
+          held.byKey.delete(k);
+          this.entries--;
+        }
+      }
+    }
+    held.tree = tree;
+    held.shape = tree.shape;
+    held.generation = service.generation;
+    return held;
+  }
+
+  /** Every entry of a service as of its current generation (benchmarks and debug views). */
+  entriesOf(service: ServiceState): ClaEntry<B>[] {
+    return [...this.current(service).byKey.values()];
   }
 
   /** Drops a deleted service's entries. */
@@ -81,6 +135,6 @@ export class ClaCache {
   }
 
   stats(): ClaCacheStats {
-    return { hits: this.hits, misses: this.misses, entries: this.entries };
+    return { hits: this.hits, misses: this.misses, entries: this.entries, kept: this.kept };
   }
 }

@@ -52,15 +52,16 @@ export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalanc
     plan.tiers.forEach((tier, priority) => {
       for (const seg of tier) spans.push(seg.exclude ? { node: seg.node, exclude: seg.exclude, priority } : { node: seg.node, priority });
     });
-    let groups: ClaGroup[] | undefined;
+    // The spans follow their nodes' content, so the groups are rebuilt when the tree has changed.
+    let groups: { rev: number; groups: ClaGroup[] } | undefined;
     return {
       clusterName,
       overprovisioningFactor: lb.overprovisioningFactor,
       spans,
       levels: tree.levels,
       get groups(): readonly ClaGroup[] {
-        groups ??= leafGroups(tree, plan);
-        return groups;
+        if (groups?.rev !== tree.root.rev) groups = { rev: tree.root.rev, groups: leafGroups(tree, plan) };
+        return groups.groups;
       },
     };
   }

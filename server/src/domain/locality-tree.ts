@@ -9,7 +9,7 @@
  * depth-first order, and `compile()` lays that order out flat so that every
  * node's subtree is one contiguous range.
  */
-import { pathOf, type Placement, type Scope } from './locality.js';
+import { pathOf, scopeValue, type Placement, type Scope } from './locality.js';
 import { endpointKey, type Endpoint } from './service.js';
 
 export class TreeNode {
@@ -121,6 +121,7 @@ export class LocalityTree {
   readonly root: TreeNode;
   private nextId = 1;
   private nodes = 1;
+  private shapeVersion = 0;
   private readonly leafOf = new Map<string, TreeNode>();
 
   constructor(readonly scopes: readonly Scope[]) {
@@ -138,6 +139,15 @@ export class LocalityTree {
 
   get nodeCount(): number {
     return this.nodes;
+  }
+
+  /**
+   * Bumped whenever a node is added or pruned. Which tree nodes a client's
+   * tiers consist of depends only on the shape, so a plan (and a CLA that
+   * follows its nodes' content) outlives every change that keeps it.
+   */
+  get shape(): number {
+    return this.shapeVersion;
   }
 
   get(key: string): Endpoint | undefined {
@@ -167,6 +177,7 @@ export class LocalityTree {
         node.children.set(value, child);
         node.touchChildren();
         this.nodes++;
+        this.shapeVersion++;
       }
       node.count++;
       node = child;
@@ -190,6 +201,7 @@ export class LocalityTree {
         n.parent.children.delete(n.value);
         n.parent.touchChildren();
         this.nodes--;
+        this.shapeVersion++;
       }
     }
     return true;
@@ -206,8 +218,15 @@ export class LocalityTree {
     return node;
   }
 
+  /** `match(pathOf(scopes, p))` without building the path. */
   matchPlacement(p: Placement): TreeNode {
-    return this.match(pathOf(this.scopes, p));
+    let node = this.root;
+    for (const scope of this.scopes) {
+      const child = node.children.get(scopeValue(scope, p));
+      if (!child) break;
+      node = child;
+    }
+    return node;
   }
 
   /** Endpoints of a subtree in depth-first order. */

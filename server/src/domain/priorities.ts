@@ -40,6 +40,26 @@ export function planFor(tree: LocalityTree, lb: LoadBalancing, client: Placement
   }
 }
 
+/**
+ * The plan's key alone, without building its tiers: what a cache hit costs.
+ * Equal to `planFor(...).key`.
+ */
+export function planKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): string {
+  if (tree.size === 0) return 'empty';
+  switch (lb.mode) {
+    case 'random':
+      return 'random';
+    case 'strict': {
+      const m = tree.matchPlacement(client);
+      return m.depth === tree.levels ? `s${m.id}` : 'none';
+    }
+    case 'failover':
+      return tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1
+        ? planFor(tree, lb, client).key
+        : `f${tree.matchPlacement(client).id}`;
+  }
+}
+
 /** Priority = levels not matched; empty tiers compacted away. */
 function failoverPlan(tree: LocalityTree, path: readonly string[]): Plan {
   const m = tree.match(path);

@@ -4,13 +4,22 @@
  * once per service; a ClusterLoadAssignment depends on where the client is and
  * comes from the locality-keyed CLA cache, wrapped once per cache entry.
  */
-import type { ClaCache, ClaEntry } from '../domain/cla-cache.js';
+import { ClaCache, type ClaEntry } from '../domain/cla-cache.js';
 import type { Placement } from '../domain/locality.js';
 import type { Mesh, ServiceState } from '../domain/mesh.js';
-import { encodeCluster, encodeListener, encodeRouteConfiguration } from './codec.js';
+import { encodeClaBytes, encodeCluster, encodeListener, encodeRouteConfiguration } from './codec.js';
 import { makeResource, type Resource } from './resource.js';
+import type { Bytes } from './rope.js';
 import { encodeLocalityTree, kernelServable } from './tree-codec.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, TREE_TYPE } from './type-urls.js';
+
+/** The server's CLA cache: entries are ropes that follow the tree (or contiguous bytes). */
+export type ServerClaCache = ClaCache<Bytes>;
+
+/** A CLA cache with the server's encoder. */
+export function serverClaCache(): ServerClaCache {
+  return new ClaCache<Bytes>(encodeClaBytes, { liveSpans: true });
+}
 
 interface ServiceResources {
   readonly shape: string;
@@ -21,13 +30,13 @@ interface ServiceResources {
 
 export class ResourceCatalog {
   private readonly perService = new Map<string, ServiceResources>();
-  private readonly claResources = new WeakMap<ClaEntry, Resource>();
+  private readonly claResources = new WeakMap<ClaEntry<Bytes>, Resource>();
   /** The compiled tree of a service, encoded once per generation for every node agent. */
   private readonly trees = new WeakMap<ServiceState, { generation: number; resource: Resource }>();
 
   constructor(
     private readonly mesh: Mesh,
-    private readonly claCache: ClaCache,
+    private readonly claCache: ServerClaCache,
   ) {}
 
   /** Every name of a type, for wildcard subscriptions. */
@@ -86,7 +95,7 @@ export class ResourceCatalog {
     return resource;
   }
 
-  private cla(entry: ClaEntry): Resource {
+  private cla(entry: ClaEntry<Bytes>): Resource {
     let r = this.claResources.get(entry);
     if (!r) {
       r = makeResource(entry.service, ENDPOINT_TYPE, entry.bytes);

@@ -13,6 +13,7 @@ import type { TreeNode } from '../domain/locality-tree.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { messageType } from './protos.js';
+import { bytesDigest, combineDigests, flatten, type Bytes, type Rope } from './rope.js';
 import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
 
 export interface NodeInfo {
@@ -122,7 +123,8 @@ export function encodeDiscoveryResponse(r: {
   readonly versionInfo: string;
   readonly typeUrl: string;
   readonly nonce: string;
-  readonly resources: readonly Uint8Array[];
+  /** Each an encoded google.protobuf.Any, contiguous or a rope (copied part by part). */
+  readonly resources: readonly Bytes[];
 }): Buffer {
   const version = utf8Bytes(r.versionInfo);
   const type = utf8Bytes(r.typeUrl);
@@ -131,7 +133,7 @@ export function encodeDiscoveryResponse(r: {
     optionalFieldSize(1, version.length) + optionalFieldSize(4, type.length) + optionalFieldSize(5, nonce.length);
   for (const any of r.resources) size += fieldSize(2, any.length);
   const w = new WireWriter(size).optionalBytes(1, version);
-  for (const any of r.resources) w.bytes(2, any);
+  for (const any of r.resources) w.part(2, any);
   const out = w.optionalBytes(4, type).optionalBytes(5, nonce).finish();
   return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
 }
@@ -232,72 +234,227 @@ function groupField(g: ClaGroup): Uint8Array {
 }
 
 /**
- * A ClusterLoadAssignment from cached parts. Each group's field is the
- * group's body plus its priority (protobuf fields may come in any order), and
- * the domain shares group objects per (tree leaf, priority), so a CLA of a
- * 3-level tree is one size pass and one copy per leaf.
+ * A ClusterLoadAssignment as one contiguous buffer (tests, debug views, and
+ * CLAs whose leaves are not localities). Each group's field is the group's
+ * body plus its priority (protobuf fields may come in any order), and the
+ * domain shares group objects per (tree leaf, priority).
  */
 export function encodeCla(cla: Cla): Uint8Array {
+  return cla.spans ? flatten(claRope(cla)) : encodeGroups(cla);
+}
+
+/**
+ * A ClusterLoadAssignment as the server holds it. When its leaves are
+ * localities (`spans`), a rope over cached subtree parts that follows the
+ * tree: it stays valid across endpoint changes that leave the tree's shape
+ * alone, and the response encoder copies its parts straight into each
+ * DiscoveryResponse. Otherwise, contiguous bytes.
+ */
+export function encodeClaBytes(cla: Cla): Bytes {
+  return cla.spans ? claRope(cla) : encodeGroups(cla);
+}
+
+function encodeGroups(cla: Cla): Uint8Array {
   const name = utf8Bytes(cla.clusterName);
-  const parts = cla.spans ? spanParts(cla.spans, cla.levels ?? 0) : cla.groups.map(groupField);
-  const policy = varintFieldSize(1, cla.overprovisioningFactor);
-  let size = fieldSize(1, name.length) + fieldSize(4, fieldSize(3, policy));
+  const parts = cla.groups.map(groupField);
+  const policy = policyField(cla.overprovisioningFactor);
+  let size = fieldSize(1, name.length) + policy.length;
   for (const p of parts) size += p.length;
   const w = new WireWriter(size).bytes(1, name);
   for (const p of parts) w.raw(p);
-  w.open(4, fieldSize(3, policy)).open(3, policy).uint(1, cla.overprovisioningFactor);
-  return w.finish();
+  return w.raw(policy).finish();
 }
 
-interface SubtreeBytes {
-  readonly bytes: Uint8Array;
-  /** Where each child's leaves lie in `bytes`. */
-  readonly children: ReadonlyMap<TreeNode, readonly [number, number]>;
+function policyField(overprovisioningFactor: number): Uint8Array {
+  const policy = varintFieldSize(1, overprovisioningFactor);
+  return new WireWriter(fieldSize(4, fieldSize(3, policy)))
+    .open(4, fieldSize(3, policy))
+    .open(3, policy)
+    .uint(1, overprovisioningFactor)
+    .finish();
 }
 
-/** node → (rev, priority → the `endpoints` fields of all its leaves at that priority, concatenated). */
-const subtreeCache = new WeakMap<TreeNode, { rev: number; byPriority: Map<number, SubtreeBytes> }>();
+/**
+ * The `endpoints` fields of every leaf under a node at one priority, as
+ * references to its children's parts: rebuilt only when the node's rev moves,
+ * which costs its children's count, never their bytes.
+ */
+class SubtreeRope implements Rope {
+  readonly length: number;
+  private digestHeld: string | undefined;
+  /** Digest of this rope less one child's part, per excluded child. */
+  private readonly without = new Map<TreeNode, string>();
 
-function subtreeBytes(node: TreeNode, priority: number, levels: number): SubtreeBytes {
-  let held = subtreeCache.get(node);
-  if (!held || held.rev !== node.rev) subtreeCache.set(node, (held = { rev: node.rev, byPriority: new Map() }));
-  const hit = held.byPriority.get(priority);
-  if (hit) return hit;
-  let out: SubtreeBytes;
-  if (node.depth === levels) {
-    const g = leafGroup(node, priority);
-    out = { bytes: g ? groupField(g) : new Uint8Array(), children: new Map() };
-  } else {
-    const kids = node.orderedChildren().map((c) => subtreeBytes(c, priority, levels).bytes);
-    const bytes = new Uint8Array(kids.reduce((n, k) => n + k.length, 0));
-    const children = new Map<TreeNode, readonly [number, number]>();
-    let at = 0;
-    node.orderedChildren().forEach((c, i) => {
-      const k = kids[i]!;
-      bytes.set(k, at);
-      children.set(c, [at, at + k.length]);
-      at += k.length;
-    });
-    out = { bytes, children };
+  constructor(
+    /** A leaf's own group field; undefined for an inner node. */
+    readonly leaf: Uint8Array | undefined,
+    readonly kids: readonly TreeNode[],
+    readonly parts: readonly SubtreeRope[],
+  ) {
+    let n = leaf?.length ?? 0;
+    for (const p of parts) n += p.length;
+    this.length = n;
   }
-  held.byPriority.set(priority, out);
-  return out;
-}
 
-/** A span's bytes: its subtree's cached bytes, less the excluded child's range (at most two slices). */
-function spanParts(spans: readonly ClaSpan[], levels: number): Uint8Array[] {
-  const parts: Uint8Array[] = [];
-  for (const s of spans) {
-    const sub = subtreeBytes(s.node, s.priority, levels);
-    const cut = s.exclude ? sub.children.get(s.exclude) : undefined;
-    if (!cut) {
-      parts.push(sub.bytes);
-      continue;
+  copyTo(dst: Uint8Array, at: number, skip?: TreeNode): number {
+    if (this.leaf) {
+      dst.set(this.leaf, at);
+      return at + this.leaf.length;
     }
-    if (cut[0] > 0) parts.push(sub.bytes.subarray(0, cut[0]));
-    if (cut[1] < sub.bytes.length) parts.push(sub.bytes.subarray(cut[1]));
+    for (let i = 0; i < this.parts.length; i++) if (this.kids[i] !== skip) at = this.parts[i]!.copyTo(dst, at);
+    return at;
   }
-  return parts;
+
+  get digest(): string {
+    this.digestHeld ??= this.leaf ? leafDigest(this.leaf) : combineDigests(this.parts.map((p) => p.digest));
+    return this.digestHeld;
+  }
+
+  lengthWithout(child: TreeNode): number {
+    const i = this.kids.indexOf(child);
+    return i < 0 ? this.length : this.length - this.parts[i]!.length;
+  }
+
+  digestWithout(child: TreeNode): string {
+    let d = this.without.get(child);
+    if (d === undefined) {
+      d = combineDigests(this.parts.filter((_, i) => this.kids[i] !== child).map((p) => p.digest));
+      this.without.set(child, d);
+    }
+    return d;
+  }
+}
+
+const leafDigests = new WeakMap<Uint8Array, string>();
+
+function leafDigest(b: Uint8Array): string {
+  let d = leafDigests.get(b);
+  if (d === undefined) leafDigests.set(b, (d = bytesDigest(b)));
+  return d;
+}
+
+/** node → (rev, priority → its rope). */
+const subtreeRopes = new WeakMap<TreeNode, { rev: number; byPriority: Map<number, SubtreeRope> }>();
+
+function subtreeRope(node: TreeNode, priority: number, levels: number): SubtreeRope {
+  let held = subtreeRopes.get(node);
+  if (!held || held.rev !== node.rev) subtreeRopes.set(node, (held = { rev: node.rev, byPriority: new Map() }));
+  let rope = held.byPriority.get(priority);
+  if (!rope) {
+    if (node.depth === levels) {
+      const g = leafGroup(node, priority);
+      rope = new SubtreeRope(g ? groupField(g) : new Uint8Array(), [], []);
+    } else {
+      const kids = node.orderedChildren();
+      rope = new SubtreeRope(
+        undefined,
+        kids,
+        kids.map((c) => subtreeRope(c, priority, levels)),
+      );
+    }
+    held.byPriority.set(priority, rope);
+  }
+  return rope;
+}
+
+/**
+ * A CLA of subtree spans. It resolves its parts through the subtree cache on
+ * every read, so it is always the CLA of the tree as it is now; its length and
+ * digest are kept until one of its spans' nodes changes.
+ */
+class ClaRope implements Rope {
+  /** The spans' node revs when length and digest were last computed; undefined before. */
+  private stamp: number[] | undefined;
+  private lengthHeld = 0;
+  private digestHeld = '';
+
+  constructor(
+    private readonly head: Uint8Array,
+    private readonly spans: readonly ClaSpan[],
+    private readonly levels: number,
+    private readonly tail: Uint8Array,
+  ) {}
+
+  private fresh(): boolean {
+    const s = this.stamp;
+    if (!s || s.length !== this.spans.length) return false;
+    for (let i = 0; i < s.length; i++) if (s[i] !== this.spans[i]!.node.rev) return false;
+    return true;
+  }
+
+  private refresh(): void {
+    if (this.fresh()) return;
+    let n = this.head.length + this.tail.length;
+    const digests: string[] = [];
+    for (const s of this.spans) {
+      const sub = subtreeRope(s.node, s.priority, this.levels);
+      n += s.exclude ? sub.lengthWithout(s.exclude) : sub.length;
+      digests.push(s.exclude ? sub.digestWithout(s.exclude) : sub.digest);
+    }
+    this.lengthHeld = n;
+    this.digestHeld = combineDigests([leafDigest(this.head), ...digests, leafDigest(this.tail)]);
+    this.stamp = this.spans.map((s) => s.node.rev);
+  }
+
+  get length(): number {
+    this.refresh();
+    return this.lengthHeld;
+  }
+
+  get digest(): string {
+    this.refresh();
+    return this.digestHeld;
+  }
+
+  copyTo(dst: Uint8Array, at: number): number {
+    dst.set(this.head, at);
+    at += this.head.length;
+    for (const s of this.spans) at = subtreeRope(s.node, s.priority, this.levels).copyTo(dst, at, s.exclude);
+    dst.set(this.tail, at);
+    return at + this.tail.length;
+  }
+}
+
+function claRope(cla: Cla): ClaRope {
+  const name = utf8Bytes(cla.clusterName);
+  const head = new WireWriter(fieldSize(1, name.length)).bytes(1, name).finish();
+  return new ClaRope(head, cla.spans ?? [], cla.levels ?? 0, policyField(cla.overprovisioningFactor));
+}
+
+/** A google.protobuf.Any around a rope: its header follows the rope's length. */
+export function anyRope(typeUrl: string, value: Rope): Rope {
+  const url = utf8Bytes(typeUrl);
+  const urlField = new WireWriter(fieldSize(1, url.length)).bytes(1, url).finish();
+  const urlDigest = bytesDigest(url);
+  return {
+    get length() {
+      return urlField.length + fieldSize(2, value.length);
+    },
+    get digest() {
+      return combineDigests([urlDigest, value.digest]);
+    },
+    copyTo(dst: Uint8Array, at: number): number {
+      dst.set(urlField, at);
+      return writeField(dst, at + urlField.length, 2, value);
+    },
+  };
+}
+
+/** Tag, length and body of a length-delimited field, written into `dst` at `at`. */
+function writeField(dst: Uint8Array, at: number, field: number, body: Rope): number {
+  let n = (field << 3) | 2;
+  while (n >= 0x80) {
+    dst[at++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  dst[at++] = n;
+  let len = body.length;
+  while (len >= 0x80) {
+    dst[at++] = (len & 0x7f) | 0x80;
+    len = Math.floor(len / 128);
+  }
+  dst[at++] = len;
+  return body.copyTo(dst, at);
 }
 
 const localityCache = new WeakMap<Locality, { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array }>();

@@ -4,13 +4,17 @@
  * same bytes.
  */
 import { createHash } from 'node:crypto';
-import { encodeAny } from './codec.js';
+import { anyRope, encodeAny } from './codec.js';
+import { isRope, type Bytes } from './rope.js';
 
 export interface Resource {
   readonly name: string;
-  /** The encoded google.protobuf.Any that goes into DiscoveryResponse.resources. */
-  readonly any: Uint8Array;
-  /** Content hash of `any`: equal bytes, equal hash. */
+  /**
+   * The encoded google.protobuf.Any that goes into DiscoveryResponse.resources:
+   * contiguous, or a rope that follows the tree (a CLA), read when sent.
+   */
+  readonly any: Bytes;
+  /** Content hash of `any`: equal bytes, equal hash (for a rope, as of the moment it is read). */
   readonly hash: string;
 }
 
@@ -20,7 +24,17 @@ export function contentHash(...parts: readonly (Uint8Array | string)[]): string 
   return h.digest('base64url').slice(0, 16);
 }
 
-export function makeResource(name: string, typeUrl: string, message: Uint8Array): Resource {
+export function makeResource(name: string, typeUrl: string, message: Bytes): Resource {
+  if (isRope(message)) {
+    const any = anyRope(typeUrl, message);
+    return {
+      name,
+      any,
+      get hash() {
+        return any.digest;
+      },
+    };
+  }
   const any = encodeAny(typeUrl, message);
   return { name, any, hash: contentHash(any) };
 }

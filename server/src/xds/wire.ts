@@ -2,6 +2,7 @@
  * A minimal protobuf wire writer: sizes first, then one write into one
  * buffer. Used where bytes are assembled from pre-encoded parts.
  */
+import { copyBytes, type Bytes } from './rope.js';
 
 export function varintSize(n: number): number {
   let size = 1;
@@ -65,6 +66,13 @@ export class WireWriter {
   /** Like `bytes`, but writes nothing for an empty body (proto3's default). */
   optionalBytes(field: number, body: Uint8Array): this {
     return body.length ? this.bytes(field, body) : this;
+  }
+
+  /** A length-delimited field whose body is contiguous bytes or a rope. */
+  part(field: number, body: Bytes): this {
+    this.open(field, body.length);
+    this.pos = copyBytes(body, this.buf, this.pos);
+    return this;
   }
 
   raw(body: Uint8Array): this {

@@ -1,0 +1,153 @@
+/**
+ * CLAs as ropes over the tree. The server's cache keeps span CLAs across
+ * endpoint changes and reads their bytes through the tree when sent. These
+ * tests check the rope against an independent encoding of the same content
+ * (a fresh mesh, contiguous group-by-group bytes, decoded by protobufjs), over
+ * a random sequence of adds, removes, health flips and weight changes.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ClaCache } from '../src/domain/cla-cache.js';
+import { buildCla } from '../src/domain/cla.js';
+import { Mesh, type ServiceState } from '../src/domain/mesh.js';
+import { planFor } from '../src/domain/priorities.js';
+import type { Endpoint, LbMode } from '../src/domain/service.js';
+import { serverClaCache } from '../src/xds/catalog.js';
+import { encodeAny, encodeCla, encodeDiscoveryResponse } from '../src/xds/codec.js';
+import { makeResource } from '../src/xds/resource.js';
+import { flatten, isRope } from '../src/xds/rope.js';
+import { ENDPOINT_TYPE } from '../src/xds/type-urls.js';
+import { client, ep, lb, service } from './support/builders.js';
+
+/** A deterministic PRNG, so a failure replays. */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+const LOCALITIES: readonly string[] = ['r1/z1/s1', 'r1/z1/s2', 'r1/z2/s1', 'r2/z1/s1', 'r2/z3/s3', 'r3/z1/s1'];
+function pick(i: number): string {
+  return LOCALITIES[i % LOCALITIES.length] as string;
+}
+
+const CLIENTS = ['r1/z1/s1', 'r1/z1/s9', 'r1/z2/s1', 'r2/z3/s3', 'r9/z9/s9', 'r3/z1/s1'].map((l) =>
+  client({ locality: l }),
+);
+
+/** The CLA of the same content, built from scratch and encoded group by group. */
+function independent(endpoints: readonly Endpoint[], at: (typeof CLIENTS)[number], mode: LbMode): Buffer {
+  const mesh = new Mesh();
+  mesh.put(service('svc', endpoints, lb(mode)));
+  const s = mesh.get('svc') as ServiceState;
+  const cla = buildCla('svc', s.tree, s.spec.loadBalancing, planFor(s.tree, s.spec.loadBalancing, at));
+  // Reading `groups` (not `spans`) takes the contiguous group-by-group path.
+  return Buffer.from(encodeCla({ clusterName: cla.clusterName, groups: cla.groups, overprovisioningFactor: 140 }));
+}
+
+describe('CLA ropes', () => {
+  for (const mode of ['failover', 'strict', 'random'] as const) {
+    it(`${mode}: match an independent encoding after every change, and keep entries while the shape holds`, () => {
+      const random = rng(7);
+      let endpoints: Endpoint[] = [];
+      for (let i = 0; i < 60; i++) endpoints.push(ep({ locality: pick(i) }));
+      const mesh = new Mesh();
+      mesh.put(service('svc', endpoints, lb(mode)));
+      const cache = serverClaCache();
+      const state = () => mesh.get('svc') as ServiceState;
+      for (const c of CLIENTS) cache.lookup(state(), c);
+      let keptChanges = 0;
+      for (let step = 0; step < 200; step++) {
+        const i = Math.floor(random() * endpoints.length);
+        const e = endpoints[i] as Endpoint;
+        const op = Math.floor(random() * 4);
+        if (op === 0) endpoints = [...endpoints, ep({ locality: pick(Math.floor(random() * LOCALITIES.length)) })];
+        else if (op === 1 && endpoints.length > 10) endpoints = endpoints.filter((_, k) => k !== i);
+        else if (op === 2)
+          endpoints = endpoints.map((x, k) =>
+            k === i ? { ...e, health: e.health === 'healthy' ? 'unhealthy' : 'healthy' } : x,
+          );
+        else endpoints = endpoints.map((x, k) => (k === i ? { ...e, weight: 1 + Math.floor(random() * 5) } : x));
+        const shape = state().tree.shape;
+        const before = CLIENTS.map((c) => cache.lookup(state(), c));
+        mesh.put(service('svc', endpoints, lb(mode)));
+        const after = CLIENTS.map((c) => cache.lookup(state(), c));
+        if (state().tree.shape === shape) {
+          keptChanges++;
+          after.forEach((entry, k) => assert.equal(entry, before[k], `step ${step}: entry kept while the shape holds`));
+        }
+        CLIENTS.forEach((c, k) => {
+          const entry = after[k]!;
+          assert.ok(isRope(entry.bytes), 'a region/zone/subzone CLA is a rope');
+          assert.deepEqual(
+            Buffer.from(flatten(entry.bytes)),
+            independent(endpoints, c, mode),
+            `step ${step}, client ${k}`,
+          );
+        });
+      }
+      assert.ok(keptChanges > 50, `${keptChanges} changes kept every entry`);
+      assert.ok(cache.stats().kept > 0);
+    });
+  }
+
+  it('versions by content: a change moves the hash, undoing it brings the hash back', () => {
+    const endpoints = LOCALITIES.flatMap((l) => [ep({ locality: l }), ep({ locality: l })]);
+    const mesh = new Mesh();
+    mesh.put(service('svc', endpoints));
+    const cache = serverClaCache();
+    const s = () => mesh.get('svc') as ServiceState;
+    const r = makeResource('svc', ENDPOINT_TYPE, cache.lookup(s(), CLIENTS[0]!).bytes);
+    const h0 = r.hash;
+    const other = makeResource('svc', ENDPOINT_TYPE, cache.lookup(s(), CLIENTS[3]!).bytes);
+    assert.notEqual(other.hash, h0, 'two clients with different CLAs');
+    // Far from the client (another region): still in its CLA at a lower priority.
+    const far = endpoints.findIndex((e) => e.locality.region === 'r3');
+    mesh.put(
+      service(
+        'svc',
+        endpoints.map((e, k) => (k === far ? { ...e, weight: 7 } : e)),
+      ),
+    );
+    const h1 = r.hash;
+    assert.notEqual(h1, h0);
+    mesh.put(service('svc', endpoints));
+    assert.equal(r.hash, h0, 'same content, same version');
+    // The resource's Any is the rope's bytes wrapped as encodeAny would.
+    const entry = cache.lookup(s(), CLIENTS[0]!);
+    assert.deepEqual(Buffer.from(flatten(r.any)), Buffer.from(encodeAny(ENDPOINT_TYPE, flatten(entry.bytes))));
+  });
+
+  it('are copied into a DiscoveryResponse exactly as their flattened bytes', () => {
+    const endpoints = Array.from({ length: 300 }, (_, i) => ep({ locality: pick(i) }));
+    const mesh = new Mesh();
+    mesh.put(service('svc', endpoints));
+    const cache = serverClaCache();
+    const resources = CLIENTS.map((c) => makeResource('svc', ENDPOINT_TYPE, cache.lookup(mesh.get('svc')!, c).bytes));
+    const envelope = { versionInfo: 'v', typeUrl: ENDPOINT_TYPE, nonce: '1' };
+    const viaRopes = encodeDiscoveryResponse({ ...envelope, resources: resources.map((r) => r.any) });
+    const viaFlat = encodeDiscoveryResponse({ ...envelope, resources: resources.map((r) => flatten(r.any)) });
+    assert.ok(viaRopes.length > 300 * 20);
+    assert.deepEqual(viaRopes, viaFlat);
+  });
+
+  it('a cache without live spans drops every entry on a change', () => {
+    const endpoints = LOCALITIES.flatMap((l) => [ep({ locality: l }), ep({ locality: l })]);
+    const mesh = new Mesh();
+    mesh.put(service('svc', endpoints));
+    const cache = new ClaCache(encodeCla);
+    const a = cache.lookup(mesh.get('svc')!, CLIENTS[0]!);
+    mesh.put(
+      service(
+        'svc',
+        endpoints.map((e, k) => (k === 0 ? { ...e, weight: 3 } : e)),
+      ),
+    );
+    const b = cache.lookup(mesh.get('svc')!, CLIENTS[0]!);
+    assert.notEqual(a, b);
+    assert.equal(cache.stats().kept, 0);
+    assert.notDeepEqual(Buffer.from(a.bytes), Buffer.from(b.bytes));
+  });
+});
