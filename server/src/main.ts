@@ -12,6 +12,7 @@ import { watchConfigFile } from './store/config-file.js';
 import { ServiceStore } from './store/service-store.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { AdsServer } from './xds/ads-server.js';
+import { teeObserver, type XdsObserver } from './xds/observer.js';
 import { ResourceCatalog, serverClaCache, type ServerClaCache } from './xds/catalog.js';
 
 export interface CanopyOptions {
@@ -26,6 +27,8 @@ export interface CanopyOptions {
   readonly logLevel?: string;
   /** How long shutdown waits for streams and requests before forcing (default 5 s). */
   readonly shutdownGraceMs?: number;
+  /** Also told what the xDS layer does, after the metrics (benchmarks, embedders' tracing). */
+  readonly observer?: XdsObserver;
 }
 
 export interface Canopy {
@@ -58,7 +61,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     // Read at scrape time, after the pipeline below exists.
     connectedClients: () => pipeline.connected,
   });
-  const pipeline = new AdsServer({ source: catalog, observer: metrics, log: logger.child({ component: 'xds' }), debounceMs });
+  const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
+  const pipeline = new AdsServer({ source: catalog, observer, log: logger.child({ component: 'xds' }), debounceMs });
 
   store.subscribe((changes) => {
     for (const c of changes) {

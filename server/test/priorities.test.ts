@@ -149,3 +149,29 @@ describe('Mesh.put diffs endpoints', () => {
     assert.equal(mesh.get('svc')?.endpoints.size, 4);
   });
 });
+
+describe('Mesh.patch changes single endpoints', () => {
+  it('touches only the named endpoints, and the spec reads back with the patch applied', () => {
+    const mesh = new Mesh();
+    const eps = LOCS.map((l) => ep({ locality: l }));
+    mesh.put(service('svc', eps));
+    const s = mesh.get('svc') as ServiceState;
+    const gen = s.generation;
+    const [first, second] = eps as [Endpoint, Endpoint];
+    const added = ep({ locality: 'r9/z9/s9' });
+    const change = mesh.patch('svc', [{ ...first, weight: 5 }, added], [endpointKey(second)]);
+    assert.deepEqual(change?.endpoints, [endpointKey(first), endpointKey(added), endpointKey(second)]);
+    assert.equal(s.generation, gen + 3);
+    assert.equal(s.tree.get(endpointKey(first))?.weight, 5);
+    assert.equal(s.tree.has(endpointKey(second)), false);
+    // The spec's list keeps the order of the rest, with the patched endpoint in place and the new one last.
+    assert.deepEqual(
+      s.spec.endpoints.map((e) => [endpointKey(e), e.weight]),
+      [[endpointKey(first), 5], ...eps.slice(2).map((e) => [endpointKey(e), 1]), [endpointKey(added), 1]],
+    );
+    assert.equal(mesh.patch('svc', [{ ...first, weight: 5 }]), undefined, 'the same endpoint again changes nothing');
+    assert.equal(mesh.patch('nope', [first]), undefined);
+    // A later full put diffs against the patched state.
+    assert.equal(mesh.put(service('svc', s.spec.endpoints)), undefined);
+  });
+});

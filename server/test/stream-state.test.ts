@@ -138,6 +138,50 @@ describe('StreamState', () => {
     assert.equal(h.refresh()[0]?.resources, 1);
   });
 
+  it('an ACK that keeps the subscription resolves nothing; a change still reaches the stream by refresh', () => {
+    const h = new Harness();
+    h.source.set(ENDPOINT_TYPE, 'a', 'A1');
+    const first = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a'] }).responses[0]!;
+    let resolves = 0;
+    const resolve = h.source.resolve.bind(h.source);
+    h.source.resolve = (t, n, c) => (resolves++, resolve(t, n, c));
+    // The content changes before the ACK arrives: the ACK does not answer it, the push does.
+    h.source.set(ENDPOINT_TYPE, 'a', 'A2');
+    const ack = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a'], versionInfo: first.version, responseNonce: first.nonce });
+    assert.equal(ack.outcome.kind, 'ack');
+    assert.deepEqual(ack.responses, []);
+    assert.equal(resolves, 0, 'an ACK costs no resolve');
+    const pushed = h.refresh();
+    assert.equal(pushed.length, 1);
+    assert.notEqual(pushed[0]!.version, first.version);
+    // An ACK that also subscribes to more is answered.
+    h.source.set(ENDPOINT_TYPE, 'b', 'B1');
+    const more = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a', 'b'], versionInfo: pushed[0]!.version, responseNonce: pushed[0]!.nonce });
+    assert.equal(more.responses.length, 1);
+  });
+
+  it('streams refreshed with one shared map share identical response bytes', () => {
+    const a = new Harness();
+    const b = new Harness();
+    for (const h of [a, b]) {
+      h.source.set(ENDPOINT_TYPE, 'x', 'X1');
+      h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['x'] });
+      h.source.set(ENDPOINT_TYPE, 'x', 'X2');
+    }
+    const shared = new Map<string, Buffer>();
+    const ra = a.stream.refresh(shared)[0]!;
+    const rb = b.stream.refresh(shared)[0]!;
+    assert.equal(ra.bytes, rb.bytes, 'one buffer for both');
+    assert.equal(shared.size, 1);
+    // Without the map each stream encodes its own, with the same content.
+    a.source.set(ENDPOINT_TYPE, 'x', 'X3');
+    b.source.set(ENDPOINT_TYPE, 'x', 'X3');
+    const ca = a.stream.refresh()[0]!;
+    const cb = b.stream.refresh()[0]!;
+    assert.notEqual(ca.bytes, cb.bytes);
+    assert.deepEqual(ca.bytes, cb.bytes);
+  });
+
   it('reads the client placement from the first request that carries a node', () => {
     const h = new Harness();
     h.request({ typeUrl: CLUSTER_TYPE, node: nodeAt('r7', { network: 'n2', labels: { app: 'x' } }) });

@@ -110,8 +110,7 @@ function serviceRoutes(app: FastifyInstance, store: ServiceStore): void {
       }
       const patched = patchEndpoint(current, req.body);
       if (!patched.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', patched.errors);
-      const spec = service.spec;
-      store.put({ ...spec, endpoints: spec.endpoints.map((e) => (endpointKey(e) === key ? patched.value : e)) });
+      store.patch(service.name, [patched.value]);
       return endpointToJson(patched.value);
     },
   );

@@ -12,8 +12,32 @@ export class ServiceState {
   /** Bumped on every change that can alter what a client is sent. */
   generation = 0;
 
-  constructor(public spec: ServiceSpec) {
+  private specHeld: ServiceSpec;
+
+  constructor(spec: ServiceSpec) {
+    this.specHeld = spec;
     this.tree = new LocalityTree(spec.loadBalancing.routingPreference);
+  }
+
+  /** The service as a spec. After a patch its endpoint list is built from `endpoints` on first read. */
+  get spec(): ServiceSpec {
+    return this.specHeld;
+  }
+
+  set spec(spec: ServiceSpec) {
+    this.specHeld = spec;
+  }
+
+  /**
+   * Applies endpoint upserts and removals by key, without diffing the rest:
+   * O(changed × depth). Returns the keys that changed.
+   */
+  patch(upserts: readonly Endpoint[], removals: readonly string[] = []): string[] {
+    const touched: string[] = [];
+    for (const ep of upserts) if (this.upsertEndpoint(ep)) touched.push(endpointKey(ep));
+    for (const key of removals) if (this.removeEndpoint(key)) touched.push(key);
+    if (touched.length > 0) this.specHeld = withEndpointsOf(this.specHeld, this.endpoints);
+    return touched;
   }
 
   get name(): string {
@@ -38,6 +62,19 @@ export class ServiceState {
     this.generation++;
     return true;
   }
+}
+
+/**
+ * A copy of `spec` whose endpoint list is read from `endpoints` when first
+ * asked for, so a one-endpoint patch of a large service copies nothing. The
+ * other fields are copied without reading `spec.endpoints`.
+ */
+function withEndpointsOf(spec: ServiceSpec, endpoints: ReadonlyMap<string, Endpoint>): ServiceSpec {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(spec)) if (k !== 'endpoints') out[k] = (spec as unknown as Record<string, unknown>)[k];
+  let list: Endpoint[] | undefined;
+  Object.defineProperty(out, 'endpoints', { enumerable: true, get: () => (list ??= [...endpoints.values()]) });
+  return out as unknown as ServiceSpec;
 }
 
 export interface MeshChange {
@@ -87,6 +124,14 @@ export class Mesh {
     }
     current.spec = spec;
     return touched.length > 0 ? { service: spec.name, kind: 'updated', endpoints: touched } : undefined;
+  }
+
+  /** Upserts and removes endpoints of an existing service; undefined when nothing changed. */
+  patch(name: string, upserts: readonly Endpoint[], removals: readonly string[] = []): MeshChange | undefined {
+    const current = this.services.get(name);
+    if (!current) return undefined;
+    const touched = current.patch(upserts, removals);
+    return touched.length > 0 ? { service: name, kind: 'updated', endpoints: touched } : undefined;
   }
 
   delete(name: string): MeshChange | undefined {

@@ -3,7 +3,7 @@
  * here and is announced to subscribers (the push pipeline) as MeshChanges.
  */
 import { Mesh, type MeshChange } from '../domain/mesh.js';
-import type { ServiceSpec } from '../domain/service.js';
+import type { Endpoint, ServiceSpec } from '../domain/service.js';
 
 export type ChangeListener = (changes: readonly MeshChange[]) => void;
 
@@ -13,6 +13,13 @@ export class ServiceStore {
 
   put(spec: ServiceSpec): MeshChange | undefined {
     const change = this.mesh.put(spec);
+    if (change) this.emit([change]);
+    return change;
+  }
+
+  /** Changes single endpoints of an existing service (an admin PATCH): no diff of the others. */
+  patch(name: string, upserts: readonly Endpoint[], removals: readonly string[] = []): MeshChange | undefined {
+    const change = this.mesh.patch(name, upserts, removals);
     if (change) this.emit([change]);
     return change;
   }

@@ -6,7 +6,7 @@
 import type { ClientStatus } from './client-status.js';
 import type { DiscoveryRequest } from './codec.js';
 import { nullObserver, type XdsObserver } from './observer.js';
-import { StreamState, type OutgoingResponse, type ResourceSource } from './stream-state.js';
+import { StreamState, type OutgoingResponse, type ResourceSource, type SharedResponses } from './stream-state.js';
 import { shortTypeName } from './type-urls.js';
 
 /** What the transport gives the pipeline for one stream. */
@@ -122,11 +122,13 @@ export class AdsServer {
     this.changed = new Set();
     this.firstChangeAt = undefined;
     if (changed.size === 0) return;
+    // Streams in the same state get byte-identical responses: encode each once for this push.
+    const shared: SharedResponses = new Map();
     for (const conn of this.conns.values()) {
       if (!conn.state.concerns(changed)) continue;
       conn.pending = true;
       conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
-      if (!conn.blocked) this.push(conn);
+      if (!conn.blocked) this.push(conn, shared);
     }
   }
 
@@ -165,11 +167,11 @@ export class AdsServer {
     this.write(conn, responses, undefined);
   }
 
-  private push(conn: Conn): void {
+  private push(conn: Conn, shared?: SharedResponses): void {
     conn.pending = false;
     const at = conn.changeAt;
     conn.changeAt = undefined;
-    this.write(conn, conn.state.refresh(), at);
+    this.write(conn, conn.state.refresh(shared), at);
   }
 
   private write(conn: Conn, responses: readonly OutgoingResponse[], changeAt: number | undefined): void {

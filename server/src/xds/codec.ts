@@ -281,9 +281,9 @@ function policyField(overprovisioningFactor: number): Uint8Array {
  */
 class SubtreeRope implements Rope {
   readonly length: number;
-  private digestHeld: string | undefined;
-  /** Digest of this rope less one child's part, per excluded child. */
-  private readonly without = new Map<TreeNode, string>();
+  private digestHeld: number | undefined;
+  /** Digest of this rope less one child's part, by the child's index (built on first use). */
+  private without: number[] | undefined;
 
   constructor(
     /** A leaf's own group field; undefined for an inner node. */
@@ -296,50 +296,58 @@ class SubtreeRope implements Rope {
     this.length = n;
   }
 
-  copyTo(dst: Uint8Array, at: number, skip?: TreeNode): number {
+  /** Copies the parts, less the one at index `skip` (-1: none). */
+  copyTo(dst: Uint8Array, at: number, skip = -1): number {
     if (this.leaf) {
       dst.set(this.leaf, at);
       return at + this.leaf.length;
     }
-    for (let i = 0; i < this.parts.length; i++) if (this.kids[i] !== skip) at = this.parts[i]!.copyTo(dst, at);
+    for (let i = 0; i < this.parts.length; i++) if (i !== skip) at = this.parts[i]!.copyTo(dst, at);
     return at;
   }
 
-  get digest(): string {
+  get digest(): number {
     this.digestHeld ??= this.leaf ? leafDigest(this.leaf) : combineDigests(this.parts.map((p) => p.digest));
     return this.digestHeld;
   }
 
-  lengthWithout(child: TreeNode): number {
-    const i = this.kids.indexOf(child);
+  /** Where `child` is among this node's children (-1 when it is not one). */
+  indexOf(child: TreeNode): number {
+    return this.kids.indexOf(child);
+  }
+
+  lengthWithout(i: number): number {
     return i < 0 ? this.length : this.length - this.parts[i]!.length;
   }
 
-  digestWithout(child: TreeNode): string {
-    let d = this.without.get(child);
+  digestWithout(i: number): number {
+    if (i < 0) return this.digest;
+    const held = (this.without ??= []);
+    let d = held[i];
     if (d === undefined) {
-      d = combineDigests(this.parts.filter((_, i) => this.kids[i] !== child).map((p) => p.digest));
-      this.without.set(child, d);
+      const ds: number[] = [];
+      for (let k = 0; k < this.parts.length; k++) if (k !== i) ds.push(this.parts[k]!.digest);
+      held[i] = d = combineDigests(ds);
     }
     return d;
   }
 }
 
-const leafDigests = new WeakMap<Uint8Array, string>();
+const leafDigests = new WeakMap<Uint8Array, number>();
 
-function leafDigest(b: Uint8Array): string {
+function leafDigest(b: Uint8Array): number {
   let d = leafDigests.get(b);
   if (d === undefined) leafDigests.set(b, (d = bytesDigest(b)));
   return d;
 }
 
 /** node → (rev, priority → its rope). */
-const subtreeRopes = new WeakMap<TreeNode, { rev: number; byPriority: Map<number, SubtreeRope> }>();
+const subtreeRopes = new WeakMap<TreeNode, { rev: number; byPriority: (SubtreeRope | undefined)[] }>();
 
 function subtreeRope(node: TreeNode, priority: number, levels: number): SubtreeRope {
   let held = subtreeRopes.get(node);
-  if (!held || held.rev !== node.rev) subtreeRopes.set(node, (held = { rev: node.rev, byPriority: new Map() }));
-  let rope = held.byPriority.get(priority);
+  if (!held || held.rev !== node.rev) subtreeRopes.set(node, (held = { rev: node.rev, byPriority: [] }));
+  let rope = held.byPriority[priority];
   if (!rope) {
     if (node.depth === levels) {
       const g = leafGroup(node, priority);
@@ -352,7 +360,7 @@ function subtreeRope(node: TreeNode, priority: number, levels: number): SubtreeR
         kids.map((c) => subtreeRope(c, priority, levels)),
       );
     }
-    held.byPriority.set(priority, rope);
+    held.byPriority[priority] = rope;
   }
   return rope;
 }
@@ -362,38 +370,57 @@ function subtreeRope(node: TreeNode, priority: number, levels: number): SubtreeR
  * every read, so it is always the CLA of the tree as it is now; its length and
  * digest are kept until one of its spans' nodes changes.
  */
+/** Reused by every refresh (synchronous, never re-entered): one fewer allocation per CLA per change. */
+const scratch: number[] = [];
+
 class ClaRope implements Rope {
-  /** The spans' node revs when length and digest were last computed; undefined before. */
+  /** The spans' node revs when `ropes`, length and digest were last computed; undefined before. */
   private stamp: number[] | undefined;
+  private ropes: SubtreeRope[] = [];
+  /** Per span, the index of its excluded child among the rope's parts (-1: none). */
+  private skip: number[] = [];
   private lengthHeld = 0;
-  private digestHeld = '';
+  private digestHeld = 0;
+  private readonly fixedDigests: readonly [number, number];
 
   constructor(
     private readonly head: Uint8Array,
     private readonly spans: readonly ClaSpan[],
     private readonly levels: number,
     private readonly tail: Uint8Array,
-  ) {}
-
-  private fresh(): boolean {
-    const s = this.stamp;
-    if (!s || s.length !== this.spans.length) return false;
-    for (let i = 0; i < s.length; i++) if (s[i] !== this.spans[i]!.node.rev) return false;
-    return true;
+  ) {
+    this.fixedDigests = [leafDigest(head), leafDigest(tail)];
   }
 
+  /** Brings ropes, length and digest up to the tree; only spans whose node moved are looked up again. */
   private refresh(): void {
-    if (this.fresh()) return;
+    const spans = this.spans;
+    let stamp = this.stamp;
+    if (stamp) {
+      let same = true;
+      for (let i = 0; i < spans.length; i++) if (stamp[i] !== spans[i]!.node.rev) same = false;
+      if (same) return;
+    } else stamp = this.stamp = new Array<number>(spans.length).fill(-1);
     let n = this.head.length + this.tail.length;
-    const digests: string[] = [];
-    for (const s of this.spans) {
-      const sub = subtreeRope(s.node, s.priority, this.levels);
-      n += s.exclude ? sub.lengthWithout(s.exclude) : sub.length;
-      digests.push(s.exclude ? sub.digestWithout(s.exclude) : sub.digest);
+    const digests = scratch;
+    digests.length = 0;
+    digests.push(this.fixedDigests[0]);
+    for (let i = 0; i < spans.length; i++) {
+      const s = spans[i]!;
+      if (stamp[i] !== s.node.rev) {
+        const sub = subtreeRope(s.node, s.priority, this.levels);
+        this.ropes[i] = sub;
+        this.skip[i] = s.exclude ? sub.indexOf(s.exclude) : -1;
+        stamp[i] = s.node.rev;
+      }
+      const sub = this.ropes[i]!;
+      const skip = this.skip[i]!;
+      n += sub.lengthWithout(skip);
+      digests.push(sub.digestWithout(skip));
     }
+    digests.push(this.fixedDigests[1]);
     this.lengthHeld = n;
-    this.digestHeld = combineDigests([leafDigest(this.head), ...digests, leafDigest(this.tail)]);
-    this.stamp = this.spans.map((s) => s.node.rev);
+    this.digestHeld = combineDigests(digests);
   }
 
   get length(): number {
@@ -401,15 +428,16 @@ class ClaRope implements Rope {
     return this.lengthHeld;
   }
 
-  get digest(): string {
+  get digest(): number {
     this.refresh();
     return this.digestHeld;
   }
 
   copyTo(dst: Uint8Array, at: number): number {
+    this.refresh();
     dst.set(this.head, at);
     at += this.head.length;
-    for (const s of this.spans) at = subtreeRope(s.node, s.priority, this.levels).copyTo(dst, at, s.exclude);
+    for (let i = 0; i < this.spans.length; i++) at = this.ropes[i]!.copyTo(dst, at, this.skip[i]);
     dst.set(this.tail, at);
     return at + this.tail.length;
   }
@@ -426,12 +454,19 @@ export function anyRope(typeUrl: string, value: Rope): Rope {
   const url = utf8Bytes(typeUrl);
   const urlField = new WireWriter(fieldSize(1, url.length)).bytes(1, url).finish();
   const urlDigest = bytesDigest(url);
+  let of = -1;
+  let is = 0;
   return {
     get length() {
       return urlField.length + fieldSize(2, value.length);
     },
     get digest() {
-      return combineDigests([urlDigest, value.digest]);
+      const d = value.digest;
+      if (d !== of) {
+        of = d;
+        is = combineDigests([urlDigest, d]);
+      }
+      return is;
     },
     copyTo(dst: Uint8Array, at: number): number {
       dst.set(urlField, at);

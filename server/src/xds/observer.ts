@@ -23,3 +23,16 @@ export const nullObserver: XdsObserver = {
   nacked() {},
   staleNonce() {},
 };
+
+/** Reports to every observer given, in order. */
+export function teeObserver(...observers: readonly XdsObserver[]): XdsObserver {
+  return {
+    streamOpened: (nodeId) => observers.forEach((o) => o.streamOpened(nodeId)),
+    streamClosed: (nodeId) => observers.forEach((o) => o.streamClosed(nodeId)),
+    responseSent: (typeUrl, resources) => observers.forEach((o) => o.responseSent(typeUrl, resources)),
+    pushed: (typeUrl, seconds) => observers.forEach((o) => o.pushed(typeUrl, seconds)),
+    acked: (typeUrl) => observers.forEach((o) => o.acked(typeUrl)),
+    nacked: (typeUrl, nodeId, detail) => observers.forEach((o) => o.nacked(typeUrl, nodeId, detail)),
+    staleNonce: (typeUrl) => observers.forEach((o) => o.staleNonce(typeUrl)),
+  };
+}

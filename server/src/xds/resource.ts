@@ -14,8 +14,11 @@ export interface Resource {
    * contiguous, or a rope that follows the tree (a CLA), read when sent.
    */
   readonly any: Bytes;
-  /** Content hash of `any`: equal bytes, equal hash (for a rope, as of the moment it is read). */
-  readonly hash: string;
+  /**
+   * Content hash of `any`: equal bytes, equal hash. For a rope, its 53-bit
+   * digest as of the moment it is read (a number: no string per CLA per change).
+   */
+  readonly hash: string | number;
 }
 
 export function contentHash(...parts: readonly (Uint8Array | string)[]): string {
@@ -42,5 +45,14 @@ export function makeResource(name: string, typeUrl: string, message: Bytes): Res
 /** The version of a set of resources: a hash of its (name, hash) pairs. */
 export function versionOf(resources: ReadonlyMap<string, Resource>): string {
   const names = [...resources.keys()].sort();
-  return contentHash(names.map((n) => `${n}=${resources.get(n)?.hash ?? ''}`).join('\n'));
+  const key = names.map((n) => `${n}=${resources.get(n)?.hash ?? ''}`).join('\n');
+  // Many streams hold the same resources: hash each set once.
+  let v = versions.get(key);
+  if (v === undefined) {
+    if (versions.size >= 4096) versions.clear();
+    versions.set(key, (v = contentHash(key)));
+  }
+  return v;
 }
+
+const versions = new Map<string, string>();

@@ -13,8 +13,8 @@ export interface Rope {
   readonly length: number;
   /** Copies the bytes into `dst` from `at`; returns the offset after them. */
   copyTo(dst: Uint8Array, at: number): number;
-  /** Equal for equal content built from the same parts. */
-  readonly digest: string;
+  /** Equal for equal content built from the same parts (53 bits). */
+  readonly digest: number;
 }
 
 /** What a resource's encoding may be: one contiguous buffer, or a rope. */
@@ -41,30 +41,30 @@ export function flatten(b: Bytes): Uint8Array {
   return out;
 }
 
-/** A content digest of contiguous bytes: SHA-256, 96 bits, base64url. */
-export function bytesDigest(b: Uint8Array): string {
-  return createHash('sha256').update(b).digest('base64url').slice(0, 16);
+/** A content digest of contiguous bytes: the first 48 bits of their SHA-256. */
+export function bytesDigest(b: Uint8Array): number {
+  return createHash('sha256').update(b).digest().readUIntBE(0, 6);
 }
 
 /**
- * The digest of a sequence of digests (a rope's parts). Not cryptographic:
- * two independent 32-bit FNV-1a lanes over the parts' digests, which are
- * themselves SHA-256 at the leaves. It runs in JS without a hash object, so a
- * thousand CLAs can be re-versioned in well under a millisecond.
+ * The digest of a sequence of digests (a rope's parts), as 53 bits. Not
+ * cryptographic: two 32-bit multiply-xor lanes over the parts' digests, which
+ * are SHA-256 at the leaves. Numbers, not strings, so that re-versioning a
+ * thousand CLAs after a change costs microseconds.
  */
-export function combineDigests(parts: readonly string[]): string {
-  let a = 0x811c9dc5;
-  let b = 0x01000193 ^ parts.length;
-  for (const p of parts) {
-    for (let i = 0; i < p.length; i++) {
-      const c = p.charCodeAt(i);
-      a = Math.imul(a ^ c, 0x01000193);
-      b = Math.imul(b ^ c, 0x5bd1e995);
-      b ^= b >>> 15;
-    }
-    // A separator, so ["ab","c"] and ["a","bc"] differ.
-    a = Math.imul(a ^ 0xff, 0x01000193);
-    b = Math.imul(b ^ 0xff, 0x5bd1e995);
+export function combineDigests(parts: readonly number[]): number {
+  let a = 0x811c9dc5 ^ parts.length;
+  let b = 0x5bd1e995;
+  for (let i = 0; i < parts.length; i++) {
+    const d = parts[i] as number;
+    const lo = d >>> 0;
+    const hi = Math.floor(d / 4294967296) >>> 0;
+    a = Math.imul(a ^ lo, 0x01000193);
+    a = Math.imul(a ^ hi, 0x01000193);
+    b = Math.imul(b ^ lo, 0x5bd1e995);
+    b ^= b >>> 13;
+    b = Math.imul(b ^ hi, 0x5bd1e995);
+    b ^= b >>> 15;
   }
-  return (a >>> 0).toString(36).padStart(7, '0') + (b >>> 0).toString(36).padStart(7, '0');
+  return (b & 0x1fffff) * 4294967296 + (a >>> 0);
 }

@@ -23,6 +23,9 @@ export interface ResourceSource {
   resolve(typeUrl: string, name: string, client: Placement): Resource | undefined;
 }
 
+/** Encoded responses shared by the streams of one push, by type, version, nonce and resource names. */
+export type SharedResponses = Map<string, Buffer>;
+
 export interface OutgoingResponse {
   readonly typeUrl: string;
   readonly version: string;
@@ -40,7 +43,7 @@ interface TypeState {
   wildcard: boolean;
   names: Set<string>;
   /** name → hash of the bytes last sent. */
-  sent: Map<string, string>;
+  sent: Map<string, string | number>;
   versionSent: string;
   nonceSent: string;
   versionAcked: string;
@@ -99,19 +102,31 @@ export class StreamState {
     } else {
       outcome = { kind: 'subscribe', typeUrl };
     }
+    const before = state.names;
+    const wildcardBefore = state.wildcard;
     const added = this.subscribe(state, typeUrl, req.resourceNames, outcome.kind === 'initial');
+    // The common case, one per push per stream: an ACK that leaves the subscription as it was. Changes
+    // since the last response are already on their way (every change schedules a push), so there is
+    // nothing to resolve.
+    if (outcome.kind === 'ack' && state.wildcard === wildcardBefore && sameSet(before, state.names)) {
+      return { outcome, responses: [] };
+    }
     const mustAnswer = outcome.kind === 'initial' || outcome.kind === 'subscribe' || added;
     const response = this.respond(typeUrl, state, mustAnswer);
     return { outcome, responses: response ? [response] : [] };
   }
 
-  /** After a change: the responses that bring this client up to date. */
-  refresh(): OutgoingResponse[] {
+  /**
+   * After a change: the responses that bring this client up to date. Streams
+   * refreshed with one `shared` map (one push to many streams) share the
+   * encoding of identical responses: same type, version, nonce and resources.
+   */
+  refresh(shared?: SharedResponses): OutgoingResponse[] {
     const out: OutgoingResponse[] = [];
     // Clusters and their endpoints before the listeners and routes that use them.
     const ordered = [...this.types].sort((a, b) => pushRank(a[0]) - pushRank(b[0]));
     for (const [typeUrl, state] of ordered) {
-      const r = this.respond(typeUrl, state, false);
+      const r = this.respond(typeUrl, state, false, shared);
       if (r) out.push(r);
     }
     return out;
@@ -163,7 +178,12 @@ export class StreamState {
     return added;
   }
 
-  private respond(typeUrl: string, state: TypeState, mustAnswer: boolean): OutgoingResponse | undefined {
+  private respond(
+    typeUrl: string,
+    state: TypeState,
+    mustAnswer: boolean,
+    shared?: SharedResponses,
+  ): OutgoingResponse | undefined {
     const current = new Map<string, Resource>();
     const wanted = state.wildcard ? new Set([...this.source.names(typeUrl), ...state.names]) : state.names;
     for (const name of wanted) {
@@ -187,18 +207,28 @@ export class StreamState {
     state.sent = hashesOf(current);
     state.versionSent = version;
     state.nonceSent = String(++this.nonces);
-    const bytes = encodeDiscoveryResponse({
-      versionInfo: version,
-      typeUrl,
-      nonce: state.nonceSent,
-      resources: resources.map((r) => r.any),
-    });
+    const nonce = state.nonceSent;
+    const encode = (): Buffer =>
+      encodeDiscoveryResponse({ versionInfo: version, typeUrl, nonce, resources: resources.map((r) => r.any) });
+    let bytes: Buffer;
+    if (shared) {
+      // The version names the content of `current`; the names name which of it is sent.
+      const key = `${typeUrl}\n${version}\n${nonce}\n${resources.map((r) => r.name).join('\n')}`;
+      bytes = shared.get(key) ?? encode();
+      shared.set(key, bytes);
+    } else bytes = encode();
     return { typeUrl, version, nonce: state.nonceSent, resources: resources.length, bytes };
   }
 }
 
-function hashesOf(resources: ReadonlyMap<string, Resource>): Map<string, string> {
-  const out = new Map<string, string>();
+function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const x of a) if (!b.has(x)) return false;
+  return true;
+}
+
+function hashesOf(resources: ReadonlyMap<string, Resource>): Map<string, string | number> {
+  const out = new Map<string, string | number>();
   for (const [n, r] of resources) out.set(n, r.hash);
   return out;
 }

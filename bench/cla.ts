@@ -1,0 +1,134 @@
+/**
+ * Section 1, CLA generation: Canopy against the ztunnel rank loop and an
+ * Istio-style per-client computation, on the same data in the same process.
+ * Section 5, wire size: bytes per endpoint in a CLA and in the compiled tree.
+ */
+import type { ClaEntry } from '../server/src/domain/cla-cache.js';
+import { ClaCache } from '../server/src/domain/cla-cache.js';
+import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
+import { serverClaCache } from '../server/src/xds/catalog.js';
+import { encodeCla } from '../server/src/xds/codec.js';
+import { makeResource, type Resource } from '../server/src/xds/resource.js';
+import { flatten, type Bytes } from '../server/src/xds/rope.js';
+import { encodeLocalityTree } from '../server/src/xds/tree-codec.js';
+import { ENDPOINT_TYPE } from '../server/src/xds/type-urls.js';
+import { istioPerClient, localityGroups, rankLoop } from './baselines.js';
+import { cpu, failoverService, makeClients, makeEndpoints, median, round } from './data.js';
+import type { Placement } from '../server/src/domain/locality.js';
+
+export interface Shape {
+  readonly endpoints: number;
+  readonly clients: number;
+  readonly localities: number;
+}
+
+/**
+ * What the server does for C clients: find each client's entry, and for each
+ * distinct entry make the resource it sends (the Any and its version). With
+ * `flat`, also lay each distinct CLA out as one contiguous buffer, which the
+ * server itself never does (it copies rope parts straight into responses),
+ * so that both sides end with the same thing the baselines produce: bytes.
+ */
+function canopyPass(state: ServiceState, clients: readonly Placement[], flat: boolean): { entries: number; bytes: number } {
+  const cache = serverClaCache();
+  const made = new Map<ClaEntry<Bytes>, Resource>();
+  let bytes = 0;
+  for (const c of clients) {
+    const e = cache.lookup(state, c);
+    let r = made.get(e);
+    if (!r) {
+      r = makeResource(state.name, ENDPOINT_TYPE, e.bytes);
+      made.set(e, r);
+      void r.hash;
+      if (flat) flatten(r.any);
+    }
+    bytes += r.any.length;
+  }
+  return { entries: made.size, bytes };
+}
+
+export function claGeneration(shape: Shape, opts: { quick: boolean }) {
+  const endpoints = makeEndpoints(shape.endpoints);
+  const clients = makeClients(shape.clients, shape.localities);
+  const spec = failoverService('svc', endpoints);
+  const build = (): ServiceState => {
+    const mesh = new Mesh();
+    mesh.put(spec);
+    return mesh.get('svc') as ServiceState;
+  };
+  // Warm-up, so no side pays for JIT compilation in its figure: a whole Canopy pass, 20 clients of each baseline.
+  {
+    const warm = build();
+    canopyPass(warm, clients, true);
+    canopyPass(build(), clients, false);
+    for (const c of clients.slice(0, 20)) rankLoop(spec.loadBalancing.routingPreference, endpoints, c, encodeCla);
+    const groups = localityGroups(endpoints);
+    for (const c of clients.slice(0, 20)) istioPerClient(groups, c, encodeCla);
+  }
+  // The tree is the server's state, as the endpoint list is the baselines': built once per change, timed apart.
+  // Every Canopy run gets its own tree, so no run finds another's parts cached.
+  const RUNS = 3;
+  const builds = Array.from({ length: RUNS * 2 }, () => cpu(build));
+  const ropeRuns = builds.slice(0, RUNS).map((b) => cpu(() => canopyPass(b.value, clients, false)));
+  const flatRuns = builds.slice(RUNS).map((b) => cpu(() => canopyPass(b.value, clients, true)));
+  const canopyMs = median(ropeRuns.map((r) => r.ms));
+  const canopyFlatMs = median(flatRuns.map((r) => r.ms));
+  const treeBuildMs = median(builds.map((b) => b.ms));
+
+  let bytesRank = 0;
+  const rank = cpu(() => {
+    for (const c of clients) bytesRank += rankLoop(spec.loadBalancing.routingPreference, endpoints, c, encodeCla).length;
+  });
+  // The Istio-style baseline is the slowest; past 2e7 client-endpoint pairs in --quick it runs on the
+  // first 1,000 clients and is scaled to all of them (flagged in the output).
+  const istioClients = opts.quick && shape.clients * shape.endpoints > 2e7 ? clients.slice(0, 1000) : clients;
+  const istioSample = cpu(() => {
+    const groups = localityGroups(endpoints);
+    for (const c of istioClients) istioPerClient(groups, c, encodeCla);
+  });
+  const istioMs = (istioSample.ms * clients.length) / istioClients.length;
+  const pairs = shape.clients * shape.endpoints;
+  return {
+    ...shape,
+    treeBuildMs: round(treeBuildMs),
+    canopyMs: round(canopyMs),
+    canopyFlatMs: round(canopyFlatMs),
+    rankLoopMs: round(rank.ms),
+    istioMs: round(istioMs),
+    istioScaledFrom: istioClients.length < clients.length ? istioClients.length : undefined,
+    canopyNsPerEndpoint: round((canopyMs * 1e6) / pairs, 3),
+    rankLoopNsPerEndpoint: round((rank.ms * 1e6) / pairs, 3),
+    istioNsPerEndpoint: round((istioMs * 1e6) / pairs, 3),
+    speedupVsRankLoop: round(rank.ms / canopyMs, 1),
+    speedupVsRankLoopFlat: round(rank.ms / canopyFlatMs, 1),
+    speedupVsRankLoopWithTreeBuild: round(rank.ms / (canopyFlatMs + treeBuildMs), 1),
+    speedupVsIstio: round(istioMs / canopyMs, 1),
+    cachedClas: ropeRuns[0]!.value.entries,
+    bytesPerClient: {
+      canopy: Math.round(ropeRuns[0]!.value.bytes / shape.clients),
+      rankLoop: Math.round(bytesRank / shape.clients),
+    },
+  };
+}
+
+/** Section 5: a CLA with every endpoint (random mode), and the compiled tree the node agents get. */
+export function wireSize(n: number) {
+  const endpoints = makeEndpoints(n);
+  const mesh = new Mesh();
+  mesh.put({
+    ...failoverService('svc', endpoints),
+    vip: '10.96.0.10',
+    port: 8080,
+    loadBalancing: { ...failoverService('svc', []).loadBalancing, mode: 'random' },
+  });
+  const state = mesh.get('svc') as ServiceState;
+  const cla = new ClaCache(encodeCla).lookup(state, makeClients(1, 1)[0]!).bytes.length;
+  const tree = encodeLocalityTree(state.spec, state.tree.compile()).length;
+  return {
+    endpoints: n,
+    claBytes: cla,
+    claBytesPerEndpoint: round(cla / n, 2),
+    treeBytes: tree,
+    treeBytesPerEndpoint: round(tree / n, 2),
+  };
+}

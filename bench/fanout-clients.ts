@@ -1,0 +1,164 @@
+/**
+ * The far side of the fan-out benchmark, in its own process: K ADS streams,
+ * each on its own grpc-js channel and TCP connection (as K real clients would
+ * be), each subscribed to one service's ClusterLoadAssignment from its own
+ * locality, ACKing every response as soon as it arrives.
+ *
+ *   node dist/bench/fanout-clients.js --target 127.0.0.1:PORT --streams K --localities L --service NAME
+ *
+ * stdout, JSON lines: {"event":"ready","streams":K,"ms":…} once every stream
+ * has ACKed its first CLA; {"event":"error","detail":…} on a stream error.
+ * It runs until killed or until stdin closes.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { parseArgs } from 'node:util';
+import { utf8Bytes, WireWriter, fieldSize, optionalFieldSize } from '../server/src/xds/wire.js';
+import { ENDPOINT_TYPE } from '../server/src/xds/type-urls.js';
+import { makeClients } from './data.js';
+
+const ADS_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
+
+const { values } = parseArgs({
+  options: {
+    target: { type: 'string' },
+    streams: { type: 'string', default: '100' },
+    localities: { type: 'string', default: '100' },
+    service: { type: 'string', default: 'svc' },
+  },
+});
+const target = values.target ?? '';
+const streams = Number(values.streams);
+if (!target || !Number.isInteger(streams) || streams < 1) {
+  process.stderr.write('usage: fanout-clients --target HOST:PORT --streams K [--localities L] [--service NAME]\n');
+  process.exit(2);
+}
+
+/** A DiscoveryRequest, hand-encoded: node only on the first request of a stream. */
+function request(opts: {
+  version: string;
+  nonce: string;
+  node?: { id: string; region: string; zone: string; subzone: string };
+}): Buffer {
+  const version = utf8Bytes(opts.version);
+  const nonce = utf8Bytes(opts.nonce);
+  const type = utf8Bytes(ENDPOINT_TYPE);
+  const name = utf8Bytes(values.service ?? 'svc');
+  let node: Uint8Array | undefined;
+  if (opts.node) {
+    const id = utf8Bytes(opts.node.id);
+    const [r, z, s] = [opts.node.region, opts.node.zone, opts.node.subzone].map(utf8Bytes) as [Uint8Array, Uint8Array, Uint8Array];
+    const loc = optionalFieldSize(1, r.length) + optionalFieldSize(2, z.length) + optionalFieldSize(3, s.length);
+    node = new WireWriter(fieldSize(1, id.length) + fieldSize(4, loc))
+      .bytes(1, id)
+      .open(4, loc)
+      .optionalBytes(1, r)
+      .optionalBytes(2, z)
+      .optionalBytes(3, s)
+      .finish();
+  }
+  const size =
+    optionalFieldSize(1, version.length) +
+    (node ? fieldSize(2, node.length) : 0) +
+    fieldSize(3, name.length) +
+    fieldSize(4, type.length) +
+    optionalFieldSize(5, nonce.length);
+  const w = new WireWriter(size).optionalBytes(1, version);
+  if (node) w.bytes(2, node);
+  const out = w.bytes(3, name).bytes(4, type).optionalBytes(5, nonce).finish();
+  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+}
+
+/** version_info and nonce of a DiscoveryResponse, skipping its resources. */
+function envelope(buf: Buffer): { version: string; nonce: string } {
+  let pos = 0;
+  let version = '';
+  let nonce = '';
+  const varint = (): number => {
+    let n = 0;
+    let mul = 1;
+    for (;;) {
+      const b = buf[pos++] as number;
+      n += (b & 0x7f) * mul;
+      if (b < 0x80) return n;
+      mul *= 128;
+    }
+  };
+  while (pos < buf.length) {
+    const tag = varint();
+    const field = Math.floor(tag / 8);
+    const wire = tag & 7;
+    if (wire === 0) {
+      varint();
+    } else if (wire === 2) {
+      const len = varint();
+      if (field === 1) version = buf.toString('utf8', pos, pos + len);
+      else if (field === 5) nonce = buf.toString('utf8', pos, pos + len);
+      pos += len;
+    } else if (wire === 5) pos += 4;
+    else if (wire === 1) pos += 8;
+    else throw new Error(`unexpected wire type ${wire}`);
+  }
+  return { version, nonce };
+}
+
+const started = Date.now();
+const placements = makeClients(streams, Number(values.localities));
+let acked = 0;
+let ready = false;
+const clients: grpc.Client[] = [];
+
+function say(obj: object): void {
+  process.stdout.write(`${JSON.stringify(obj)}\n`);
+}
+
+function open(i: number): void {
+  // A local subchannel pool: every client its own connection, as separate workloads would have.
+  const client = new grpc.Client(target, grpc.credentials.createInsecure(), {
+    'grpc.use_local_subchannel_pool': 1,
+    'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  });
+  clients.push(client);
+  const call = client.makeBidiStreamRequest(
+    ADS_PATH,
+    (b: Buffer) => b,
+    (b: Buffer) => b,
+  );
+  let first = true;
+  call.on('data', (buf: Buffer) => {
+    const { version, nonce } = envelope(buf);
+    call.write(request({ version, nonce }));
+    if (first) {
+      first = false;
+      if (++acked === streams && !ready) {
+        ready = true;
+        say({ event: 'ready', streams, ms: Date.now() - started });
+      }
+    }
+  });
+  call.on('error', (err: Error) => say({ event: 'error', stream: i, detail: err.message }));
+  const p = placements[i]!;
+  call.write(
+    request({
+      version: '',
+      nonce: '',
+      node: { id: `bench-${i}`, region: p.locality.region, zone: p.locality.zone, subzone: p.locality.subzone },
+    }),
+  );
+}
+
+// Open in batches, so the server's accept queue and this process's event loop keep up.
+let next = 0;
+function openBatch(): void {
+  const end = Math.min(streams, next + 250);
+  for (; next < end; next++) open(next);
+  if (next < streams) setTimeout(openBatch, 5);
+}
+openBatch();
+
+function shutdown(): void {
+  for (const c of clients) c.close();
+  process.exit(0);
+}
+process.stdin.on('end', shutdown);
+process.stdin.resume();
+process.on('SIGTERM', shutdown);
