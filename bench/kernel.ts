@@ -15,11 +15,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Datapath } from '../server/src/agent/datapath.js';
 import { Mesh } from '../server/src/domain/mesh.js';
-import type { Endpoint, ServiceSpec } from '../server/src/domain/service.js';
+import type { ServiceSpec } from '../server/src/domain/service.js';
 import { packagePath } from '../server/src/paths.js';
 import { contentHash } from '../server/src/xds/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/xds/tree-codec.js';
 import { kernelEnv, testCgroup } from '../e2e/support/kernel.js';
+import { failoverService, makeEndpoints, median } from './data.js';
 
 export interface KernelFigures {
   readonly skipped?: string;
@@ -40,33 +41,11 @@ const VIP = '127.100.9.1';
 const PORT = 9090;
 
 function bigService(n: number): ServiceSpec {
-  const leaves = Math.max(1, Math.min(1000, Math.floor(n / 100)));
-  const endpoints = Array.from({ length: n }, (_, i): Endpoint => {
-    const leaf = i % leaves;
-    return {
-      address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
-      port: 8080,
-      locality: { region: `r${leaf % 10}`, zone: `z${Math.floor(leaf / 10) % 10}`, subzone: `s${Math.floor(leaf / 100)}` },
-      network: '',
-      node: '',
-      cluster: '',
-      labels: {},
-      health: 'healthy',
-      weight: 1,
-    };
-  });
   return {
-    name: 'big',
+    ...failoverService('big', makeEndpoints(n, Math.max(1, Math.min(1000, Math.floor(n / 100))))),
     vip: VIP,
     port: PORT,
-    loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: false, overprovisioningFactor: 140 },
-    endpoints,
   };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 function connectNs(bin: string, cgroup: string, addr: string, port: number, n: number): number {

@@ -13,7 +13,7 @@ import type { TreeNode } from '../domain/locality-tree.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { messageType } from './protos.js';
-import { bytesDigest, combineDigests, flatten, type Bytes, type Rope } from './rope.js';
+import { bytesDigest, combineDigests, fastDigest, flatten, type Bytes, type Rope } from './rope.js';
 import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
 
 export interface NodeInfo {
@@ -206,7 +206,8 @@ function groupBody(g: ClaGroup): Uint8Array {
   }
   const { region, zone, subzone } = localityBytes(g.locality);
   const locality = optionalFieldSize(1, region.length) + optionalFieldSize(2, zone.length) + optionalFieldSize(3, subzone.length);
-  const endpoints = g.runs ? g.runs.map(runField) : g.endpoints.map(lbEndpointField);
+  // One leaf: its endpoints' fields go straight into the body (no per-leaf concatenation to copy again).
+  const endpoints = single || !g.runs ? g.endpoints.map(lbEndpointField) : g.runs.map(runField);
   let size = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, g.weight));
   for (const e of endpoints) size += e.length;
   const w = new WireWriter(size).open(1, locality);
@@ -286,28 +287,39 @@ class SubtreeRope implements Rope {
   private without: number[] | undefined;
 
   constructor(
-    /** A leaf's own group field; undefined for an inner node. */
-    readonly leaf: Uint8Array | undefined,
+    /**
+     * A leaf's `endpoints` field as three parts: tag and length, the group's
+     * body (shared by every priority), the priority field. Undefined for an
+     * inner node.
+     */
+    readonly leaf: readonly [Uint8Array, Uint8Array, Uint8Array] | undefined,
+    /** A leaf's digest: its body's and its priority's. */
+    private readonly leafDigest: number,
     readonly kids: readonly TreeNode[],
     readonly parts: readonly SubtreeRope[],
   ) {
-    let n = leaf?.length ?? 0;
+    let n = leaf ? leaf[0].length + leaf[1].length + leaf[2].length : 0;
     for (const p of parts) n += p.length;
     this.length = n;
   }
 
   /** Copies the parts, less the one at index `skip` (-1: none). */
   copyTo(dst: Uint8Array, at: number, skip = -1): number {
-    if (this.leaf) {
-      dst.set(this.leaf, at);
-      return at + this.leaf.length;
+    const leaf = this.leaf;
+    if (leaf) {
+      dst.set(leaf[0], at);
+      at += leaf[0].length;
+      dst.set(leaf[1], at);
+      at += leaf[1].length;
+      dst.set(leaf[2], at);
+      return at + leaf[2].length;
     }
     for (let i = 0; i < this.parts.length; i++) if (i !== skip) at = this.parts[i]!.copyTo(dst, at);
     return at;
   }
 
   get digest(): number {
-    this.digestHeld ??= this.leaf ? leafDigest(this.leaf) : combineDigests(this.parts.map((p) => p.digest));
+    this.digestHeld ??= this.leaf ? this.leafDigest : combineDigests(this.parts.map((p) => p.digest));
     return this.digestHeld;
   }
 
@@ -333,11 +345,33 @@ class SubtreeRope implements Rope {
   }
 }
 
+const EMPTY = new Uint8Array();
+/** Tag and length of an `endpoints` field, per length (leaves of equal size share one). */
+const fieldHeads = new Map<number, Uint8Array>();
+/** The priority field of a LocalityLbEndpoints (none for 0), per priority. */
+const priorityFields: Uint8Array[] = [];
+
+/**
+ * A leaf at one priority, without copying its group's body: the same field
+ * `groupField` writes (tag, length, body, priority), as three parts.
+ */
+function leafRope(leaf: TreeNode, priority: number): SubtreeRope {
+  const g = leafGroup(leaf, priority);
+  if (!g) return new SubtreeRope([EMPTY, EMPTY, EMPTY], 0, [], []);
+  const body = groupBody(g);
+  const prio = (priorityFields[priority] ??=
+    priority > 0 ? new WireWriter(varintFieldSize(5, priority)).uint(5, priority).finish() : EMPTY);
+  const len = body.length + prio.length;
+  let head = fieldHeads.get(len);
+  if (!head) fieldHeads.set(len, (head = new WireWriter(fieldSize(2, len) - len).open(2, len).finish()));
+  return new SubtreeRope([head, body, prio], combineDigests([leafDigest(body), priority]), [], []);
+}
+
 const leafDigests = new WeakMap<Uint8Array, number>();
 
 function leafDigest(b: Uint8Array): number {
   let d = leafDigests.get(b);
-  if (d === undefined) leafDigests.set(b, (d = bytesDigest(b)));
+  if (d === undefined) leafDigests.set(b, (d = fastDigest(b)));
   return d;
 }
 
@@ -349,13 +383,12 @@ function subtreeRope(node: TreeNode, priority: number, levels: number): SubtreeR
   if (!held || held.rev !== node.rev) subtreeRopes.set(node, (held = { rev: node.rev, byPriority: [] }));
   let rope = held.byPriority[priority];
   if (!rope) {
-    if (node.depth === levels) {
-      const g = leafGroup(node, priority);
-      rope = new SubtreeRope(g ? groupField(g) : new Uint8Array(), [], []);
-    } else {
+    if (node.depth === levels) rope = leafRope(node, priority);
+    else {
       const kids = node.orderedChildren();
       rope = new SubtreeRope(
         undefined,
+        0,
         kids,
         kids.map((c) => subtreeRope(c, priority, levels)),
       );

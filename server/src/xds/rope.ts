@@ -35,7 +35,8 @@ export function copyBytes(b: Bytes, dst: Uint8Array, at: number): number {
 /** One contiguous copy (tests, debug views, and the rare consumer that needs one). */
 export function flatten(b: Bytes): Uint8Array {
   if (b instanceof Uint8Array) return b;
-  const out = new Uint8Array(b.length);
+  // Every byte is written below (and checked): no zero-fill.
+  const out = Buffer.allocUnsafeSlow(b.length);
   const end = b.copyTo(out, 0);
   if (end !== out.length) throw new Error(`rope size mismatch: copied ${end} of ${out.length}`);
   return out;
@@ -44,6 +45,23 @@ export function flatten(b: Bytes): Uint8Array {
 /** A content digest of contiguous bytes: the first 48 bits of their SHA-256. */
 export function bytesDigest(b: Uint8Array): number {
   return createHash('sha256').update(b).digest().readUIntBE(0, 6);
+}
+
+/**
+ * A 53-bit digest of contiguous bytes in JS, for the many small parts of a
+ * CLA (a tree leaf's group): two multiply-xor lanes over the bytes. Not
+ * cryptographic; a version only has to change when content does.
+ */
+export function fastDigest(b: Uint8Array): number {
+  let a = 0x811c9dc5 ^ b.length;
+  let c = 0x5bd1e995;
+  for (let i = 0; i < b.length; i++) {
+    const x = b[i] as number;
+    a = Math.imul(a ^ x, 0x01000193);
+    c = Math.imul(c ^ x, 0x5bd1e995);
+    c ^= c >>> 15;
+  }
+  return (c & 0x1fffff) * 4294967296 + (a >>> 0);
 }
 
 /**
