@@ -151,74 +151,81 @@ export async function runFanout(opts: {
       },
     },
   });
-  await sleep(200);
-  const idle = memory();
-  const clients = await startClients(canopy.xdsAddress, opts.streams, opts.localities);
-  await sleep(500);
-  const connected = memory();
-  const canopySamples: number[] = [];
-  const canopyLoop: number[] = [];
   const state = canopy.store.mesh.get(SERVICE) as ServiceState;
   const flip = endpoints[1] as Endpoint;
-  for (let r = 0; r < opts.rounds; r++) {
+  const canopyPhase = await phase(canopy.xdsAddress, opts, 'Canopy fan-out ACKs', (r) => {
     acks = [];
     t0 = performance.now();
     canopy.store.patch(SERVICE, [{ ...flip, health: r % 2 === 0 ? 'unhealthy' : 'healthy' }]);
     // Push now rather than on the zero-delay timer, so the synchronous part is measured alone.
     canopy.ads.flush();
-    canopyLoop.push(performance.now() - t0);
-    await until(() => acks.length, opts.streams, 'Canopy fan-out ACKs');
-    canopySamples.push(...acks);
-    await sleep(100);
-  }
+    return { loopMs: performance.now() - t0, acks };
+  });
   const claBytes = flattenLength(state);
-  await clients.stop();
   await canopy.stop();
 
   // ---- Raw write of the same bytes
   const raw = await startRawServer(spec.endpoints);
-  await sleep(200);
-  const rawIdle = memory();
-  const rawClients = await startClients(raw.address, opts.streams, opts.localities);
-  await sleep(500);
-  const rawConnected = memory();
-  const rawSamples: number[] = [];
-  const rawLoop: number[] = [];
-  for (let r = 0; r < opts.rounds; r++) {
+  const rawPhase = await phase(raw.address, opts, 'raw-write ACKs', (r) => {
     const start = performance.now();
     const acked = raw.go(r);
-    rawLoop.push(performance.now() - start);
-    await until(() => acked.length, opts.streams, 'raw-write ACKs');
-    rawSamples.push(...acked);
-    await sleep(100);
-  }
-  await rawClients.stop();
+    return { loopMs: performance.now() - start, acks: acked };
+  });
   await raw.stop();
 
-  const c = latency(canopySamples);
-  const w = latency(rawSamples);
+  const c = latency(canopyPhase.samples);
+  const w = latency(rawPhase.samples);
   return {
     streams: opts.streams,
     endpoints: opts.endpoints,
     claBytes,
     rounds: opts.rounds,
-    connectMs: clients.connectMs,
+    connectMs: canopyPhase.connectMs,
     canopy: c,
     rawWrite: w,
-    canopyPushLoopMs: round(median(canopyLoop), 1),
-    rawWriteLoopMs: round(median(rawLoop), 1),
+    canopyPushLoopMs: round(median(canopyPhase.loops), 1),
+    rawWriteLoopMs: round(median(rawPhase.loops), 1),
     ratioP99: round(c.p99Ms / w.p99Ms, 2),
     ratioMax: round(c.maxMs / w.maxMs, 2),
     memory: {
-      rssPerStreamKB: perStreamKB(connected.rss - idle.rss, opts.streams),
-      heapPerStreamKB: perStreamKB(connected.heap - idle.heap, opts.streams),
-      bareGrpcHeapPerStreamKB: perStreamKB(rawConnected.heap - rawIdle.heap, opts.streams),
+      rssPerStreamKB: perStreamKB(canopyPhase.connected.rss - canopyPhase.idle.rss, opts.streams),
+      heapPerStreamKB: perStreamKB(canopyPhase.connected.heap - canopyPhase.idle.heap, opts.streams),
+      bareGrpcHeapPerStreamKB: perStreamKB(rawPhase.connected.heap - rawPhase.idle.heap, opts.streams),
     },
   };
 }
 
 function perStreamKB(bytes: number, streams: number): number {
   return round(bytes / streams / 1024, 1);
+}
+
+/**
+ * One side of the comparison: connect K client streams to `target`, read the
+ * server's memory before and after, then run the rounds, each collecting one
+ * ACK time per stream.
+ */
+async function phase(
+  target: string,
+  opts: { readonly streams: number; readonly localities: number; readonly rounds: number },
+  what: string,
+  round: (r: number) => { loopMs: number; acks: number[] },
+) {
+  await sleep(200);
+  const idle = memory();
+  const clients = await startClients(target, opts.streams, opts.localities);
+  await sleep(500);
+  const connected = memory();
+  const samples: number[] = [];
+  const loops: number[] = [];
+  for (let r = 0; r < opts.rounds; r++) {
+    const { loopMs, acks } = round(r);
+    loops.push(loopMs);
+    await until(() => acks.length, opts.streams, what);
+    samples.push(...acks);
+    await sleep(100);
+  }
+  await clients.stop();
+  return { samples, loops, idle, connected, connectMs: clients.connectMs };
 }
 
 function flattenLength(state: ServiceState): number {

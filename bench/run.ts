@@ -178,9 +178,10 @@ async function main() {
               '× raw p99': f.ratioP99,
               'push loop ms': f.canopyPushLoopMs,
               'raw loop ms': f.rawWriteLoopMs,
-              'RSS KB/stream': f.memory.rssPerStreamKB,
-              'heap KB/stream': f.memory.heapPerStreamKB,
-              'bare grpc heap KB/stream': f.memory.bareGrpcHeapPerStreamKB,
+              // Below 1,000 streams the per-stream share drowns in the process's own noise.
+              'RSS KB/stream': f.streams >= 1000 ? f.memory.rssPerStreamKB : '—',
+              'heap KB/stream': f.streams >= 1000 ? f.memory.heapPerStreamKB : '—',
+              'bare grpc heap KB/stream': f.streams >= 1000 ? f.memory.bareGrpcHeapPerStreamKB : '—',
             },
       ),
     );
