@@ -12,20 +12,9 @@ export class ServiceState {
   /** Bumped on every change that can alter what a client is sent. */
   generation = 0;
 
-  private specHeld: ServiceSpec;
-
-  constructor(spec: ServiceSpec) {
-    this.specHeld = spec;
-    this.tree = new LocalityTree(spec.loadBalancing.routingPreference);
-  }
-
   /** The service as a spec. After a patch its endpoint list is built from `endpoints` on first read. */
-  get spec(): ServiceSpec {
-    return this.specHeld;
-  }
-
-  set spec(spec: ServiceSpec) {
-    this.specHeld = spec;
+  constructor(public spec: ServiceSpec) {
+    this.tree = new LocalityTree(spec.loadBalancing.routingPreference);
   }
 
   /**
@@ -36,7 +25,7 @@ export class ServiceState {
     const touched: string[] = [];
     for (const ep of upserts) if (this.upsertEndpoint(ep)) touched.push(endpointKey(ep));
     for (const key of removals) if (this.removeEndpoint(key)) touched.push(key);
-    if (touched.length > 0) this.specHeld = withEndpointsOf(this.specHeld, this.endpoints);
+    if (touched.length > 0) this.spec = withEndpointsOf(this.spec, this.endpoints);
     return touched;
   }
 

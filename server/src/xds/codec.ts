@@ -13,7 +13,7 @@ import type { TreeNode } from '../domain/locality-tree.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { messageType } from './protos.js';
-import { bytesDigest, combineDigests, fastDigest, flatten, type Bytes, type Rope } from './rope.js';
+import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from './rope.js';
 import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
 
 export interface NodeInfo {
@@ -486,7 +486,7 @@ function claRope(cla: Cla): ClaRope {
 export function anyRope(typeUrl: string, value: Rope): Rope {
   const url = utf8Bytes(typeUrl);
   const urlField = new WireWriter(fieldSize(1, url.length)).bytes(1, url).finish();
-  const urlDigest = bytesDigest(url);
+  const urlDigest = fastDigest(url);
   let of = -1;
   let is = 0;
   return {

@@ -7,8 +7,6 @@
  * endpoint change then costs the parts on that endpoint's path, not a copy of
  * every CLA.
  */
-import { createHash } from 'node:crypto';
-
 export interface Rope {
   readonly length: number;
   /** Copies the bytes into `dst` from `at`; returns the offset after them. */
@@ -42,11 +40,6 @@ export function flatten(b: Bytes): Uint8Array {
   return out;
 }
 
-/** A content digest of contiguous bytes: the first 48 bits of their SHA-256. */
-export function bytesDigest(b: Uint8Array): number {
-  return createHash('sha256').update(b).digest().readUIntBE(0, 6);
-}
-
 /**
  * A 53-bit digest of contiguous bytes in JS, for the many small parts of a
  * CLA (a tree leaf's group): two multiply-xor lanes over the bytes. Not
@@ -66,9 +59,9 @@ export function fastDigest(b: Uint8Array): number {
 
 /**
  * The digest of a sequence of digests (a rope's parts), as 53 bits. Not
- * cryptographic: two 32-bit multiply-xor lanes over the parts' digests, which
- * are SHA-256 at the leaves. Numbers, not strings, so that re-versioning a
- * thousand CLAs after a change costs microseconds.
+ * cryptographic: two 32-bit multiply-xor lanes over the parts' digests.
+ * Numbers, not strings, so that re-versioning a thousand CLAs after a change
+ * costs microseconds.
  */
 export function combineDigests(parts: readonly number[]): number {
   let a = 0x811c9dc5 ^ parts.length;
