@@ -1,6 +1,6 @@
 /**
- * CLAs cached by locality: a client's CLA depends only on (service, its
- * generation, the plan key of the tree nodes it matched), so every client that
+ * CLAs cached by locality: a client's CLA depends only on (service, the plan
+ * key of the tree nodes it matched, and those nodes' content), so every client that
  * matches the same nodes shares one entry, and one encoding of it. The number
  * of entries per service is bounded by the tree, never by the client count.
  * With an encoder whose output follows the tree (the codec's ropes), entries

@@ -214,8 +214,9 @@ export class StreamState {
     if (shared) {
       // The version names the content of `current`; the names name which of it is sent.
       const key = `${typeUrl}\n${version}\n${nonce}\n${resources.map((r) => r.name).join('\n')}`;
-      bytes = shared.get(key) ?? encode();
-      shared.set(key, bytes);
+      const held = shared.get(key);
+      bytes = held ?? encode();
+      if (!held) shared.set(key, bytes);
     } else bytes = encode();
     return { typeUrl, version, nonce: state.nonceSent, resources: resources.length, bytes };
   }
