@@ -11,9 +11,9 @@ import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
 import { ServiceStore } from './store/service-store.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
-import { AdsServer } from './xds/ads-server.js';
-import { teeObserver, type XdsObserver } from './xds/observer.js';
-import { ResourceCatalog, serverClaCache, type ServerClaCache } from './xds/catalog.js';
+import { AdsServer } from './sessions/push-pipeline.js';
+import { teeObserver, type XdsObserver } from './sessions/observer.js';
+import { ResourceCatalog, serverClaCache, type ServerClaCache } from './resources/registry.js';
 
 export interface CanopyOptions {
   readonly config: CanopyConfig;

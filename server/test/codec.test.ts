@@ -20,9 +20,9 @@ import {
   encodeListener,
   encodeRouteConfiguration,
   lbEndpointEncodeCount,
-} from '../src/xds/codec.js';
-import { messageType } from '../src/xds/protos.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, type XdsTypeUrl } from '../src/xds/type-urls.js';
+} from '../src/resources/endpoint-codec.js';
+import { messageType } from '../src/wire/protos.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, type XdsTypeUrl } from '../src/resources/type-urls.js';
 import { client, ep, lb, service } from './support/builders.js';
 
 // ------------------------------------------------------------------ helpers

@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Placement } from '../src/domain/locality.js';
-import type { DiscoveryRequest } from '../src/xds/codec.js';
-import { makeResource, type Resource } from '../src/xds/resource.js';
-import { StreamState, type OutgoingResponse, type ResourceSource } from '../src/xds/stream-state.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/xds/type-urls.js';
+import type { DiscoveryRequest } from '../src/resources/endpoint-codec.js';
+import { makeResource, type Resource } from '../src/resources/resource.js';
+import { StreamState, type OutgoingResponse, type ResourceSource } from '../src/sessions/sotw-session.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 
 /** A mutable in-memory source: name → content per type. */
 class FakeSource implements ResourceSource {

@@ -4,8 +4,8 @@
  * response serializer is the identity.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { AdsServer } from '../xds/ads-server.js';
-import { decodeDiscoveryRequest, type DiscoveryRequest } from '../xds/codec.js';
+import type { AdsServer } from '../sessions/push-pipeline.js';
+import { decodeDiscoveryRequest, type DiscoveryRequest } from '../resources/endpoint-codec.js';
 
 const ADS_SERVICE: grpc.ServiceDefinition = {
   StreamAggregatedResources: {

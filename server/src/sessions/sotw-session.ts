@@ -13,10 +13,10 @@
  */
 import type { Placement } from '../domain/locality.js';
 import type { ClientStatus, NackRecord, TypeStatus } from './client-status.js';
-import { encodeDiscoveryResponse, type DiscoveryRequest, type NodeInfo } from './codec.js';
+import { encodeDiscoveryResponse, type DiscoveryRequest, type NodeInfo } from '../resources/endpoint-codec.js';
 import { placementOf } from './placement.js';
-import { versionOf, type Resource } from './resource.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, TREE_TYPE } from './type-urls.js';
+import { versionOf, type Resource } from '../resources/resource.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, TREE_TYPE } from '../resources/type-urls.js';
 
 export interface ResourceSource {
   names(typeUrl: string): string[];

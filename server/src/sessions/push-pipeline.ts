@@ -4,10 +4,10 @@
  * stream gets at most one pending push, written when its transport can take it.
  */
 import type { ClientStatus } from './client-status.js';
-import type { DiscoveryRequest } from './codec.js';
+import type { DiscoveryRequest } from '../resources/endpoint-codec.js';
 import { nullObserver, type XdsObserver } from './observer.js';
-import { StreamState, type OutgoingResponse, type ResourceSource, type SharedResponses } from './stream-state.js';
-import { shortTypeName } from './type-urls.js';
+import { StreamState, type OutgoingResponse, type ResourceSource, type SharedResponses } from './sotw-session.js';
+import { shortTypeName } from '../resources/type-urls.js';
 
 /** What the transport gives the pipeline for one stream. */
 export interface StreamSink {

@@ -7,9 +7,9 @@
 import { ClaCache, type ClaEntry } from '../domain/cla-cache.js';
 import type { Placement } from '../domain/locality.js';
 import type { Mesh, ServiceState } from '../domain/mesh.js';
-import { encodeClaBytes, encodeCluster, encodeListener, encodeRouteConfiguration } from './codec.js';
+import { encodeClaBytes, encodeCluster, encodeListener, encodeRouteConfiguration } from './endpoint-codec.js';
 import { makeResource, type Resource } from './resource.js';
-import type { Bytes } from './rope.js';
+import type { Bytes } from '../wire/rope.js';
 import { encodeLocalityTree, kernelServable } from './tree-codec.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, TREE_TYPE } from './type-urls.js';
 

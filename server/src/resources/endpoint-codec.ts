@@ -12,9 +12,9 @@ import { leafGroup, type Cla, type ClaGroup, type ClaSpan } from '../domain/cla.
 import type { TreeNode } from '../domain/locality-tree.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
-import { messageType } from './protos.js';
-import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from './rope.js';
-import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
+import { messageType } from '../wire/protos.js';
+import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from '../wire/rope.js';
+import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../wire/wire.js';
 
 export interface NodeInfo {
   readonly id: string;
