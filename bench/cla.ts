@@ -6,7 +6,7 @@
 import type { ClaEntry } from '../server/src/domain/cla-cache.js';
 import { ClaCache } from '../server/src/domain/cla-cache.js';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
-import { serverClaCache } from '../server/src/resources/registry.js';
+import { serverClaCache } from '../server/src/resources/endpoint.js';
 import { encodeCla } from '../server/src/resources/endpoint-codec.js';
 import { makeResource, type Resource } from '../server/src/resources/resource.js';
 import { flatten, type Bytes } from '../server/src/wire/rope.js';

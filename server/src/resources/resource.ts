@@ -4,7 +4,7 @@
  * same bytes.
  */
 import { createHash } from 'node:crypto';
-import { anyRope, encodeAny } from './endpoint-codec.js';
+import { anyRope, encodeAny } from '../wire/envelope.js';
 import { isRope, type Bytes } from '../wire/rope.js';
 
 export interface Resource {
