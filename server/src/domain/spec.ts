@@ -29,6 +29,8 @@ export interface ServerSettings {
 export interface CanopyConfig {
   readonly services: readonly ServiceSpec[];
   readonly server: ServerSettings;
+  /** From importing Istio, Kuma or Kubernetes documents: what was not imported or differs (policy/import.ts). */
+  readonly notes?: readonly FieldError[];
 }
 
 export const DEFAULT_OVERPROVISIONING = 140;
