@@ -8,10 +8,14 @@ import { formatFieldErrors } from './domain/errors.js';
 import { startCanopy } from './main.js';
 import { loadConfigFile } from './store/config-file.js';
 import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.js';
+import { IMPORT_USAGE, runImport } from './cli-policy.js';
+import { EXPLAIN_USAGE, runExplain } from './cli-explain.js';
 
 const USAGE = `usage:
   canopy serve --config FILE [--host H] [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
   canopy demo
+${IMPORT_USAGE}
+${EXPLAIN_USAGE}
 ${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_HOST, CANOPY_XDS_PORT, CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL`;
 
@@ -23,6 +27,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'agent') return runAgent(rest);
+  if (command === 'import') return runImport(rest, process.stdout, process.stderr);
+  if (command === 'explain') return runExplain(rest, process.stdout, process.stderr);
   if (command !== 'serve') {
     process.stderr.write(`${USAGE}\n`);
     return command === 'help' || command === '--help' ? 0 : 2;
@@ -51,6 +57,7 @@ async function main(argv: string[]): Promise<number> {
     for (const e of loaded.errors) process.stderr.write(`  ${e.path || '(root)'}: ${e.message}\n`);
     return 1;
   }
+  for (const n of loaded.value.notes ?? []) process.stderr.write(`canopy: note: ${n.path}: ${n.message}\n`);
   const numbers: Record<string, number | undefined> = {};
   for (const [flag, envName] of [
     ['xds-port', 'CANOPY_XDS_PORT'],

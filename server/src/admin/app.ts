@@ -16,6 +16,7 @@ import { endpointKey } from '../domain/service.js';
 import { endpointToJson, parseServiceSpec, patchEndpoint, serviceSpecToJson } from '../domain/spec.js';
 import type { ServiceStore } from '../store/service-store.js';
 import type { ClientStatus } from '../sessions/client-status.js';
+import { explainRoutes } from './explain.js';
 
 export interface AdminDeps {
   readonly store: ServiceStore;
@@ -61,6 +62,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
   app.setNotFoundHandler((req, reply) => sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
   serviceRoutes(app, deps.store);
   debugRoutes(app, deps);
+  void app.register(explainRoutes(deps));
   healthRoutes(app, deps);
   return app;
 }

@@ -9,6 +9,8 @@
 import { buildCla, type Cla } from './cla.js';
 import type { Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
+import { hasPolicy } from './policy.js';
+import { policyKeyFor, resolvePolicy } from './policy-cla.js';
 import { planFor, planKeyFor } from './priorities.js';
 
 export interface ClaEntry<B = Uint8Array> {
@@ -65,7 +67,10 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
   }
 
   lookup(service: ServiceState, client: Placement): ClaEntry<B> {
-    const key = planKeyFor(service.tree, service.spec.loadBalancing, client);
+    const lb = service.spec.loadBalancing;
+    // A service with a locality policy keys on its tree node plus the client attributes the policy reads.
+    const withPolicy = hasPolicy(lb.policy);
+    const key = withPolicy ? policyKeyFor(service.tree, lb, client) : planKeyFor(service.tree, lb, client);
     const forService = this.current(service);
     const hit = forService.byKey.get(key);
     if (hit) {
@@ -73,8 +78,9 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
       return hit;
     }
     this.misses++;
-    const plan = planFor(service.tree, service.spec.loadBalancing, client);
-    const cla = buildCla(service.name, service.tree, service.spec.loadBalancing, plan);
+    const cla = withPolicy
+      ? resolvePolicy(service.name, service.tree, lb, client).cla
+      : buildCla(service.name, service.tree, lb, planFor(service.tree, lb, client));
     const entry: ClaEntry<B> = {
       service: service.name,
       generation: service.generation,

@@ -41,7 +41,7 @@ export class CanopyError extends Error {
 
 export class ValidationError extends CanopyError {
   constructor(
-    code: 'CANOPY_INVALID_CONFIG' | 'CANOPY_INVALID_SERVICE',
+    code: 'CANOPY_INVALID_CONFIG' | 'CANOPY_INVALID_SERVICE' | 'CANOPY_BAD_REQUEST',
     readonly errors: readonly FieldError[],
   ) {
     super(code, formatFieldErrors(errors));

@@ -38,7 +38,12 @@ export function isScope(value: unknown): value is Scope {
   return value.startsWith('label:') && value.length > 'label:'.length;
 }
 
-/** The value a placement has at one scope; a missing value reads as "". */
+/**
+ * The value a placement has at one scope; a missing value reads as "". Labels
+ * are read as own properties only: `labels.constructor` on a plain object is
+ * Object's constructor, which would make a missing `constructor` label differ
+ * from an empty one (in the CLA, its cache key and the kernel tree alike).
+ */
 export function scopeValue(scope: Scope, p: Placement): string {
   switch (scope) {
     case 'network':
@@ -54,8 +59,15 @@ export function scopeValue(scope: Scope, p: Placement): string {
     case 'cluster':
       return p.cluster;
     default:
-      return p.labels[scope.slice('label:'.length)] ?? '';
+      return labelValue(p.labels, scope.slice('label:'.length));
   }
+}
+
+/** A label's value, "" when missing; never an inherited property. */
+export function labelValue(labels: Readonly<Record<string, string>>, key: string): string {
+  if (!Object.hasOwn(labels, key)) return '';
+  const v = labels[key];
+  return typeof v === 'string' ? v : '';
 }
 
 /** The placement's path down a tree whose levels are `scopes`. */

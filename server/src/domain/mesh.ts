@@ -3,6 +3,7 @@
  * diffs it against what is held: only endpoints that changed touch the tree.
  */
 import { LocalityTree } from './locality-tree.js';
+import { samePolicy } from './policy.js';
 import { endpointKey, isRoutable, sameEndpoint, type Endpoint, type ServiceSpec } from './service.js';
 
 export class ServiceState {
@@ -140,6 +141,7 @@ function sameShape(a: ServiceSpec, b: ServiceSpec): boolean {
     la.mode === lb.mode &&
     la.crossNetworkFailover === lb.crossNetworkFailover &&
     la.overprovisioningFactor === lb.overprovisioningFactor &&
+    samePolicy(la.policy, lb.policy) &&
     la.routingPreference.length === lb.routingPreference.length &&
     la.routingPreference.every((s, i) => s === lb.routingPreference[i])
   );

@@ -2,6 +2,7 @@
  * The service model: what a config entry or an admin PUT describes.
  */
 import type { Placement, Scope } from './locality.js';
+import type { LocalityPolicy } from './policy.js';
 
 export type Health = 'healthy' | 'unhealthy' | 'draining';
 export const HEALTH_VALUES: readonly Health[] = ['healthy', 'unhealthy', 'draining'];
@@ -29,6 +30,8 @@ export interface LoadBalancing {
   readonly crossNetworkFailover: boolean;
   /** The CLA policy's overprovisioning_factor, in percent (Envoy's default 140). */
   readonly overprovisioningFactor: number;
+  /** Istio, Kuma and Kubernetes features over the tree (domain/policy.ts); absent = the tree alone. */
+  readonly policy?: LocalityPolicy;
 }
 
 export interface ServiceSpec {

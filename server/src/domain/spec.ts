@@ -16,6 +16,8 @@ import {
   type LoadBalancing,
   type ServiceSpec,
 } from './service.js';
+import { policyToJson } from './policy.js';
+import { readPolicy } from './policy-spec.js';
 
 export interface ServerSettings {
   readonly host?: string;
@@ -27,6 +29,8 @@ export interface ServerSettings {
 export interface CanopyConfig {
   readonly services: readonly ServiceSpec[];
   readonly server: ServerSettings;
+  /** From importing Istio, Kuma or Kubernetes documents: what was not imported or differs (policy/import.ts). */
+  readonly notes?: readonly FieldError[];
 }
 
 export const DEFAULT_OVERPROVISIONING = 140;
@@ -36,7 +40,7 @@ const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
 const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints'];
-const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor'];
+const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
 const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs'];
@@ -136,7 +140,7 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
 /** Returns the defaults for anything absent or invalid; invalid input has been reported. */
 function readLoadBalancing(r: Reader, v: unknown, path: string): LoadBalancing {
   const o = v === undefined ? {} : (r.object(v, path, LB_KEYS) ?? {});
-  return {
+  const lb: LoadBalancing = {
     mode: r.optional(o, 'mode', path, (x, p) => r.oneOf<LbMode>(x, p, LB_MODES)) ?? 'failover',
     routingPreference: r.optional(o, 'routingPreference', path, (x, p) => readScopes(r, x, p)) ?? DEFAULT_SCOPES,
     crossNetworkFailover: r.optional(o, 'crossNetworkFailover', path, r.bool) ?? true,
@@ -144,6 +148,9 @@ function readLoadBalancing(r: Reader, v: unknown, path: string): LoadBalancing {
       r.optional(o, 'overprovisioningFactor', path, (x, p) => r.int(x, p, 100, MAX_OVERPROVISIONING)) ??
       DEFAULT_OVERPROVISIONING,
   };
+  // The locality policy (Istio, Kuma, Kubernetes features): domain/policy-spec.ts.
+  const policy = r.optional(o, 'policy', path, (x, p) => readPolicy(r, x, p, lb));
+  return policy ? { ...lb, policy } : lb;
 }
 
 function readScopes(r: Reader, v: unknown, path: string): Scope[] | undefined {
@@ -229,6 +236,7 @@ export function serviceSpecToJson(spec: ServiceSpec): Obj {
       routingPreference: [...lb.routingPreference],
       crossNetworkFailover: lb.crossNetworkFailover,
       overprovisioningFactor: lb.overprovisioningFactor,
+      ...(lb.policy ? { policy: policyToJson(lb.policy) } : {}),
     },
     endpoints: spec.endpoints.map(endpointToJson),
   };
@@ -249,7 +257,7 @@ export function endpointToJson(e: Endpoint): Obj {
 }
 
 /** Collects the errors found while reading one input. */
-class Reader {
+export class Reader {
   readonly errors: FieldError[] = [];
 
   fail(path: string, message: string): undefined {
@@ -302,16 +310,16 @@ class Reader {
   }
 }
 
-function isObject(v: unknown): v is Obj {
+export function isObject(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function join(path: string, key: string): string {
+export function join(path: string, key: string): string {
   return path ? `${path}.${key}` : key;
 }
 
 /** The received value, briefly, for error messages. */
-function describe(v: unknown): string {
+export function describe(v: unknown): string {
   if (v === undefined) return 'nothing';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';

@@ -9,6 +9,7 @@
  */
 import protobuf from 'protobufjs';
 import type { CompiledTree } from '../domain/locality-tree.js';
+import { kernelUnsupported } from '../domain/policy.js';
 import type { LbMode, ServiceSpec } from '../domain/service.js';
 import { packagePath } from '../paths.js';
 import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from '../wire/wire.js';
@@ -26,6 +27,8 @@ export interface TreeMessage {
   readonly scopes: readonly string[];
   readonly nodes: readonly { readonly parent: number; readonly value: string; readonly start: number; readonly end: number }[];
   readonly backends: readonly { readonly ipv4: number; readonly port: number; readonly weight: number }[];
+  /** Policy features the tree does not express (field 8); absent or empty when it is the whole policy. */
+  readonly unsupportedPolicy?: readonly string[];
 }
 
 /** Parses dotted IPv4 to a host-order uint32; undefined for anything else. */
@@ -93,7 +96,9 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
   });
 
   const mode = TREE_MODES[spec.loadBalancing.mode];
+  const unsupported = kernelUnsupported(spec.loadBalancing.policy).map((f) => utf8Bytes(f));
   let size = fieldSize(1, name.length) + 5 + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0);
+  for (const f of unsupported) size += fieldSize(8, f.length);
   for (const s of scopes) size += fieldSize(5, s.length);
   for (const b of nodeBodies) size += fieldSize(6, b.size);
   for (let i = 0; i < n; i++) {
@@ -121,6 +126,7 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
     w.open(7, backendBodySize(ip, ep.port, ep.weight)).fixed32(1, ip).uint(2, ep.port);
     if (ep.weight > 1) w.uint(3, ep.weight);
   }
+  for (const f of unsupported) w.bytes(8, f);
   return w.finish();
 }
 
@@ -139,6 +145,7 @@ interface RawTree {
   scopes?: string[];
   nodes?: { parent?: number; value?: string; start?: number; end?: number }[];
   backends?: { ipv4?: number; port?: number; weight?: number }[];
+  unsupportedPolicy?: string[];
 }
 
 /** Decodes (and checks the shape of) a tree; throws with the field at fault. */
@@ -172,7 +179,17 @@ export function decodeLocalityTree(bytes: Uint8Array): TreeMessage {
     depth[i] = depth[n.parent]! + 1;
     if (depth[i]! > scopes.length) throw new Error(where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
   });
-  return { service, vip: (raw.vip ?? 0) >>> 0, port: raw.port ?? 0, mode, scopes, nodes, backends };
+  const unsupportedPolicy = raw.unsupportedPolicy ?? [];
+  return {
+    service,
+    vip: (raw.vip ?? 0) >>> 0,
+    port: raw.port ?? 0,
+    mode,
+    scopes,
+    nodes,
+    backends,
+    ...(unsupportedPolicy.length ? { unsupportedPolicy } : {}),
+  };
 }
 
 /** Bytes per backend on the wire for a given address/port mix, for the docs and the bench. */

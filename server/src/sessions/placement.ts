@@ -27,7 +27,6 @@ function str(v: unknown): string | undefined {
 
 function labels(v: unknown): Record<string, string> | undefined {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-  const out: Record<string, string> = {};
-  for (const [k, val] of Object.entries(v)) if (typeof val === 'string') out[k] = val;
-  return out;
+  // fromEntries defines own properties, so a "__proto__" label stays a label.
+  return Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
+import { holdsPolicyDocuments, importDocuments } from '../policy/import.js';
 
 export async function loadConfigFile(file: string): Promise<ValidationResult<CanopyConfig>> {
   let text: string;
@@ -18,11 +19,13 @@ export async function loadConfigFile(file: string): Promise<ValidationResult<Can
   } catch (err) {
     return { ok: false, errors: [{ path: '', message: `cannot read ${file}: ${(err as Error).message}` }] };
   }
-  return parseConfigText(text);
+  return parseConfigText(text, path.basename(file));
 }
 
 /** YAML text → a validated config; YAML problems become errors that name their line. */
-export function parseConfigText(text: string): ValidationResult<CanopyConfig> {
+export function parseConfigText(text: string, name = 'config'): ValidationResult<CanopyConfig> {
+  // Istio, Kuma and Kubernetes documents (alone, or beside a Canopy config) go through their importers.
+  if (holdsPolicyDocuments(text)) return importDocuments([{ name, text }]).result;
   const doc = parseDocument(text);
   if (doc.errors.length > 0) return { ok: false, errors: doc.errors.map(yamlError) };
   let input: unknown;
@@ -78,7 +81,7 @@ export function watchConfigFile(
     // Editors raise several events per save, and `touch` raises one without a change.
     if (stopped || text === lastText) return;
     lastText = text;
-    const result = parseConfigText(text);
+    const result = parseConfigText(text, base);
     if (result.ok) handlers.onValid(result.value);
     else handlers.onInvalid(result.errors);
   };

@@ -1,0 +1,143 @@
+/**
+ * Why a client gets the CLA it gets: every endpoint's priority and the rule
+ * that put it there (or left it out), each locality's weight and the share of
+ * new requests a gRPC client sends it, and the tree node the CLA is cached
+ * under. A proposed policy is explained the same way and compared.
+ */
+import { formatLocality, type Locality, type Placement } from './locality.js';
+import type { ServiceState } from './mesh.js';
+import { hasPolicy } from './policy.js';
+import { policyKeyFor, resolvePolicy } from './policy-cla.js';
+import { planKeyFor } from './priorities.js';
+import { endpointKey, type Health } from './service.js';
+
+export interface LocalityView {
+  readonly region: string;
+  readonly zone: string;
+  readonly subzone: string;
+}
+
+export interface ExplainView {
+  readonly service: string;
+  readonly client: {
+    readonly locality: LocalityView;
+    readonly network: string;
+    readonly node: string;
+    readonly cluster: string;
+    readonly labels: Readonly<Record<string, string>>;
+  };
+  readonly cacheKey: string;
+  readonly treeNode: readonly string[];
+  readonly overprovisioningFactor: number;
+  readonly endpoints: readonly {
+    readonly address: string;
+    readonly port: number;
+    readonly locality: LocalityView;
+    readonly health: Health;
+    readonly weight: number;
+    readonly priority: number | null;
+    readonly reason: string;
+  }[];
+  readonly localities: readonly {
+    readonly locality: LocalityView;
+    readonly priority: number;
+    readonly weight: number;
+    readonly healthyEndpoints: number;
+    readonly share: number;
+  }[];
+}
+
+const view_ = (l: Locality): LocalityView => ({ region: l.region, zone: l.zone, subzone: l.subzone });
+
+/** The CLA cache key for this client, as ClaCache.lookup computes it. */
+export function cacheKeyFor(service: ServiceState, client: Placement): string {
+  const lb = service.spec.loadBalancing;
+  return hasPolicy(lb.policy) ? policyKeyFor(service.tree, lb, client) : planKeyFor(service.tree, lb, client);
+}
+
+interface EndpointStats {
+  readonly priority: number | null;
+  readonly localityWeight: number;
+  readonly localityShare: number;
+}
+
+export interface ExplainChange {
+  readonly endpoint: string;
+  readonly current: EndpointStats;
+  readonly proposed: EndpointStats;
+}
+
+export function explain(service: ServiceState, client: Placement): ExplainView {
+  return analyse(service, client).view;
+}
+
+/** The explanation under the current and a proposed service, and the endpoints whose place would change. */
+export function explainChange(current: ServiceState, proposed: ServiceState, client: Placement) {
+  const a = analyse(current, client);
+  const b = analyse(proposed, client);
+  const none: EndpointStats = { priority: null, localityWeight: 0, localityShare: 0 };
+  const diff: ExplainChange[] = [];
+  for (const [endpoint, before] of a.stats) {
+    const after = b.stats.get(endpoint) ?? none;
+    if (before.priority !== after.priority || before.localityWeight !== after.localityWeight || Math.abs(before.localityShare - after.localityShare) > 1e-9) {
+      diff.push({ endpoint, current: before, proposed: after });
+    }
+  }
+  return { current: a.view, proposed: b.view, diff };
+}
+
+function analyse(service: ServiceState, client: Placement): { view: ExplainView; stats: Map<string, EndpointStats> } {
+  const lb = service.spec.loadBalancing;
+  const outcome = resolvePolicy(service.name, service.tree, lb, client);
+  const verdicts = new Map(outcome.verdicts.map((v) => [endpointKey(v.endpoint), v]));
+  // gRPC ignores the overprovisioning factor and takes the first priority whose children are ready; in
+  // it, localities split by weight. Every endpoint in a CLA is healthy, so priority 0 takes everything.
+  const p0Weight = outcome.cla.groups.reduce((s, g) => s + (g.priority === 0 ? g.weight : 0), 0);
+  const shareOf = (priority: number, weight: number) => (priority === 0 && p0Weight > 0 ? weight / p0Weight : 0);
+  const stats = new Map<string, EndpointStats>();
+  for (const e of service.spec.endpoints) {
+    const v = verdicts.get(endpointKey(e));
+    stats.set(endpointKey(e), {
+      priority: v?.priority ?? null,
+      localityWeight: v?.weight ?? 0,
+      localityShare: v && v.priority !== null ? shareOf(v.priority, v.weight) : 0,
+    });
+  }
+  const view: ExplainView = {
+    service: service.name,
+    client: {
+      locality: view_(client.locality),
+      network: client.network,
+      node: client.node,
+      cluster: client.cluster,
+      labels: { ...client.labels },
+    },
+    cacheKey: cacheKeyFor(service, client),
+    treeNode: outcome.matched.path(),
+    overprovisioningFactor: lb.overprovisioningFactor,
+    endpoints: service.spec.endpoints.map((e) => {
+      const v = verdicts.get(endpointKey(e));
+      return {
+        address: e.address,
+        port: e.port,
+        locality: view_(e.locality),
+        health: e.health,
+        weight: e.weight,
+        priority: v?.priority ?? null,
+        reason: v
+          ? v.priority === null
+            ? v.reason
+            : `priority ${v.priority} in locality ${formatLocality(v.locality)} (weight ${v.weight}): ${v.reason}`
+          : `${e.health}: left out (only healthy endpoints receive new traffic)`,
+      };
+    }),
+    localities: outcome.cla.groups.map((g) => ({
+      locality: view_(g.locality),
+      priority: g.priority,
+      weight: g.weight,
+      healthyEndpoints: g.endpoints.length,
+      share: shareOf(g.priority, g.weight),
+    })),
+  };
+  return { view, stats };
+}

@@ -1,0 +1,327 @@
+/**
+ * A client's CLA under a locality policy, with the reason for every
+ * endpoint's place. Each endpoint gets a rank tuple
+ *   (failoverPriority rank, tree tier, explicit-failover rank)
+ * compared in that order and densely ranked, so priorities run 0..k with no
+ * gap (gRPC NACKs gaps); weights come from the endpoints, the affinity tags
+ * or the distribute rule, and are never 0 (gRPC skips weightless localities).
+ *
+ * The result depends on the client only through the tree node it matches and
+ * the client attributes the policy reads, which is what `policyKeyFor` puts in
+ * the cache key: distinct CLAs stay bounded by tree nodes × values read.
+ */
+import type { Cla, ClaGroup } from './cla.js';
+import { formatLocality, localityKey, scopeValue, type Locality, type Placement, type Scope } from './locality.js';
+import type { LocalityTree, TreeNode } from './locality-tree.js';
+import { acceptsValue, localityMatches, type LocalityPolicy, type PriorityLabel } from './policy.js';
+import { planFor, planKeyFor, tierLeaves } from './priorities.js';
+import type { Endpoint, LoadBalancing } from './service.js';
+
+/** One endpoint's place in a client's CLA, or why it has none. */
+export interface EndpointVerdict {
+  readonly endpoint: Endpoint;
+  readonly priority: number | null;
+  /** The locality group it is sent in (an affinity group has its own subzone). */
+  readonly locality: Locality;
+  /** The group's load_balancing_weight; 0 when left out. */
+  readonly weight: number;
+  readonly reason: string;
+}
+
+export interface PolicyOutcome {
+  readonly key: string;
+  readonly cla: Cla;
+  /** Routable endpoints only, depth-first; the tree holds no others. */
+  readonly verdicts: readonly EndpointVerdict[];
+  /** The deepest tree node the client matched. */
+  readonly matched: TreeNode;
+}
+
+/** The cache key: the tree part (as for a policy-free service) plus the client attributes the policy reads. */
+export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): string {
+  const p = lb.policy ?? {};
+  const parts: string[] = [p.trafficDistribution ? `t${tree.matchPlacement(client).id}` : planKeyFor(tree, lb, client)];
+  if (p.failover) {
+    const v = scopeValue(tree.scopes[0]!, client);
+    parts.push(`o${tree.root.children.get(v)?.id ?? '-'}:${applicableRules(p, v).join(',')}`);
+  }
+  if (p.failoverPriority) parts.push(`p${JSON.stringify(clientPriorityValues(p.failoverPriority, client))}`);
+  if (p.affinity) {
+    const m = tree.matchPlacement(client);
+    parts.push(`a${m.depth === tree.levels ? m.id : '-'}:${JSON.stringify(p.affinity.map((a) => scopeValue(a.scope, client)))}`);
+  }
+  if (p.distribute) parts.push(`d${distributeRuleFor(p, client)}`);
+  return parts.join('|');
+}
+
+interface Working {
+  readonly endpoint: Endpoint;
+  readonly leaf: TreeNode;
+  rank: number[];
+  reasons: string[];
+  dropped: boolean;
+  priority: number;
+  locality: Locality;
+  /** Set by affinity: the group's fixed weight. */
+  groupWeight?: number;
+}
+
+export function resolvePolicy(name: string, tree: LocalityTree, lb: LoadBalancing, client: Placement): PolicyOutcome {
+  const p: LocalityPolicy = lb.policy ?? {};
+  const matched = tree.matchPlacement(client);
+  const key = policyKeyFor(tree, lb, client);
+  const work: Working[] = [];
+  for (const leaf of tree.root.leaves(tree.levels)) {
+    for (const endpoint of leaf.orderedEndpoints()) {
+      work.push({ endpoint, leaf, rank: [0, 0, 0], reasons: [], dropped: false, priority: 0, locality: endpoint.locality });
+    }
+  }
+  if (p.trafficDistribution) rankByTrafficDistribution(tree, p, matched, work);
+  else rankByTree(tree, lb, client, work);
+  if (p.failover) rankByFailoverOrder(tree, p, client, matched, work);
+  if (p.failoverPriority) rankByLabels(p.failoverPriority, client, work);
+  if (p.affinity) applyAffinity(tree, p, client, matched, work);
+  const groups = groupsOf(work, p, client);
+  const verdicts = work.map((w) => ({
+    endpoint: w.endpoint,
+    priority: w.dropped ? null : w.priority,
+    locality: w.locality,
+    weight: w.dropped ? 0 : (groups.weightOf.get(w) ?? 0),
+    reason: w.reasons.join('; '),
+  }));
+  return {
+    key,
+    matched,
+    verdicts,
+    cla: { clusterName: name, groups: groups.list, overprovisioningFactor: lb.overprovisioningFactor },
+  };
+}
+
+function scopeNames(scopes: readonly Scope[]): string {
+  return scopes.length ? scopes.join(', ') : 'no level';
+}
+
+function commonPrefix(a: readonly string[], b: readonly string[]): number {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
+/** The tree's own tiers (the mode, routingPreference, network-first). */
+function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, work: Working[]): void {
+  const plan = planFor(tree, lb, client);
+  const tierOf = new Map<TreeNode, number>();
+  plan.tiers.forEach((tier, i) => {
+    for (const leaf of tierLeaves(tree, tier)) tierOf.set(leaf, i);
+  });
+  const clientPath = tree.scopes.map((s) => scopeValue(s, client));
+  for (const w of work) {
+    const leafPath = w.leaf.path();
+    const m = commonPrefix(leafPath, clientPath);
+    const same = tree.scopes.filter((s, i) => leafPath[i] === clientPath[i]);
+    const tier = tierOf.get(w.leaf);
+    if (tier === undefined) {
+      w.dropped = true;
+      w.reasons.push(`${lb.mode}: left out, differs from the client at ${tree.scopes[m] ?? 'a level'}`);
+      continue;
+    }
+    w.rank[1] = tier;
+    const how = lb.mode === 'random' ? 'random: every endpoint ranks the same' : `tree tier ${tier}`;
+    w.reasons.push(`${how} (same ${scopeNames(same)} as the client; leading match ${m} of ${tree.levels})`);
+  }
+}
+
+/**
+ * Kubernetes trafficDistribution with kube-proxy's applicability rule: a
+ * level counts only while every endpoint has a value there (kube-proxy: every
+ * endpoint hinted). Tiers fall back node → zone → region, where kube-proxy
+ * would go cluster-wide as soon as this node or zone has no endpoint.
+ */
+function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, matched: TreeNode, work: Working[]): void {
+  let levels = 0;
+  while (levels < tree.levels && !hasEmptyValueAt(tree.root, levels + 1)) levels++;
+  const used = tree.scopes.slice(0, levels);
+  const path = matched.path();
+  for (const w of work) {
+    const m = Math.min(commonPrefix(w.leaf.path(), path), levels);
+    w.rank[1] = levels - m;
+    const note = levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
+    w.reasons.push(
+      m === 0
+        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${note}`
+        : `${p.trafficDistribution}: same ${scopeNames(tree.scopes.slice(0, m))} as the client${note}`,
+    );
+  }
+}
+
+function hasEmptyValueAt(node: TreeNode, depth: number): boolean {
+  for (const c of node.orderedChildren()) {
+    if (c.depth === depth ? c.value === '' : hasEmptyValueAt(c, depth)) return true;
+  }
+  return false;
+}
+
+function applicableRules(p: LocalityPolicy, clientValue: string): number[] {
+  const out: number[] = [];
+  p.failover?.rules.forEach((r, i) => {
+    if (!r.from || r.from.includes(clientValue)) out.push(i);
+  });
+  return out;
+}
+
+/** Explicit order for endpoints outside the client's value at the first level. */
+function rankByFailoverOrder(tree: LocalityTree, p: LocalityPolicy, client: Placement, matched: TreeNode, work: Working[]): void {
+  const order = p.failover!;
+  const scope = tree.scopes[0]!;
+  const clientValue = scopeValue(scope, client);
+  const own = matched.depth >= 1 ? matched.path()[0] : undefined;
+  const rules = applicableRules(p, clientValue);
+  for (const w of work) {
+    const value = w.leaf.path()[0] ?? '';
+    if (own !== undefined && value === own) continue;
+    const i = rules.find((r) => acceptsValue(order.rules[r]!.to, value));
+    if (i !== undefined) {
+      w.rank[2] = rules.indexOf(i);
+      w.reasons.push(`failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`);
+    } else if (order.unmatched === 'drop') {
+      w.dropped = true;
+      w.reasons.push(`left out: no failover rule that applies to ${scope} "${clientValue}" accepts ${scope} "${value}"`);
+    } else {
+      w.rank[2] = rules.length;
+      w.reasons.push(`no failover rule accepts ${scope} "${value}": after the failover targets`);
+    }
+  }
+}
+
+function clientPriorityValues(labels: readonly PriorityLabel[], client: Placement): (string | null)[] {
+  return labels.map((l) => (l.value !== undefined ? null : scopeValue(l.scope, client)));
+}
+
+/**
+ * Istio failoverPriority: p = n − (index of the first mismatch); a leading
+ * `network` (without a value) mismatch adds n and the scan goes on, so other
+ * networks rank by the remaining labels, below the client's own network.
+ */
+function rankByLabels(labels: readonly PriorityLabel[], client: Placement, work: Working[]): void {
+  const n = labels.length;
+  const wanted = labels.map((l) => l.value ?? scopeValue(l.scope, client));
+  const networkFirst = labels[0]?.scope === 'network' && labels[0].value === undefined;
+  for (const w of work) {
+    let offset = 0;
+    let j = 0;
+    const matchedNames: string[] = [];
+    for (; j < n; j++) {
+      const l = labels[j]!;
+      if (scopeValue(l.scope, w.endpoint) === wanted[j]) {
+        matchedNames.push(l.value !== undefined ? `${l.scope}=${l.value}` : l.scope);
+        continue;
+      }
+      if (j === 0 && networkFirst) {
+        offset = n;
+        continue;
+      }
+      break;
+    }
+    const matches = offset ? j - 1 : j;
+    w.rank[0] = offset ? n + (n - 1 - matches) : n - j;
+    const miss = labels[j];
+    w.reasons.push(
+      `failoverPriority rank ${w.rank[0]}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
+        (offset ? ' on another network' : '') +
+        (miss ? `; differs at ${miss.value !== undefined ? `${miss.scope}=${miss.value}` : miss.scope}` : ''),
+    );
+  }
+}
+
+/** Kuma localZone.affinityTags: weights inside the client's own leaf, first matching tag wins. */
+function applyAffinity(tree: LocalityTree, p: LocalityPolicy, client: Placement, matched: TreeNode, work: Working[]): void {
+  if (matched.depth !== tree.levels) return;
+  const tags = p.affinity!;
+  const wanted = tags.map((t) => scopeValue(t.scope, client));
+  for (const w of work) {
+    if (w.leaf !== matched || w.dropped) continue;
+    // Kuma needs the tag on both sides: a client without the value (missing or "") matches nothing.
+    const i = tags.findIndex((t, k) => wanted[k] !== '' && scopeValue(t.scope, w.endpoint) === wanted[k]);
+    if (i < 0) {
+      w.groupWeight = 1;
+      w.reasons.push('local, no affinity tag matches: weight 1');
+      continue;
+    }
+    const tag = tags[i]!;
+    const label = `${tag.scope.startsWith('label:') ? tag.scope.slice('label:'.length) : tag.scope}=${wanted[i]}`;
+    w.locality = { ...w.endpoint.locality, subzone: label };
+    w.groupWeight = tag.weight;
+    w.reasons.push(`affinity tag ${i} ${label}: weight ${tag.weight}`);
+  }
+}
+
+function distributeRuleFor(p: LocalityPolicy, client: Placement): number {
+  const path = [client.locality.region, client.locality.zone, client.locality.subzone];
+  return p.distribute?.findIndex((d) => localityMatches(path, d.from)) ?? -1;
+}
+
+interface Groups {
+  readonly list: ClaGroup[];
+  readonly weightOf: Map<Working, number>;
+}
+
+function groupsOf(work: Working[], p: LocalityPolicy, client: Placement): Groups {
+  // Dense rank of the rank tuples: no gaps.
+  const live = work.filter((w) => !w.dropped);
+  const tuples = [...new Set(live.map((w) => w.rank.join(',')))]
+    .map((t) => t.split(',').map(Number))
+    .sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]! || a[2]! - b[2]!);
+  const dense = new Map(tuples.map((t, i) => [t.join(','), i]));
+  const byKey = new Map<string, { locality: Locality; priority: number; members: Working[]; weight: number }>();
+  for (const w of live) {
+    const priority = dense.get(w.rank.join(','))!;
+    const k = `${priority}\u0001${localityKey(w.locality)}`;
+    let g = byKey.get(k);
+    if (!g) byKey.set(k, (g = { locality: w.locality, priority, members: [], weight: 0 }));
+    g.members.push(w);
+    g.weight = w.groupWeight ?? g.weight + w.endpoint.weight;
+  }
+  let groups = [...byKey.values()];
+  const rule = p.distribute ? p.distribute[distributeRuleFor(p, client)] : undefined;
+  if (rule) groups = distribute(groups, rule, p.distribute!.indexOf(rule));
+  // Dropping may empty a priority: rank again so none is skipped.
+  const left = [...new Set(groups.map((g) => g.priority))].sort((a, b) => a - b);
+  for (const g of groups) {
+    g.priority = left.indexOf(g.priority);
+    for (const m of g.members) m.priority = g.priority;
+  }
+  groups.sort((a, b) => a.priority - b.priority);
+  const weightOf = new Map<Working, number>();
+  const list: ClaGroup[] = groups.map((g) => {
+    for (const m of g.members) weightOf.set(m, g.weight);
+    return { locality: g.locality, priority: g.priority, weight: g.weight, endpoints: g.members.map((m) => m.endpoint) };
+  });
+  return { list, weightOf };
+}
+
+type Group = { locality: Locality; priority: number; members: Working[]; weight: number };
+
+/** Istio distribute: each `to` pattern claims the unclaimed localities it matches and shares its weight among them. */
+function distribute(groups: Group[], rule: NonNullable<LocalityPolicy['distribute']>[number], index: number): Group[] {
+  const claimed = new Map<Group, number>();
+  for (const [t, target] of rule.to.entries()) {
+    const mine = groups.filter(
+      (g) => !claimed.has(g) && localityMatches([g.locality.region, g.locality.zone, g.locality.subzone], target.pattern),
+    );
+    const total = mine.reduce((s, g) => s + g.weight, 0);
+    for (const g of mine) {
+      claimed.set(g, t);
+      const share = Math.max(1, Math.ceil((g.weight * target.weight) / total));
+      for (const m of g.members) m.reasons.push(`distribute rule ${index}: "${target.pattern}" claims ${formatLocality(g.locality)}, weight ${share} of ${target.weight}`);
+      g.weight = share;
+    }
+  }
+  for (const g of groups) {
+    if (claimed.has(g)) continue;
+    for (const m of g.members) {
+      m.dropped = true;
+      m.reasons.push(`left out: distribute rule ${index} (from "${rule.from}") claims no pattern for ${formatLocality(g.locality)}`);
+    }
+  }
+  return groups.filter((g) => claimed.has(g));
+}

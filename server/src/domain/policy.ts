@@ -1,0 +1,151 @@
+/**
+ * The locality policy: what Canopy adds to a service's tree when its users
+ * come from Istio, Kuma or Kubernetes. Each field is optional; a service
+ * without one is served from the tree alone. Pure: no I/O.
+ *
+ * Config form, under `loadBalancing.policy`:
+ *   failover:            { rules: [{ from?: [v…], to: { type: any|only|anyExcept|none, values?: [v…] } }], unmatched: last|drop }
+ *   failoverPriority:    ["network", "label:team", "label:tier=gold", …]
+ *   distribute:          [{ from: "r1/z1/*", to: { "r1/z1/*": 80, "r2": 20 } }]
+ *   affinity:            [{ scope: "label:k8s.io/node", weight: 900 }, …]
+ *   trafficDistribution: PreferSameNode | PreferSameZone
+ */
+import { isScope, type Scope } from './locality.js';
+
+export type FailoverTargetType = 'any' | 'only' | 'anyExcept' | 'none';
+export const FAILOVER_TARGET_TYPES: readonly FailoverTargetType[] = ['any', 'only', 'anyExcept', 'none'];
+
+export interface FailoverRule {
+  /** The client's values (at routingPreference[0]) the rule applies to; absent = every client. */
+  readonly from?: readonly string[];
+  readonly to: { readonly type: FailoverTargetType; readonly values: readonly string[] };
+}
+
+/**
+ * Explicit order when leaving the client's value at the first tree level
+ * (Istio: region; Kuma: zone): an endpoint elsewhere ranks by the first
+ * applicable rule that accepts its value; endpoints no rule accepts go last
+ * (Istio) or are dropped (Kuma).
+ */
+export interface FailoverOrder {
+  readonly rules: readonly FailoverRule[];
+  readonly unmatched: 'last' | 'drop';
+}
+
+/** One failoverPriority entry: compare with the client's value, or with a constant when `value` is set. */
+export interface PriorityLabel {
+  readonly scope: Scope;
+  readonly value?: string;
+}
+
+export interface DistributeRule {
+  /** A locality pattern "r/z/s"; a `*` segment matches the rest. */
+  readonly from: string;
+  /** Patterns with the weight shared by the localities each claims, in order. */
+  readonly to: readonly { readonly pattern: string; readonly weight: number }[];
+}
+
+export interface AffinityTag {
+  readonly scope: Scope;
+  readonly weight: number;
+}
+
+export type TrafficDistribution = 'PreferSameNode' | 'PreferSameZone';
+export const TRAFFIC_DISTRIBUTIONS: readonly TrafficDistribution[] = ['PreferSameNode', 'PreferSameZone'];
+
+export interface LocalityPolicy {
+  readonly failover?: FailoverOrder;
+  readonly failoverPriority?: readonly PriorityLabel[];
+  readonly distribute?: readonly DistributeRule[];
+  readonly affinity?: readonly AffinityTag[];
+  readonly trafficDistribution?: TrafficDistribution;
+}
+
+export function hasPolicy(p: LocalityPolicy | undefined): p is LocalityPolicy {
+  return p !== undefined && Object.keys(p).length > 0;
+}
+
+/** Kuma's default affinity weights: 9·10^(n−i−1), so 900/90/9 for three tags. */
+export function defaultAffinityWeight(index: number, count: number): number {
+  return 9 * 10 ** (count - index - 1);
+}
+
+/** Does a locality "r/z/s" match an Istio-style pattern ("*", "r1/*", "r1/z1", "r1/z1/s1")? */
+export function localityMatches(locality: readonly string[], pattern: string): boolean {
+  const segs = pattern.split('/');
+  for (let i = 0; i < segs.length; i++) {
+    if (segs[i] === '*') return true;
+    if ((locality[i] ?? '') !== segs[i]) return false;
+  }
+  return true;
+}
+
+export function acceptsValue(to: FailoverRule['to'], value: string): boolean {
+  switch (to.type) {
+    case 'any':
+      return true;
+    case 'only':
+      return to.values.includes(value);
+    case 'anyExcept':
+      return !to.values.includes(value);
+    case 'none':
+      return false;
+  }
+}
+
+/**
+ * The policy features the kernel tree cannot carry (it holds scopes, a mode
+ * and the tree). trafficDistribution is the tree itself and reaches the
+ * kernel; the overprovisioning factor does not matter there (no spillover by
+ * health). An agent applies the plain tree for the rest, or NACKs naming them.
+ */
+export function kernelUnsupported(p: LocalityPolicy | undefined): string[] {
+  if (!p) return [];
+  const out: string[] = [];
+  if (p.failover) out.push('failover');
+  if (p.failoverPriority) out.push('failoverPriority');
+  if (p.distribute) out.push('distribute');
+  if (p.affinity) out.push('affinity');
+  return out;
+}
+
+export function policyToJson(p: LocalityPolicy): Record<string, unknown> {
+  return {
+    ...(p.failover
+      ? {
+          failover: {
+            rules: p.failover.rules.map((r) => ({
+              ...(r.from ? { from: [...r.from] } : {}),
+              to: { type: r.to.type, ...(r.to.values.length ? { values: [...r.to.values] } : {}) },
+            })),
+            unmatched: p.failover.unmatched,
+          },
+        }
+      : {}),
+    ...(p.failoverPriority
+      ? { failoverPriority: p.failoverPriority.map((l) => (l.value !== undefined ? `${l.scope}=${l.value}` : l.scope)) }
+      : {}),
+    ...(p.distribute
+      ? {
+          distribute: p.distribute.map((d) => ({
+            from: d.from,
+            to: Object.fromEntries(d.to.map((t) => [t.pattern, t.weight])),
+          })),
+        }
+      : {}),
+    ...(p.affinity ? { affinity: p.affinity.map((a) => ({ scope: a.scope, weight: a.weight })) } : {}),
+    ...(p.trafficDistribution ? { trafficDistribution: p.trafficDistribution } : {}),
+  };
+}
+
+export function samePolicy(a: LocalityPolicy | undefined, b: LocalityPolicy | undefined): boolean {
+  return JSON.stringify(a ? policyToJson(a) : {}) === JSON.stringify(b ? policyToJson(b) : {});
+}
+
+/** "scope" or "scope=value" → a PriorityLabel; undefined when the scope is not one. */
+export function parsePriorityLabel(text: string): PriorityLabel | undefined {
+  const eq = text.indexOf('=');
+  const scope = eq < 0 ? text : text.slice(0, eq);
+  if (!isScope(scope)) return undefined;
+  return eq < 0 ? { scope } : { scope, value: text.slice(eq + 1) };
+}

@@ -1,0 +1,273 @@
+/**
+ * Istio → Canopy: a DestinationRule's `trafficPolicy.loadBalancer.localityLbSetting`
+ * and `outlierDetection`, with the endpoints of the ServiceEntry for the same
+ * host (its `endpoints`: address, locality "r/z/s", network, labels, weight).
+ *
+ * Istio's rules kept: `enabled: false` means no locality setting; failover and
+ * failoverPriority only act when outlier detection is configured (without it
+ * every endpoint is priority 0, and the import says so); distribute always
+ * applies and cannot be combined with failover; failoverPriority alone does
+ * not rank by region/zone (only the labels it lists).
+ */
+import { parseLocality } from '../domain/locality.js';
+import {
+  describe,
+  Findings,
+  isObject,
+  join,
+  labelsOf,
+  list,
+  nameOf,
+  obj,
+  str,
+  strings,
+  type Obj,
+  type PolicyDocument,
+} from './documents.js';
+
+/** Istio's topology labels, as Canopy's built-in scopes. */
+export const ISTIO_SCOPES: Readonly<Record<string, string>> = {
+  'topology.istio.io/network': 'network',
+  'topology.kubernetes.io/region': 'region',
+  'topology.kubernetes.io/zone': 'zone',
+  'topology.istio.io/subzone': 'subzone',
+  'topology.istio.io/cluster': 'cluster',
+  'kubernetes.io/hostname': 'node',
+};
+
+const LOCALITY_LABELS = ['topology.kubernetes.io/region', 'topology.kubernetes.io/zone', 'topology.istio.io/subzone'];
+
+export function isIstio(doc: Obj): boolean {
+  return typeof doc['apiVersion'] === 'string' && doc['apiVersion'].startsWith('networking.istio.io/');
+}
+
+interface Endpoints {
+  readonly vip?: string;
+  readonly port?: number;
+  readonly endpoints: Obj[];
+}
+
+export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[] {
+  const rules = new Map<string, { at: string; spec: Obj }>();
+  const entries = new Map<string, Endpoints>();
+  for (const d of docs) {
+    const doc = d.value as Obj;
+    const kind = doc['kind'];
+    const spec = obj(f, doc['spec'], join(d.at, 'spec'));
+    if (!spec) continue;
+    if (kind === 'DestinationRule') {
+      const host = str(f, spec['host'], join(d.at, 'spec.host'));
+      if (host === undefined) continue;
+      if (rules.has(host)) f.error(join(d.at, 'spec.host'), `a second DestinationRule for host "${host}"`);
+      else rules.set(host, { at: d.at, spec });
+    } else if (kind === 'ServiceEntry') {
+      const se = readServiceEntry(f, spec, join(d.at, 'spec'));
+      for (const h of se.hosts) entries.set(h, se.endpoints);
+    } else {
+      f.error(join(d.at, 'kind'), `must be DestinationRule or ServiceEntry, got ${describe(kind)} (${nameOf(doc) ?? 'unnamed'})`);
+    }
+  }
+  const out: Obj[] = [];
+  for (const [host, se] of entries) {
+    const rule = rules.get(host);
+    const loadBalancing = rule ? readDestinationRule(f, rule.spec, join(rule.at, 'spec')) : defaultSetting(f, host);
+    out.push({
+      name: host,
+      ...(se.vip !== undefined ? { vip: se.vip } : {}),
+      ...(se.port !== undefined ? { port: se.port } : {}),
+      loadBalancing,
+      endpoints: se.endpoints,
+    });
+  }
+  for (const [host, rule] of rules) {
+    if (!entries.has(host)) {
+      // A rule without endpoints still becomes a service: endpoints can be added through the admin API.
+      f.note(join(rule.at, 'spec.host'), `no ServiceEntry for "${host}": the service is imported without endpoints`);
+      out.push({ name: host, loadBalancing: readDestinationRule(f, rule.spec, join(rule.at, 'spec')), endpoints: [] });
+    }
+  }
+  return out;
+}
+
+/** No DestinationRule: Istio's mesh default (locality LB on) without outlier detection, so no priorities. */
+function defaultSetting(f: Findings, host: string): Obj {
+  f.note(host, 'no DestinationRule: without outlierDetection Istio gives every endpoint priority 0 (mode random)');
+  return { mode: 'random', routingPreference: ['region', 'zone', 'subzone'] };
+}
+
+function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string[]; endpoints: Endpoints } {
+  f.keys(spec, path, ['hosts', 'addresses', 'ports', 'endpoints'], {
+    location: 'Canopy serves the listed endpoints wherever they are',
+    resolution: 'Canopy serves the listed endpoint addresses (STATIC)',
+    workloadSelector: 'selected workloads are not known to Canopy; list them as endpoints',
+    exportTo: 'Canopy has no namespaces',
+    subjectAltNames: 'TLS is not part of locality load balancing',
+  });
+  const hosts = strings(f, spec['hosts'], join(path, 'hosts')) ?? [];
+  const addresses = spec['addresses'] === undefined ? [] : (strings(f, spec['addresses'], join(path, 'addresses')) ?? []);
+  const ports = spec['ports'] === undefined ? [] : (list(f, spec['ports'], join(path, 'ports')) ?? []);
+  const first = ports[0];
+  const port = isObject(first) && typeof first['number'] === 'number' ? first['number'] : undefined;
+  const portName = isObject(first) && typeof first['name'] === 'string' ? first['name'] : undefined;
+  if (ports.length > 1) f.note(join(path, 'ports'), `only the first port (${port}) is imported`);
+  const raw = spec['endpoints'] === undefined ? [] : (list(f, spec['endpoints'], join(path, 'endpoints')) ?? []);
+  const endpoints: Obj[] = [];
+  raw.forEach((e, i) => {
+    const p = join(join(path, 'endpoints'), i);
+    const o = obj(f, e, p);
+    if (!o) return;
+    f.keys(o, p, ['address', 'ports', 'labels', 'network', 'locality', 'weight'], {
+      serviceAccount: 'identity is not part of locality load balancing',
+    });
+    const address = str(f, o['address'], join(p, 'address'));
+    const labels = labelsOf(f, o['labels'], join(p, 'labels'));
+    const epPorts = isObject(o['ports']) ? o['ports'] : {};
+    const epPort = (portName !== undefined ? epPorts[portName] : undefined) ?? port;
+    if (typeof epPort !== 'number') {
+      f.error(join(p, 'ports'), 'no port: give spec.ports[0].number or this endpoint\'s ports');
+      return;
+    }
+    const locality = o['locality'] === undefined ? undefined : str(f, o['locality'], join(p, 'locality'));
+    const network = o['network'] === undefined ? labels['topology.istio.io/network'] : str(f, o['network'], join(p, 'network'));
+    if (address === undefined) return;
+    const l = parseLocality(locality);
+    endpoints.push({
+      address,
+      port: epPort,
+      locality: { region: l.region, zone: l.zone, subzone: l.subzone },
+      ...(network ? { network } : {}),
+      ...(labels['topology.istio.io/cluster'] ? { cluster: labels['topology.istio.io/cluster'] } : {}),
+      ...(labels['kubernetes.io/hostname'] ? { node: labels['kubernetes.io/hostname'] } : {}),
+      labels,
+      ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}),
+    });
+  });
+  const vip = addresses.find((a) => !a.includes('/'));
+  return { hosts, endpoints: { ...(vip !== undefined ? { vip } : {}), ...(port !== undefined ? { port } : {}), endpoints } };
+}
+
+function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
+  f.keys(spec, path, ['host', 'trafficPolicy'], {
+    subsets: 'subsets are not imported; the host is one service',
+    exportTo: 'Canopy has no namespaces',
+    workloadSelector: 'Canopy applies the rule to every client',
+  });
+  const tpPath = join(path, 'trafficPolicy');
+  const tp = spec['trafficPolicy'] === undefined ? {} : (obj(f, spec['trafficPolicy'], tpPath) ?? {});
+  f.keys(tp, tpPath, ['loadBalancer', 'outlierDetection'], {
+    connectionPool: 'connection limits are not part of locality load balancing',
+    tls: 'TLS is not part of locality load balancing',
+    portLevelSettings: 'per-port policies are not imported',
+    tunnel: 'tunnelling is not supported',
+    proxyProtocol: 'PROXY protocol is not supported',
+    retryBudget: 'retries are not part of locality load balancing',
+  });
+  const outlier = tp['outlierDetection'] !== undefined;
+  if (outlier) f.note(join(tpPath, 'outlierDetection'), 'read for its presence only (it turns Istio failover on); ejection itself is the client\'s');
+  const lbPath = join(tpPath, 'loadBalancer');
+  const lbo = tp['loadBalancer'] === undefined ? {} : (obj(f, tp['loadBalancer'], lbPath) ?? {});
+  f.keys(lbo, lbPath, ['localityLbSetting'], {
+    simple: 'the endpoint picking algorithm is the client\'s (gRPC: round_robin inside a locality)',
+    consistentHash: 'hash-based load balancing is not supported',
+    warmupDurationSecs: 'slow start is not supported',
+    warmup: 'slow start is not supported',
+  });
+  const settingPath = join(lbPath, 'localityLbSetting');
+  const tree = ['region', 'zone', 'subzone'];
+  const random = { mode: 'random', routingPreference: tree };
+  if (lbo['localityLbSetting'] === undefined) {
+    if (outlier) return { mode: 'failover', routingPreference: tree };
+    f.note(lbPath, 'failover has no effect without outlierDetection in Istio: every endpoint is priority 0 (mode random)');
+    return random;
+  }
+  const s = obj(f, lbo['localityLbSetting'], settingPath);
+  if (!s) return random;
+  f.keys(s, settingPath, ['enabled', 'distribute', 'failover', 'failoverPriority']);
+  if (s['enabled'] === false) return random;
+  if (s['enabled'] !== undefined && s['enabled'] !== true) f.error(join(settingPath, 'enabled'), `must be true or false, got ${describe(s['enabled'])}`);
+  const distribute = s['distribute'] === undefined ? undefined : readDistribute(f, s['distribute'], join(settingPath, 'distribute'));
+  let failover = s['failover'] === undefined ? undefined : readFailover(f, s['failover'], join(settingPath, 'failover'));
+  let priority = s['failoverPriority'] === undefined ? undefined : readPriority(f, s['failoverPriority'], join(settingPath, 'failoverPriority'), failover !== undefined);
+  if (distribute && failover) f.error(join(settingPath, 'failover'), 'cannot be set with distribute (Istio rejects the rule)');
+  if ((failover || priority) && !outlier) {
+    f.note(
+      settingPath,
+      'failover and failoverPriority have no effect without outlierDetection in Istio: imported as priority 0 for every endpoint; add outlierDetection to turn them on',
+    );
+    failover = undefined;
+    priority = undefined;
+  }
+  const policy: Obj = {
+    ...(failover ? { failover } : {}),
+    ...(priority ? { failoverPriority: priority } : {}),
+    ...(distribute ? { distribute } : {}),
+  };
+  // Ranking by region/zone/subzone: Istio's default with outlier detection, or with failover; not for
+  // failoverPriority alone (only the listed labels count) nor for distribute (weights, no priorities).
+  const ranked = outlier && !distribute && (failover !== undefined || priority === undefined);
+  return { mode: ranked ? 'failover' : 'random', routingPreference: tree, ...(Object.keys(policy).length ? { policy } : {}) };
+}
+
+function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefined {
+  const rules = list(f, v, path);
+  if (!rules) return undefined;
+  const out: Obj[] = [];
+  rules.forEach((r, i) => {
+    const p = join(path, i);
+    const o = obj(f, r, p);
+    if (!o) return;
+    f.keys(o, p, ['from', 'to']);
+    const from = str(f, o['from'], join(p, 'from'));
+    const to = obj(f, o['to'], join(p, 'to'));
+    if (from === undefined || !to) return;
+    let sum = 0;
+    for (const [k, w] of Object.entries(to)) {
+      if (typeof w !== 'number' || !Number.isInteger(w) || w < 1 || w > 100) f.error(join(join(p, 'to'), k), `must be an integer weight from 1 to 100, got ${describe(w)}`);
+      else sum += w;
+    }
+    if (sum !== 100 && Object.values(to).every((w) => typeof w === 'number')) f.error(join(p, 'to'), `weights must sum to 100, got ${sum}`);
+    out.push({ from, to });
+  });
+  return out;
+}
+
+function readFailover(f: Findings, v: unknown, path: string): Obj | undefined {
+  const rules = list(f, v, path);
+  if (!rules) return undefined;
+  const seen = new Set<string>();
+  const out: Obj[] = [];
+  rules.forEach((r, i) => {
+    const p = join(path, i);
+    const o = obj(f, r, p);
+    if (!o) return;
+    f.keys(o, p, ['from', 'to']);
+    const from = str(f, o['from'], join(p, 'from'));
+    const to = str(f, o['to'], join(p, 'to'));
+    if (from === undefined || to === undefined) return;
+    for (const [k, x] of [['from', from], ['to', to]] as const) {
+      if (x.includes('/') || x.includes('*')) f.error(join(p, k), `must be a region (no "/" or "*"), got ${describe(x)}`);
+    }
+    if (from === to) f.error(join(p, 'to'), `must differ from "from" (${from})`);
+    if (seen.has(from)) {
+      f.note(p, `unreachable: an earlier rule is already from "${from}" and Istio uses the first`);
+      return;
+    }
+    seen.add(from);
+    out.push({ from: [from], to: { type: 'only', values: [to] } });
+  });
+  return { rules: out, unmatched: 'last' };
+}
+
+function readPriority(f: Findings, v: unknown, path: string, withFailover: boolean): string[] | undefined {
+  const keys = strings(f, v, path);
+  if (!keys) return undefined;
+  return keys.map((k, i) => {
+    const eq = k.indexOf('=');
+    const key = eq < 0 ? k : k.slice(0, eq);
+    if (withFailover && LOCALITY_LABELS.includes(key)) {
+      f.error(join(path, i), `cannot name ${key} together with failover (Istio rejects the rule)`);
+    }
+    const scope = ISTIO_SCOPES[key] ?? `label:${key}`;
+    return eq < 0 ? scope : `${scope}=${k.slice(eq + 1)}`;
+  });
+}

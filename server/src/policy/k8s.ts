@@ -1,0 +1,159 @@
+/**
+ * Kubernetes → Canopy: a Service's `trafficDistribution` (and
+ * `internalTrafficPolicy: Local`) with its EndpointSlices (label
+ * `kubernetes.io/service-name`): each address with its `zone`, `nodeName`
+ * and readiness. PreferSameZone (and the deprecated PreferClose) becomes
+ * tiers [zone], PreferSameNode [zone, node]; the Service's clusterIP is the
+ * VIP. kube-proxy's rule that a mode applies only when every ready endpoint
+ * is hinted is evaluated on the live endpoints (domain/policy-cla.ts).
+ */
+import { describe, Findings, isObject, join, list, nameOf, obj, str, strings, type Obj, type PolicyDocument } from './documents.js';
+
+const SERVICE_IGNORED: Readonly<Record<string, string>> = {
+  selector: 'Canopy takes endpoints from the EndpointSlices',
+  type: 'only the cluster-internal VIP is imported',
+  clusterIPs: 'only the first cluster IP is imported',
+  ipFamilies: 'address families follow the endpoints',
+  ipFamilyPolicy: 'address families follow the endpoints',
+  sessionAffinity: 'session affinity is not supported',
+  sessionAffinityConfig: 'session affinity is not supported',
+  externalTrafficPolicy: 'external traffic is not served by Canopy',
+  externalIPs: 'external traffic is not served by Canopy',
+  externalName: 'ExternalName services have no endpoints',
+  loadBalancerIP: 'external traffic is not served by Canopy',
+  loadBalancerSourceRanges: 'external traffic is not served by Canopy',
+  loadBalancerClass: 'external traffic is not served by Canopy',
+  allocateLoadBalancerNodePorts: 'external traffic is not served by Canopy',
+  healthCheckNodePort: 'external traffic is not served by Canopy',
+  publishNotReadyAddresses: 'only ready endpoints receive traffic',
+};
+
+export function isKubernetes(doc: Obj): boolean {
+  return (doc['apiVersion'] === 'v1' && doc['kind'] === 'Service') || doc['kind'] === 'EndpointSlice';
+}
+
+interface Slice {
+  readonly at: string;
+  readonly port?: number;
+  readonly endpoints: Obj[];
+}
+
+export function importKubernetes(docs: readonly PolicyDocument[], f: Findings): Obj[] {
+  const services: { at: string; name: string; spec: Obj }[] = [];
+  const slices = new Map<string, Slice[]>();
+  for (const d of docs) {
+    const doc = d.value as Obj;
+    if (doc['kind'] === 'Service') {
+      const name = nameOf(doc);
+      if (name === undefined) {
+        f.error(join(d.at, 'metadata.name'), 'is required');
+        continue;
+      }
+      const spec = obj(f, doc['spec'] ?? {}, join(d.at, 'spec'));
+      if (spec) services.push({ at: d.at, name, spec });
+    } else if (doc['kind'] === 'EndpointSlice') {
+      const md = isObject(doc['metadata']) ? doc['metadata'] : {};
+      const owner = isObject(md['labels']) ? md['labels']['kubernetes.io/service-name'] : undefined;
+      if (typeof owner !== 'string') {
+        f.error(join(d.at, 'metadata.labels'), 'needs kubernetes.io/service-name (the Service the slice belongs to)');
+        continue;
+      }
+      const s = readSlice(f, doc, d.at);
+      slices.set(owner, [...(slices.get(owner) ?? []), s]);
+    } else {
+      f.error(join(d.at, 'kind'), `must be Service or EndpointSlice, got ${describe(doc['kind'])}`);
+    }
+  }
+  const out: Obj[] = [];
+  for (const s of services) {
+    const own = slices.get(s.name) ?? [];
+    if (own.length === 0) f.note(s.at, `no EndpointSlice for "${s.name}": imported without endpoints`);
+    out.push(readService(f, s.spec, join(s.at, 'spec'), s.name, own));
+  }
+  for (const [owner, list] of slices) {
+    if (!services.some((s) => s.name === owner)) f.error(join(list[0]!.at, 'metadata.labels'), `no Service "${owner}" among the documents`);
+  }
+  return out;
+}
+
+function readService(f: Findings, spec: Obj, path: string, name: string, slices: readonly Slice[]): Obj {
+  f.keys(spec, path, ['ports', 'clusterIP', 'trafficDistribution', 'internalTrafficPolicy'], SERVICE_IGNORED);
+  const ports = spec['ports'] === undefined ? [] : (list(f, spec['ports'], join(path, 'ports')) ?? []);
+  const first = ports[0];
+  const port = isObject(first) && typeof first['port'] === 'number' ? first['port'] : undefined;
+  if (ports.length > 1) f.note(join(path, 'ports'), `only the first port (${port}) is imported`);
+  const ip = spec['clusterIP'];
+  const vip = typeof ip === 'string' && ip !== 'None' && ip !== '' ? ip : undefined;
+  const td = spec['trafficDistribution'];
+  const itp = spec['internalTrafficPolicy'];
+  let loadBalancing: Obj = { mode: 'random', routingPreference: ['zone'] };
+  if (itp === 'Local') {
+    loadBalancing = { mode: 'strict', routingPreference: ['node'] };
+    if (td !== undefined) f.note(join(path, 'trafficDistribution'), 'internalTrafficPolicy Local takes precedence (as in kube-proxy)');
+  } else if (td === 'PreferSameZone' || td === 'PreferClose') {
+    if (td === 'PreferClose') f.note(join(path, 'trafficDistribution'), 'PreferClose is the deprecated name of PreferSameZone');
+    loadBalancing = { mode: 'failover', routingPreference: ['zone'], policy: { trafficDistribution: 'PreferSameZone' } };
+  } else if (td === 'PreferSameNode') {
+    loadBalancing = { mode: 'failover', routingPreference: ['zone', 'node'], policy: { trafficDistribution: 'PreferSameNode' } };
+  } else if (td !== undefined) {
+    f.error(join(path, 'trafficDistribution'), `must be PreferSameZone, PreferClose or PreferSameNode, got ${describe(td)}`);
+  }
+  if (itp !== undefined && itp !== 'Local' && itp !== 'Cluster') {
+    f.error(join(path, 'internalTrafficPolicy'), `must be Cluster or Local, got ${describe(itp)}`);
+  }
+  return {
+    name,
+    ...(vip !== undefined ? { vip } : {}),
+    ...(port !== undefined ? { port } : {}),
+    loadBalancing,
+    endpoints: slices.flatMap((s) => s.endpoints),
+  };
+}
+
+function readSlice(f: Findings, doc: Obj, at: string): Slice {
+  f.keys(doc, at, ['apiVersion', 'kind', 'metadata', 'addressType', 'endpoints', 'ports']);
+  const ports = doc['ports'] === undefined ? [] : (list(f, doc['ports'], join(at, 'ports')) ?? []);
+  const first = ports[0];
+  const port = isObject(first) && typeof first['port'] === 'number' ? first['port'] : undefined;
+  if (ports.length > 1) f.note(join(at, 'ports'), `only the first port (${port}) is imported`);
+  const endpoints: Obj[] = [];
+  (list(f, doc['endpoints'] ?? [], join(at, 'endpoints')) ?? []).forEach((raw, i) => {
+    const p = join(join(at, 'endpoints'), i);
+    const e = obj(f, raw, p);
+    if (!e) return;
+    f.keys(e, p, ['addresses', 'conditions', 'nodeName', 'zone', 'hints'], {
+      targetRef: 'the endpoint is identified by its address',
+      hostname: 'the endpoint is identified by its address',
+      deprecatedTopology: 'use zone and nodeName',
+    });
+    const zone = e['zone'] === undefined ? '' : (str(f, e['zone'], join(p, 'zone')) ?? '');
+    const node = e['nodeName'] === undefined ? '' : (str(f, e['nodeName'], join(p, 'nodeName')) ?? '');
+    checkHints(f, e['hints'], join(p, 'hints'), zone, node);
+    const c = isObject(e['conditions']) ? e['conditions'] : {};
+    // kube-proxy: ready (nil = ready); a terminating endpoint that still serves is draining.
+    const health = c['ready'] === false ? (c['serving'] === true && c['terminating'] === true ? 'draining' : 'unhealthy') : 'healthy';
+    for (const address of strings(f, e['addresses'], join(p, 'addresses')) ?? []) {
+      if (port === undefined) {
+        f.error(join(at, 'ports'), 'needs a port');
+        break;
+      }
+      endpoints.push({ address, port, locality: { region: '', zone, subzone: '' }, ...(node ? { node } : {}), health });
+    }
+  });
+  return { at, ...(port !== undefined ? { port } : {}), endpoints };
+}
+
+/** Hints naming this endpoint's own zone/node are what Canopy does anyway; others are reported. */
+function checkHints(f: Findings, v: unknown, path: string, zone: string, node: string): void {
+  if (v === undefined) return;
+  const h = obj(f, v, path);
+  if (!h) return;
+  f.keys(h, path, ['forZones', 'forNodes']);
+  for (const [key, own] of [['forZones', zone], ['forNodes', node]] as const) {
+    if (h[key] === undefined) continue;
+    const names = (list(f, h[key], join(path, key)) ?? []).map((x) => (isObject(x) ? x['name'] : undefined));
+    if (names.some((n) => n !== own)) {
+      f.note(join(path, key), `hints for other ${key === 'forZones' ? 'zones' : 'nodes'} are not imported: Canopy places the endpoint at its own ${key === 'forZones' ? 'zone' : 'node'} "${own}"`);
+    }
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * Kuma → Canopy: a MeshLoadBalancingStrategy's `localityAwareness` for the
+ * services its `to[].targetRef` names, with the endpoints of the Dataplanes
+ * whose inbound `kuma.io/service` tag is that service (Kubernetes or
+ * universal form). The Kuma zone (`kuma.io/zone`) is Canopy's `zone`; every
+ * inbound tag is an endpoint label, so `affinityTags` keys are `label:<tag>`.
+ *
+ * Kept from Kuma: local zone first; crossZone rules in order, zones no rule
+ * accepts dropped (and localZone alone means local only); affinity weights
+ * 900/90/9 by default; overprovisioning factor uint32(100/threshold)·100,
+ * 200 by default. Changed: priorities have no gap and every locality has a
+ * weight (gRPC), see README.
+ */
+import { describe, Findings, isObject, join, labelsOf, list, obj, str, strings, type Obj, type PolicyDocument } from './documents.js';
+
+const TARGET_TYPES: Readonly<Record<string, string>> = { Any: 'any', Only: 'only', AnyExcept: 'anyExcept', None: 'none' };
+
+export function isKuma(doc: Obj): boolean {
+  const api = doc['apiVersion'];
+  return (typeof api === 'string' && api.startsWith('kuma.io/')) || doc['type'] === 'MeshLoadBalancingStrategy' || doc['type'] === 'Dataplane';
+}
+
+export function importKuma(docs: readonly PolicyDocument[], f: Findings): Obj[] {
+  const endpoints = new Map<string, Obj[]>();
+  const policies = new Map<string, Obj>();
+  const order: string[] = [];
+  for (const d of docs) {
+    const doc = d.value as Obj;
+    const kind = doc['kind'] ?? doc['type'];
+    if (kind === 'Dataplane') readDataplane(f, doc, d.at, endpoints);
+    else if (kind === 'MeshLoadBalancingStrategy') readStrategy(f, doc, d.at, policies);
+    else f.error(join(d.at, doc['kind'] !== undefined ? 'kind' : 'type'), `must be MeshLoadBalancingStrategy or Dataplane, got ${describe(kind)}`);
+  }
+  for (const name of [...endpoints.keys(), ...policies.keys()]) if (!order.includes(name)) order.push(name);
+  const mesh = policies.get('*');
+  return order
+    .filter((n) => n !== '*')
+    .map((name) => ({
+      name,
+      loadBalancing: policies.get(name) ?? mesh ?? { mode: 'failover', routingPreference: ['zone'] },
+      endpoints: endpoints.get(name) ?? [],
+    }));
+}
+
+function readDataplane(f: Findings, doc: Obj, at: string, out: Map<string, Obj[]>): void {
+  const universal = doc['type'] === 'Dataplane';
+  const base = universal ? doc : (obj(f, doc['spec'], join(at, 'spec')) ?? {});
+  const path = universal ? at : join(at, 'spec');
+  const net = obj(f, base['networking'], join(path, 'networking'));
+  if (!net) return;
+  const np = join(path, 'networking');
+  f.keys(net, np, ['address', 'inbound'], {
+    advertisedAddress: 'Canopy sends the inbound address',
+    outbound: 'outbounds are the client side',
+    gateway: 'gateways are not imported',
+    admin: 'the admin port is not a service endpoint',
+    transparentProxying: 'interception is not part of locality load balancing',
+  });
+  const address = net['address'] === undefined ? undefined : str(f, net['address'], join(np, 'address'));
+  (list(f, net['inbound'] ?? [], join(np, 'inbound')) ?? []).forEach((raw, i) => {
+    const p = join(join(np, 'inbound'), i);
+    const inbound = obj(f, raw, p);
+    if (!inbound) return;
+    f.keys(inbound, p, ['port', 'address', 'tags', 'health'], {
+      servicePort: 'Canopy sends the inbound port',
+      serviceAddress: 'Canopy sends the inbound address',
+      name: 'inbound names are not used',
+      state: 'use health.ready',
+    });
+    const tags = labelsOf(f, inbound['tags'], join(p, 'tags'));
+    const service = tags['kuma.io/service'];
+    if (!service) return void f.error(join(p, 'tags'), 'needs a kuma.io/service tag');
+    const addr = inbound['address'] === undefined ? address : str(f, inbound['address'], join(p, 'address'));
+    if (addr === undefined) return void f.error(join(np, 'address'), 'needs an address');
+    const ready = isObject(inbound['health']) ? inbound['health']['ready'] : undefined;
+    const list = out.get(service) ?? [];
+    out.set(service, list);
+    list.push({
+      address: addr,
+      port: inbound['port'],
+      locality: { region: '', zone: tags['kuma.io/zone'] ?? '', subzone: '' },
+      labels: tags,
+      ...(ready === false ? { health: 'unhealthy' } : {}),
+    });
+  });
+}
+
+function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>): void {
+  const spec = obj(f, doc['spec'], join(at, 'spec'));
+  if (!spec) return;
+  const sp = join(at, 'spec');
+  f.keys(spec, sp, ['to', 'targetRef']);
+  const top = spec['targetRef'];
+  if (isObject(top) && top['kind'] !== 'Mesh') {
+    f.note(join(sp, 'targetRef'), `applies to every client: Canopy does not select clients by ${describe(top['kind'])}`);
+  }
+  (list(f, spec['to'], join(sp, 'to')) ?? []).forEach((raw, i) => {
+    const p = join(join(sp, 'to'), i);
+    const to = obj(f, raw, p);
+    if (!to) return;
+    f.keys(to, p, ['targetRef', 'default']);
+    const ref = obj(f, to['targetRef'], join(p, 'targetRef'));
+    if (!ref) return;
+    const kind = ref['kind'];
+    let name: string | undefined;
+    if (kind === 'Mesh') name = '*';
+    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService') name = str(f, ref['name'], join(p, 'targetRef.name'));
+    else return void f.error(join(p, 'targetRef.kind'), `must be Mesh, MeshService or MeshMultiZoneService, got ${describe(kind)}`);
+    for (const k of Object.keys(ref)) if (!['kind', 'name'].includes(k)) f.note(join(join(p, 'targetRef'), k), 'not imported: services are matched by name');
+    if (name === undefined) return;
+    const def = obj(f, to['default'] ?? {}, join(p, 'default'));
+    if (!def) return;
+    if (out.has(name)) f.note(p, `a later entry for "${name === '*' ? 'Mesh' : name}" replaces the earlier one`);
+    out.set(name, readDefault(f, def, join(p, 'default')));
+  });
+}
+
+function readDefault(f: Findings, def: Obj, path: string): Obj {
+  f.keys(def, path, ['localityAwareness'], {
+    loadBalancer: 'the endpoint picking algorithm is the client\'s',
+    hashPolicies: 'hash-based load balancing is not supported',
+  });
+  const tree = ['zone'];
+  const la = def['localityAwareness'] === undefined ? {} : (obj(f, def['localityAwareness'], join(path, 'localityAwareness')) ?? {});
+  const lp = join(path, 'localityAwareness');
+  f.keys(la, lp, ['disabled', 'localZone', 'crossZone']);
+  const local = la['localZone'] === undefined ? undefined : obj(f, la['localZone'], join(lp, 'localZone'));
+  const cross = la['crossZone'] === undefined ? undefined : obj(f, la['crossZone'], join(lp, 'crossZone'));
+  if (!local && !cross) return la['disabled'] === true ? { mode: 'random', routingPreference: tree } : { mode: 'failover', routingPreference: tree };
+  if (la['disabled'] === true) f.note(join(lp, 'disabled'), 'ignored: localZone/crossZone take precedence (as in Kuma)');
+  const policy: Obj = {};
+  if (local) {
+    f.keys(local, join(lp, 'localZone'), ['affinityTags']);
+    const tags = list(f, local['affinityTags'] ?? [], join(lp, 'localZone.affinityTags')) ?? [];
+    const affinity: Obj[] = [];
+    tags.forEach((t, i) => {
+      const tp = join(join(lp, 'localZone.affinityTags'), i);
+      const o = obj(f, t, tp);
+      if (!o) return;
+      f.keys(o, tp, ['key', 'weight']);
+      const key = str(f, o['key'], join(tp, 'key'));
+      if (key !== undefined) affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
+    });
+    if (affinity.length) policy['affinity'] = affinity;
+  }
+  let factor = 200;
+  const rules: Obj[] = [];
+  if (cross) {
+    const cp = join(lp, 'crossZone');
+    f.keys(cross, cp, ['failover', 'failoverThreshold']);
+    (list(f, cross['failover'] ?? [], join(cp, 'failover')) ?? []).forEach((r, i) => {
+      const rp = join(join(cp, 'failover'), i);
+      const o = obj(f, r, rp);
+      if (!o) return;
+      f.keys(o, rp, ['from', 'to']);
+      const from = o['from'] === undefined ? undefined : obj(f, o['from'], join(rp, 'from'));
+      const zones = from ? strings(f, from['zones'], join(rp, 'from.zones')) : undefined;
+      const to = obj(f, o['to'], join(rp, 'to'));
+      if (!to) return;
+      const type = TARGET_TYPES[String(to['type'])];
+      if (!type) return void f.error(join(rp, 'to.type'), `must be Any, Only, AnyExcept or None, got ${describe(to['type'])}`);
+      const values = to['zones'] === undefined ? [] : (strings(f, to['zones'], join(rp, 'to.zones')) ?? []);
+      rules.push({ ...(zones ? { from: zones } : {}), to: { type, ...(values.length ? { values } : {}) } });
+    });
+    const threshold = cross['failoverThreshold'];
+    if (threshold !== undefined) {
+      const tp = join(cp, 'failoverThreshold');
+      const o = obj(f, threshold, tp);
+      const pct = o ? Number(o['percentage']) : NaN;
+      if (!(pct > 0 && pct <= 100)) f.error(join(tp, 'percentage'), `must be a percentage in (0, 100], got ${describe(o?.['percentage'])}`);
+      else factor = Math.floor(100 / pct) * 100;
+    }
+  }
+  // Kuma: zones no rule accepts get no endpoints, so localZone without crossZone is local-only.
+  policy['failover'] = { rules, unmatched: 'drop' };
+  return { mode: 'failover', routingPreference: tree, overprovisioningFactor: factor, policy };
+}
