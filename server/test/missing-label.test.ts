@@ -12,8 +12,8 @@ import { Mesh } from '../src/domain/mesh.js';
 import { planFor, planKeyFor } from '../src/domain/priorities.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { ServiceStore } from '../src/store/service-store.js';
-import { decodeLocalityTree, encodeLocalityTree } from '../src/xds/tree-codec.js';
-import { placementOf } from '../src/xds/placement.js';
+import { decodeLocalityTree, encodeLocalityTree } from '../src/resources/tree-codec.js';
+import { placementOf } from '../src/sessions/placement.js';
 import { client, ep, lb, service } from './support/builders.js';
 
 const KEYS = ['constructor', 'toString', 'hasOwnProperty', '__proto__', 'valueOf', 'team'];

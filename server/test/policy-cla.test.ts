@@ -9,7 +9,7 @@ import type { LocalityPolicy } from '../src/domain/policy.js';
 import { resolvePolicy } from '../src/domain/policy-cla.js';
 import { endpointKey, type Endpoint, type LbMode } from '../src/domain/service.js';
 import { parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
-import { decodeLocalityTree, encodeLocalityTree } from '../src/xds/tree-codec.js';
+import { decodeLocalityTree, encodeLocalityTree } from '../src/resources/tree-codec.js';
 import { client, ep, lb, service } from './support/builders.js';
 
 function resolve(endpoints: Endpoint[], policy: LocalityPolicy, who: Placement, mode: LbMode = 'failover', scopes?: readonly Scope[]) {
