@@ -4,19 +4,16 @@
  * once it is in the maps (NACKs, with the reason, one it cannot load).
  * Serves /metrics, /healthz and /debug/state on an HTTP port.
  */
-import * as grpc from '@grpc/grpc-js';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Placement } from '../domain/locality.js';
-import { messageType } from '../xds/protos.js';
+import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/agent-ads-client.js';
 import { contentHash } from '../xds/resource.js';
 import { decodeLocalityTree, intToIpv4, type TreeMessage } from '../xds/tree-codec.js';
 import { TREE_TYPE } from '../xds/type-urls.js';
 import { Datapath, type Workload } from './datapath.js';
 import type { IncomingTree } from './planner.js';
-
-const ADS_METHOD = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
 
 export interface AgentOptions {
   /** host:port of Canopy's ADS server */
@@ -52,12 +49,6 @@ export interface RunningAgent {
   stop(opts?: { detach?: boolean }): Promise<void>;
 }
 
-interface RawResponse {
-  version_info?: string;
-  resources?: { type_url?: string; value?: Uint8Array }[];
-  type_url?: string;
-  nonce?: string;
-}
 
 export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const log: Logger = pino({ name: 'canopy-agent', level: opts.logLevel ?? 'info' });
@@ -125,36 +116,13 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     nacks: 0,
   };
   const waiters: { version: string | undefined; resolve: (v: string) => void }[] = [];
-  const Request = messageType('envoy.service.discovery.v3.DiscoveryRequest');
-  const Response = messageType('envoy.service.discovery.v3.DiscoveryResponse');
-  const node = {
-    id: opts.nodeId,
-    cluster: 'canopy-agent',
-    locality: { region: opts.placement.locality.region, zone: opts.placement.locality.zone, sub_zone: opts.placement.locality.subzone },
-    user_agent_name: 'canopy-agent',
-  };
-  const client = new grpc.Client(opts.server, grpc.credentials.createInsecure());
-  let call: grpc.ClientDuplexStream<Buffer, Buffer> | undefined;
-  let stopping = false;
-  let backoff = 250;
-  let retry: NodeJS.Timeout | undefined;
-  let first = true;
 
-  const send = (req: object): void => {
-    call?.write(Buffer.from(Request.encode(Request.fromObject(req)).finish()));
-  };
-
-  const onResponse = (bytes: Buffer): void => {
-    const res = Response.toObject(Response.decode(bytes), { defaults: true }) as RawResponse;
-    if (res.type_url !== TREE_TYPE) return;
-    const version = res.version_info ?? '';
-    const nonce = res.nonce ?? '';
+  const onResponse = (version: string, resources: readonly AdsResource[]): AdsVerdict => {
     const t0 = process.hrtime.bigint();
     try {
-      const trees: IncomingTree[] = (res.resources ?? []).map((any, i) => {
-        if (any.type_url !== TREE_TYPE) throw new Error(`resources[${i}]: type_url ${any.type_url} is not ${TREE_TYPE}`);
-        const value = any.value ?? new Uint8Array();
-        return { tree: decodeLocalityTree(value), hash: contentHash(value) };
+      const trees: IncomingTree[] = resources.map((any, i) => {
+        if (any.typeUrl !== TREE_TYPE) throw new Error(`resources[${i}]: type_url ${any.typeUrl} is not ${TREE_TYPE}`);
+        return { tree: decodeLocalityTree(any.value), hash: contentHash(any.value) };
       });
       const r = datapath.apply(trees);
       applySeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
@@ -162,7 +130,6 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       status.versionApplied = version;
       status.versionsApplied++;
       log.info({ version, services: trees.length, changed: r.changed, removed: r.removed, mapWrites: r.mapWrites, ms: +r.ms.toFixed(3) }, 'tree version applied');
-      send({ node, type_url: TREE_TYPE, version_info: version, response_nonce: nonce, resource_names: [] });
       for (let i = waiters.length - 1; i >= 0; i--) {
         const w = waiters[i]!;
         if (w.version === undefined || w.version === version) {
@@ -170,54 +137,34 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
           w.resolve(version);
         }
       }
+      return { ok: true };
     } catch (err) {
       const detail = (err as Error).message;
       nacked.inc();
       status.nacks++;
       status.lastNack = { version, detail };
       log.warn({ version, detail }, 'tree version rejected (NACK); the maps keep the last good version');
-      send({
-        node,
-        type_url: TREE_TYPE,
-        version_info: status.versionApplied,
-        response_nonce: nonce,
-        resource_names: [],
-        error_detail: { code: grpc.status.INVALID_ARGUMENT, message: detail },
-      });
+      return { ok: false, detail };
     }
   };
 
-  const connect = (): void => {
-    if (stopping) return;
-    const c = client.makeBidiStreamRequest<Buffer, Buffer>(ADS_METHOD, (b) => b, (b) => b);
-    call = c;
-    let got = false;
-    c.on('data', (b: Buffer) => {
-      if (!got) {
-        got = true;
-        backoff = 250;
-        status.connected = true;
-        connectedGauge.set(1);
-        log.info({ server: opts.server }, first ? 'connected to canopy' : 'reconnected to canopy');
-        first = false;
-      }
-      onResponse(b);
-    });
-    const lost = (why: string): void => {
-      if (call !== c) return;
-      call = undefined;
+  const ads = new AgentAdsClient({
+    server: opts.server,
+    node: { id: opts.nodeId, cluster: 'canopy-agent', locality: opts.placement.locality, userAgent: 'canopy-agent' },
+    typeUrl: TREE_TYPE,
+    onResponse,
+    onConnected(first) {
+      status.connected = true;
+      connectedGauge.set(1);
+      log.info({ server: opts.server }, first ? 'connected to canopy' : 'reconnected to canopy');
+    },
+    onLost(why, retryMs) {
       status.connected = false;
       connectedGauge.set(0);
-      if (stopping) return;
-      log.warn({ server: opts.server, why, retryMs: backoff }, 'ADS stream lost; the datapath keeps serving the last version');
-      retry = setTimeout(connect, backoff);
-      backoff = Math.min(backoff * 2, 5000);
-    };
-    c.on('error', (err: Error) => lost(err.message));
-    c.on('end', () => lost('stream ended'));
-    send({ node, type_url: TREE_TYPE, version_info: status.versionApplied, resource_names: [] });
-  };
-  connect();
+      log.warn({ server: opts.server, why, retryMs }, 'ADS stream lost; the datapath keeps serving the last version');
+    },
+  });
+  ads.start();
 
   // ------------------------------------------------------------- HTTP
   const app: FastifyInstance = Fastify({ logger: false });
@@ -247,10 +194,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
         ? Promise.resolve(version)
         : new Promise((resolve) => waiters.push({ version, resolve })),
     async stop(stopOpts = {}) {
-      stopping = true;
-      if (retry) clearTimeout(retry);
-      call?.cancel();
-      client.close();
+      ads.stop();
       await app.close();
       datapath.close({ ...(stopOpts.detach ? { detach: true } : {}), cgroup: opts.cgroup });
     },
