@@ -10,7 +10,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Placement } from '../domain/locality.js';
 import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/agent-ads-client.js';
 import { contentHash } from '../xds/resource.js';
-import { decodeLocalityTree, intToIpv4, type TreeMessage } from '../xds/tree-codec.js';
+import { intToIpv4, tryDecodeLocalityTree, type TreeMessage } from '../xds/tree-codec.js';
 import { TREE_TYPE } from '../xds/type-urls.js';
 import { Datapath, type Workload } from './datapath.js';
 import type { IncomingTree } from './planner.js';
@@ -59,7 +59,9 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
     ...(opts.maxEndpoints !== undefined ? { maxEndpoints: opts.maxEndpoints } : {}),
   });
-  datapath.setWorkloads(opts.placement, opts.workloads ?? []);
+  for (const { cgroup, reason } of datapath.setWorkloads(opts.placement, opts.workloads ?? [])) {
+    log.warn({ cgroup, reason }, 'workload skipped: its connects use the node locality');
+  }
   log.info(
     { pinDir, cgroup: opts.cgroup, resumed: datapath.resumed, services: datapath.services().length, workloads: (opts.workloads ?? []).length },
     datapath.resumed ? 'datapath resumed from pinned maps' : 'datapath loaded and attached',
@@ -120,12 +122,31 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const onResponse = (version: string, resources: readonly AdsResource[]): AdsVerdict => {
     const t0 = process.hrtime.bigint();
     try {
-      const trees: IncomingTree[] = resources.map((any, i) => {
-        if (any.typeUrl !== TREE_TYPE) throw new Error(`resources[${i}]: type_url ${any.typeUrl} is not ${TREE_TYPE}`);
-        return { tree: decodeLocalityTree(any.value), hash: contentHash(any.value) };
+      // A resource that does not decode is rejected alone; its service (when
+      // its name can be read) keeps what it had.
+      const trees: IncomingTree[] = [];
+      const errors: string[] = [];
+      const keep = new Set<string>();
+      resources.forEach((any, i) => {
+        if (any.typeUrl !== TREE_TYPE) return errors.push(`resources[${i}]: type_url ${any.typeUrl} is not ${TREE_TYPE}`);
+        const decoded = tryDecodeLocalityTree(any.value);
+        if (!decoded.ok) {
+          if (decoded.service) keep.add(decoded.service);
+          return errors.push(`resources[${i}]: ${decoded.error}`);
+        }
+        trees.push({ tree: decoded.tree, hash: contentHash(any.value) });
       });
-      const r = datapath.apply(trees);
+      const r = datapath.apply(trees, keep);
       applySeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
+      errors.push(...r.rejected.map((x) => x.detail));
+      if (errors.length > 0) {
+        const detail = errors.join('; ');
+        nacked.inc();
+        status.nacks++;
+        status.lastNack = { version, detail };
+        log.warn({ version, detail, changed: r.changed, removed: r.removed }, 'tree version rejected in part (NACK); the rest is loaded, rejected services keep their last good state');
+        return { ok: false, detail };
+      }
       applied.inc();
       status.versionApplied = version;
       status.versionsApplied++;

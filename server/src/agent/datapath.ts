@@ -13,11 +13,14 @@ import {
   LAYOUT,
   localityValue,
   MAP,
+  MAX_SCOPES,
+  MODE,
   PROGRAM,
   readNodeKey,
   readSvcKey,
   readSvcValue,
   readU64At,
+  SCOPE_FIRST_DYNAMIC,
   sumStats,
   u32Key,
   u64Value,
@@ -25,7 +28,7 @@ import {
   type Stats,
 } from './abi.js';
 import { BPF_ANY, loadAddon, objectPath, type BpfAddon } from './bpf.js';
-import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Published } from './planner.js';
+import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Published, type Rejected } from './planner.js';
 import { SlotAllocator } from './slot-allocator.js';
 
 export interface DatapathOptions {
@@ -37,6 +40,7 @@ export interface DatapathOptions {
   readonly graceMs?: number;
   readonly maxEndpoints?: number;
   readonly maxNodes?: number;
+  readonly maxServices?: number;
   /** Fill maps with batch updates (default); false writes one entry per syscall (the bench's baseline). */
   readonly batchUpdates?: boolean;
 }
@@ -48,6 +52,8 @@ export interface Workload {
 }
 
 export interface ApplyResult {
+  /** Services left at their last good state, each with why (the version is NACKed with these). */
+  readonly rejected: readonly Rejected[];
   readonly changed: number;
   readonly removed: number;
   readonly unchanged: number;
@@ -83,7 +89,14 @@ export class Datapath {
   ) {
     this.graceMs = opts.graceMs ?? 200;
     this.batchUpdates = opts.batchUpdates ?? true;
-    this.state = { services: new Map(), allocator: new SlotAllocator(capacity), nextTree: 1, scopes: new Map() };
+    this.state = {
+      services: new Map(),
+      allocator: new SlotAllocator(capacity),
+      nextTree: 1,
+      scopes: new Map(),
+      nodesHeld: 0,
+      limits: { services: opts.maxServices ?? DEFAULT_MAX.services, nodes: opts.maxNodes ?? DEFAULT_MAX.nodes },
+    };
   }
 
   /**
@@ -111,6 +124,7 @@ export class Datapath {
       const maxEntries: Record<string, number> = {};
       if (opts.maxEndpoints) maxEntries[MAP.endpoints] = opts.maxEndpoints;
       if (opts.maxNodes) maxEntries[MAP.nodes] = opts.maxNodes;
+      if (opts.maxServices) maxEntries[MAP.services] = opts.maxServices;
       const loaded = bpf.load(objectPath(), opts.pinDir, maxEntries);
       const fd = (name: string, of: Readonly<Record<string, number>>) => {
         const v = of[name];
@@ -136,11 +150,13 @@ export class Datapath {
   private recover(): void {
     const svcKeyBuf = Buffer.alloc(LAYOUT.canopy_svc_key.size);
     const svcVal = Buffer.alloc(LAYOUT.canopy_svc.size);
-    const live = new Map<number, { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue> }>();
+    const live = new Map<number, { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue>; raw: Buffer }>();
     let prev: Buffer | null = null;
     while (this.bpf.mapNextKey(this.fds.services, prev, svcKeyBuf)) {
       const k = Buffer.from(svcKeyBuf);
-      if (this.bpf.mapLookup(this.fds.services, k, svcVal)) live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal) });
+      if (this.bpf.mapLookup(this.fds.services, k, svcVal)) {
+        live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal), raw: Buffer.from(svcVal) });
+      }
       prev = k;
     }
     // Node keys by tree; those of no live tree are leftovers of an interrupted apply.
@@ -157,8 +173,9 @@ export class Datapath {
     }
     for (const k of stale) this.bpf.mapDelete(this.fds.nodes, k);
     let maxTree = 0;
-    for (const [tree, { key, value }] of live) {
-      const range = { start: value.epBase, length: value.epCount };
+    for (const [tree, { key, value, raw }] of live) {
+      // A network-first tree's merged layout follows its own endpoints in the same range.
+      const range = { start: value.epBase, length: value.mode === MODE.networkFirst ? 2 * value.epCount : value.epCount };
       this.state.allocator.reserve(range);
       const keys = byTree.get(tree) ?? [];
       this.state.services.set(keyString(key), {
@@ -166,17 +183,20 @@ export class Datapath {
         key,
         tree,
         range,
+        value: raw,
+        slots: value.levelScope,
         nodeKeys: Buffer.concat(keys),
         nodeCount: keys.length,
         hash: '',
       });
+      this.state.nodesHeld += keys.length;
       maxTree = Math.max(maxTree, tree);
     }
     this.state.nextTree = maxTree + 1;
     // Scope slots: the fixed ones, then whatever the last agent assigned (by name hash).
     const slotHashes = new Map<bigint, number>();
     const v = Buffer.alloc(8);
-    for (let slot = 0; slot < 16; slot++) {
+    for (let slot = SCOPE_FIRST_DYNAMIC; slot < MAX_SCOPES; slot++) {
       if (this.bpf.mapLookup(this.fds.scopes, u32Key(slot), v)) {
         const h = readU64At(v);
         if (h !== 0n) slotHashes.set(h, slot);
@@ -185,50 +205,86 @@ export class Datapath {
     this.recoveredScopeHashes = slotHashes;
   }
 
+  /** Scope slots the last agent assigned, by the hash of the scope's name (names are not in the maps). */
   private recoveredScopeHashes = new Map<bigint, number>();
 
-  /** Sets the node's own locality (cgroup id 0) and per-cgroup workload localities. */
-  setWorkloads(node: Placement, workloads: readonly Workload[]): void {
-    this.workloads = [{ id: 0n, placement: node }, ...workloads.map((w) => ({ id: cgroupId(w.cgroup), placement: w.placement }))];
+  /**
+   * Sets the node's own locality (cgroup id 0) and per-cgroup workload
+   * localities. A workload whose cgroup does not exist is skipped and
+   * returned with the reason; the others are written.
+   */
+  setWorkloads(node: Placement, workloads: readonly Workload[]): { cgroup: string; reason: string }[] {
+    const skipped: { cgroup: string; reason: string }[] = [];
+    const entries = [{ id: 0n, placement: node }];
+    for (const w of workloads) {
+      try {
+        entries.push({ id: cgroupId(w.cgroup), placement: w.placement });
+      } catch (err) {
+        skipped.push({ cgroup: w.cgroup, reason: (err as Error).message });
+      }
+    }
+    this.workloads = entries;
+    // After a restart the dynamic scopes' names are known only by hash: the
+    // placements name every scope a workload can have a value for.
+    const names = new Set(['network', 'node', 'cluster']);
+    for (const e of entries) for (const k of Object.keys(e.placement.labels)) names.add(`label:${k}`);
+    this.adoptRecoveredScopes(names);
     this.writeWorkloads();
+    return skipped;
   }
 
-  /** Loads exactly these trees (full state). Throws, with the datapath unchanged, when they cannot be loaded. */
-  apply(trees: readonly IncomingTree[]): ApplyResult {
+  /**
+   * Loads these trees (full state; a service named in `keep` stays as it
+   * is). A tree that cannot be loaded is left out and reported in `rejected`,
+   * its service keeping its last good state. All or nothing in the kernel: if
+   * a map write fails, every write of this apply is undone and it throws.
+   */
+  apply(trees: readonly IncomingTree[], keep: ReadonlySet<string> = new Set()): ApplyResult {
     if (this.closed) throw new Error('datapath closed');
     const started = process.hrtime.bigint();
-    this.adoptRecoveredScopes(trees);
-    const p = plan(this.state, trees);
+    const adopted = this.adoptRecoveredScopes(trees.flatMap((t) => t.tree.scopes));
+    const p = plan(this.state, trees, keep);
     let writes = 0;
-    const written: { fd: number; keys: Buffer; count: number }[] = [];
+    const undo: (() => void)[] = [];
     try {
       for (const { scope, slot } of p.newScopes) {
-        this.bpf.mapUpdate(this.fds.scopes, u32Key(slot), u64Value(valueHash(scope)), BPF_ANY);
+        const key = u32Key(slot);
+        const was = Buffer.alloc(8);
+        this.bpf.mapLookup(this.fds.scopes, key, was);
+        this.bpf.mapUpdate(this.fds.scopes, key, u64Value(valueHash(scope)), BPF_ANY);
+        undo.push(() => this.bpf.mapUpdate(this.fds.scopes, key, was, BPF_ANY));
         writes++;
       }
-      if (p.newScopes.length > 0) writes += this.writeWorkloads(p.next.scopes);
+      if (p.newScopes.length > 0 || adopted) {
+        undo.push(() => this.writeWorkloads());
+        writes += this.writeWorkloads(p.next.scopes);
+      }
       for (const f of p.fills) {
+        // The endpoint slots were free: only the node entries need undoing.
+        undo.push(() => this.deleteKeys(this.fds.nodes, f.nodes.keys, f.nodes.count, LAYOUT.canopy_node_key.size));
         writes += this.batch(this.fds.endpoints, f.endpoints.keys, f.endpoints.values, f.endpoints.count, 4, LAYOUT.canopy_backend.size);
         writes += this.batch(this.fds.nodes, f.nodes.keys, f.nodes.values, f.nodes.count, LAYOUT.canopy_node_key.size, LAYOUT.canopy_node.size);
-        written.push({ fd: this.fds.nodes, keys: f.nodes.keys, count: f.nodes.count });
+      }
+      // The switch: one write per service.
+      for (const pub of p.publish) {
+        this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
+        const previous = pub.previous;
+        undo.push(previous ? () => this.bpf.mapUpdate(this.fds.services, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(this.fds.services, pub.key));
+        writes++;
+      }
+      for (const u of p.unpublish) {
+        this.bpf.mapDelete(this.fds.services, u.key);
+        undo.push(() => this.bpf.mapUpdate(this.fds.services, u.key, u.previous, BPF_ANY));
+        writes++;
       }
     } catch (err) {
-      // Nothing was published: drop the half-written nodes; the slots were never the old tree's.
-      for (const w of written) this.deleteKeys(w.fd, w.keys, w.count, LAYOUT.canopy_node_key.size);
+      for (const step of undo.reverse()) step();
       throw err;
-    }
-    // The switch: one write per service.
-    for (const pub of p.publish) {
-      this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
-      writes++;
-    }
-    for (const u of p.unpublish) {
-      this.bpf.mapDelete(this.fds.services, u.key);
-      writes++;
     }
     this.state = p.next;
     this.scheduleRetire(p.retire);
     return {
+      rejected: p.rejected,
       changed: p.publish.length,
       removed: p.unpublish.length,
       unchanged: p.unchanged,
@@ -293,15 +349,18 @@ export class Datapath {
     for (const fd of [...Object.values(this.fds), this.progFd, this.testProgFd]) this.bpf.close(fd);
   }
 
-  private adoptRecoveredScopes(trees: readonly IncomingTree[]): void {
-    if (this.recoveredScopeHashes.size === 0) return;
-    for (const { tree } of trees) {
-      for (const scope of tree.scopes) {
-        if (FIXED_SCOPES.has(scope) || this.state.scopes.has(scope)) continue;
-        const slot = this.recoveredScopeHashes.get(valueHash(scope));
-        if (slot !== undefined) this.state.scopes.set(scope, slot);
-      }
+  /** Takes back the slots of recovered scopes by name; true when one was taken (workload entries need it). */
+  private adoptRecoveredScopes(names: Iterable<string>): boolean {
+    let adopted = false;
+    if (this.recoveredScopeHashes.size === 0) return adopted;
+    for (const scope of names) {
+      if (FIXED_SCOPES.has(scope) || this.state.scopes.has(scope)) continue;
+      const slot = this.recoveredScopeHashes.get(valueHash(scope));
+      if (slot === undefined || [...this.state.scopes.values()].includes(slot)) continue;
+      this.state.scopes.set(scope, slot);
+      adopted = true;
     }
+    return adopted;
   }
 
   private writeWorkloads(scopes: ReadonlyMap<string, number> = this.state.scopes): number {
@@ -360,6 +419,7 @@ export class Datapath {
           }
         }
         this.state.allocator.release(r.range);
+        this.state.nodesHeld -= r.nodeCount;
       }
     }, this.graceMs);
     this.retiring.add(timer);
