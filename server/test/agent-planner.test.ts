@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LAYOUT, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
-import { plan, PlanError, type AgentState, type IncomingTree } from '../src/agent/planner.js';
+import { plan, type AgentState, type IncomingTree } from '../src/agent/planner.js';
 import { SlotAllocator } from '../src/agent/slot-allocator.js';
 import type { TreeMessage } from '../src/xds/tree-codec.js';
 

@@ -112,8 +112,6 @@ export interface Plan {
   readonly unchanged: number;
 }
 
-export class PlanError extends Error {}
-
 export function keyString(k: SvcKey): string {
   return `${k.vip}:${k.port}`;
 }
