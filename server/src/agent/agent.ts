@@ -12,6 +12,7 @@ import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/
 import { contentHash } from '../xds/resource.js';
 import { intToIpv4, tryDecodeLocalityTree, type TreeMessage } from '../xds/tree-codec.js';
 import { TREE_TYPE } from '../xds/type-urls.js';
+import { DEFAULT_PIN_DIR } from './cli-agent.js';
 import { Datapath, type Workload } from './datapath.js';
 import type { IncomingTree } from './planner.js';
 
@@ -29,6 +30,8 @@ export interface AgentOptions {
   readonly metricsHost?: string;
   readonly logLevel?: string;
   readonly maxEndpoints?: number;
+  readonly maxNodes?: number;
+  readonly maxServices?: number;
 }
 
 export interface AgentStatus {
@@ -52,13 +55,16 @@ export interface RunningAgent {
 
 export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const log: Logger = pino({ name: 'canopy-agent', level: opts.logLevel ?? 'info' });
-  const pinDir = opts.pinDir ?? '/sys/fs/bpf/canopy';
+  const pinDir = opts.pinDir ?? DEFAULT_PIN_DIR;
   const datapath = Datapath.open({
     pinDir,
     cgroup: opts.cgroup,
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
     ...(opts.maxEndpoints !== undefined ? { maxEndpoints: opts.maxEndpoints } : {}),
+    ...(opts.maxNodes !== undefined ? { maxNodes: opts.maxNodes } : {}),
+    ...(opts.maxServices !== undefined ? { maxServices: opts.maxServices } : {}),
   });
+  if (datapath.replaced) log.info({ pinDir }, 'the pinned program was from another build: replaced in place');
   for (const { cgroup, reason } of datapath.setWorkloads(opts.placement, opts.workloads ?? [])) {
     log.warn({ cgroup, reason }, 'workload skipped: its connects use the node locality');
   }

@@ -4,7 +4,8 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { scopeValue, type Placement, type Scope } from '../domain/locality.js';
 import {
@@ -27,8 +28,8 @@ import {
   valueHash,
   type Stats,
 } from './abi.js';
-import { BPF_ANY, loadAddon, objectPath, type BpfAddon } from './bpf.js';
-import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Published, type Rejected } from './planner.js';
+import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon } from './bpf.js';
+import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Limits, type Published, type Rejected } from './planner.js';
 import { SlotAllocator } from './slot-allocator.js';
 
 export interface DatapathOptions {
@@ -41,6 +42,8 @@ export interface DatapathOptions {
   readonly maxEndpoints?: number;
   readonly maxNodes?: number;
   readonly maxServices?: number;
+  /** The BPF object to load (default: the one `npm run build:bpf` built). */
+  readonly objectPath?: string;
   /** Fill maps with batch updates (default); false writes one entry per syscall (the bench's baseline). */
   readonly batchUpdates?: boolean;
 }
@@ -84,8 +87,11 @@ export class Datapath {
     readonly progFd: number,
     readonly testProgFd: number,
     readonly resumed: boolean,
+    /** A pinned program of another build was swapped for this one. */
+    readonly replaced: boolean,
     opts: DatapathOptions,
     capacity: number,
+    limits: Limits,
   ) {
     this.graceMs = opts.graceMs ?? 200;
     this.batchUpdates = opts.batchUpdates ?? true;
@@ -95,15 +101,19 @@ export class Datapath {
       nextTree: 1,
       scopes: new Map(),
       nodesHeld: 0,
-      limits: { services: opts.maxServices ?? DEFAULT_MAX.services, nodes: opts.maxNodes ?? DEFAULT_MAX.nodes },
+      limits,
     };
   }
 
   /**
-   * Opens the datapath: reuses what is pinned in `pinDir` (a restart), else
-   * loads the object, pins it and attaches connect4 to the cgroup.
+   * Opens the datapath: loads the object, reusing the maps pinned in
+   * `pinDir` (a restart keeps the state), and attaches connect4 to the cgroup.
+   * A pinned program from the same build is kept; one from another build is
+   * swapped for this one in a single step (BPF_F_REPLACE) and re-pinned.
    */
   static open(opts: DatapathOptions): Datapath {
+    const old = kernelTooOld(os.release());
+    if (old) throw new Error(old);
     const bpf = loadAddon();
     if (!existsSync(opts.cgroup) || !statSync(opts.cgroup).isDirectory()) {
       throw new Error(`--cgroup ${opts.cgroup} is not a directory (a cgroup v2 directory is required)`);
@@ -111,39 +121,71 @@ export class Datapath {
     mkdirSync(opts.pinDir, { recursive: true });
     const progPin = path.join(opts.pinDir, PROGRAM.connect4);
     const testPin = path.join(opts.pinDir, PROGRAM.selectTest);
-    let progFd: number;
-    let testFd: number;
-    let fds: Fds;
-    let resumed = false;
-    if (existsSync(progPin) && existsSync(testPin)) {
-      progFd = bpf.objGet(progPin);
-      testFd = bpf.objGet(testPin);
-      fds = mapFds((name) => bpf.objGet(path.join(opts.pinDir, name)));
-      resumed = true;
+    const maxEntries: Record<string, number> = {};
+    if (opts.maxEndpoints) maxEntries[MAP.endpoints] = opts.maxEndpoints;
+    if (opts.maxNodes) maxEntries[MAP.nodes] = opts.maxNodes;
+    if (opts.maxServices) maxEntries[MAP.services] = opts.maxServices;
+    const loaded = bpf.load(opts.objectPath ?? objectPath(), opts.pinDir, maxEntries);
+    const fd = (name: string, of: Readonly<Record<string, number>>) => {
+      const v = of[name];
+      if (v === undefined) throw new Error(`the BPF object has no ${name}`);
+      return v;
+    };
+    let progFd = fd(PROGRAM.connect4, loaded.programs);
+    let testFd = fd(PROGRAM.selectTest, loaded.programs);
+    const fds = mapFds((name) => fd(name, loaded.maps));
+    let replaced = false;
+    if (existsSync(progPin)) {
+      const pinnedFd = bpf.objGet(progPin);
+      if (bpf.progTag(pinnedFd) === bpf.progTag(progFd)) {
+        bpf.close(progFd);
+        bpf.close(testFd);
+        progFd = pinnedFd;
+        testFd = existsSync(testPin) ? bpf.objGet(testPin) : (bpf.objPin(testFd, testPin), testFd);
+      } else {
+        if (bpf.queryConnect4(opts.cgroup).includes(bpf.progId(pinnedFd))) bpf.replaceConnect4(progFd, pinnedFd, opts.cgroup);
+        bpf.close(pinnedFd);
+        repin(bpf, progFd, progPin);
+        repin(bpf, testFd, testPin);
+        replaced = true;
+      }
     } else {
-      const maxEntries: Record<string, number> = {};
-      if (opts.maxEndpoints) maxEntries[MAP.endpoints] = opts.maxEndpoints;
-      if (opts.maxNodes) maxEntries[MAP.nodes] = opts.maxNodes;
-      if (opts.maxServices) maxEntries[MAP.services] = opts.maxServices;
-      const loaded = bpf.load(objectPath(), opts.pinDir, maxEntries);
-      const fd = (name: string, of: Readonly<Record<string, number>>) => {
-        const v = of[name];
-        if (v === undefined) throw new Error(`the BPF object has no ${name}`);
-        return v;
-      };
-      progFd = fd(PROGRAM.connect4, loaded.programs);
-      testFd = fd(PROGRAM.selectTest, loaded.programs);
-      fds = mapFds((name) => fd(name, loaded.maps));
       bpf.objPin(progFd, progPin);
       bpf.objPin(testFd, testPin);
-      resumed = loaded.reused.length > 0;
     }
     const id = bpf.progId(progFd);
     if (!bpf.queryConnect4(opts.cgroup).includes(id)) bpf.attachConnect4(progFd, opts.cgroup);
-    const capacity = opts.maxEndpoints ?? DEFAULT_MAX.endpoints;
-    const dp = new Datapath(bpf, fds, progFd, testFd, resumed, opts, capacity);
+    const size = (name: string, dflt: number) => loaded.maxEntries[name] ?? dflt;
+    const limits = { services: size(MAP.services, DEFAULT_MAX.services), nodes: size(MAP.nodes, DEFAULT_MAX.nodes) };
+    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced, opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
     dp.recover();
     return dp;
+  }
+
+  /**
+   * `canopy agent uninstall`: detaches the program from the cgroup and
+   * removes the pins; the maps go with their last reference. Returns what it did.
+   */
+  static uninstall(opts: { pinDir: string; cgroup: string }): string[] {
+    const bpf = loadAddon();
+    const done: string[] = [];
+    const progPin = path.join(opts.pinDir, PROGRAM.connect4);
+    if (existsSync(progPin)) {
+      const progFd = bpf.objGet(progPin);
+      try {
+        if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup).includes(bpf.progId(progFd))) {
+          bpf.detachConnect4(progFd, opts.cgroup);
+          done.push(`detached connect4 from ${opts.cgroup}`);
+        }
+      } finally {
+        bpf.close(progFd);
+      }
+    }
+    if (existsSync(opts.pinDir)) {
+      rmSync(opts.pinDir, { recursive: true, force: true });
+      done.push(`removed the pins in ${opts.pinDir}`);
+    }
+    return done;
   }
 
   /** Rebuilds the agent's bookkeeping from the pinned maps, and drops half-written trees. */
@@ -424,6 +466,14 @@ export class Datapath {
     }, this.graceMs);
     this.retiring.add(timer);
   }
+}
+
+/** Pins `fd` at `pin` in place of what is there, in one step (bpffs renames atomically). */
+function repin(bpf: BpfAddon, fd: number, pin: string): void {
+  const tmp = `${pin}_new`; // bpffs refuses dots in names
+  rmSync(tmp, { force: true });
+  bpf.objPin(fd, tmp);
+  renameSync(tmp, pin);
 }
 
 function mapFds(get: (name: string) => number): Fds {
