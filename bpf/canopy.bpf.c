@@ -71,14 +71,20 @@ struct canopy_result {
 /*
  * The selection, shared by the connect4 program and the test-run harness.
  * Returns an enum canopy_verdict; on CANOPY_REWRITE, res holds the backend.
+ *
+ * `live` is a compile-time constant: connect4 passes 1 and the cgroup id and
+ * the random number are read only once the destination is known to be a
+ * service VIP, so a connect to anything else costs one map lookup and no
+ * helper call. The test harness passes 0 and supplies both.
  */
-static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, struct canopy_result *res)
+static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
+					 struct canopy_result *res)
 {
 	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
 	struct canopy_svc *svcp;
 	struct canopy_svc svc;
 	struct canopy_locality *loc = 0;
-	__u32 start = 0, count, slot;
+	__u32 start = 0, count, slot, base;
 	__u64 zero_cg = 0;
 	int i;
 
@@ -90,8 +96,11 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	/* One copy: later reads see this version even if the entry is replaced meanwhile. */
 	__builtin_memcpy(&svc, svcp, sizeof(svc));
 	count = svc.ep_count;
+	base = svc.ep_base;
 
 	if (svc.mode != CANOPY_MODE_RANDOM && svc.depth > 0) {
+		if (live)
+			cgroup = bpf_get_current_cgroup_id();
 		res->lookups++;
 		loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
 		if (!loc && cgroup != 0) {
@@ -116,8 +125,16 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 			nkey.value = value;
 			res->lookups++;
 			node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
-			if (!node || node->count == 0)
+			if (!node || node->count == 0) {
+				/* No backend in the caller's network: rank every network's
+				 * backends by the remaining levels, in the merged tree. */
+				if (i == 0 && svc.mode == CANOPY_MODE_NETWORK_FIRST) {
+					nkey.parent = CANOPY_ALT_ROOT;
+					base = svc.alt_base;
+					continue;
+				}
 				break;
+			}
 			start = node->start;
 			count = node->count;
 			nkey.parent = node->id;
@@ -130,7 +147,9 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	if (count == 0)
 		return CANOPY_REFUSE;
 
-	slot = svc.ep_base + start + rnd % count;
+	if (live)
+		rnd = bpf_get_prandom_u32();
+	slot = base + start + rnd % count;
 	res->lookups++;
 	struct canopy_backend *be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
 	if (!be || be->ip == 0)
@@ -161,8 +180,7 @@ int canopy_connect4(struct bpf_sock_addr *ctx)
 	struct canopy_result res = {};
 	int verdict;
 
-	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, bpf_get_current_cgroup_id(),
-				bpf_get_prandom_u32(), &res);
+	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 1, &res);
 	if (verdict == CANOPY_PASS)
 		return 1;
 	canopy_count(verdict, res.lookups);
@@ -179,7 +197,7 @@ int canopy_select_test(struct canopy_test_ctx *ctx)
 {
 	struct canopy_result res = {};
 
-	ctx->verdict = canopy_select(ctx->vip, ctx->port, ctx->cgroup, ctx->rand, &res);
+	ctx->verdict = canopy_select(ctx->vip, ctx->port, ctx->cgroup, ctx->rand, 0, &res);
 	ctx->ip = res.ip;
 	ctx->bport = res.port;
 	ctx->matched = res.matched;

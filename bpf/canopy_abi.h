@@ -47,7 +47,15 @@ enum canopy_mode {
 	CANOPY_MODE_RANDOM = 0,   /* ignore locality: any backend of the service */
 	CANOPY_MODE_FAILOVER = 1, /* deepest matched node's backends */
 	CANOPY_MODE_STRICT = 2,   /* the full path must match, else refuse */
+	/* Failover whose first level is the network (Istio's cross-network failover):
+	 * a caller whose network has no backends walks the service's merged tree
+	 * (the same backends grouped by the remaining levels, every network together),
+	 * which is what priority 0 of its CLA holds. */
+	CANOPY_MODE_NETWORK_FIRST = 3,
 };
+
+/* Parent id of the merged tree's first level (CANOPY_MODE_NETWORK_FIRST). */
+#define CANOPY_ALT_ROOT 0xffffffffu
 
 /* canopy_services: BPF_MAP_TYPE_HASH, no prealloc (a replaced value is freed after RCU). */
 struct canopy_svc_key {
@@ -64,6 +72,7 @@ struct canopy_svc {
 	__u8 depth;     /* tree levels, <= CANOPY_MAX_DEPTH */
 	__u16 pad;
 	__u8 level_scope[CANOPY_MAX_DEPTH]; /* scope slot of level i */
+	__u32 alt_base; /* CANOPY_MODE_NETWORK_FIRST: first slot of the merged tree's endpoints */
 };
 
 /* canopy_nodes: BPF_MAP_TYPE_HASH, no prealloc. The root is node 0 and has no entry. */

@@ -62,6 +62,7 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
       '--cgroup', cg.dir,
       '--pin-dir', cg.pinDir,
       '--workload', 'east=region=r2,zone=z1,subzone=s1',
+      '--workload', 'no-such-cgroup=region=r9',
       '--grace-ms', '100',
     ];
     agent = await startAgentProcess(agentArgs);
@@ -86,6 +87,13 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
       }
       cg.cleanup();
     }
+  });
+
+  it('skips a --workload whose cgroup does not exist, with the reason, and keeps running', async () => {
+    const skipped = agent.logs.find((l) => l.msg.startsWith('workload skipped'));
+    assert.ok(skipped, 'the skip is logged');
+    assert.match(String(skipped['cgroup']), /no-such-cgroup$/);
+    assert.equal((await fetch(`${agent.metricsUrl}/healthz`)).status, 200, 'the agent is still running');
   });
 
   it('sends each workload to its nearest backends', async () => {

@@ -65,13 +65,6 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': layer('agent/', ['sessions', 'admin', 'store', 'main.js', 'cli.js', 'demo']) },
   },
   {
-    // removed when the agent's ADS client moves to transport/ (issue 11)
-    files: ['server/src/agent/agent.ts'],
-    rules: {
-      'no-restricted-imports': layer('agent/', ['sessions', 'admin', 'store', 'main.js', 'cli.js', 'demo'], [], []),
-    },
-  },
-  {
     // The demo is a gRPC client application shipped with the CLI (an echo backend and a grpc-js-xds client),
     // not a layer of the server: it uses gRPC as any client of Canopy does.
     files: ['server/src/demo/**/*.ts'],

@@ -147,14 +147,14 @@ static int print_fn(enum libbpf_print_level level, const char *fmt, va_list args
 
 /*
  * load(objectPath, pinDir, maxEntries: {mapName: n}) ->
- *   { maps: {name: fd}, programs: {name: fd}, reused: [mapName...] }
+ *   { maps: {name: fd}, programs: {name: fd}, reused: [mapName...], maxEntries: {name: n} }
  * Every map is pinned at pinDir/<name>; a map already pinned there is reused
  * (libbpf checks that its type, key and value sizes agree), which is how a
- * restarted agent keeps the datapath's state.
+ * restarted agent keeps the datapath's state; a reused map keeps its size.
  */
 static napi_value load(napi_env env, napi_callback_info info)
 {
-	napi_value argv[3], result, maps, progs, reused;
+	napi_value argv[3], result, maps, sizes, progs, reused;
 	char path[1024], pin_dir[512], pin_path[1024];
 	struct bpf_object *obj;
 	struct bpf_map *map;
@@ -193,8 +193,18 @@ static napi_value load(napi_env env, napi_callback_info info)
 			}
 		}
 		if (stat(pin_path, &st) == 0) {
+			struct bpf_map_info minfo;
+			__u32 mlen = sizeof(minfo);
 			napi_value n;
+			int pfd;
 
+			/* A pinned map keeps its size: reuse it as it is, whatever was asked. */
+			memset(&minfo, 0, sizeof(minfo));
+			pfd = bpf_obj_get(pin_path);
+			if (pfd >= 0 && bpf_obj_get_info_by_fd(pfd, &minfo, &mlen) == 0)
+				bpf_map__set_max_entries(map, minfo.max_entries);
+			if (pfd >= 0)
+				close(pfd);
 			CHECK(napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &n));
 			CHECK(napi_set_element(env, reused, nreused++, n));
 		}
@@ -213,6 +223,7 @@ static napi_value load(napi_env env, napi_callback_info info)
 
 	CHECK(napi_create_object(env, &result));
 	CHECK(napi_create_object(env, &maps));
+	CHECK(napi_create_object(env, &sizes));
 	CHECK(napi_create_object(env, &progs));
 	bpf_object__for_each_map(map, obj) {
 		const char *name = bpf_map__name(map);
@@ -221,6 +232,7 @@ static napi_value load(napi_env env, napi_callback_info info)
 			continue;
 		/* dup: the object (and its fds) is closed below, the maps stay open for JS. */
 		CHECK(napi_set_named_property(env, maps, name, make_i32(env, dup(bpf_map__fd(map)))));
+		CHECK(napi_set_named_property(env, sizes, name, make_i32(env, (int32_t)bpf_map__max_entries(map))));
 	}
 	bpf_object__for_each_program(prog, obj) {
 		CHECK(napi_set_named_property(env, progs, bpf_program__name(prog),
@@ -230,6 +242,7 @@ static napi_value load(napi_env env, napi_callback_info info)
 	CHECK(napi_set_named_property(env, result, "maps", maps));
 	CHECK(napi_set_named_property(env, result, "programs", progs));
 	CHECK(napi_set_named_property(env, result, "reused", reused));
+	CHECK(napi_set_named_property(env, result, "maxEntries", sizes));
 	return result;
 fail:
 	bpf_object__close(obj);
@@ -281,6 +294,26 @@ static napi_value prog_id(napi_env env, napi_callback_info info)
 	return make_i32(env, (int32_t)pinfo.id);
 }
 
+/* progTag(fd) -> the program's tag (hex): a hash of its instructions, equal for equal builds. */
+static napi_value prog_tag(napi_env env, napi_callback_info info)
+{
+	napi_value argv[1], out;
+	struct bpf_prog_info pinfo;
+	__u32 len = sizeof(pinfo);
+	char hex[2 * BPF_TAG_SIZE + 1];
+	int32_t fd;
+
+	if (get_args(env, info, 1, argv) || get_i32(env, argv[0], &fd))
+		return NULL;
+	memset(&pinfo, 0, sizeof(pinfo));
+	if (bpf_obj_get_info_by_fd(fd, &pinfo, &len))
+		return throw_errno(env, errno, "program info of fd %d", fd);
+	for (int i = 0; i < BPF_TAG_SIZE; i++)
+		snprintf(hex + 2 * i, 3, "%02x", pinfo.tag[i]);
+	CHECK(napi_create_string_utf8(env, hex, NAPI_AUTO_LENGTH, &out));
+	return out;
+}
+
 static int open_cgroup(napi_env env, napi_value v, char *path, size_t size)
 {
 	int fd;
@@ -293,6 +326,37 @@ static int open_cgroup(napi_env env, napi_value v, char *path, size_t size)
 		return -1;
 	}
 	return fd;
+}
+
+/*
+ * replaceConnect4(newProgFd, oldProgFd, cgroupPath): swaps one attached
+ * connect4 program for another in a single step (BPF_F_REPLACE), so no
+ * connect() runs with neither or both.
+ */
+static napi_value replace_connect4(napi_env env, napi_callback_info info)
+{
+	LIBBPF_OPTS(bpf_prog_attach_opts, opts);
+	napi_value argv[3];
+	char path[1024];
+	int32_t new_fd, old_fd;
+	int cg, err;
+
+	if (get_args(env, info, 3, argv) || get_i32(env, argv[0], &new_fd) || get_i32(env, argv[1], &old_fd))
+		return NULL;
+	cg = open_cgroup(env, argv[2], path, sizeof(path));
+	if (cg < 0)
+		return NULL;
+	opts.flags = BPF_F_ALLOW_MULTI | BPF_F_REPLACE;
+	opts.replace_prog_fd = old_fd;
+	err = bpf_prog_attach_opts(new_fd, cg, BPF_CGROUP_INET4_CONNECT, &opts);
+	if (err) {
+		int e = errno;
+
+		close(cg);
+		return throw_errno(env, e, "replace the connect4 program of cgroup %s", path);
+	}
+	close(cg);
+	return NULL;
 }
 
 /* Attaches (BPF_F_ALLOW_MULTI) or detaches a connect4 program on a cgroup. */
@@ -531,6 +595,8 @@ static napi_value init(napi_env env, napi_value exports)
 		{ "objGet", obj_get },
 		{ "objPin", obj_pin },
 		{ "progId", prog_id },
+		{ "progTag", prog_tag },
+		{ "replaceConnect4", replace_connect4 },
 		{ "attachConnect4", attach_connect4 },
 		{ "detachConnect4", detach_connect4 },
 		{ "queryConnect4", query_connect4 },

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { formatFieldErrors } from './domain/errors.js';
 import { startCanopy } from './main.js';
 import { loadConfigFile } from './store/config-file.js';
-import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.js';
+import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from './agent/cli-agent.js';
 import { IMPORT_USAGE, runImport } from './cli-policy.js';
 import { EXPLAIN_USAGE, runExplain } from './cli-explain.js';
 
@@ -29,9 +29,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'agent') return runAgent(rest);
   if (command === 'import') return runImport(rest, process.stdout, process.stderr);
   if (command === 'explain') return runExplain(rest, process.stdout, process.stderr);
-  if (command !== 'serve') {
-    process.stderr.write(`${USAGE}\n`);
-    return command === 'help' || command === '--help' ? 0 : 2;
+  const help = command === 'help' || command === '--help' || command === '-h';
+  if (command !== 'serve' || rest.includes('--help') || rest.includes('-h')) {
+    (help || command === 'serve' ? process.stdout : process.stderr).write(`${USAGE}\n`);
+    return help || command === 'serve' ? 0 : 2;
   }
   const { values } = parseArgs({
     args: rest,
@@ -89,8 +90,17 @@ async function main(argv: string[]): Promise<number> {
 }
 
 async function runAgent(args: string[]): Promise<number> {
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(`${AGENT_HELP}\n`);
+    return 0;
+  }
   let opts;
   try {
+    if (args[0] === 'uninstall') {
+      const { Datapath } = await import('./agent/datapath.js');
+      for (const line of Datapath.uninstall(parseUninstallArgs(args.slice(1)))) process.stdout.write(`${line}\n`);
+      return 0;
+    }
     opts = parseAgentArgs(args);
   } catch (err) {
     if (!(err instanceof AgentFlagError) && (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') !== true) throw err;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LAYOUT, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
-import { plan, PlanError, type AgentState, type IncomingTree } from '../src/agent/planner.js';
+import { plan, type AgentState, type IncomingTree } from '../src/agent/planner.js';
 import { SlotAllocator } from '../src/agent/slot-allocator.js';
 import type { TreeMessage } from '../src/resources/tree-codec.js';
 
@@ -12,6 +12,7 @@ function tree(name: string, opts: Partial<Omit<TreeMessage, 'backends'>> & { bac
     vip: opts.vip ?? 0x0a000001,
     port: opts.port ?? 80,
     mode: opts.mode ?? 'failover',
+    networkFirst: opts.networkFirst ?? false,
     scopes: opts.scopes ?? ['region'],
     nodes: opts.nodes ?? [
       { parent: 0, value: '', start: 0, end: n },
@@ -22,9 +23,11 @@ function tree(name: string, opts: Partial<Omit<TreeMessage, 'backends'>> & { bac
   return { tree: t, hash: JSON.stringify(t) };
 }
 
-function empty(capacity = 100): AgentState {
-  return { services: new Map(), allocator: new SlotAllocator(capacity), nextTree: 1, scopes: new Map() };
+function empty(capacity = 100, limits = { services: 4096, nodes: 1000 }): AgentState {
+  return { services: new Map(), allocator: new SlotAllocator(capacity), nextTree: 1, scopes: new Map(), nodesHeld: 0, limits };
 }
+
+const details = (p: ReturnType<typeof plan>) => p.rejected.map((r) => r.detail);
 
 describe('SlotAllocator', () => {
   it('allocates first fit and coalesces what is released', () => {
@@ -134,14 +137,38 @@ describe('planner', () => {
     assert.deepEqual(again.newScopes, []);
   });
 
-  it('refuses what the kernel cannot serve, naming the service and field', () => {
-    assert.throws(() => plan(empty(), [tree('a'), tree('b')]), (e: Error) => e instanceof PlanError && /service b: vip:port is also used by service a/.test(e.message));
-    assert.throws(() => plan(empty(), [tree('a', { port: 0 })]), /service a: port 0/);
-    assert.throws(() => plan(empty(), [tree('a', { vip: 0 })]), /service a: vip is 0.0.0.0/);
-    assert.throws(() => plan(empty(4), [tree('a', { backends: 5 })]), /service a: endpoint map full: 5 slots needed, 4 free of 4/);
+  it('rejects, service by service, what the kernel cannot serve, naming the service and field', () => {
+    const dup = plan(empty(), [tree('a'), tree('b')]);
+    assert.deepEqual(details(dup), ['service b: vip:port is also used by service a']);
+    assert.deepEqual(dup.publish.map((x) => x.service), ['a'], 'the valid one is still loaded');
+    assert.match(details(plan(empty(), [tree('a', { port: 0 })]))[0]!, /service a: port 0/);
+    assert.match(details(plan(empty(), [tree('a', { vip: 0 })]))[0]!, /service a: vip is 0.0.0.0/);
+    assert.match(details(plan(empty(4), [tree('a', { backends: 5 })]))[0]!, /service a: endpoint map full: 5 slots needed, 4 free of 4/);
+    assert.match(details(plan(empty(100, { services: 1, nodes: 100 }), [tree('a'), tree('b', { vip: 2 })]))[0]!, /service b: service map full: 1 services/);
+    assert.match(details(plan(empty(100, { services: 10, nodes: 1 }), [tree('a'), tree('b', { vip: 2 })]))[0]!, /service b: node map full: 1 entries needed, 0 free of 1/);
     const scopes = Array.from({ length: 9 }, (_, i) => `label:k${i}`);
-    assert.throws(() => plan(empty(), [tree('a', { scopes })]), /scopes has 9 levels, at most 8/);
+    assert.match(details(plan(empty(), [tree('a', { scopes })]))[0]!, /scopes has 9 levels, at most 8/);
     const many = Array.from({ length: 14 }, (_, i) => tree(`s${i}`, { vip: 0x0a000100 + i, scopes: [`label:k${i}`] }));
-    assert.throws(() => plan(empty(), many), /service s13: scopes\[0\] label:k13: no scope slot left/);
+    assert.deepEqual(details(plan(empty(), many)), ['service s13: scopes[0] label:k13: no scope slot left (13 dynamic scopes at most)']);
+  });
+
+  it('keeps the last good state of a rejected service, and of one named in keep', () => {
+    const first = plan(empty(), [tree('a'), tree('b', { vip: 2 })]);
+    const p = plan(first.next, [tree('a', { backends: 3 }), tree('b', { vip: 2, port: 0 })]);
+    assert.deepEqual(p.unpublish, [], 'b is not removed');
+    assert.deepEqual(p.publish.map((x) => x.service), ['a']);
+    assert.equal([...p.next.services.values()].find((s) => s.name === 'b')?.tree, 2);
+    const kept = plan(first.next, [tree('a')], new Set(['b']));
+    assert.deepEqual(kept.unpublish, []);
+  });
+
+  it('gives back the scope slots of removed services (no leak under churn)', () => {
+    let state = empty();
+    for (let i = 0; i < 40; i++) {
+      const p = plan(state, [tree(`s${i}`, { vip: 0x0a000100 + i, scopes: [`label:k${i}`] })]);
+      assert.deepEqual(details(p), [], `round ${i}`);
+      state = p.next;
+    }
+    assert.equal(state.scopes.size, 1);
   });
 });

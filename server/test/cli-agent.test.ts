@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseAgentArgs } from '../src/agent/cli-agent.js';
+import { fileURLToPath } from 'node:url';
+import { kernelTooOld } from '../src/agent/bpf.js';
+import { parseAgentArgs, parseUninstallArgs } from '../src/agent/cli-agent.js';
 
 const base = ['--server', '127.0.0.1:18000', '--node-id', 'n1', '--cgroup', '/cg'];
 
@@ -39,7 +42,39 @@ describe('canopy agent flags', () => {
       [[...base, '--grace-ms=-1'], /--grace-ms must be an integer in 0\.\.600000, got "-1"/],
       [[...base, '--metrics-port', '70000'], /--metrics-port must be an integer in 0\.\.65535/],
       [[...base, '--bogus'], /Unknown option '--bogus'/],
+      [[...base, '--max-services', '0'], /--max-services must be an integer in 1\.\.16777216, got "0"/],
+      [[...base, '--max-endpoints', 'x'], /--max-endpoints must be an integer/],
     ];
     for (const [args, re] of cases) assert.throws(() => parseAgentArgs(args), re, args.join(' '));
   });
+
+  it('reads the map sizes', () => {
+    const o = parseAgentArgs([...base, '--max-services', '8', '--max-nodes', '64', '--max-endpoints', '1024']);
+    assert.deepEqual([o.maxServices, o.maxNodes, o.maxEndpoints], [8, 64, 1024]);
+  });
+
+  it('reads uninstall flags', () => {
+    assert.deepEqual(parseUninstallArgs(['--cgroup', '/cg', '--pin-dir', '/p']), { cgroup: '/cg', pinDir: '/p' });
+    assert.throws(() => parseUninstallArgs([]), /--cgroup is required/);
+  });
+});
+
+describe('kernel version check', () => {
+  it('accepts 5.14 and newer, and says why an older one will not do', () => {
+    for (const r of ['5.14.0', '5.15.0-91-generic', '6.1.0-13-amd64', '6.18.44-fc', 'weird']) assert.equal(kernelTooOld(r), undefined, r);
+    assert.match(kernelTooOld('5.10.0-26-amd64')!, /kernel 5\.10\.0-26-amd64 is too old for the datapath: Linux 5\.14 or newer is required/);
+    assert.ok(kernelTooOld('4.19.0'));
+  });
+});
+
+describe('--help', () => {
+  const cli = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
+  for (const args of [['--help'], ['serve', '--help'], ['agent', '--help'], ['agent', 'uninstall', '--help']]) {
+    it(`canopy ${args.join(' ')} prints usage and exits 0`, () => {
+      const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 10_000 });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /usage:/);
+      assert.match(r.stdout, args[0] === 'agent' ? /canopy agent uninstall/ : /canopy serve --config FILE/);
+    });
+  }
 });

@@ -22,7 +22,9 @@ export const DEFAULT_MAX = {
   workloads: 65536,
 } as const;
 
-export const MODE = { random: 0, failover: 1, strict: 2 } as const;
+export const MODE = { random: 0, failover: 1, strict: 2, networkFirst: 3 } as const;
+/** Parent id of the merged tree's first level (network-first services). */
+export const ALT_ROOT = 0xffffffff;
 export const VERDICT = { pass: 0, rewrite: 1, refuse: 2 } as const;
 
 export const MAP = {
@@ -39,7 +41,7 @@ export const PROGRAM = { connect4: 'canopy_connect4', selectTest: 'canopy_select
 /** struct layouts: size and field offsets, in the header's order. */
 export const LAYOUT = {
   canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
-  canopy_svc: { size: 24, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, pad: 14, level_scope: 16 } },
+  canopy_svc: { size: 28, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, pad: 14, level_scope: 16, alt_base: 24 } },
   canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
   canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
   canopy_backend: { size: 8, fields: { ip: 0, port: 4, pad: 6 } },
@@ -66,6 +68,7 @@ export const CONSTANTS = {
   CANOPY_MODE_RANDOM: MODE.random,
   CANOPY_MODE_FAILOVER: MODE.failover,
   CANOPY_MODE_STRICT: MODE.strict,
+  CANOPY_MODE_NETWORK_FIRST: MODE.networkFirst,
   CANOPY_PASS: VERDICT.pass,
   CANOPY_REWRITE: VERDICT.rewrite,
   CANOPY_REFUSE: VERDICT.refuse,
@@ -110,6 +113,8 @@ export interface SvcValue {
   readonly mode: number;
   readonly depth: number;
   readonly levelScope: readonly number[];
+  /** First slot of the merged tree's endpoints (network-first services; else 0). */
+  readonly altBase: number;
 }
 
 export function writeSvcKey(b: Buffer, off: number, k: SvcKey): void {
@@ -139,6 +144,7 @@ export function svcValue(v: SvcValue): Buffer {
   b.writeUInt8(v.mode, f.mode);
   b.writeUInt8(v.depth, f.depth);
   v.levelScope.forEach((s, i) => b.writeUInt8(s, f.level_scope + i));
+  u32(b, f.alt_base, v.altBase);
   return b;
 }
 
@@ -152,6 +158,7 @@ export function readSvcValue(b: Buffer): SvcValue {
     mode: b.readUInt8(f.mode),
     depth,
     levelScope: Array.from({ length: depth }, (_, i) => b.readUInt8(f.level_scope + i)),
+    altBase: readU32(b, f.alt_base),
   };
 }
 

@@ -4,19 +4,17 @@
  * once it is in the maps (NACKs, with the reason, one it cannot load).
  * Serves /metrics, /healthz and /debug/state on an HTTP port.
  */
-import * as grpc from '@grpc/grpc-js';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Placement } from '../domain/locality.js';
-import { messageType } from '../wire/protos.js';
+import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/agent-ads-client.js';
 import { contentHash } from '../resources/resource.js';
-import { decodeLocalityTree, intToIpv4, type TreeMessage } from '../resources/tree-codec.js';
+import { intToIpv4, tryDecodeLocalityTree, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
+import { DEFAULT_PIN_DIR } from './cli-agent.js';
 import { Datapath, type Workload } from './datapath.js';
 import type { IncomingTree } from './planner.js';
-
-const ADS_METHOD = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
 
 export interface AgentOptions {
   /** host:port of Canopy's ADS server */
@@ -32,6 +30,8 @@ export interface AgentOptions {
   readonly metricsHost?: string;
   readonly logLevel?: string;
   readonly maxEndpoints?: number;
+  readonly maxNodes?: number;
+  readonly maxServices?: number;
 }
 
 export interface AgentStatus {
@@ -52,23 +52,22 @@ export interface RunningAgent {
   stop(opts?: { detach?: boolean }): Promise<void>;
 }
 
-interface RawResponse {
-  version_info?: string;
-  resources?: { type_url?: string; value?: Uint8Array }[];
-  type_url?: string;
-  nonce?: string;
-}
 
 export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const log: Logger = pino({ name: 'canopy-agent', level: opts.logLevel ?? 'info' });
-  const pinDir = opts.pinDir ?? '/sys/fs/bpf/canopy';
+  const pinDir = opts.pinDir ?? DEFAULT_PIN_DIR;
   const datapath = Datapath.open({
     pinDir,
     cgroup: opts.cgroup,
     ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
     ...(opts.maxEndpoints !== undefined ? { maxEndpoints: opts.maxEndpoints } : {}),
+    ...(opts.maxNodes !== undefined ? { maxNodes: opts.maxNodes } : {}),
+    ...(opts.maxServices !== undefined ? { maxServices: opts.maxServices } : {}),
   });
-  datapath.setWorkloads(opts.placement, opts.workloads ?? []);
+  if (datapath.replaced) log.info({ pinDir }, 'the pinned program was from another build: replaced in place');
+  for (const { cgroup, reason } of datapath.setWorkloads(opts.placement, opts.workloads ?? [])) {
+    log.warn({ cgroup, reason }, 'workload skipped: its connects use the node locality');
+  }
   log.info(
     { pinDir, cgroup: opts.cgroup, resumed: datapath.resumed, services: datapath.services().length, workloads: (opts.workloads ?? []).length },
     datapath.resumed ? 'datapath resumed from pinned maps' : 'datapath loaded and attached',
@@ -125,44 +124,39 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     nacks: 0,
   };
   const waiters: { version: string | undefined; resolve: (v: string) => void }[] = [];
-  const Request = messageType('envoy.service.discovery.v3.DiscoveryRequest');
-  const Response = messageType('envoy.service.discovery.v3.DiscoveryResponse');
-  const node = {
-    id: opts.nodeId,
-    cluster: 'canopy-agent',
-    locality: { region: opts.placement.locality.region, zone: opts.placement.locality.zone, sub_zone: opts.placement.locality.subzone },
-    user_agent_name: 'canopy-agent',
-  };
-  const client = new grpc.Client(opts.server, grpc.credentials.createInsecure());
-  let call: grpc.ClientDuplexStream<Buffer, Buffer> | undefined;
-  let stopping = false;
-  let backoff = 250;
-  let retry: NodeJS.Timeout | undefined;
-  let first = true;
 
-  const send = (req: object): void => {
-    call?.write(Buffer.from(Request.encode(Request.fromObject(req)).finish()));
-  };
-
-  const onResponse = (bytes: Buffer): void => {
-    const res = Response.toObject(Response.decode(bytes), { defaults: true }) as RawResponse;
-    if (res.type_url !== TREE_TYPE) return;
-    const version = res.version_info ?? '';
-    const nonce = res.nonce ?? '';
+  const onResponse = (version: string, resources: readonly AdsResource[]): AdsVerdict => {
     const t0 = process.hrtime.bigint();
     try {
-      const trees: IncomingTree[] = (res.resources ?? []).map((any, i) => {
-        if (any.type_url !== TREE_TYPE) throw new Error(`resources[${i}]: type_url ${any.type_url} is not ${TREE_TYPE}`);
-        const value = any.value ?? new Uint8Array();
-        return { tree: decodeLocalityTree(value), hash: contentHash(value) };
+      // A resource that does not decode is rejected alone; its service (when
+      // its name can be read) keeps what it had.
+      const trees: IncomingTree[] = [];
+      const errors: string[] = [];
+      const keep = new Set<string>();
+      resources.forEach((any, i) => {
+        if (any.typeUrl !== TREE_TYPE) return errors.push(`resources[${i}]: type_url ${any.typeUrl} is not ${TREE_TYPE}`);
+        const decoded = tryDecodeLocalityTree(any.value);
+        if (!decoded.ok) {
+          if (decoded.service) keep.add(decoded.service);
+          return errors.push(`resources[${i}]: ${decoded.error}`);
+        }
+        trees.push({ tree: decoded.tree, hash: contentHash(any.value) });
       });
-      const r = datapath.apply(trees);
+      const r = datapath.apply(trees, keep);
       applySeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
+      errors.push(...r.rejected.map((x) => x.detail));
+      if (errors.length > 0) {
+        const detail = errors.join('; ');
+        nacked.inc();
+        status.nacks++;
+        status.lastNack = { version, detail };
+        log.warn({ version, detail, changed: r.changed, removed: r.removed }, 'tree version rejected in part (NACK); the rest is loaded, rejected services keep their last good state');
+        return { ok: false, detail };
+      }
       applied.inc();
       status.versionApplied = version;
       status.versionsApplied++;
       log.info({ version, services: trees.length, changed: r.changed, removed: r.removed, mapWrites: r.mapWrites, ms: +r.ms.toFixed(3) }, 'tree version applied');
-      send({ node, type_url: TREE_TYPE, version_info: version, response_nonce: nonce, resource_names: [] });
       for (let i = waiters.length - 1; i >= 0; i--) {
         const w = waiters[i]!;
         if (w.version === undefined || w.version === version) {
@@ -170,54 +164,34 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
           w.resolve(version);
         }
       }
+      return { ok: true };
     } catch (err) {
       const detail = (err as Error).message;
       nacked.inc();
       status.nacks++;
       status.lastNack = { version, detail };
       log.warn({ version, detail }, 'tree version rejected (NACK); the maps keep the last good version');
-      send({
-        node,
-        type_url: TREE_TYPE,
-        version_info: status.versionApplied,
-        response_nonce: nonce,
-        resource_names: [],
-        error_detail: { code: grpc.status.INVALID_ARGUMENT, message: detail },
-      });
+      return { ok: false, detail };
     }
   };
 
-  const connect = (): void => {
-    if (stopping) return;
-    const c = client.makeBidiStreamRequest<Buffer, Buffer>(ADS_METHOD, (b) => b, (b) => b);
-    call = c;
-    let got = false;
-    c.on('data', (b: Buffer) => {
-      if (!got) {
-        got = true;
-        backoff = 250;
-        status.connected = true;
-        connectedGauge.set(1);
-        log.info({ server: opts.server }, first ? 'connected to canopy' : 'reconnected to canopy');
-        first = false;
-      }
-      onResponse(b);
-    });
-    const lost = (why: string): void => {
-      if (call !== c) return;
-      call = undefined;
+  const ads = new AgentAdsClient({
+    server: opts.server,
+    node: { id: opts.nodeId, cluster: 'canopy-agent', locality: opts.placement.locality, userAgent: 'canopy-agent' },
+    typeUrl: TREE_TYPE,
+    onResponse,
+    onConnected(first) {
+      status.connected = true;
+      connectedGauge.set(1);
+      log.info({ server: opts.server }, first ? 'connected to canopy' : 'reconnected to canopy');
+    },
+    onLost(why, retryMs) {
       status.connected = false;
       connectedGauge.set(0);
-      if (stopping) return;
-      log.warn({ server: opts.server, why, retryMs: backoff }, 'ADS stream lost; the datapath keeps serving the last version');
-      retry = setTimeout(connect, backoff);
-      backoff = Math.min(backoff * 2, 5000);
-    };
-    c.on('error', (err: Error) => lost(err.message));
-    c.on('end', () => lost('stream ended'));
-    send({ node, type_url: TREE_TYPE, version_info: status.versionApplied, resource_names: [] });
-  };
-  connect();
+      log.warn({ server: opts.server, why, retryMs }, 'ADS stream lost; the datapath keeps serving the last version');
+    },
+  });
+  ads.start();
 
   // ------------------------------------------------------------- HTTP
   const app: FastifyInstance = Fastify({ logger: false });
@@ -247,10 +221,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
         ? Promise.resolve(version)
         : new Promise((resolve) => waiters.push({ version, resolve })),
     async stop(stopOpts = {}) {
-      stopping = true;
-      if (retry) clearTimeout(retry);
-      call?.cancel();
-      client.close();
+      ads.stop();
       await app.close();
       datapath.close({ ...(stopOpts.detach ? { detach: true } : {}), cgroup: opts.cgroup });
     },

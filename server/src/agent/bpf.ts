@@ -12,6 +12,8 @@ export interface LoadedObject {
   readonly programs: Readonly<Record<string, number>>;
   /** Maps that were already pinned and have been reused. */
   readonly reused: readonly string[];
+  /** Each map's size as loaded (a reused map keeps the size it was created with). */
+  readonly maxEntries: Readonly<Record<string, number>>;
 }
 
 export interface BpfAddon {
@@ -19,6 +21,8 @@ export interface BpfAddon {
   objGet(path: string): number;
   objPin(fd: number, path: string): void;
   progId(fd: number): number;
+  progTag(fd: number): string;
+  replaceConnect4(newProgFd: number, oldProgFd: number, cgroupPath: string): void;
   attachConnect4(progFd: number, cgroupPath: string): void;
   detachConnect4(progFd: number, cgroupPath: string): void;
   queryConnect4(cgroupPath: string): number[];
@@ -43,6 +47,22 @@ export function addonPath(): string {
 
 export function objectPath(): string {
   return packagePath('bpf', 'build', 'canopy.bpf.o');
+}
+
+/**
+ * The oldest kernel the object loads on: its test harness is a SEC("syscall")
+ * program (5.14); cgroup/connect4 with bpf_link-free attach and the helpers
+ * it calls are older.
+ */
+export const MIN_KERNEL: readonly [number, number] = [5, 14];
+
+/** Why a kernel release (uname -r) is too old, or undefined when it will do. */
+export function kernelTooOld(release: string): string | undefined {
+  const m = /^(\d+)\.(\d+)/.exec(release);
+  if (!m) return undefined; // unknown format: let the load say what is missing
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  if (major > MIN_KERNEL[0] || (major === MIN_KERNEL[0] && minor >= MIN_KERNEL[1])) return undefined;
+  return `kernel ${release} is too old for the datapath: Linux ${MIN_KERNEL.join('.')} or newer is required (BPF syscall programs, cgroup connect4)`;
 }
 
 let cached: BpfAddon | undefined;

@@ -10,11 +10,40 @@ import type { Workload } from './datapath.js';
 
 export const AGENT_USAGE = `  canopy agent --server HOST:PORT --node-id ID --cgroup DIR [--region R] [--zone Z] [--subzone S]
                [--network N] [--cluster C] [--label k=v ...] [--workload CGROUP=k=v,... ...]
-               [--pin-dir DIR] [--grace-ms N] [--metrics-host H] [--metrics-port N] [--log-level L]`;
+               [--pin-dir DIR] [--grace-ms N] [--metrics-host H] [--metrics-port N] [--log-level L]
+               [--max-services N] [--max-nodes N] [--max-endpoints N]
+  canopy agent uninstall --cgroup DIR [--pin-dir DIR]`;
+
+/** \`canopy agent --help\`: what each flag means. */
+export const AGENT_HELP = `canopy agent: loads Canopy's locality trees into the kernel (cgroup/connect4) on this node.
+
+usage:
+${AGENT_USAGE}
+
+  --server HOST:PORT     Canopy's ADS (xDS) address
+  --node-id ID           this node's id (also its \`node\` scope value)
+  --cgroup DIR           cgroup v2 directory the program is attached to (its workloads' connects are steered)
+  --region/--zone/--subzone/--network/--cluster/--label k=v
+                         this node's placement: the locality of connects from cgroups without a --workload entry
+  --workload CGROUP=k=v,...
+                         a workload cgroup (relative to --cgroup, or absolute) with its own placement; a missing
+                         cgroup is skipped with a logged reason
+  --pin-dir DIR          bpffs directory for the pinned program and maps (default /sys/fs/bpf/canopy)
+  --grace-ms N           how long a replaced tree stays readable (default 200)
+  --max-services N       service map size (default 4096), --max-nodes N (default 262144),
+  --max-endpoints N      endpoint slots (default 1048576); used when the maps are created, kept on restart
+  --metrics-host H, --metrics-port N   /metrics, /healthz, /debug/state (default 127.0.0.1:19100)
+  --log-level L          pino level (default info)
+
+  uninstall              detach the program from --cgroup and remove the pins (and so the maps)
+
+Requires Linux 5.14 or newer, root (or CAP_BPF + CAP_NET_ADMIN), cgroup v2 and bpffs.`;
 
 const PLACEMENT_KEYS = new Set(['region', 'zone', 'subzone', 'network', 'node', 'cluster']);
 
 export class AgentFlagError extends Error {}
+
+export const DEFAULT_PIN_DIR = '/sys/fs/bpf/canopy';
 
 function setKey(p: { locality: { region: string; zone: string; subzone: string }; network: string; node: string; cluster: string; labels: Record<string, string> }, key: string, value: string): void {
   switch (key) {
@@ -58,6 +87,9 @@ export function parseAgentArgs(args: string[]): AgentOptions {
       'metrics-host': { type: 'string' },
       'metrics-port': { type: 'string' },
       'log-level': { type: 'string' },
+      'max-services': { type: 'string' },
+      'max-nodes': { type: 'string' },
+      'max-endpoints': { type: 'string' },
     },
     strict: true,
   });
@@ -93,15 +125,18 @@ export function parseAgentArgs(args: string[]): AgentOptions {
     }
     return { cgroup: path.isAbsolute(dir) ? dir : path.join(cgroup, dir), placement: placement as Placement };
   });
-  const int = (flag: 'grace-ms' | 'metrics-port', max: number): number | undefined => {
+  const int = (flag: 'grace-ms' | 'metrics-port' | 'max-services' | 'max-nodes' | 'max-endpoints', max: number, min = 0): number | undefined => {
     const raw = values[flag];
     if (raw === undefined) return undefined;
     const n = Number(raw);
-    if (!Number.isInteger(n) || n < 0 || n > max) throw new AgentFlagError(`--${flag} must be an integer in 0..${max}, got "${raw}"`);
+    if (!Number.isInteger(n) || n < min || n > max) throw new AgentFlagError(`--${flag} must be an integer in ${min}..${max}, got "${raw}"`);
     return n;
   };
   const graceMs = int('grace-ms', 600_000);
   const metricsPort = int('metrics-port', 65535);
+  const maxServices = int('max-services', 1 << 24, 1);
+  const maxNodes = int('max-nodes', 1 << 26, 1);
+  const maxEndpoints = int('max-endpoints', 1 << 26, 1);
   return {
     server,
     nodeId,
@@ -110,8 +145,18 @@ export function parseAgentArgs(args: string[]): AgentOptions {
     workloads,
     ...(values['pin-dir'] !== undefined ? { pinDir: values['pin-dir'] } : {}),
     ...(graceMs !== undefined ? { graceMs } : {}),
+    ...(maxServices !== undefined ? { maxServices } : {}),
+    ...(maxNodes !== undefined ? { maxNodes } : {}),
+    ...(maxEndpoints !== undefined ? { maxEndpoints } : {}),
     ...(metricsPort !== undefined ? { metricsPort } : {}),
     ...(values['metrics-host'] !== undefined ? { metricsHost: values['metrics-host'] } : {}),
     ...(values['log-level'] !== undefined ? { logLevel: values['log-level'] } : {}),
   };
+}
+
+/** \`canopy agent uninstall --cgroup DIR [--pin-dir DIR]\` */
+export function parseUninstallArgs(args: string[]): { cgroup: string; pinDir: string } {
+  const { values } = parseArgs({ args, options: { cgroup: { type: 'string' }, 'pin-dir': { type: 'string' } }, strict: true });
+  if (!values.cgroup) throw new AgentFlagError('--cgroup is required');
+  return { cgroup: path.resolve(values.cgroup), pinDir: values['pin-dir'] ?? DEFAULT_PIN_DIR };
 }

@@ -4,7 +4,8 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { scopeValue, type Placement, type Scope } from '../domain/locality.js';
 import {
@@ -13,19 +14,22 @@ import {
   LAYOUT,
   localityValue,
   MAP,
+  MAX_SCOPES,
+  MODE,
   PROGRAM,
   readNodeKey,
   readSvcKey,
   readSvcValue,
   readU64At,
+  SCOPE_FIRST_DYNAMIC,
   sumStats,
   u32Key,
   u64Value,
   valueHash,
   type Stats,
 } from './abi.js';
-import { BPF_ANY, loadAddon, objectPath, type BpfAddon } from './bpf.js';
-import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Published } from './planner.js';
+import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon } from './bpf.js';
+import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Limits, type Published, type Rejected } from './planner.js';
 import { SlotAllocator } from './slot-allocator.js';
 
 export interface DatapathOptions {
@@ -37,6 +41,9 @@ export interface DatapathOptions {
   readonly graceMs?: number;
   readonly maxEndpoints?: number;
   readonly maxNodes?: number;
+  readonly maxServices?: number;
+  /** The BPF object to load (default: the one `npm run build:bpf` built). */
+  readonly objectPath?: string;
   /** Fill maps with batch updates (default); false writes one entry per syscall (the bench's baseline). */
   readonly batchUpdates?: boolean;
 }
@@ -48,6 +55,8 @@ export interface Workload {
 }
 
 export interface ApplyResult {
+  /** Services left at their last good state, each with why (the version is NACKed with these). */
+  readonly rejected: readonly Rejected[];
   readonly changed: number;
   readonly removed: number;
   readonly unchanged: number;
@@ -78,19 +87,33 @@ export class Datapath {
     readonly progFd: number,
     readonly testProgFd: number,
     readonly resumed: boolean,
+    /** A pinned program of another build was swapped for this one. */
+    readonly replaced: boolean,
     opts: DatapathOptions,
     capacity: number,
+    limits: Limits,
   ) {
     this.graceMs = opts.graceMs ?? 200;
     this.batchUpdates = opts.batchUpdates ?? true;
-    this.state = { services: new Map(), allocator: new SlotAllocator(capacity), nextTree: 1, scopes: new Map() };
+    this.state = {
+      services: new Map(),
+      allocator: new SlotAllocator(capacity),
+      nextTree: 1,
+      scopes: new Map(),
+      nodesHeld: 0,
+      limits,
+    };
   }
 
   /**
-   * Opens the datapath: reuses what is pinned in `pinDir` (a restart), else
-   * loads the object, pins it and attaches connect4 to the cgroup.
+   * Opens the datapath: loads the object, reusing the maps pinned in
+   * `pinDir` (a restart keeps the state), and attaches connect4 to the cgroup.
+   * A pinned program from the same build is kept; one from another build is
+   * swapped for this one in a single step (BPF_F_REPLACE) and re-pinned.
    */
   static open(opts: DatapathOptions): Datapath {
+    const old = kernelTooOld(os.release());
+    if (old) throw new Error(old);
     const bpf = loadAddon();
     if (!existsSync(opts.cgroup) || !statSync(opts.cgroup).isDirectory()) {
       throw new Error(`--cgroup ${opts.cgroup} is not a directory (a cgroup v2 directory is required)`);
@@ -98,49 +121,84 @@ export class Datapath {
     mkdirSync(opts.pinDir, { recursive: true });
     const progPin = path.join(opts.pinDir, PROGRAM.connect4);
     const testPin = path.join(opts.pinDir, PROGRAM.selectTest);
-    let progFd: number;
-    let testFd: number;
-    let fds: Fds;
-    let resumed = false;
-    if (existsSync(progPin) && existsSync(testPin)) {
-      progFd = bpf.objGet(progPin);
-      testFd = bpf.objGet(testPin);
-      fds = mapFds((name) => bpf.objGet(path.join(opts.pinDir, name)));
-      resumed = true;
+    const maxEntries: Record<string, number> = {};
+    if (opts.maxEndpoints) maxEntries[MAP.endpoints] = opts.maxEndpoints;
+    if (opts.maxNodes) maxEntries[MAP.nodes] = opts.maxNodes;
+    if (opts.maxServices) maxEntries[MAP.services] = opts.maxServices;
+    const loaded = bpf.load(opts.objectPath ?? objectPath(), opts.pinDir, maxEntries);
+    const fd = (name: string, of: Readonly<Record<string, number>>) => {
+      const v = of[name];
+      if (v === undefined) throw new Error(`the BPF object has no ${name}`);
+      return v;
+    };
+    let progFd = fd(PROGRAM.connect4, loaded.programs);
+    let testFd = fd(PROGRAM.selectTest, loaded.programs);
+    const fds = mapFds((name) => fd(name, loaded.maps));
+    let replaced = false;
+    if (existsSync(progPin)) {
+      const pinnedFd = bpf.objGet(progPin);
+      if (bpf.progTag(pinnedFd) === bpf.progTag(progFd)) {
+        bpf.close(progFd);
+        bpf.close(testFd);
+        progFd = pinnedFd;
+        testFd = existsSync(testPin) ? bpf.objGet(testPin) : (bpf.objPin(testFd, testPin), testFd);
+      } else {
+        if (bpf.queryConnect4(opts.cgroup).includes(bpf.progId(pinnedFd))) bpf.replaceConnect4(progFd, pinnedFd, opts.cgroup);
+        bpf.close(pinnedFd);
+        repin(bpf, progFd, progPin);
+        repin(bpf, testFd, testPin);
+        replaced = true;
+      }
     } else {
-      const maxEntries: Record<string, number> = {};
-      if (opts.maxEndpoints) maxEntries[MAP.endpoints] = opts.maxEndpoints;
-      if (opts.maxNodes) maxEntries[MAP.nodes] = opts.maxNodes;
-      const loaded = bpf.load(objectPath(), opts.pinDir, maxEntries);
-      const fd = (name: string, of: Readonly<Record<string, number>>) => {
-        const v = of[name];
-        if (v === undefined) throw new Error(`the BPF object has no ${name}`);
-        return v;
-      };
-      progFd = fd(PROGRAM.connect4, loaded.programs);
-      testFd = fd(PROGRAM.selectTest, loaded.programs);
-      fds = mapFds((name) => fd(name, loaded.maps));
       bpf.objPin(progFd, progPin);
       bpf.objPin(testFd, testPin);
-      resumed = loaded.reused.length > 0;
     }
     const id = bpf.progId(progFd);
     if (!bpf.queryConnect4(opts.cgroup).includes(id)) bpf.attachConnect4(progFd, opts.cgroup);
-    const capacity = opts.maxEndpoints ?? DEFAULT_MAX.endpoints;
-    const dp = new Datapath(bpf, fds, progFd, testFd, resumed, opts, capacity);
+    const size = (name: string, dflt: number) => loaded.maxEntries[name] ?? dflt;
+    const limits = { services: size(MAP.services, DEFAULT_MAX.services), nodes: size(MAP.nodes, DEFAULT_MAX.nodes) };
+    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced, opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
     dp.recover();
     return dp;
+  }
+
+  /**
+   * `canopy agent uninstall`: detaches the program from the cgroup and
+   * removes the pins; the maps go with their last reference. Returns what it did.
+   */
+  static uninstall(opts: { pinDir: string; cgroup: string }): string[] {
+    const bpf = loadAddon();
+    const done: string[] = [];
+    const progPin = path.join(opts.pinDir, PROGRAM.connect4);
+    if (existsSync(progPin)) {
+      const progFd = bpf.objGet(progPin);
+      try {
+        if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup).includes(bpf.progId(progFd))) {
+          bpf.detachConnect4(progFd, opts.cgroup);
+          done.push(`detached connect4 from ${opts.cgroup}`);
+        }
+      } finally {
+        bpf.close(progFd);
+      }
+    }
+    if (existsSync(opts.pinDir)) {
+      rmSync(opts.pinDir, { recursive: true, force: true });
+      done.push(`removed the pins in ${opts.pinDir}`);
+    }
+    return done;
   }
 
   /** Rebuilds the agent's bookkeeping from the pinned maps, and drops half-written trees. */
   private recover(): void {
     const svcKeyBuf = Buffer.alloc(LAYOUT.canopy_svc_key.size);
     const svcVal = Buffer.alloc(LAYOUT.canopy_svc.size);
-    const live = new Map<number, { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue> }>();
+    const live = new Map<number, { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue>; raw: Buffer }>();
     let prev: Buffer | null = null;
     while (this.bpf.mapNextKey(this.fds.services, prev, svcKeyBuf)) {
       const k = Buffer.from(svcKeyBuf);
-      if (this.bpf.mapLookup(this.fds.services, k, svcVal)) live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal) });
+      if (this.bpf.mapLookup(this.fds.services, k, svcVal)) {
+        live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal), raw: Buffer.from(svcVal) });
+      }
       prev = k;
     }
     // Node keys by tree; those of no live tree are leftovers of an interrupted apply.
@@ -157,8 +215,9 @@ export class Datapath {
     }
     for (const k of stale) this.bpf.mapDelete(this.fds.nodes, k);
     let maxTree = 0;
-    for (const [tree, { key, value }] of live) {
-      const range = { start: value.epBase, length: value.epCount };
+    for (const [tree, { key, value, raw }] of live) {
+      // A network-first tree's merged layout follows its own endpoints in the same range.
+      const range = { start: value.epBase, length: value.mode === MODE.networkFirst ? 2 * value.epCount : value.epCount };
       this.state.allocator.reserve(range);
       const keys = byTree.get(tree) ?? [];
       this.state.services.set(keyString(key), {
@@ -166,17 +225,20 @@ export class Datapath {
         key,
         tree,
         range,
+        value: raw,
+        slots: value.levelScope,
         nodeKeys: Buffer.concat(keys),
         nodeCount: keys.length,
         hash: '',
       });
+      this.state.nodesHeld += keys.length;
       maxTree = Math.max(maxTree, tree);
     }
     this.state.nextTree = maxTree + 1;
     // Scope slots: the fixed ones, then whatever the last agent assigned (by name hash).
     const slotHashes = new Map<bigint, number>();
     const v = Buffer.alloc(8);
-    for (let slot = 0; slot < 16; slot++) {
+    for (let slot = SCOPE_FIRST_DYNAMIC; slot < MAX_SCOPES; slot++) {
       if (this.bpf.mapLookup(this.fds.scopes, u32Key(slot), v)) {
         const h = readU64At(v);
         if (h !== 0n) slotHashes.set(h, slot);
@@ -185,50 +247,86 @@ export class Datapath {
     this.recoveredScopeHashes = slotHashes;
   }
 
+  /** Scope slots the last agent assigned, by the hash of the scope's name (names are not in the maps). */
   private recoveredScopeHashes = new Map<bigint, number>();
 
-  /** Sets the node's own locality (cgroup id 0) and per-cgroup workload localities. */
-  setWorkloads(node: Placement, workloads: readonly Workload[]): void {
-    this.workloads = [{ id: 0n, placement: node }, ...workloads.map((w) => ({ id: cgroupId(w.cgroup), placement: w.placement }))];
+  /**
+   * Sets the node's own locality (cgroup id 0) and per-cgroup workload
+   * localities. A workload whose cgroup does not exist is skipped and
+   * returned with the reason; the others are written.
+   */
+  setWorkloads(node: Placement, workloads: readonly Workload[]): { cgroup: string; reason: string }[] {
+    const skipped: { cgroup: string; reason: string }[] = [];
+    const entries = [{ id: 0n, placement: node }];
+    for (const w of workloads) {
+      try {
+        entries.push({ id: cgroupId(w.cgroup), placement: w.placement });
+      } catch (err) {
+        skipped.push({ cgroup: w.cgroup, reason: (err as Error).message });
+      }
+    }
+    this.workloads = entries;
+    // After a restart the dynamic scopes' names are known only by hash: the
+    // placements name every scope a workload can have a value for.
+    const names = new Set(['network', 'node', 'cluster']);
+    for (const e of entries) for (const k of Object.keys(e.placement.labels)) names.add(`label:${k}`);
+    this.adoptRecoveredScopes(names);
     this.writeWorkloads();
+    return skipped;
   }
 
-  /** Loads exactly these trees (full state). Throws, with the datapath unchanged, when they cannot be loaded. */
-  apply(trees: readonly IncomingTree[]): ApplyResult {
+  /**
+   * Loads these trees (full state; a service named in `keep` stays as it
+   * is). A tree that cannot be loaded is left out and reported in `rejected`,
+   * its service keeping its last good state. All or nothing in the kernel: if
+   * a map write fails, every write of this apply is undone and it throws.
+   */
+  apply(trees: readonly IncomingTree[], keep: ReadonlySet<string> = new Set()): ApplyResult {
     if (this.closed) throw new Error('datapath closed');
     const started = process.hrtime.bigint();
-    this.adoptRecoveredScopes(trees);
-    const p = plan(this.state, trees);
+    const adopted = this.adoptRecoveredScopes(trees.flatMap((t) => t.tree.scopes));
+    const p = plan(this.state, trees, keep);
     let writes = 0;
-    const written: { fd: number; keys: Buffer; count: number }[] = [];
+    const undo: (() => void)[] = [];
     try {
       for (const { scope, slot } of p.newScopes) {
-        this.bpf.mapUpdate(this.fds.scopes, u32Key(slot), u64Value(valueHash(scope)), BPF_ANY);
+        const key = u32Key(slot);
+        const was = Buffer.alloc(8);
+        this.bpf.mapLookup(this.fds.scopes, key, was);
+        this.bpf.mapUpdate(this.fds.scopes, key, u64Value(valueHash(scope)), BPF_ANY);
+        undo.push(() => this.bpf.mapUpdate(this.fds.scopes, key, was, BPF_ANY));
         writes++;
       }
-      if (p.newScopes.length > 0) writes += this.writeWorkloads(p.next.scopes);
+      if (p.newScopes.length > 0 || adopted) {
+        undo.push(() => this.writeWorkloads());
+        writes += this.writeWorkloads(p.next.scopes);
+      }
       for (const f of p.fills) {
+        // The endpoint slots were free: only the node entries need undoing.
+        undo.push(() => this.deleteKeys(this.fds.nodes, f.nodes.keys, f.nodes.count, LAYOUT.canopy_node_key.size));
         writes += this.batch(this.fds.endpoints, f.endpoints.keys, f.endpoints.values, f.endpoints.count, 4, LAYOUT.canopy_backend.size);
         writes += this.batch(this.fds.nodes, f.nodes.keys, f.nodes.values, f.nodes.count, LAYOUT.canopy_node_key.size, LAYOUT.canopy_node.size);
-        written.push({ fd: this.fds.nodes, keys: f.nodes.keys, count: f.nodes.count });
+      }
+      // The switch: one write per service.
+      for (const pub of p.publish) {
+        this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
+        const previous = pub.previous;
+        undo.push(previous ? () => this.bpf.mapUpdate(this.fds.services, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(this.fds.services, pub.key));
+        writes++;
+      }
+      for (const u of p.unpublish) {
+        this.bpf.mapDelete(this.fds.services, u.key);
+        undo.push(() => this.bpf.mapUpdate(this.fds.services, u.key, u.previous, BPF_ANY));
+        writes++;
       }
     } catch (err) {
-      // Nothing was published: drop the half-written nodes; the slots were never the old tree's.
-      for (const w of written) this.deleteKeys(w.fd, w.keys, w.count, LAYOUT.canopy_node_key.size);
+      for (const step of undo.reverse()) step();
       throw err;
-    }
-    // The switch: one write per service.
-    for (const pub of p.publish) {
-      this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
-      writes++;
-    }
-    for (const u of p.unpublish) {
-      this.bpf.mapDelete(this.fds.services, u.key);
-      writes++;
     }
     this.state = p.next;
     this.scheduleRetire(p.retire);
     return {
+      rejected: p.rejected,
       changed: p.publish.length,
       removed: p.unpublish.length,
       unchanged: p.unchanged,
@@ -293,15 +391,18 @@ export class Datapath {
     for (const fd of [...Object.values(this.fds), this.progFd, this.testProgFd]) this.bpf.close(fd);
   }
 
-  private adoptRecoveredScopes(trees: readonly IncomingTree[]): void {
-    if (this.recoveredScopeHashes.size === 0) return;
-    for (const { tree } of trees) {
-      for (const scope of tree.scopes) {
-        if (FIXED_SCOPES.has(scope) || this.state.scopes.has(scope)) continue;
-        const slot = this.recoveredScopeHashes.get(valueHash(scope));
-        if (slot !== undefined) this.state.scopes.set(scope, slot);
-      }
+  /** Takes back the slots of recovered scopes by name; true when one was taken (workload entries need it). */
+  private adoptRecoveredScopes(names: Iterable<string>): boolean {
+    let adopted = false;
+    if (this.recoveredScopeHashes.size === 0) return adopted;
+    for (const scope of names) {
+      if (FIXED_SCOPES.has(scope) || this.state.scopes.has(scope)) continue;
+      const slot = this.recoveredScopeHashes.get(valueHash(scope));
+      if (slot === undefined || [...this.state.scopes.values()].includes(slot)) continue;
+      this.state.scopes.set(scope, slot);
+      adopted = true;
     }
+    return adopted;
   }
 
   private writeWorkloads(scopes: ReadonlyMap<string, number> = this.state.scopes): number {
@@ -360,10 +461,19 @@ export class Datapath {
           }
         }
         this.state.allocator.release(r.range);
+        this.state.nodesHeld -= r.nodeCount;
       }
     }, this.graceMs);
     this.retiring.add(timer);
   }
+}
+
+/** Pins `fd` at `pin` in place of what is there, in one step (bpffs renames atomically). */
+function repin(bpf: BpfAddon, fd: number, pin: string): void {
+  const tmp = `${pin}_new`; // bpffs refuses dots in names
+  rmSync(tmp, { force: true });
+  bpf.objPin(fd, tmp);
+  renameSync(tmp, pin);
 }
 
 function mapFds(get: (name: string) => number): Fds {

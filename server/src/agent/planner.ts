@@ -9,9 +9,15 @@
  * 3. retire: the old range and node entries, freed one grace period later,
  *    once no connect() that read the old service entry can still be using them.
  * A removed service is unpublished (one delete) and retired the same way.
+ *
+ * A service the kernel cannot load (bad field, no room) is rejected on its
+ * own: the others are still planned, and the rejected one keeps what it had.
+ * Every capacity is checked here, so executing a plan fails only on a kernel
+ * error, and then the Datapath rolls it back.
  */
 import type { TreeMessage } from '../resources/tree-codec.js';
 import {
+  ALT_ROOT,
   LAYOUT,
   MAX_DEPTH,
   MAX_SCOPES,
@@ -29,6 +35,7 @@ import {
   writeSlot,
   type SvcKey,
 } from './abi.js';
+import { mergedTree } from './merged-tree.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 
 export const FIXED_SCOPES: ReadonlyMap<string, number> = new Map([
@@ -43,11 +50,20 @@ export interface Published {
   readonly key: SvcKey;
   readonly tree: number;
   readonly range: Range;
+  /** Its canopy_services value (to restore it when a later apply is rolled back). */
+  readonly value: Buffer;
+  /** Scope slot of each tree level (what keeps a dynamic slot in use). */
+  readonly slots: readonly number[];
   /** Its node keys, concatenated (for the batch delete when it is retired). */
   readonly nodeKeys: Buffer;
   readonly nodeCount: number;
   /** Content hash of the tree it was loaded from ('' after a restart: unknown). */
   readonly hash: string;
+}
+
+export interface Limits {
+  readonly services: number;
+  readonly nodes: number;
 }
 
 export interface AgentState {
@@ -57,6 +73,9 @@ export interface AgentState {
   nextTree: number;
   /** scope name → slot */
   readonly scopes: Map<string, number>;
+  /** canopy_nodes entries held by live and retiring trees. */
+  nodesHeld: number;
+  readonly limits: Limits;
 }
 
 export interface IncomingTree {
@@ -71,130 +90,175 @@ export interface Fill {
   readonly nodes: { readonly keys: Buffer; readonly values: Buffer; readonly count: number };
 }
 
+export interface Rejected {
+  readonly service: string;
+  readonly detail: string;
+}
+
 export interface Plan {
   /** New scope slots (canopy_scopes) — workload entries must be rewritten before anything is published. */
   readonly newScopes: readonly { readonly scope: string; readonly slot: number }[];
   readonly fills: readonly Fill[];
-  readonly publish: readonly { readonly service: string; readonly key: Buffer; readonly value: Buffer }[];
-  readonly unpublish: readonly { readonly service: string; readonly key: Buffer }[];
+  /** `previous`: the value it replaces, if any (for a rollback). */
+  readonly publish: readonly { readonly service: string; readonly key: Buffer; readonly value: Buffer; readonly previous?: Buffer }[];
+  readonly unpublish: readonly { readonly service: string; readonly key: Buffer; readonly previous: Buffer }[];
   /** Freed after the grace period. */
   readonly retire: readonly Published[];
+  /** Services left out of this plan, each with why; they keep what they had. */
+  readonly rejected: readonly Rejected[];
   /** The state once the plan has been executed. */
   readonly next: AgentState;
   /** Services left as they were. */
   readonly unchanged: number;
 }
 
-export class PlanError extends Error {}
-
 export function keyString(k: SvcKey): string {
   return `${k.vip}:${k.port}`;
 }
 
-export function scopeSlots(state: AgentState): ReadonlyMap<string, number> {
-  return state.scopes;
-}
-
 /**
- * Plans the move from `state` to exactly `trees` (full state: a service not
- * in `trees` is removed). Throws PlanError, naming the service and field,
- * when the set cannot be loaded; `state` is never modified.
+ * Plans the move from `state` to `trees` (full state: a service not in
+ * `trees` is removed, unless its name is in `keep` — a resource that could
+ * not even be decoded). A tree that cannot be loaded is rejected with the
+ * field at fault and its service keeps its last good state. `state` is never
+ * modified.
  */
-export function plan(state: AgentState, trees: readonly IncomingTree[]): Plan {
+export function plan(state: AgentState, trees: readonly IncomingTree[], keep: ReadonlySet<string> = new Set()): Plan {
+  const rejected: Rejected[] = [];
+  const reject = (t: TreeMessage, detail: string) => rejected.push({ service: t.service, detail: `service ${t.service}: ${detail}` });
+
+  // 1. What each tree asks for, checked on its own.
+  const accepted: IncomingTree[] = [];
+  const claimed = new Map<string, string>();
+  // A service already holding a vip:port goes first, so it keeps it against a newcomer.
+  const holds = (it: IncomingTree) => (state.services.get(keyString(it.tree))?.name === it.tree.service ? 1 : 0);
+  for (const it of [...trees].sort((a, b) => holds(b) - holds(a))) {
+    const bad = checkTree(it.tree);
+    if (bad !== undefined) {
+      reject(it.tree, bad);
+      continue;
+    }
+    const ks = keyString(it.tree);
+    const other = claimed.get(ks);
+    if (other !== undefined) {
+      reject(it.tree, `vip:port is also used by service ${other}`);
+      continue;
+    }
+    claimed.set(ks, it.tree.service);
+    accepted.push(it);
+  }
+  // 2. Removals: held services no tree claims, unless rejected or kept.
+  const keepNames = new Set([...keep, ...rejected.map((r) => r.service)]);
+  const services = new Map(state.services);
+  const unpublish: { service: string; key: Buffer; previous: Buffer }[] = [];
+  const retire: Published[] = [];
+  for (const [ks, held] of state.services) {
+    if (claimed.has(ks) || keepNames.has(held.name)) continue;
+    unpublish.push({ service: held.name, key: svcKey(held.key), previous: held.value });
+    retire.push(held);
+    services.delete(ks);
+  }
+
+  // 3. Each accepted tree: scope slots, room, then its fill.
   const allocator = state.allocator.clone();
   const scopes = new Map(state.scopes);
   const newScopes: { scope: string; slot: number }[] = [];
-  const services = new Map(state.services);
   let nextTree = state.nextTree;
+  let nodesHeld = state.nodesHeld;
   const fills: Fill[] = [];
-  const publish: { service: string; key: Buffer; value: Buffer }[] = [];
-  const retire: Published[] = [];
-  const seen = new Map<string, string>();
+  const publish: { service: string; key: Buffer; value: Buffer; previous?: Buffer }[] = [];
   let unchanged = 0;
 
-  for (const { tree: t, hash } of trees) {
-    const where = (f: string) => `service ${t.service}: ${f}`;
-    if (t.vip === 0) throw new PlanError(where('vip is 0.0.0.0'));
-    if (t.port < 1 || t.port > 65535) throw new PlanError(where(`port ${t.port} is not 1..65535`));
-    const k: SvcKey = { vip: t.vip, port: t.port };
-    const ks = keyString(k);
-    const other = seen.get(ks);
-    if (other !== undefined) throw new PlanError(where(`vip:port is also used by service ${other}`));
-    seen.set(ks, t.service);
-    if (t.scopes.length > MAX_DEPTH) throw new PlanError(where(`scopes has ${t.scopes.length} levels, at most ${MAX_DEPTH}`));
-
-    const levelScope = t.scopes.map((scope, i) => {
-      let slot = scopes.get(scope) ?? FIXED_SCOPES.get(scope);
-      if (slot === undefined) {
-        slot = firstFreeSlot(scopes);
-        if (slot === undefined) {
-          throw new PlanError(where(`scopes[${i}] ${scope}: no scope slot left (${MAX_SCOPES - SCOPE_FIRST_DYNAMIC} dynamic scopes at most)`));
-        }
-        scopes.set(scope, slot);
-        newScopes.push({ scope, slot });
-      }
-      return slot;
-    });
-
+  for (const { tree: t, hash } of accepted) {
+    const ks = keyString(t);
     const held = services.get(ks);
+    const slots = scopeSlots(t.scopes, scopes, services);
+    if (typeof slots === 'string') {
+      reject(t, slots);
+      continue;
+    }
     if (held && held.hash === hash && held.name === t.service) {
       unchanged++;
       continue;
     }
-
-    const n = t.backends.length;
-    const range = allocator.allocate(n);
-    if (!range) {
-      throw new PlanError(
-        where(`endpoint map full: ${n} slots needed, ${allocator.capacity - allocator.inUse} free of ${allocator.capacity} (retired trees hold theirs for one grace period)`),
-      );
+    const clash = siblingClash(t);
+    if (clash !== undefined) {
+      reject(t, clash);
+      continue;
     }
+    if (!held && services.size >= state.limits.services) {
+      reject(t, `service map full: ${state.limits.services} services at most (--max-services)`);
+      continue;
+    }
+    const networkFirst = t.networkFirst && t.mode === 'failover' && t.scopes[0] === 'network' && t.scopes.length > 1;
+    const merged = networkFirst ? mergedTree(t) : undefined;
+    const n = t.backends.length;
+    const nodeCount = t.nodes.length - 1 + (merged?.nodes.length ?? 0);
+    if (nodesHeld + nodeCount > state.limits.nodes) {
+      reject(t, `node map full: ${nodeCount} entries needed, ${state.limits.nodes - nodesHeld} free of ${state.limits.nodes} (--max-nodes; retired trees hold theirs for one grace period)`);
+      continue;
+    }
+    const slotsNeeded = n + (merged?.order.length ?? 0);
+    const range = allocator.allocate(slotsNeeded);
+    if (!range) {
+      reject(t, `endpoint map full: ${slotsNeeded} slots needed, ${allocator.capacity - allocator.inUse} free of ${allocator.capacity} (--max-endpoints; retired trees hold theirs for one grace period)`);
+      continue;
+    }
+    for (const [scope, slot] of slots.added) {
+      scopes.set(scope, slot);
+      newScopes.push({ scope, slot });
+    }
+    nodesHeld += nodeCount;
     const treeId = nextTree++;
     if (nextTree > 0xffffffff) nextTree = 1;
 
-    const epKeys = Buffer.alloc(n * 4);
-    const epValues = Buffer.alloc(n * LAYOUT.canopy_backend.size);
-    t.backends.forEach((b, i) => {
+    const epKeys = Buffer.alloc(slotsNeeded * 4);
+    const epValues = Buffer.alloc(slotsNeeded * LAYOUT.canopy_backend.size);
+    const order = merged ? [...t.backends.keys(), ...merged.order] : [...t.backends.keys()];
+    order.forEach((b, i) => {
+      const be = t.backends[b]!;
       writeSlot(epKeys, i * 4, range.start + i);
-      writeBackend(epValues, i * LAYOUT.canopy_backend.size, b.ipv4, b.port);
+      writeBackend(epValues, i * LAYOUT.canopy_backend.size, be.ipv4, be.port);
     });
 
-    const nodeCount = t.nodes.length - 1;
     const nodeKeys = Buffer.alloc(nodeCount * LAYOUT.canopy_node_key.size);
     const nodeValues = Buffer.alloc(nodeCount * LAYOUT.canopy_node.size);
-    const siblings = new Map<string, string>();
+    const put = (i: number, parent: number, value: string, id: number, start: number, count: number) => {
+      writeNodeKey(nodeKeys, i * LAYOUT.canopy_node_key.size, { tree: treeId, parent, value: valueHash(value) });
+      writeNode(nodeValues, i * LAYOUT.canopy_node.size, { id, start, count });
+    };
     for (let i = 1; i < t.nodes.length; i++) {
       const node = t.nodes[i]!;
-      const value = valueHash(node.value);
-      const sib = `${node.parent}/${value}`;
-      const clash = siblings.get(sib);
-      if (clash !== undefined) throw new PlanError(where(`nodes[${i}] value ${JSON.stringify(node.value)} hashes like its sibling ${JSON.stringify(clash)}`));
-      siblings.set(sib, node.value);
-      writeNodeKey(nodeKeys, (i - 1) * LAYOUT.canopy_node_key.size, { tree: treeId, parent: node.parent, value });
-      writeNode(nodeValues, (i - 1) * LAYOUT.canopy_node.size, { id: i, start: node.start, count: node.end - node.start });
+      put(i - 1, node.parent, node.value, i, node.start, node.end - node.start);
     }
+    // Merged nodes: ids after the tree's own, ranges after its n backends.
+    merged?.nodes.forEach((m, j) => {
+      const id = t.nodes.length + j;
+      put(t.nodes.length - 1 + j, m.parent < 0 ? ALT_ROOT : t.nodes.length + m.parent, m.value, id, m.start, m.end - m.start);
+    });
 
+    const value = svcValue({
+      tree: treeId,
+      epBase: range.start,
+      epCount: n,
+      mode: networkFirst ? MODE.networkFirst : MODE[t.mode],
+      depth: t.scopes.length,
+      levelScope: slots.levels,
+      altBase: merged ? range.start + n : 0,
+    });
     fills.push({
       service: t.service,
-      endpoints: { keys: epKeys, values: epValues, count: n },
+      endpoints: { keys: epKeys, values: epValues, count: slotsNeeded },
       nodes: { keys: nodeKeys, values: nodeValues, count: nodeCount },
     });
-    publish.push({
-      service: t.service,
-      key: svcKey(k),
-      value: svcValue({ tree: treeId, epBase: range.start, epCount: n, mode: MODE[t.mode], depth: t.scopes.length, levelScope }),
-    });
+    publish.push({ service: t.service, key: svcKey(t), value, ...(held ? { previous: held.value } : {}) });
     if (held) retire.push(held);
-    services.set(ks, { name: t.service, key: k, tree: treeId, range, nodeKeys, nodeCount, hash });
+    services.set(ks, { name: t.service, key: { vip: t.vip, port: t.port }, tree: treeId, range, value, slots: slots.levels, nodeKeys, nodeCount, hash });
   }
 
-  const unpublish: { service: string; key: Buffer }[] = [];
-  for (const [ks, held] of state.services) {
-    if (seen.has(ks)) continue;
-    unpublish.push({ service: held.name, key: svcKey(held.key) });
-    retire.push(held);
-    services.delete(ks);
-  }
+  // 4. A dynamic scope no service uses any more gives its slot back.
+  const inUse = new Set([...services.values()].flatMap((s) => s.slots));
+  for (const [scope, slot] of scopes) if (!inUse.has(slot)) scopes.delete(scope);
 
   return {
     newScopes,
@@ -202,13 +266,54 @@ export function plan(state: AgentState, trees: readonly IncomingTree[]): Plan {
     publish,
     unpublish,
     retire,
+    rejected,
     unchanged,
-    next: { services, allocator, nextTree, scopes },
+    next: { services, allocator, nextTree, scopes, nodesHeld, limits: state.limits },
   };
 }
 
-function firstFreeSlot(scopes: ReadonlyMap<string, number>): number | undefined {
-  const used = new Set(scopes.values());
-  for (let s = SCOPE_FIRST_DYNAMIC; s < MAX_SCOPES; s++) if (!used.has(s)) return s;
+/** The first problem of a tree on its own, or undefined. */
+function checkTree(t: TreeMessage): string | undefined {
+  if (t.vip === 0) return 'vip is 0.0.0.0';
+  if (t.port < 1 || t.port > 65535) return `port ${t.port} is not 1..65535`;
+  if (t.scopes.length > MAX_DEPTH) return `scopes has ${t.scopes.length} levels, at most ${MAX_DEPTH}`;
   return undefined;
+}
+
+/** Two siblings whose values hash alike would be one node in the kernel. */
+function siblingClash(t: TreeMessage): string | undefined {
+  const siblings = new Map<string, string>();
+  for (let i = 1; i < t.nodes.length; i++) {
+    const node = t.nodes[i]!;
+    const sib = `${node.parent}/${valueHash(node.value)}`;
+    const other = siblings.get(sib);
+    if (other !== undefined) return `nodes[${i}] value ${JSON.stringify(node.value)} hashes like its sibling ${JSON.stringify(other)}`;
+    siblings.set(sib, node.value);
+  }
+  return undefined;
+}
+
+/**
+ * Slot of each level's scope; new dynamic scopes take slots no scope name and
+ * no published service holds (a service recovered after a restart holds its
+ * slots though its scope names are unknown). A string says why it failed.
+ */
+function scopeSlots(
+  levels: readonly string[],
+  scopes: ReadonlyMap<string, number>,
+  services: ReadonlyMap<string, Published>,
+): { levels: number[]; added: Map<string, number> } | string {
+  const added = new Map<string, number>();
+  const out: number[] = [];
+  for (const [i, scope] of levels.entries()) {
+    let slot = FIXED_SCOPES.get(scope) ?? scopes.get(scope) ?? added.get(scope);
+    if (slot === undefined) {
+      const used = new Set([...scopes.values(), ...added.values(), ...[...services.values()].flatMap((s) => s.slots)]);
+      for (let s = SCOPE_FIRST_DYNAMIC; s < MAX_SCOPES && slot === undefined; s++) if (!used.has(s)) slot = s;
+      if (slot === undefined) return `scopes[${i}] ${scope}: no scope slot left (${MAX_SCOPES - SCOPE_FIRST_DYNAMIC} dynamic scopes at most)`;
+      added.set(scope, slot);
+    }
+    out.push(slot);
+  }
+  return { levels: out, added };
 }

@@ -24,6 +24,8 @@ export interface TreeMessage {
   readonly vip: number;
   readonly port: number;
   readonly mode: LbMode;
+  /** Failover with the network as first level and cross-network failover (the CLA's network-first ranking). */
+  readonly networkFirst: boolean;
   readonly scopes: readonly string[];
   readonly nodes: readonly { readonly parent: number; readonly value: string; readonly start: number; readonly end: number }[];
   readonly backends: readonly { readonly ipv4: number; readonly port: number; readonly weight: number }[];
@@ -97,8 +99,10 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
 
   const mode = TREE_MODES[spec.loadBalancing.mode];
   const unsupported = kernelUnsupported(spec.loadBalancing.policy).map((f) => utf8Bytes(f));
-  let size = fieldSize(1, name.length) + 5 + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0);
-  for (const f of unsupported) size += fieldSize(8, f.length);
+  const lb = spec.loadBalancing;
+  const networkFirst = lb.mode === 'failover' && lb.crossNetworkFailover && tree.scopes[0] === 'network' && tree.scopes.length > 1;
+  let size = fieldSize(1, name.length) + 5 + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0) + (networkFirst ? 2 : 0);
+  for (const f of unsupported) size += fieldSize(9, f.length);
   for (const s of scopes) size += fieldSize(5, s.length);
   for (const b of nodeBodies) size += fieldSize(6, b.size);
   for (let i = 0; i < n; i++) {
@@ -126,7 +130,8 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
     w.open(7, backendBodySize(ip, ep.port, ep.weight)).fixed32(1, ip).uint(2, ep.port);
     if (ep.weight > 1) w.uint(3, ep.weight);
   }
-  for (const f of unsupported) w.bytes(8, f);
+  if (networkFirst) w.uint(8, 1);
+  for (const f of unsupported) w.bytes(9, f);
   return w.finish();
 }
 
@@ -145,12 +150,35 @@ interface RawTree {
   scopes?: string[];
   nodes?: { parent?: number; value?: string; start?: number; end?: number }[];
   backends?: { ipv4?: number; port?: number; weight?: number }[];
+  networkFirst?: boolean;
   unsupportedPolicy?: string[];
 }
 
+export type DecodedTree = { readonly ok: true; readonly tree: TreeMessage } | { readonly ok: false; readonly service: string; readonly error: string };
+
 /** Decodes (and checks the shape of) a tree; throws with the field at fault. */
 export function decodeLocalityTree(bytes: Uint8Array): TreeMessage {
-  const raw = localityTreeType().toObject(localityTreeType().decode(bytes), { defaults: true }) as RawTree;
+  const r = tryDecodeLocalityTree(bytes);
+  if (!r.ok) throw new Error(r.error);
+  return r.tree;
+}
+
+/** decodeLocalityTree as data: an error names the field at fault and, if it can be read, the service. */
+export function tryDecodeLocalityTree(bytes: Uint8Array): DecodedTree {
+  let raw: RawTree;
+  try {
+    raw = localityTreeType().toObject(localityTreeType().decode(bytes), { defaults: true }) as RawTree;
+  } catch (err) {
+    return { ok: false, service: '', error: `LocalityTree: ${(err as Error).message}` };
+  }
+  try {
+    return { ok: true, tree: checkTree(raw) };
+  } catch (err) {
+    return { ok: false, service: raw.service ?? '', error: (err as Error).message };
+  }
+}
+
+function checkTree(raw: RawTree): TreeMessage {
   const service = raw.service ?? '';
   const where = (f: string) => `LocalityTree ${service || '(unnamed)'}: ${f}`;
   if (!service) throw new Error(where('service is empty'));
@@ -185,6 +213,7 @@ export function decodeLocalityTree(bytes: Uint8Array): TreeMessage {
     vip: (raw.vip ?? 0) >>> 0,
     port: raw.port ?? 0,
     mode,
+    networkFirst: raw.networkFirst === true,
     scopes,
     nodes,
     backends,
