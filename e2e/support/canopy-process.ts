@@ -37,7 +37,21 @@ export async function startCanopyProcess(config: object, extraArgs: string[] = [
   writeFileSync(configPath, stringify(config));
   const child = spawn(
     process.execPath,
-    [CLI, 'serve', '--config', configPath, '--host', '127.0.0.1', '--xds-port', '0', '--admin-port', '0', ...extraArgs],
+    [
+      CLI,
+      'serve',
+      '--config',
+      configPath,
+      '--host',
+      '127.0.0.1',
+      '--xds-port',
+      '0',
+      '--admin-port',
+      '0',
+      // Each process its own embedded database, unless the test names one (a restart keeps it).
+      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store')) ? [] : ['--data-dir', path.join(dir, 'data')]),
+      ...extraArgs,
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   running.add(child);

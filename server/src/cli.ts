@@ -10,10 +10,16 @@ import { loadConfigFile } from './store/config-file.js';
 import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.js';
 
 const USAGE = `usage:
-  canopy serve --config FILE [--host H] [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
+  canopy serve --config FILE [--data-dir DIR] [--host H] [--xds-host H] [--admin-host H]
+               [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
   canopy demo
 ${AGENT_USAGE}
-env: CANOPY_CONFIG, CANOPY_HOST, CANOPY_XDS_PORT, CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL`;
+env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
+     CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL
+--data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
+
+/** Where `canopy serve` keeps services when neither --data-dir nor CANOPY_DATA_DIR says. */
+const DEFAULT_DATA_DIR = 'canopy-data';
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -31,7 +37,10 @@ async function main(argv: string[]): Promise<number> {
     args: rest,
     options: {
       config: { type: 'string' },
+      'data-dir': { type: 'string' },
       host: { type: 'string' },
+      'xds-host': { type: 'string' },
+      'admin-host': { type: 'string' },
       'xds-port': { type: 'string' },
       'admin-port': { type: 'string' },
       'debounce-ms': { type: 'string' },
@@ -67,11 +76,17 @@ async function main(argv: string[]): Promise<number> {
     numbers[flag] = n;
   }
   const host = values.host ?? env['CANOPY_HOST'];
+  const xdsHost = values['xds-host'] ?? env['CANOPY_XDS_HOST'];
+  const adminHost = values['admin-host'] ?? env['CANOPY_ADMIN_HOST'];
+  const dataDir = values['data-dir'] ?? env['CANOPY_DATA_DIR'] ?? DEFAULT_DATA_DIR;
   const logLevel = values['log-level'] ?? env['CANOPY_LOG_LEVEL'];
   const canopy = await startCanopy({
     config: loaded.value,
     configPath,
+    dataDir,
     ...(host !== undefined ? { host } : {}),
+    ...(xdsHost !== undefined ? { xdsHost } : {}),
+    ...(adminHost !== undefined ? { adminHost } : {}),
     ...(numbers['xds-port'] !== undefined ? { xdsPort: numbers['xds-port'] } : {}),
     ...(numbers['admin-port'] !== undefined ? { adminPort: numbers['admin-port'] } : {}),
     ...(numbers['debounce-ms'] !== undefined ? { debounceMs: numbers['debounce-ms'] } : {}),

@@ -12,13 +12,19 @@ import { CanopyError, ValidationError, type ErrorCode, type FieldError } from '.
 import type { Placement } from '../domain/locality.js';
 import type { LocalityTree, TreeNode } from '../domain/locality-tree.js';
 import type { ServiceState } from '../domain/mesh.js';
+import type { MeshView } from '../store/mesh-feed.js';
+import type { Store } from '../store/store.js';
 import { endpointKey } from '../domain/service.js';
 import { endpointToJson, parseServiceSpec, patchEndpoint, serviceSpecToJson } from '../domain/spec.js';
-import type { ServiceStore } from '../store/service-store.js';
 import type { ClientStatus } from '../xds/client-status.js';
 
 export interface AdminDeps {
-  readonly store: ServiceStore;
+  /** Where writes go. */
+  readonly store: Store;
+  /** The served services, built from the store's watch: where reads come from. */
+  readonly mesh: MeshView;
+  /** Resolves once `mesh` reflects a write's revision, so a write's response implies its effect. */
+  readonly caughtUp: (revision: number) => Promise<void>;
   readonly claCache: ClaCache<{ readonly length: number }>;
   readonly clients: () => readonly ClientStatus[];
   readonly registry: Registry;
@@ -37,6 +43,10 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   CANOPY_CONFIG_UNREADABLE: 500,
   CANOPY_INTERNAL: 500,
   CANOPY_NOT_READY: 503,
+  CANOPY_CONFLICT: 409,
+  CANOPY_UNAUTHORIZED: 401,
+  CANOPY_MISDIRECTED: 421,
+  CANOPY_RATE_LIMITED: 429,
 };
 
 export function buildAdminApp(deps: AdminDeps): FastifyInstance {
@@ -59,7 +69,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     return sendError(reply, 'CANOPY_INTERNAL', 'internal error');
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
-  serviceRoutes(app, deps.store);
+  serviceRoutes(app, deps);
   debugRoutes(app, deps);
   healthRoutes(app, deps);
   return app;
@@ -77,29 +87,38 @@ function sendError(
 
 type NameParams = { Params: { name: string } };
 
-function serviceRoutes(app: FastifyInstance, store: ServiceStore): void {
-  app.get('/api/v1/services', async () => ({ services: store.mesh.list().map((s) => serviceSpecToJson(s.spec)) }));
+function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
+  const { store, mesh, caughtUp } = deps;
+  app.get('/api/v1/services', async () => ({ services: mesh.list().map((s) => serviceSpecToJson(s.spec)) }));
 
   app.get<NameParams>('/api/v1/services/:name', async (req) =>
-    serviceSpecToJson(serviceOf(store, req.params.name).spec),
+    serviceSpecToJson(serviceOf(mesh, req.params.name).spec),
   );
 
   app.put<NameParams>('/api/v1/services/:name', async (req, reply) => {
     const spec = parseServiceBody(req.params.name, req.body);
-    const existed = store.mesh.get(spec.name) !== undefined;
-    store.put(spec);
-    return reply.code(existed ? 200 : 201).send(serviceSpecToJson(spec));
+    // The API takes the service over; the file's digest stays, so the file takes it back only when its entry changes.
+    const current = await store.get(spec.name);
+    const revision = await store.put(spec, {
+      owner: 'api',
+      ...(current?.fileDigest !== undefined ? { fileDigest: current.fileDigest } : {}),
+      ifRevision: current?.revision ?? 0,
+    });
+    await caughtUp(revision);
+    return reply.code(current ? 200 : 201).send(serviceSpecToJson(spec));
   });
 
   app.delete<NameParams>('/api/v1/services/:name', async (req, reply) => {
-    if (!store.delete(req.params.name)) throw serviceNotFound(req.params.name);
+    const revision = await store.delete(req.params.name);
+    if (revision === undefined) throw serviceNotFound(req.params.name);
+    await caughtUp(revision);
     return reply.code(204).send();
   });
 
   app.patch<{ Params: { name: string; endpoint: string } }>(
     '/api/v1/services/:name/endpoints/:endpoint',
     async (req) => {
-      const service = serviceOf(store, req.params.name);
+      const service = serviceOf(mesh, req.params.name);
       const key = req.params.endpoint;
       const current = service.endpoints.get(key);
       if (!current) {
@@ -110,7 +129,9 @@ function serviceRoutes(app: FastifyInstance, store: ServiceStore): void {
       }
       const patched = patchEndpoint(current, req.body);
       if (!patched.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', patched.errors);
-      store.patch(service.name, [patched.value]);
+      const revision = await store.patchEndpoints(service.name, [patched.value], []);
+      if (revision === undefined) throw serviceNotFound(service.name);
+      await caughtUp(revision);
       return endpointToJson(patched.value);
     },
   );
@@ -134,11 +155,11 @@ function parseServiceBody(name: string, body: unknown) {
 function debugRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get<{ Querystring: Record<string, string | string[]> }>('/debug/cla', async (req) => {
     const { service, placement } = readPlacementQuery(req.query);
-    return claPreview(deps.claCache.lookup(serviceOf(deps.store, service), placement));
+    return claPreview(deps.claCache.lookup(serviceOf(deps.mesh, service), placement));
   });
 
   app.get<{ Params: { service: string } }>('/debug/tree/:service', async (req) =>
-    treeView(serviceOf(deps.store, req.params.service).tree),
+    treeView(serviceOf(deps.mesh, req.params.service).tree),
   );
 
   app.get('/debug/clients', async () => ({ clients: deps.clients() }));
@@ -228,8 +249,8 @@ function treeView(tree: LocalityTree) {
   return { scopes: tree.scopes, nodeCount: tree.nodeCount, endpoints: tree.size, root: view(tree.root) };
 }
 
-function serviceOf(store: ServiceStore, name: string): ServiceState {
-  const service = store.mesh.get(name);
+function serviceOf(mesh: MeshView, name: string): ServiceState {
+  const service = mesh.get(name);
   if (!service) throw serviceNotFound(name);
   return service;
 }
