@@ -117,7 +117,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
             (err: unknown) => logger.error({ file: opts.configPath, err }, 'config reload failed to write the store'),
           ),
         onWatchError: (err) =>
-          logger.error({ file: opts.configPath, err }, 'config watch failed: edits to the file are no longer applied'),
+          logger.warn({ file: opts.configPath, err }, 'config directory watch failed: edits are seen by polling only'),
         onInvalid: (errors) =>
           logger.error(
             { file: opts.configPath, errors },
