@@ -23,6 +23,9 @@ export interface CanopyProcess {
   logs(): string[];
   admin(method: 'GET' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<AdminResponse>;
   stop(): Promise<number | null>;
+  /** kill -9: no shutdown sequence at all. */
+  kill(): Promise<void>;
+  readonly pid: number;
 }
 
 /** Children still running when this process exits (a failed or killed test run) are killed with it. */
@@ -103,6 +106,13 @@ export async function startCanopyProcess(config: object, extraArgs: string[] = [
       return { status: res.status, body: parseBody(await res.text()) };
     },
     stop: () => stopChild(child),
+    kill: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
+      }),
+    pid: child.pid ?? 0,
   };
 }
 
