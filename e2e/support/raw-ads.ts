@@ -52,9 +52,12 @@ export class RawAdsStream {
   private readonly client: grpc.Client;
   private readonly call: grpc.ClientDuplexStream<RawRequest, RawResponse>;
 
-  constructor(address: string) {
+  /** The status the stream ended with, once it ended with an error. */
+  error: grpc.ServiceError | undefined;
+
+  constructor(address: string, credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure()) {
     const Ctor = adsClientCtor();
-    this.client = new Ctor(address, grpc.credentials.createInsecure());
+    this.client = new Ctor(address, credentials);
     const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<RawRequest, RawResponse>>)[
       'StreamAggregatedResources'
     ];
@@ -64,7 +67,9 @@ export class RawAdsStream {
       if (w) w(r);
       else this.queue.push(r);
     });
-    this.call.on('error', () => {});
+    this.call.on('error', (err: grpc.ServiceError) => {
+      this.error = err;
+    });
   }
 
   send(req: RawRequest): void {

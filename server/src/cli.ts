@@ -8,14 +8,17 @@ import { formatFieldErrors } from './domain/errors.js';
 import { startCanopy } from './main.js';
 import { loadConfigFile } from './store/config-file.js';
 import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.js';
+import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_USAGE } from './serve-security.js';
 
 const USAGE = `usage:
   canopy serve --config FILE [--data-dir DIR] [--host H] [--xds-host H] [--admin-host H]
                [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
+${SECURITY_USAGE}
   canopy demo
 ${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
-     CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL
+     CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL,
+     ${SECURITY_ENV}
 --data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
 
 /** Where `canopy serve` keeps services when neither --data-dir nor CANOPY_DATA_DIR says. */
@@ -45,6 +48,7 @@ async function main(argv: string[]): Promise<number> {
       'admin-port': { type: 'string' },
       'debounce-ms': { type: 'string' },
       'log-level': { type: 'string' },
+      ...SECURITY_FLAGS,
     },
     strict: true,
   });
@@ -52,6 +56,14 @@ async function main(argv: string[]): Promise<number> {
   const configPath = values.config ?? env['CANOPY_CONFIG'];
   if (!configPath) {
     process.stderr.write(`canopy: --config FILE is required\n${USAGE}\n`);
+    return 2;
+  }
+  let security;
+  try {
+    security = await readServeSecurity(values, env);
+  } catch (err) {
+    if (!(err instanceof FlagError)) throw err;
+    process.stderr.write(`canopy: ${err.message}\n`);
     return 2;
   }
   const loaded = await loadConfigFile(configPath);
@@ -84,6 +96,7 @@ async function main(argv: string[]): Promise<number> {
     config: loaded.value,
     configPath,
     dataDir,
+    security,
     ...(host !== undefined ? { host } : {}),
     ...(xdsHost !== undefined ? { xdsHost } : {}),
     ...(adminHost !== undefined ? { adminHost } : {}),

@@ -13,6 +13,8 @@ import { applyFileServices } from './store/file-source.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
+import type { ServeSecurity } from './serve-security.js';
+import ipaddr from 'ipaddr.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { AdsServer } from './xds/ads-server.js';
 import { teeObserver, type XdsObserver } from './xds/observer.js';
@@ -32,6 +34,8 @@ export interface CanopyOptions {
    */
   readonly store?: Store;
   readonly dataDir?: string;
+  /** Tokens, TLS and request limits (README, "Access control"); none by default. */
+  readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
   readonly adminPort?: number;
   readonly debounceMs?: number;
@@ -67,6 +71,14 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const xdsPort = opts.xdsPort ?? server.xdsPort ?? DEFAULT_XDS_PORT;
   const adminPort = opts.adminPort ?? server.adminPort ?? DEFAULT_ADMIN_PORT;
   const debounceMs = opts.debounceMs ?? server.debounceMs ?? 100;
+  const security = opts.security ?? {};
+  if (!isLoopback(adminHost) && security.adminToken === undefined && !security.insecureAdmin) {
+    throw new Error(
+      `refusing to serve the admin API on ${adminHost} without a token: anyone who can reach it could rewrite the mesh. ` +
+        'Give --admin-token-file FILE (or CANOPY_ADMIN_TOKEN), bind it to loopback with --admin-host 127.0.0.1, ' +
+        'or accept the risk with --insecure-admin',
+    );
+  }
 
   const store = opts.store ?? (await openStore(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}));
   const feed = await MeshFeed.open(store);
@@ -93,7 +105,12 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const initial = await applyFileServices(store, opts.config.services);
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
 
-  const grpcTransport = await startGrpcTransport({ ads: pipeline, host: xdsHost, port: xdsPort });
+  const grpcTransport = await startGrpcTransport({
+    ads: pipeline,
+    host: xdsHost,
+    port: xdsPort,
+    ...(security.tls ? { tls: security.tls } : {}),
+  });
   let ready = false;
   const admin = buildAdminApp({
     store,
@@ -104,6 +121,16 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     registry,
     logger: logger.child({ component: 'admin' }),
     ready: () => ready,
+    access: {
+      ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
+      openReads: security.adminOpenReads ?? false,
+      hostnames: security.adminHostnames ?? [],
+    },
+    ...(security.tls ? { https: { cert: security.tls.cert, key: security.tls.key } } : {}),
+    ...(security.adminBodyLimit !== undefined ? { bodyLimit: security.adminBodyLimit } : {}),
+    ...(security.adminWriteLimit !== undefined
+      ? { writeRateLimit: { max: security.adminWriteLimit, windowMs: 10_000 } }
+      : {}),
   });
   await admin.listen({ host: adminHost, port: adminPort });
   const adminBound = admin.server.address();
@@ -146,6 +173,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     })());
 
   return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, stop };
+}
+
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  return ipaddr.isValid(host) && ipaddr.process(host).range() === 'loopback';
 }
 
 function summary(r: { replaced: readonly string[]; deleted: readonly string[]; unchanged: number }) {

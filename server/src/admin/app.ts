@@ -4,6 +4,7 @@
  * becomes an HTTP status, so every error has one shape,
  * `{ error: { code, message, fields? } }`, with a code from the README table.
  */
+import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -15,8 +16,16 @@ import type { ServiceState } from '../domain/mesh.js';
 import type { MeshView } from '../store/mesh-feed.js';
 import type { Store } from '../store/store.js';
 import { endpointKey } from '../domain/service.js';
-import { endpointToJson, parseServiceSpec, patchEndpoint, serviceSpecToJson } from '../domain/spec.js';
+import {
+  endpointToJson,
+  parseEndpointChanges,
+  parseEndpointKey,
+  parseServiceSpec,
+  patchEndpoint,
+  serviceSpecToJson,
+} from '../domain/spec.js';
 import type { ClientStatus } from '../xds/client-status.js';
+import { isWrite, registerAccessControl, type AccessPolicy } from './access.js';
 
 export interface AdminDeps {
   /** Where writes go. */
@@ -30,7 +39,19 @@ export interface AdminDeps {
   readonly registry: Registry;
   readonly logger?: Logger;
   readonly ready: () => boolean;
+  /** Tokens and allowed Host names (access.ts); without it everything is open, as on loopback by default. */
+  readonly access?: AccessPolicy;
+  /** Largest request body in bytes (default 16 MiB: a 100k-endpoint PUT is about 15 MB). */
+  readonly bodyLimit?: number;
+  /** Serve HTTPS with this PEM certificate and key. */
+  readonly https?: { readonly cert: Buffer; readonly key: Buffer };
+  /** Writes per client address per window (default 600 per 10 s). */
+  readonly writeRateLimit?: { readonly max: number; readonly windowMs: number };
 }
+
+export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+/** Route parameters up to this long reach the handler (a 253-character name, encoded IPv6 keys), longer ones get 414. */
+const MAX_PARAM_LENGTH = 1024;
 
 /** The HTTP status of each error code. A Record, so a new code cannot go unmapped. */
 export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
@@ -50,14 +71,23 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
 };
 
 export function buildAdminApp(deps: AdminDeps): FastifyInstance {
+  const options = {
+    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key } } : {}),
+    bodyLimit: deps.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Errors the router raises before any route (a too-long parameter, a bad URL) keep the catalog's shape.
+    frameworkErrors: (err: FastifyError, _req: unknown, reply: FastifyReply) =>
+      sendError(reply, 'CANOPY_BAD_REQUEST', err.message, undefined, err.statusCode ?? 400),
+  };
   const app = deps.logger
     ? Fastify({
+        ...options,
         // Scrapes and probes would flood an info log: request lines (info) show only at debug.
         loggerInstance: (deps.logger.isLevelEnabled('debug')
           ? deps.logger
           : deps.logger.child({}, { level: 'warn' })) as FastifyBaseLogger,
       })
-    : Fastify({ logger: false });
+    : Fastify({ ...options, logger: false });
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof CanopyError) {
       return sendError(reply, err.code, err.message, err instanceof ValidationError ? err.errors : undefined);
@@ -69,7 +99,19 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     return sendError(reply, 'CANOPY_INTERNAL', 'internal error');
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
-  serviceRoutes(app, deps);
+  registerAccessControl(app, deps.access ?? {});
+  void app.register(async (scope) => {
+    const limit = deps.writeRateLimit ?? { max: 600, windowMs: 10_000 };
+    await scope.register(rateLimit, {
+      max: limit.max,
+      timeWindow: limit.windowMs,
+      allowList: (req) => !isWrite(req),
+      errorResponseBuilder: (_req, ctx) =>
+        new CanopyError('CANOPY_RATE_LIMITED', `too many writes from this client (at most ${ctx.max}); retry in ${ctx.after}`),
+    });
+    serviceRoutes(scope, deps);
+    bulkEndpointRoute(scope, deps);
+  });
   debugRoutes(app, deps);
   healthRoutes(app, deps);
   return app;
@@ -119,7 +161,8 @@ function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
     '/api/v1/services/:name/endpoints/:endpoint',
     async (req) => {
       const service = serviceOf(mesh, req.params.name);
-      const key = req.params.endpoint;
+      // Any spelling of the address names the endpoint: [FD00::1]:80 is [fd00::1]:80.
+      const key = parseEndpointKey(req.params.endpoint) ?? req.params.endpoint;
       const current = service.endpoints.get(key);
       if (!current) {
         throw new CanopyError(
@@ -135,6 +178,20 @@ function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
       return endpointToJson(patched.value);
     },
   );
+}
+
+/** Many endpoint changes of one service in one request and one store write (large services). */
+function bulkEndpointRoute(app: FastifyInstance, { store, mesh, caughtUp }: AdminDeps): void {
+  app.patch<NameParams>('/api/v1/services/:name/endpoints', async (req) => {
+    const service = serviceOf(mesh, req.params.name);
+    const changes = parseEndpointChanges(req.body, (key) => service.endpoints.get(key));
+    if (!changes.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', changes.errors);
+    const { upserts, removals } = changes.value;
+    const revision = await store.patchEndpoints(service.name, upserts, removals);
+    if (revision === undefined) throw serviceNotFound(service.name);
+    await caughtUp(revision);
+    return { service: service.name, upserted: upserts.length, removed: removals.length, endpoints: service.endpoints.size };
+  });
 }
 
 /** A PUT body is a config entry whose name, if given, must be the one in the URL. */

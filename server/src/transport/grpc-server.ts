@@ -6,6 +6,14 @@
 import * as grpc from '@grpc/grpc-js';
 import type { AdsServer } from '../xds/ads-server.js';
 import { decodeDiscoveryRequest, type DiscoveryRequest } from '../xds/codec.js';
+import { nodeIdRefusal, spiffeIds } from './node-identity.js';
+
+/** PEM key material; with clientCa, clients must present a certificate it signed (mTLS). */
+export interface TransportTls {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly clientCa?: Buffer;
+}
 
 const ADS_SERVICE: grpc.ServiceDefinition = {
   StreamAggregatedResources: {
@@ -30,6 +38,7 @@ export async function startGrpcTransport(opts: {
   readonly ads: AdsServer;
   readonly host: string;
   readonly port: number;
+  readonly tls?: TransportTls;
 }): Promise<GrpcTransport> {
   const server = new grpc.Server({
     'grpc.keepalive_time_ms': 30_000,
@@ -39,10 +48,11 @@ export async function startGrpcTransport(opts: {
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   });
   server.addService(ADS_SERVICE, {
-    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) => serveStream(opts.ads, call),
+    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
+      serveStream(opts.ads, call, opts.tls?.clientCa !== undefined),
   });
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(hostPort(opts.host, opts.port), grpc.ServerCredentials.createInsecure(), (err, bound) =>
+    server.bindAsync(hostPort(opts.host, opts.port), serverCredentials(opts.tls), (err, bound) =>
       err ? reject(err) : resolve(bound),
     );
   });
@@ -63,7 +73,18 @@ export async function startGrpcTransport(opts: {
   };
 }
 
-function serveStream(ads: AdsServer, call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>): void {
+function serverCredentials(tls: TransportTls | undefined): grpc.ServerCredentials {
+  if (!tls) return grpc.ServerCredentials.createInsecure();
+  return grpc.ServerCredentials.createSsl(
+    tls.clientCa ?? null,
+    [{ cert_chain: tls.cert, private_key: tls.key }],
+    tls.clientCa !== undefined,
+  );
+}
+
+function serveStream(ads: AdsServer, call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>, mtls: boolean): void {
+  // With mTLS every request's node id must be one the client certificate names.
+  const identities = mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
   let ended = false;
   const handle = ads.open(call.getPeer(), {
     write: (bytes) => (ended ? true : call.write(bytes)),
@@ -73,7 +94,13 @@ function serveStream(ads: AdsServer, call: grpc.ServerDuplexStream<DiscoveryRequ
       call.end();
     },
   });
-  call.on('data', (req: DiscoveryRequest) => handle.receive(req));
+  call.on('data', (req: DiscoveryRequest) => {
+    const refusal = identities && req.node ? nodeIdRefusal(identities, req.node.id) : undefined;
+    if (refusal === undefined) return handle.receive(req);
+    ended = true;
+    handle.closed();
+    call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: refusal });
+  });
   call.on('drain', () => handle.drained());
   const close = (): void => {
     ended = true;
