@@ -152,12 +152,13 @@ export async function runFanout(opts: {
       },
     },
   });
-  const state = canopy.store.mesh.get(SERVICE) as ServiceState;
+  const state = canopy.mesh.get(SERVICE) as ServiceState;
   const flip = endpoints[1] as Endpoint;
-  const canopyPhase = await phase(canopy.xdsAddress, opts, 'Canopy fan-out ACKs', (r) => {
+  const canopyPhase = await phase(canopy.xdsAddress, opts, 'Canopy fan-out ACKs', async (r) => {
     acks = [];
     t0 = performance.now();
-    canopy.store.patch(SERVICE, [{ ...flip, health: r % 2 === 0 ? 'unhealthy' : 'healthy' }]);
+    // Through the store, as an admin PATCH goes (a memory store here: no disk in the figure).
+    await canopy.store.patchEndpoints(SERVICE, [{ ...flip, health: r % 2 === 0 ? 'unhealthy' : 'healthy' }], []);
     // Push now rather than on the zero-delay timer, so the synchronous part is measured alone.
     canopy.ads.flush();
     return { loopMs: performance.now() - t0, acks };
@@ -209,7 +210,7 @@ async function phase(
   target: string,
   opts: { readonly streams: number; readonly localities: number; readonly rounds: number },
   what: string,
-  round: (r: number) => { loopMs: number; acks: number[] },
+  round: (r: number) => { loopMs: number; acks: number[] } | Promise<{ loopMs: number; acks: number[] }>,
 ) {
   await sleep(200);
   const idle = memory();
@@ -219,7 +220,7 @@ async function phase(
   const samples: number[] = [];
   const loops: number[] = [];
   for (let r = 0; r < opts.rounds; r++) {
-    const { loopMs, acks } = round(r);
+    const { loopMs, acks } = await round(r);
     loops.push(loopMs);
     await until(() => acks.length, opts.streams, what);
     samples.push(...acks);

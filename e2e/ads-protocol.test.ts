@@ -90,13 +90,13 @@ describe('ADS protocol over a raw stream', () => {
   });
 
   it('identical content keeps its version and pushes nothing', async () => {
-    canopy.store.put(spec());
-    canopy.store.put({ ...spec(), endpoints: [...spec().endpoints].reverse() });
+    await canopy.store.put(spec(), { owner: 'api' });
+    await canopy.store.put({ ...spec(), endpoints: [...spec().endpoints].reverse() }, { owner: 'api' });
     assert.equal(await ads.maybeNext(QUIET_MS), undefined, 'no push for unchanged content');
   });
 
   it('a change pushes a new version; a NACK of it is recorded and not re-sent', async () => {
-    canopy.store.put(spec('unhealthy'));
+    await canopy.store.put(spec('unhealthy'), { owner: 'api' });
     const pushed = await ads.next();
     assert.equal(pushed.type_url, EDS, 'only EDS changed: CDS content is the same');
     assert.notEqual(pushed.version_info, eds.version);
@@ -114,7 +114,7 @@ describe('ADS protocol over a raw stream', () => {
     assert.equal(edsStatus.versionAcked, eds.version, 'the last good version stays acked');
 
     // The next change is a new version and is sent.
-    canopy.store.put(spec('healthy', 1));
+    await canopy.store.put(spec('healthy', 1), { owner: 'api' });
     const next = await ads.next();
     assert.equal(next.type_url, EDS);
     assert.notEqual(next.version_info, pushed.version_info);
@@ -124,7 +124,7 @@ describe('ADS protocol over a raw stream', () => {
   });
 
   it('returning to earlier content returns to its version', async () => {
-    canopy.store.put(spec());
+    await canopy.store.put(spec(), { owner: 'api' });
     const r = await ads.next();
     assert.equal(r.version_info, eds.version, 'same content, same version');
   });

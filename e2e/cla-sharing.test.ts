@@ -83,7 +83,7 @@ describe(`${CLIENTS} ADS clients in ${CLIENTS} localities`, () => {
     );
     assert.equal(seen.size, CLIENTS, 'every client is in its own locality');
 
-    const service = canopy.store.mesh.get('echo');
+    const service = canopy.mesh.get('echo');
     assert.ok(service);
     const stats = canopy.claCache.stats();
     const distinct = new Set(replies.map((r) => r.hash)).size;

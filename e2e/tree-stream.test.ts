@@ -69,12 +69,12 @@ describe('LocalityTree over ADS', () => {
 
   it('pushes a health change as a new tree, and a removal as a response without the service', async () => {
     const [a, b] = streams;
-    canopy.store.put(svc('web', '10.96.0.1', 'unhealthy'));
+    await canopy.store.put(svc('web', '10.96.0.1', 'unhealthy'), { owner: 'api' });
     const [ra, rb] = await Promise.all([a!.next(), b!.next()]);
     assert.ok(Buffer.compare(ra.resources[0]!.value, rb.resources[0]!.value) === 0);
     assert.deepEqual(decodeLocalityTree(ra.resources[0]!.value).backends.map((x) => intToIpv4(x.ipv4)), ['10.0.0.2']);
     a!.send({ type_url: TREE_TYPE, version_info: ra.version_info, response_nonce: ra.nonce });
-    canopy.store.delete('web');
+    await canopy.store.delete('web');
     const gone = await a!.next();
     assert.equal(gone.type_url, TREE_TYPE);
     assert.deepEqual(gone.resources, [], 'full state: an empty response removes every tree');

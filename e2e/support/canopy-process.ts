@@ -23,6 +23,9 @@ export interface CanopyProcess {
   logs(): string[];
   admin(method: 'GET' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<AdminResponse>;
   stop(): Promise<number | null>;
+  /** kill -9: no shutdown sequence at all. */
+  kill(): Promise<void>;
+  readonly pid: number;
 }
 
 /** Children still running when this process exits (a failed or killed test run) are killed with it. */
@@ -37,7 +40,21 @@ export async function startCanopyProcess(config: object, extraArgs: string[] = [
   writeFileSync(configPath, stringify(config));
   const child = spawn(
     process.execPath,
-    [CLI, 'serve', '--config', configPath, '--host', '127.0.0.1', '--xds-port', '0', '--admin-port', '0', ...extraArgs],
+    [
+      CLI,
+      'serve',
+      '--config',
+      configPath,
+      '--host',
+      '127.0.0.1',
+      '--xds-port',
+      '0',
+      '--admin-port',
+      '0',
+      // Each process its own embedded database, unless the test names one (a restart keeps it).
+      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store')) ? [] : ['--data-dir', path.join(dir, 'data')]),
+      ...extraArgs,
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   running.add(child);
@@ -89,6 +106,13 @@ export async function startCanopyProcess(config: object, extraArgs: string[] = [
       return { status: res.status, body: parseBody(await res.text()) };
     },
     stop: () => stopChild(child),
+    kill: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
+      }),
+    pid: child.pid ?? 0,
   };
 }
 

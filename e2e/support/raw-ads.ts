@@ -71,10 +71,17 @@ class RawStream<Req, Res> {
   private waiters: ((r: Res) => void)[] = [];
   private readonly client: grpc.Client;
   private readonly call: grpc.ClientDuplexStream<Req, Res>;
+  /** The status the stream ended with, once it ended with an error. */
+  error: grpc.ServiceError | undefined;
 
-  constructor(address: string, methodName: string, options: grpc.ClientOptions = {}) {
+  constructor(
+    address: string,
+    methodName: string,
+    options: grpc.ClientOptions = {},
+    credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  ) {
     const Ctor = adsClientCtor();
-    this.client = new Ctor(address, grpc.credentials.createInsecure(), options);
+    this.client = new Ctor(address, credentials, options);
     const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<Req, Res>>)[methodName];
     this.call = method!.call(this.client);
     this.call.on('data', (r: Res) => {
@@ -82,7 +89,9 @@ class RawStream<Req, Res> {
       if (w) w(r);
       else this.queue.push(r);
     });
-    this.call.on('error', () => {});
+    this.call.on('error', (err: grpc.ServiceError) => {
+      this.error = err;
+    });
   }
 
   send(req: Req): void {
@@ -122,8 +131,8 @@ class RawStream<Req, Res> {
 
 /** StreamAggregatedResources: the state-of-the-world protocol. */
 export class RawAdsStream extends RawStream<RawRequest, RawResponse> {
-  constructor(address: string, options: grpc.ClientOptions = {}) {
-    super(address, 'StreamAggregatedResources', options);
+  constructor(address: string, credentials?: grpc.ChannelCredentials, options: grpc.ClientOptions = {}) {
+    super(address, 'StreamAggregatedResources', options, credentials);
   }
 }
 

@@ -10,14 +10,23 @@ import { loadConfigFile } from './store/config-file.js';
 import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from './agent/cli-agent.js';
 import { IMPORT_USAGE, runImport } from './cli-policy.js';
 import { EXPLAIN_USAGE, runExplain } from './cli-explain.js';
+import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_USAGE } from './serve-security.js';
 
 const USAGE = `usage:
-  canopy serve --config FILE [--host H] [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
+  canopy serve --config FILE [--data-dir DIR] [--host H] [--xds-host H] [--admin-host H]
+               [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
+${SECURITY_USAGE}
   canopy demo
 ${IMPORT_USAGE}
 ${EXPLAIN_USAGE}
 ${AGENT_USAGE}
-env: CANOPY_CONFIG, CANOPY_HOST, CANOPY_XDS_PORT, CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL`;
+env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
+     CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL,
+     ${SECURITY_ENV}
+--data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
+
+/** Where `canopy serve` keeps services when neither --data-dir nor CANOPY_DATA_DIR says. */
+const DEFAULT_DATA_DIR = 'canopy-data';
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -38,11 +47,15 @@ async function main(argv: string[]): Promise<number> {
     args: rest,
     options: {
       config: { type: 'string' },
+      'data-dir': { type: 'string' },
       host: { type: 'string' },
+      'xds-host': { type: 'string' },
+      'admin-host': { type: 'string' },
       'xds-port': { type: 'string' },
       'admin-port': { type: 'string' },
       'debounce-ms': { type: 'string' },
       'log-level': { type: 'string' },
+      ...SECURITY_FLAGS,
     },
     strict: true,
   });
@@ -50,6 +63,14 @@ async function main(argv: string[]): Promise<number> {
   const configPath = values.config ?? env['CANOPY_CONFIG'];
   if (!configPath) {
     process.stderr.write(`canopy: --config FILE is required\n${USAGE}\n`);
+    return 2;
+  }
+  let security;
+  try {
+    security = await readServeSecurity(values, env);
+  } catch (err) {
+    if (!(err instanceof FlagError)) throw err;
+    process.stderr.write(`canopy: ${err.message}\n`);
     return 2;
   }
   const loaded = await loadConfigFile(configPath);
@@ -75,11 +96,18 @@ async function main(argv: string[]): Promise<number> {
     numbers[flag] = n;
   }
   const host = values.host ?? env['CANOPY_HOST'];
+  const xdsHost = values['xds-host'] ?? env['CANOPY_XDS_HOST'];
+  const adminHost = values['admin-host'] ?? env['CANOPY_ADMIN_HOST'];
+  const dataDir = values['data-dir'] ?? env['CANOPY_DATA_DIR'] ?? DEFAULT_DATA_DIR;
   const logLevel = values['log-level'] ?? env['CANOPY_LOG_LEVEL'];
   const canopy = await startCanopy({
     config: loaded.value,
     configPath,
+    dataDir,
+    security,
     ...(host !== undefined ? { host } : {}),
+    ...(xdsHost !== undefined ? { xdsHost } : {}),
+    ...(adminHost !== undefined ? { adminHost } : {}),
     ...(numbers['xds-port'] !== undefined ? { xdsPort: numbers['xds-port'] } : {}),
     ...(numbers['admin-port'] !== undefined ? { adminPort: numbers['admin-port'] } : {}),
     ...(numbers['debounce-ms'] !== undefined ? { debounceMs: numbers['debounce-ms'] } : {}),

@@ -9,7 +9,12 @@ import { createMetrics } from './admin/metrics.js';
 import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
-import { ServiceStore } from './store/service-store.js';
+import { applyFileServices } from './store/file-source.js';
+import { MeshFeed, type MeshView } from './store/mesh-feed.js';
+import { openStore } from './store/open-store.js';
+import type { Store } from './store/store.js';
+import type { ServeSecurity } from './serve-security.js';
+import ipaddr from 'ipaddr.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
 import { canopyResources } from './resources/registry.js';
@@ -20,7 +25,18 @@ export interface CanopyOptions {
   readonly config: CanopyConfig;
   /** When set, the file is watched: valid edits apply, invalid ones are logged and ignored. */
   readonly configPath?: string;
+  /** Both listeners' host, unless xdsHost/adminHost say otherwise. */
   readonly host?: string;
+  readonly xdsHost?: string;
+  readonly adminHost?: string;
+  /**
+   * Where services are kept: an open Store, or a directory for the embedded
+   * database; neither keeps them in memory only (tests, the demo).
+   */
+  readonly store?: Store;
+  readonly dataDir?: string;
+  /** Tokens, TLS and request limits (README, "Access control"); none by default. */
+  readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
   readonly adminPort?: number;
   readonly debounceMs?: number;
@@ -35,7 +51,10 @@ export interface CanopyOptions {
 export interface Canopy {
   readonly xdsAddress: string;
   readonly adminAddress: string;
-  readonly store: ServiceStore;
+  readonly store: Store;
+  /** The served services, built from the store's watch. */
+  readonly mesh: MeshView;
+  readonly feed: MeshFeed;
   readonly ads: PushPipeline;
   readonly claCache: ServerClaCache;
   stop(): Promise<void>;
@@ -48,54 +67,85 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const logger = opts.logger ?? pino({ level: opts.logLevel ?? 'info', name: 'canopy' });
   const server = opts.config.server;
   const host = opts.host ?? server.host ?? '127.0.0.1';
+  const xdsHost = opts.xdsHost ?? host;
+  const adminHost = opts.adminHost ?? host;
   const xdsPort = opts.xdsPort ?? server.xdsPort ?? DEFAULT_XDS_PORT;
   const adminPort = opts.adminPort ?? server.adminPort ?? DEFAULT_ADMIN_PORT;
   const debounceMs = opts.debounceMs ?? server.debounceMs ?? 100;
+  const security = opts.security ?? {};
+  if (!isLoopback(adminHost) && security.adminToken === undefined && !security.insecureAdmin) {
+    throw new Error(
+      `refusing to serve the admin API on ${adminHost} without a token: anyone who can reach it could rewrite the mesh. ` +
+        'Give --admin-token-file FILE (or CANOPY_ADMIN_TOKEN), bind it to loopback with --admin-host 127.0.0.1, ' +
+        'or accept the risk with --insecure-admin',
+    );
+  }
 
-  const store = new ServiceStore();
+  const store = opts.store ?? (await openStore(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}));
+  const feed = await MeshFeed.open(store);
+  const mesh = feed.mesh;
   const claCache = serverClaCache();
-  const resources = canopyResources(store.mesh, claCache);
+  const resources = canopyResources(mesh, claCache);
   const registry = new Registry();
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),
-    treeNodes: () => store.mesh.list().reduce((n, s) => n + s.tree.nodeCount, 0),
+    treeNodes: () => mesh.list().reduce((n, s) => n + s.tree.nodeCount, 0),
     // Read at scrape time, after the pipeline below exists.
     connectedClients: () => pipeline.connected,
   });
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
   const pipeline = new PushPipeline({ resources, observer, log: logger.child({ component: 'xds' }), debounceMs });
 
-  store.subscribe((changes) => {
+  feed.subscribe((changes) => {
     for (const c of changes) {
       if (c.kind === 'deleted') resources.forget(c.service);
       logger.info({ service: c.service, kind: c.kind, endpoints: c.endpoints.length }, 'service changed');
     }
     pipeline.notify(changes.map((c) => c.service));
   });
-  store.replaceAll(opts.config.services);
+  const initial = await applyFileServices(store, opts.config.services);
+  logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
 
-  const grpcTransport = await startGrpcTransport({ ads: pipeline, host, port: xdsPort });
+  const grpcTransport = await startGrpcTransport({
+    ads: pipeline,
+    host: xdsHost,
+    port: xdsPort,
+    ...(security.tls ? { tls: security.tls } : {}),
+  });
   let ready = false;
   const admin = buildAdminApp({
     store,
+    mesh,
+    caughtUp: (revision) => feed.caughtUp(revision),
     claCache,
     clients: () => pipeline.clients(),
     registry,
     logger: logger.child({ component: 'admin' }),
     ready: () => ready,
+    access: {
+      ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
+      openReads: security.adminOpenReads ?? false,
+      hostnames: security.adminHostnames ?? [],
+    },
+    ...(security.tls ? { https: { cert: security.tls.cert, key: security.tls.key } } : {}),
+    ...(security.adminBodyLimit !== undefined ? { bodyLimit: security.adminBodyLimit } : {}),
+    ...(security.adminWriteLimit !== undefined
+      ? { writeRateLimit: { max: security.adminWriteLimit, windowMs: 10_000 } }
+      : {}),
   });
-  await admin.listen({ host, port: adminPort });
+  await admin.listen({ host: adminHost, port: adminPort });
   const adminBound = admin.server.address();
   const adminPortBound = typeof adminBound === 'object' && adminBound ? adminBound.port : adminPort;
 
   const stopWatching = opts.configPath
     ? watchConfigFile(opts.configPath, {
-        onValid: (config) => {
-          const changes = store.replaceAll(config.services);
-          logger.info({ file: opts.configPath, changes: changes.length }, 'config reloaded');
-        },
+        onValid: (config) =>
+          applyFileServices(store, config.services).then(
+            (applied) => logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded'),
+            (err: unknown) => logger.error({ file: opts.configPath, err }, 'config reload failed to write the store'),
+          ),
         onWatchError: (err) =>
-          logger.error({ file: opts.configPath, err }, 'config watch failed: edits to the file are no longer applied'),
+          logger.warn({ file: opts.configPath, err }, 'config directory watch failed: edits are seen by polling only'),
         onInvalid: (errors) =>
           logger.error(
             { file: opts.configPath, errors },
@@ -105,9 +155,9 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     : () => {};
 
   ready = true;
-  const xdsAddress = `${hostForUrl(host)}:${grpcTransport.port}`;
-  const adminAddress = `${hostForUrl(host)}:${adminPortBound}`;
-  logger.info({ xds: xdsAddress, admin: adminAddress, services: store.mesh.size }, 'canopy ready');
+  const xdsAddress = `${hostForUrl(xdsHost)}:${grpcTransport.port}`;
+  const adminAddress = `${hostForUrl(adminHost)}:${adminPortBound}`;
+  logger.info({ xds: xdsAddress, admin: adminAddress, services: mesh.size }, 'canopy ready');
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
@@ -117,10 +167,22 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.close()]);
+      feed.close();
+      // A store handed in belongs to the caller.
+      if (!opts.store) await store.close();
       logger.info({}, 'canopy stopped');
     })());
 
-  return { xdsAddress, adminAddress, store, ads: pipeline, claCache, stop };
+  return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, stop };
+}
+
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  return ipaddr.isValid(host) && ipaddr.process(host).range() === 'loopback';
+}
+
+function summary(r: { replaced: readonly string[]; deleted: readonly string[]; unchanged: number }) {
+  return { replaced: r.replaced.length, deleted: r.deleted.length, unchanged: r.unchanged };
 }
 
 function hostForUrl(host: string): string {

@@ -9,7 +9,8 @@ import { createMetrics } from '../src/admin/metrics.js';
 import type { Cla } from '../src/domain/cla.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { emptyPlacement } from '../src/domain/locality.js';
-import { ServiceStore } from '../src/store/service-store.js';
+import { LocalStore } from '../src/store/local-store.js';
+import { MeshFeed } from '../src/store/mesh-feed.js';
 import type { ClientStatus } from '../src/sessions/client-status.js';
 import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 
@@ -22,8 +23,9 @@ interface SetupOptions {
   readonly logger?: pino.Logger;
 }
 
-function setup(opts: SetupOptions = {}) {
-  const store = new ServiceStore();
+async function setup(opts: SetupOptions = {}) {
+  const store = await LocalStore.open();
+  const feed = await MeshFeed.open(store);
   const claCache = new ClaCache(encode);
   const registry = new Registry();
   const metrics = createMetrics(registry, {
@@ -33,13 +35,15 @@ function setup(opts: SetupOptions = {}) {
   });
   const app = buildAdminApp({
     store,
+    mesh: feed.mesh,
+    caughtUp: (revision) => feed.caughtUp(revision),
     claCache,
     registry,
     clients: opts.clients ?? (() => []),
     ready: opts.ready ?? (() => true),
     ...(opts.logger ? { logger: opts.logger } : {}),
   });
-  return { store, app, metrics };
+  return { store, feed, app, metrics };
 }
 
 const echo = {
@@ -51,7 +55,7 @@ const echo = {
   ],
 };
 
-async function putEcho(app: ReturnType<typeof setup>['app'], body: object = echo) {
+async function putEcho(app: Awaited<ReturnType<typeof setup>>['app'], body: object = echo) {
   const res = await app.inject({ method: 'PUT', url: '/api/v1/services/echo', payload: body });
   assert.ok(res.statusCode < 300, res.body);
   return res;
@@ -70,7 +74,7 @@ function assertError(res: LightMyRequestResponse, status: number, code: string) 
 
 describe('admin API: services', () => {
   it('creates, reads, lists, replaces and deletes a service', async () => {
-    const { app } = setup();
+    const { app } = await setup();
     const created = await putEcho(app);
     assert.equal(created.statusCode, 201);
     assert.deepEqual(created.json().loadBalancing, {
@@ -106,9 +110,9 @@ describe('admin API: services', () => {
   ];
   for (const [what, payload, paths] of invalid) {
     it(`rejects ${what} with 400 and field paths, and changes nothing`, async () => {
-      const { app, store } = setup();
+      const { app, feed } = await setup();
       await putEcho(app);
-      const before = store.mesh.get('echo');
+      const before = feed.mesh.get('echo');
       const generation = before?.generation;
       const res = await app.inject({ method: 'PUT', url: '/api/v1/services/echo', payload: payload as object });
       const error = assertError(res, 400, 'CANOPY_INVALID_SERVICE');
@@ -116,24 +120,24 @@ describe('admin API: services', () => {
         (error.fields as { path: string }[]).map((f) => f.path),
         paths,
       );
-      assert.equal(store.mesh.get('echo'), before, 'same service state');
-      assert.equal(store.mesh.get('echo')?.generation, generation, 'same generation');
+      assert.equal(feed.mesh.get('echo'), before, 'same service state');
+      assert.equal(feed.mesh.get('echo')?.generation, generation, 'same generation');
     });
   }
 
   it('rejects an invalid name in the URL and creates nothing', async () => {
-    const { app, store } = setup();
+    const { app, feed } = await setup();
     const res = await app.inject({ method: 'PUT', url: '/api/v1/services/-bad', payload: echo });
     const error = assertError(res, 400, 'CANOPY_INVALID_SERVICE');
     assert.deepEqual(
       (error.fields as { path: string }[]).map((f) => f.path),
       ['name'],
     );
-    assert.equal(store.mesh.size, 0);
+    assert.equal(feed.mesh.size, 0);
   });
 
   it('answers malformed JSON, a missing body and unknown routes in the same shape', async () => {
-    const { app } = setup();
+    const { app } = await setup();
     const junk = await app.inject({
       method: 'PUT',
       url: '/api/v1/services/echo',
@@ -147,7 +151,7 @@ describe('admin API: services', () => {
   });
 
   it('answers a failing dependency with 500 and no internals', async () => {
-    const { app } = setup({
+    const { app } = await setup({
       clients: () => {
         throw new Error('secret detail');
       },
@@ -159,7 +163,7 @@ describe('admin API: services', () => {
   it('logs server errors to the injected logger, and request lines only at debug', async () => {
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
-    const { app } = setup({
+    const { app } = await setup({
       logger,
       clients: () => {
         throw new Error('secret detail');
@@ -176,10 +180,10 @@ describe('admin API: services', () => {
 describe('admin API: PATCH an endpoint', () => {
   const url = (endpoint: string, service = 'echo') =>
     `/api/v1/services/${service}/endpoints/${encodeURIComponent(endpoint)}`;
-  const patch = (app: ReturnType<typeof setup>['app'], endpoint: string, payload: object, service = 'echo') =>
+  const patch = (app: Awaited<ReturnType<typeof setup>>['app'], endpoint: string, payload: object, service = 'echo') =>
     app.inject({ method: 'PATCH', url: url(endpoint, service), payload });
 
-  async function preview(app: ReturnType<typeof setup>['app']): Promise<string[][]> {
+  async function preview(app: Awaited<ReturnType<typeof setup>>['app']): Promise<string[][]> {
     const res = await app.inject('/debug/cla?service=echo&region=r1&zone=z1&subzone=s1');
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json() as { priorities: { localities: { endpoints: { address: string }[] }[] }[] };
@@ -187,7 +191,7 @@ describe('admin API: PATCH an endpoint', () => {
   }
 
   it('moves priority 0 to the next zone when a zone goes unhealthy, and back', async () => {
-    const { app } = setup();
+    const { app } = await setup();
     await putEcho(app);
     assert.deepEqual(await preview(app), [['10.0.0.1'], ['10.0.0.2'], ['10.0.0.3']]);
 
@@ -201,17 +205,17 @@ describe('admin API: PATCH an endpoint', () => {
   });
 
   it('changes a weight, and addresses IPv6 endpoints as [address]:port', async () => {
-    const { app, store } = setup();
+    const { app, feed } = await setup();
     await putEcho(app, { endpoints: [{ address: 'fd00::1', port: 8080 }] });
     const res = await patch(app, '[fd00::1]:8080', { weight: 9 });
     assert.equal(res.statusCode, 200, res.body);
-    assert.equal(store.mesh.get('echo')?.spec.endpoints[0]?.weight, 9);
+    assert.equal(feed.mesh.get('echo')?.spec.endpoints[0]?.weight, 9);
   });
 
   it('is 404 for an unknown service or endpoint and 400 for a bad change, changing nothing', async () => {
-    const { app, store } = setup();
+    const { app, feed } = await setup();
     await putEcho(app);
-    const generation = store.mesh.get('echo')?.generation;
+    const generation = feed.mesh.get('echo')?.generation;
     assertError(await patch(app, '10.9.9.9:80', { health: 'healthy' }), 404, 'CANOPY_ENDPOINT_NOT_FOUND');
     assertError(await patch(app, '10.0.0.1', { health: 'healthy' }), 404, 'CANOPY_ENDPOINT_NOT_FOUND');
     assertError(await patch(app, '10.0.0.1:80', { health: 'healthy' }, 'nope'), 404, 'CANOPY_SERVICE_NOT_FOUND');
@@ -224,13 +228,13 @@ describe('admin API: PATCH an endpoint', () => {
       (bad.fields as { path: string }[]).map((f) => f.path),
       ['port', 'health', 'weight'],
     );
-    assert.equal(store.mesh.get('echo')?.generation, generation);
+    assert.equal(feed.mesh.get('echo')?.generation, generation);
   });
 });
 
 describe('admin API: debug views', () => {
   it('previews a CLA with its cache key, generation and encoded size', async () => {
-    const { app, store } = setup();
+    const { app, feed } = await setup();
     await putEcho(app);
     const res = await app.inject('/debug/cla?service=echo&region=r2&zone=z3&subzone=s1');
     assert.equal(res.statusCode, 200);
@@ -244,7 +248,7 @@ describe('admin API: debug views', () => {
     assert.deepEqual(body, {
       service: 'echo',
       key: body.key,
-      generation: store.mesh.get('echo')?.generation,
+      generation: feed.mesh.get('echo')?.generation,
       overprovisioningFactor: 140,
       priorities: [
         { priority: 0, localities: [locality('r2', 'z3', '10.0.0.3')] },
@@ -259,7 +263,7 @@ describe('admin API: debug views', () => {
   });
 
   it('reads labels and the other placement parameters', async () => {
-    const { app } = setup();
+    const { app } = await setup();
     await putEcho(app, {
       loadBalancing: { mode: 'strict', routingPreference: ['network', 'label:tier'] },
       endpoints: [
@@ -279,7 +283,7 @@ describe('admin API: debug views', () => {
   });
 
   it('rejects a missing service, unknown or repeated parameters, and unknown services', async () => {
-    const { app } = setup();
+    const { app } = await setup();
     await putEcho(app);
     assertError(await app.inject('/debug/cla'), 400, 'CANOPY_BAD_REQUEST');
     assertError(await app.inject('/debug/cla?service=echo&regoin=r1'), 400, 'CANOPY_BAD_REQUEST');
@@ -289,7 +293,7 @@ describe('admin API: debug views', () => {
   });
 
   it('shows the locality tree as nested JSON', async () => {
-    const { app } = setup();
+    const { app } = await setup();
     await putEcho(app);
     const leaf = (value: string, endpoint: string) => ({
       value,
@@ -330,7 +334,7 @@ describe('admin API: debug views', () => {
       placement: emptyPlacement(),
       types: [],
     };
-    const { app } = setup({ clients: () => [client] });
+    const { app } = await setup({ clients: () => [client] });
     assert.deepEqual((await app.inject('/debug/clients')).json(), { clients: [client] });
   });
 });
@@ -338,7 +342,7 @@ describe('admin API: debug views', () => {
 describe('admin API: health and metrics', () => {
   it('is live always and ready only when the deps say so', async () => {
     let ready = false;
-    const { app } = setup({ ready: () => ready });
+    const { app } = await setup({ ready: () => ready });
     const healthz = await app.inject('/healthz');
     assert.deepEqual([healthz.statusCode, healthz.json()], [200, { status: 'ok' }]);
     assertError(await app.inject('/readyz'), 503, 'CANOPY_NOT_READY');
@@ -347,7 +351,7 @@ describe('admin API: health and metrics', () => {
   });
 
   it('exposes every metric, fed by the observer and the sources', async () => {
-    const { app, metrics } = setup();
+    const { app, metrics } = await setup();
     await putEcho(app);
     await app.inject('/debug/cla?service=echo&region=r1');
     await app.inject('/debug/cla?service=echo&region=r1');

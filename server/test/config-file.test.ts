@@ -1,12 +1,12 @@
 /** The config file on real temp files: load, YAML errors, and the watch. */
 import assert from 'node:assert/strict';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { FieldError } from '../src/domain/errors.js';
 import type { CanopyConfig } from '../src/domain/spec.js';
-import { loadConfigFile, watchConfigFile } from '../src/store/config-file.js';
+import { loadConfigFile, parseConfigText, watchConfigFile } from '../src/store/config-file.js';
 
 const VALID = `server:
   adminPort: 0
@@ -84,7 +84,7 @@ describe('watchConfigFile', () => {
     const stop = watchConfigFile(
       file,
       { onValid: (c) => valid.push(c), onInvalid: (e) => invalid.push(e) },
-      { debounceMs: 20 },
+      { settleMs: 20, pollMs: 50 },
     );
     return { valid, invalid, stop };
   }
@@ -136,6 +136,103 @@ describe('watchConfigFile', () => {
       assert.equal(w.valid.length, 0);
     } finally {
       w.stop();
+    }
+  });
+});
+
+describe('watchConfigFile: reading safely', () => {
+  const manyEndpoints = (port: number) =>
+    `services:\n  - name: big\n    endpoints:\n${Array.from(
+      { length: 20 },
+      (_, i) => `      - { address: 10.0.1.${i + 1}, port: ${port}, locality: { region: r1 } }\n`,
+    ).join('')}  - name: other\n    endpoints:\n      - { address: 10.0.2.1, port: 80 }\n`;
+
+  it('waits for a file written in two steps to settle: the valid-looking first 30% is never applied', async () => {
+    const file = tmpFile(manyEndpoints(80));
+    const valid: CanopyConfig[] = [];
+    const invalid: (readonly FieldError[])[] = [];
+    // The default settle time, as `canopy serve` runs it.
+    const stop = watchConfigFile(file, { onValid: (c) => valid.push(c), onInvalid: (e) => invalid.push(e) });
+    try {
+      const text = manyEndpoints(81);
+      // Cut at a line end near 30%: a valid YAML document with 6 of 20 endpoints and no "other".
+      const cut = text.indexOf('\n', Math.floor(text.length * 0.3)) + 1;
+      const partial = parseConfigText(text.slice(0, cut));
+      assert.ok(partial.ok && partial.value.services.length === 1, 'the half is itself a valid config');
+      const fd = openSync(file, 'w');
+      writeSync(fd, text.slice(0, cut));
+      fsyncSync(fd);
+      await sleep(400);
+      writeSync(fd, text.slice(cut));
+      closeSync(fd);
+      await until(() => valid.length === 1);
+      await sleep(1200);
+      assert.equal(valid.length, 1, 'applied once, whole');
+      assert.deepEqual(
+        valid[0]?.services.map((s) => [s.name, s.endpoints.length, s.endpoints[0]?.port]),
+        [
+          ['big', 20, 81],
+          ['other', 1, 80],
+        ],
+      );
+      assert.equal(invalid.length, 0);
+    } finally {
+      stop();
+    }
+  });
+
+  it('applies a Kubernetes ConfigMap update (the ..data symlink swapped)', async () => {
+    const dir = path.dirname(tmpFile(''));
+    const version = (n: number) => {
+      mkdirSync(path.join(dir, `..v${n}`));
+      writeFileSync(path.join(dir, `..v${n}`, 'cm.yaml'), VALID.replace('port: 80', `port: ${80 + n}`));
+    };
+    version(1);
+    symlinkSync('..v1', path.join(dir, '..data'));
+    symlinkSync('..data/cm.yaml', path.join(dir, 'cm.yaml'));
+    const valid: CanopyConfig[] = [];
+    const stop = watchConfigFile(
+      path.join(dir, 'cm.yaml'),
+      { onValid: (c) => valid.push(c), onInvalid: () => {} },
+      { settleMs: 20, pollMs: 50 },
+    );
+    try {
+      // What the kubelet does: a new timestamped directory, a new link, renamed over ..data.
+      version(2);
+      symlinkSync('..v2', path.join(dir, '..data_tmp'));
+      renameSync(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
+      rmSync(path.join(dir, '..v1'), { recursive: true });
+      await until(() => valid.length === 1);
+      assert.equal(valid[0]?.services[0]?.endpoints[0]?.port, 82);
+    } finally {
+      stop();
+    }
+  });
+
+  it('follows a config directory that is replaced, and edits in the new one', async () => {
+    const base = path.dirname(tmpFile(''));
+    const conf = path.join(base, 'conf');
+    mkdirSync(conf);
+    writeFileSync(path.join(conf, 'mesh.yaml'), VALID);
+    const valid: CanopyConfig[] = [];
+    const stop = watchConfigFile(
+      path.join(conf, 'mesh.yaml'),
+      { onValid: (c) => valid.push(c), onInvalid: () => {} },
+      { settleMs: 20, pollMs: 50 },
+    );
+    try {
+      const next = path.join(base, 'conf.new');
+      mkdirSync(next);
+      writeFileSync(path.join(next, 'mesh.yaml'), VALID.replace('port: 80', 'port: 91'));
+      renameSync(conf, path.join(base, 'conf.old'));
+      renameSync(next, conf);
+      await until(() => valid.length === 1);
+      assert.equal(valid[0]?.services[0]?.endpoints[0]?.port, 91);
+      writeFileSync(path.join(conf, 'mesh.yaml'), VALID.replace('port: 80', 'port: 92'));
+      await until(() => valid.length === 2);
+      assert.equal(valid[1]?.services[0]?.endpoints[0]?.port, 92);
+    } finally {
+      stop();
     }
   });
 });

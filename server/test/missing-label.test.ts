@@ -11,7 +11,8 @@ import { scopeValue, type Scope } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { planFor, planKeyFor } from '../src/domain/priorities.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
-import { ServiceStore } from '../src/store/service-store.js';
+import { LocalStore } from '../src/store/local-store.js';
+import { MeshFeed } from '../src/store/mesh-feed.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../src/resources/tree-codec.js';
 import { placementOf } from '../src/sessions/placement.js';
 import { client, ep, lb, service } from './support/builders.js';
@@ -55,15 +56,22 @@ describe('a missing label reads as ""', () => {
   });
 
   it('/debug/cla gives the endpoint with and without &label.constructor=', async () => {
-    const store = new ServiceStore();
+    const store = await LocalStore.open();
+    const feed = await MeshFeed.open(store);
     const app = buildAdminApp({
       store,
+      mesh: feed.mesh,
+      caughtUp: (revision) => feed.caughtUp(revision),
       claCache: new ClaCache((cla) => new Uint8Array(cla.groups.length)),
       registry: new Registry(),
       clients: () => [],
       ready: () => true,
     });
-    store.put(service('s', [ep({ address: '10.0.0.1', port: 80 })], lb('strict', ['label:constructor'])));
+    await feed.caughtUp(
+      await store.put(service('s', [ep({ address: '10.0.0.1', port: 80 })], lb('strict', ['label:constructor'])), {
+        owner: 'api',
+      }),
+    );
     for (const url of ['/debug/cla?service=s', '/debug/cla?service=s&label.constructor=']) {
       const res = await app.inject({ url });
       assert.equal(res.statusCode, 200, res.body);

@@ -4,6 +4,7 @@
  * becomes an HTTP status, so every error has one shape,
  * `{ error: { code, message, fields? } }`, with a code from the README table.
  */
+import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -12,20 +13,46 @@ import { CanopyError, ValidationError, type ErrorCode, type FieldError } from '.
 import type { Placement } from '../domain/locality.js';
 import type { LocalityTree, TreeNode } from '../domain/locality-tree.js';
 import type { ServiceState } from '../domain/mesh.js';
+import type { MeshView } from '../store/mesh-feed.js';
+import type { Store } from '../store/store.js';
 import { endpointKey } from '../domain/service.js';
-import { endpointToJson, parseServiceSpec, patchEndpoint, serviceSpecToJson } from '../domain/spec.js';
-import type { ServiceStore } from '../store/service-store.js';
+import {
+  endpointToJson,
+  parseEndpointChanges,
+  parseEndpointKey,
+  parseServiceSpec,
+  patchEndpoint,
+  serviceSpecToJson,
+} from '../domain/spec.js';
 import type { ClientStatus } from '../sessions/client-status.js';
+import { isWrite, registerAccessControl, type AccessPolicy } from './access.js';
 import { explainRoutes } from './explain.js';
 
 export interface AdminDeps {
-  readonly store: ServiceStore;
+  /** Where writes go. */
+  readonly store: Store;
+  /** The served services, built from the store's watch: where reads come from. */
+  readonly mesh: MeshView;
+  /** Resolves once `mesh` reflects a write's revision, so a write's response implies its effect. */
+  readonly caughtUp: (revision: number) => Promise<void>;
   readonly claCache: ClaCache<{ readonly length: number }>;
   readonly clients: () => readonly ClientStatus[];
   readonly registry: Registry;
   readonly logger?: Logger;
   readonly ready: () => boolean;
+  /** Tokens and allowed Host names (access.ts); without it everything is open, as on loopback by default. */
+  readonly access?: AccessPolicy;
+  /** Largest request body in bytes (default 16 MiB: a 100k-endpoint PUT is about 15 MB). */
+  readonly bodyLimit?: number;
+  /** Serve HTTPS with this PEM certificate and key. */
+  readonly https?: { readonly cert: Buffer; readonly key: Buffer };
+  /** Writes per client address per window (default 600 per 10 s). */
+  readonly writeRateLimit?: { readonly max: number; readonly windowMs: number };
 }
+
+export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+/** Route parameters up to this long reach the handler (a 253-character name, encoded IPv6 keys), longer ones get 414. */
+const MAX_PARAM_LENGTH = 1024;
 
 /** The HTTP status of each error code. A Record, so a new code cannot go unmapped. */
 export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
@@ -38,17 +65,30 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   CANOPY_CONFIG_UNREADABLE: 500,
   CANOPY_INTERNAL: 500,
   CANOPY_NOT_READY: 503,
+  CANOPY_CONFLICT: 409,
+  CANOPY_UNAUTHORIZED: 401,
+  CANOPY_MISDIRECTED: 421,
+  CANOPY_RATE_LIMITED: 429,
 };
 
 export function buildAdminApp(deps: AdminDeps): FastifyInstance {
+  const options = {
+    ...(deps.https ? { https: { cert: deps.https.cert, key: deps.https.key } } : {}),
+    bodyLimit: deps.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Errors the router raises before any route (a too-long parameter, a bad URL) keep the catalog's shape.
+    frameworkErrors: (err: FastifyError, _req: unknown, reply: FastifyReply) =>
+      sendError(reply, 'CANOPY_BAD_REQUEST', err.message, undefined, err.statusCode ?? 400),
+  };
   const app = deps.logger
     ? Fastify({
+        ...options,
         // Scrapes and probes would flood an info log: request lines (info) show only at debug.
         loggerInstance: (deps.logger.isLevelEnabled('debug')
           ? deps.logger
           : deps.logger.child({}, { level: 'warn' })) as FastifyBaseLogger,
       })
-    : Fastify({ logger: false });
+    : Fastify({ ...options, logger: false });
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof CanopyError) {
       return sendError(reply, err.code, err.message, err instanceof ValidationError ? err.errors : undefined);
@@ -60,7 +100,19 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     return sendError(reply, 'CANOPY_INTERNAL', 'internal error');
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
-  serviceRoutes(app, deps.store);
+  registerAccessControl(app, deps.access ?? {});
+  void app.register(async (scope) => {
+    const limit = deps.writeRateLimit ?? { max: 600, windowMs: 10_000 };
+    await scope.register(rateLimit, {
+      max: limit.max,
+      timeWindow: limit.windowMs,
+      allowList: (req) => !isWrite(req),
+      errorResponseBuilder: (_req, ctx) =>
+        new CanopyError('CANOPY_RATE_LIMITED', `too many writes from this client (at most ${ctx.max}); retry in ${ctx.after}`),
+    });
+    serviceRoutes(scope, deps);
+    bulkEndpointRoute(scope, deps);
+  });
   debugRoutes(app, deps);
   void app.register(explainRoutes(deps));
   healthRoutes(app, deps);
@@ -79,30 +131,40 @@ function sendError(
 
 type NameParams = { Params: { name: string } };
 
-function serviceRoutes(app: FastifyInstance, store: ServiceStore): void {
-  app.get('/api/v1/services', async () => ({ services: store.mesh.list().map((s) => serviceSpecToJson(s.spec)) }));
+function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
+  const { store, mesh, caughtUp } = deps;
+  app.get('/api/v1/services', async () => ({ services: mesh.list().map((s) => serviceSpecToJson(s.spec)) }));
 
   app.get<NameParams>('/api/v1/services/:name', async (req) =>
-    serviceSpecToJson(serviceOf(store, req.params.name).spec),
+    serviceSpecToJson(serviceOf(mesh, req.params.name).spec),
   );
 
   app.put<NameParams>('/api/v1/services/:name', async (req, reply) => {
     const spec = parseServiceBody(req.params.name, req.body);
-    const existed = store.mesh.get(spec.name) !== undefined;
-    store.put(spec);
-    return reply.code(existed ? 200 : 201).send(serviceSpecToJson(spec));
+    // The API takes the service over; the file's digest stays, so the file takes it back only when its entry changes.
+    const current = await store.get(spec.name);
+    const revision = await store.put(spec, {
+      owner: 'api',
+      ...(current?.fileDigest !== undefined ? { fileDigest: current.fileDigest } : {}),
+      ifRevision: current?.revision ?? 0,
+    });
+    await caughtUp(revision);
+    return reply.code(current ? 200 : 201).send(serviceSpecToJson(spec));
   });
 
   app.delete<NameParams>('/api/v1/services/:name', async (req, reply) => {
-    if (!store.delete(req.params.name)) throw serviceNotFound(req.params.name);
+    const revision = await store.delete(req.params.name);
+    if (revision === undefined) throw serviceNotFound(req.params.name);
+    await caughtUp(revision);
     return reply.code(204).send();
   });
 
   app.patch<{ Params: { name: string; endpoint: string } }>(
     '/api/v1/services/:name/endpoints/:endpoint',
     async (req) => {
-      const service = serviceOf(store, req.params.name);
-      const key = req.params.endpoint;
+      const service = serviceOf(mesh, req.params.name);
+      // Any spelling of the address names the endpoint: [FD00::1]:80 is [fd00::1]:80.
+      const key = parseEndpointKey(req.params.endpoint) ?? req.params.endpoint;
       const current = service.endpoints.get(key);
       if (!current) {
         throw new CanopyError(
@@ -112,10 +174,26 @@ function serviceRoutes(app: FastifyInstance, store: ServiceStore): void {
       }
       const patched = patchEndpoint(current, req.body);
       if (!patched.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', patched.errors);
-      store.patch(service.name, [patched.value]);
+      const revision = await store.patchEndpoints(service.name, [patched.value], []);
+      if (revision === undefined) throw serviceNotFound(service.name);
+      await caughtUp(revision);
       return endpointToJson(patched.value);
     },
   );
+}
+
+/** Many endpoint changes of one service in one request and one store write (large services). */
+function bulkEndpointRoute(app: FastifyInstance, { store, mesh, caughtUp }: AdminDeps): void {
+  app.patch<NameParams>('/api/v1/services/:name/endpoints', async (req) => {
+    const service = serviceOf(mesh, req.params.name);
+    const changes = parseEndpointChanges(req.body, (key) => service.endpoints.get(key));
+    if (!changes.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', changes.errors);
+    const { upserts, removals } = changes.value;
+    const revision = await store.patchEndpoints(service.name, upserts, removals);
+    if (revision === undefined) throw serviceNotFound(service.name);
+    await caughtUp(revision);
+    return { service: service.name, upserted: upserts.length, removed: removals.length, endpoints: service.endpoints.size };
+  });
 }
 
 /** A PUT body is a config entry whose name, if given, must be the one in the URL. */
@@ -136,11 +214,11 @@ function parseServiceBody(name: string, body: unknown) {
 function debugRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get<{ Querystring: Record<string, string | string[]> }>('/debug/cla', async (req) => {
     const { service, placement } = readPlacementQuery(req.query);
-    return claPreview(deps.claCache.lookup(serviceOf(deps.store, service), placement));
+    return claPreview(deps.claCache.lookup(serviceOf(deps.mesh, service), placement));
   });
 
   app.get<{ Params: { service: string } }>('/debug/tree/:service', async (req) =>
-    treeView(serviceOf(deps.store, req.params.service).tree),
+    treeView(serviceOf(deps.mesh, req.params.service).tree),
   );
 
   app.get('/debug/clients', async () => ({ clients: deps.clients() }));
@@ -230,8 +308,8 @@ function treeView(tree: LocalityTree) {
   return { scopes: tree.scopes, nodeCount: tree.nodeCount, endpoints: tree.size, root: view(tree.root) };
 }
 
-function serviceOf(store: ServiceStore, name: string): ServiceState {
-  const service = store.mesh.get(name);
+function serviceOf(mesh: MeshView, name: string): ServiceState {
+  const service = mesh.get(name);
   if (!service) throw serviceNotFound(name);
   return service;
 }

@@ -29,7 +29,7 @@ export function explainRoutes(deps: AdminDeps) {
     );
     const handle = (query: Query, body: unknown) => {
       const q = readQuery(query);
-      const service = deps.store.mesh.get(q.service);
+      const service = deps.mesh.get(q.service);
       if (!service) throw new CanopyError('CANOPY_SERVICE_NOT_FOUND', `service "${q.service}" not found`);
       const doc = q.policy ?? body;
       if (doc === undefined || doc === null || doc === '') {

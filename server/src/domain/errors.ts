@@ -27,6 +27,10 @@ export type ErrorCode =
   | 'CANOPY_BAD_REQUEST'
   | 'CANOPY_NOT_FOUND'
   | 'CANOPY_NOT_READY'
+  | 'CANOPY_CONFLICT'
+  | 'CANOPY_UNAUTHORIZED'
+  | 'CANOPY_MISDIRECTED'
+  | 'CANOPY_RATE_LIMITED'
   | 'CANOPY_INTERNAL';
 
 export class CanopyError extends Error {

@@ -4,6 +4,7 @@
  * Unknown keys are errors so that a typo (`endpionts`) is reported rather
  * than silently meaning "no endpoints".
  */
+import ipaddr from 'ipaddr.js';
 import type { FieldError, ValidationResult } from './errors.js';
 import { DEFAULT_SCOPES, EMPTY_LOCALITY, isScope, MAX_SCOPES, type Locality, type Scope } from './locality.js';
 import {
@@ -75,6 +76,80 @@ export function patchEndpoint(ep: Endpoint, input: unknown): ValidationResult<En
   const health = r.optional(o, 'health', '', (x, p) => r.oneOf<Health>(x, p, HEALTH_VALUES)) ?? ep.health;
   const weight = r.optional(o, 'weight', '', (x, p) => r.int(x, p, 1, MAX_ENDPOINT_WEIGHT)) ?? ep.weight;
   return r.result({ ...ep, health, weight });
+}
+
+/** `address:port`, IPv6 as `[address]:port`, in any spelling → the endpointKey it names; undefined if it names none. */
+export function parseEndpointKey(text: string): string | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text);
+  const address = m?.[1] ?? m?.[2];
+  const port = Number(m?.[3]);
+  if (address === undefined || !isIp(address) || !(port >= 1 && port <= 65535)) return undefined;
+  return endpointKey({ address: canonicalIp(address), port });
+}
+
+export interface EndpointChanges {
+  readonly upserts: readonly Endpoint[];
+  readonly removals: readonly string[];
+}
+
+const CHANGES_KEYS = ['upsert', 'remove', 'patch'];
+const ENDPOINT_PATCH_KEYS = ['endpoint', ...PATCH_KEYS];
+
+/**
+ * A bulk change of one service's endpoints: `upsert` whole endpoints (config
+ * shape), `remove` keys, `patch` the health/weight of existing ones. Every
+ * problem is reported with its path; `current` looks up held endpoints by key.
+ */
+export function parseEndpointChanges(
+  input: unknown,
+  current: (key: string) => Endpoint | undefined,
+): ValidationResult<EndpointChanges> {
+  const r = new Reader();
+  const o = r.object(input, '', CHANGES_KEYS);
+  if (!o) return r.failed();
+  const upserts = new Map<string, Endpoint>();
+  const removals: string[] = [];
+  const touched = (key: string, p: string) => {
+    if (upserts.has(key) || removals.includes(key)) r.fail(p, `endpoint ${key} appears more than once in this change`);
+  };
+  r.optional(o, 'upsert', '', (x, p) =>
+    readEndpoints(r, x, p)?.forEach((ep, i) => {
+      touched(endpointKey(ep), `${p}[${i}]`);
+      upserts.set(endpointKey(ep), ep);
+    }),
+  );
+  r.optional(o, 'remove', '', (x, p) =>
+    Array.isArray(x)
+      ? x.forEach((k, i) => {
+          const key = typeof k === 'string' ? parseEndpointKey(k) : undefined;
+          if (key === undefined) return r.fail(`${p}[${i}]`, `must be "address:port" (IPv6 as "[address]:port"), got ${describe(k)}`);
+          touched(key, `${p}[${i}]`);
+          removals.push(key);
+        })
+      : r.fail(p, `must be a list of "address:port" keys, got ${describe(x)}`),
+  );
+  r.optional(o, 'patch', '', (x, p) =>
+    Array.isArray(x)
+      ? x.forEach((raw, i) => {
+          const at = `${p}[${i}]`;
+          const e = r.object(raw, at, ENDPOINT_PATCH_KEYS);
+          if (!e) return;
+          const key = typeof e['endpoint'] === 'string' ? parseEndpointKey(e['endpoint']) : undefined;
+          const held = key !== undefined ? current(key) : undefined;
+          if (key === undefined || !held) {
+            return r.fail(join(at, 'endpoint'), `must name an endpoint of the service, got ${describe(e['endpoint'])}`);
+          }
+          const { endpoint: _named, ...change } = e;
+          const patched = patchEndpoint(held, change);
+          if (!patched.ok) for (const f of patched.errors) r.fail(join(at, f.path), f.message);
+          else {
+            touched(key, at);
+            upserts.set(key, patched.value);
+          }
+        })
+      : r.fail(p, `must be a list of {endpoint, health?, weight?}, got ${describe(x)}`),
+  );
+  return r.result({ upserts: [...upserts.values()], removals });
 }
 
 function readServices(r: Reader, v: unknown): ServiceSpec[] {
@@ -294,10 +369,13 @@ export class Reader {
   readonly bool = (v: unknown, path: string): boolean | undefined =>
     typeof v === 'boolean' ? v : this.fail(path, `must be true or false, got ${describe(v)}`);
 
-  readonly ip = (v: unknown, path: string): string | undefined =>
-    typeof v === 'string' && isIp(v)
-      ? v
-      : this.fail(path, `must be an IPv4 or IPv6 address literal, got ${describe(v)}`);
+  /** An address a client can connect to, in its canonical spelling. */
+  readonly ip = (v: unknown, path: string): string | undefined => {
+    if (typeof v !== 'string' || !isIp(v))
+      return this.fail(path, `must be an IPv4 or IPv6 address literal, got ${describe(v)}`);
+    if (isUnspecified(v)) return this.fail(path, `must be a unicast address, got the unspecified address ${describe(v)}`);
+    return canonicalIp(v);
+  };
 
   int(v: unknown, path: string, min: number, max: number): number | undefined {
     if (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max) return v;
@@ -328,20 +406,26 @@ export function describe(v: unknown): string {
   return `${typeof v} ${String(v)}`;
 }
 
-const V4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-
-/** An IPv4 dotted quad or an IPv6 literal (no zone id); pure, so no node:net. */
+/** An IPv4 dotted quad or an IPv6 literal (no zone id). Syntax only: see canonicalIp for what an endpoint may be. */
 export function isIp(s: string): boolean {
-  if (V4.test(s)) return true;
-  if (!s.includes(':') || !/^[0-9A-Fa-f:.]+$/.test(s)) return false;
-  const halves = s.split('::');
-  if (halves.length > 2) return false;
-  const groups = halves.flatMap((h) => (h === '' ? [] : h.split(':')));
-  const last = groups[groups.length - 1] ?? '';
-  const embedsV4 = last.includes('.');
-  if (embedsV4 && !V4.test(last)) return false;
-  const hex = embedsV4 ? groups.slice(0, -1) : groups;
-  if (!hex.every((g) => /^[0-9A-Fa-f]{1,4}$/.test(g))) return false;
-  const count = hex.length + (embedsV4 ? 2 : 0);
-  return halves.length === 2 ? count < 8 : count === 8;
+  // Only the four-part decimal form: ipaddr.js's IPv4.isValid also takes "1", "0x7f.1" and octal.
+  if (ipaddr.IPv4.isValidFourPartDecimal(s)) return true;
+  return s.includes(':') && !s.includes('%') && ipaddr.IPv6.isValid(s);
+}
+
+/**
+ * The one spelling of an address, so `FD00::1`, `fd00:0::1` and `fd00::1` are
+ * one endpoint: IPv6 per RFC 5952 (lower case, longest zero run compressed),
+ * IPv4-mapped as `::ffff:a.b.c.d`. Expects isIp(s).
+ */
+export function canonicalIp(s: string): string {
+  const addr = ipaddr.parse(s);
+  if (addr.kind() === 'ipv4') return addr.toString();
+  const v6 = addr as ipaddr.IPv6;
+  return v6.isIPv4MappedAddress() ? `::ffff:${v6.toIPv4Address().toString()}` : v6.toRFC5952String();
+}
+
+/** 0.0.0.0 and :: mean "any address" to a listener and nothing to a client. */
+function isUnspecified(s: string): boolean {
+  return ipaddr.parse(s).range() === 'unspecified';
 }

@@ -2,9 +2,10 @@
  * The YAML config file: loaded and validated at startup, then watched. The
  * directory is watched rather than the file, because editors and config
  * management replace files (write a temp file, rename it over) instead of
- * writing them in place, and a watch on the old inode would go quiet.
+ * writing them in place, and a watch on the old inode would go quiet; the
+ * path is polled as well, for what no directory watch sees.
  */
-import { readFileSync, watch } from 'node:fs';
+import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
@@ -49,61 +50,121 @@ export interface ConfigWatchHandlers {
   onValid(config: CanopyConfig): void;
   /** The running config stays; the edit is never passed to onValid. */
   onInvalid(errors: readonly FieldError[]): void;
-  /** The watch itself failed (e.g. the directory was removed); no further events come. */
+  /** The directory watch failed (e.g. the directory was removed); polling the path goes on. */
   onWatchError?(err: Error): void;
 }
 
 export interface ConfigWatchOptions {
-  /** Quiet time after the last file event before reading (default 100 ms). */
-  readonly debounceMs?: number;
+  /**
+   * Quiet time after the last change before the file is read (default
+   * 1000 ms). An editor or a script that writes a file in two steps leaves a
+   * valid-looking half in between; it is read only once nothing has changed
+   * for this long. Saving atomically (write a temp file, rename it over) needs
+   * no wait at all, and is what we recommend.
+   */
+  readonly settleMs?: number;
+  /**
+   * How often the path itself is also stat'ed (default 1000 ms): catches what a
+   * directory watch cannot, a replaced directory and a swapped symlink.
+   */
+  readonly pollMs?: number;
 }
 
-/** Watches `file` and reports each changed content once; returns a function that stops watching. */
+/**
+ * Watches `file` and reports each changed content once, after it settled;
+ * returns a function that stops watching. Works for a file edited in place,
+ * replaced by rename, reached through symlinks (a Kubernetes ConfigMap
+ * volume: `mesh.yaml` → `..data/mesh.yaml`, updated by swapping `..data`), and
+ * in a directory that is itself replaced.
+ */
 export function watchConfigFile(
   file: string,
   handlers: ConfigWatchHandlers,
   opts: ConfigWatchOptions = {},
 ): () => void {
-  const base = path.basename(file);
+  const target = path.resolve(file);
+  const dir = path.dirname(target);
+  const settleMs = opts.settleMs ?? 1000;
   // Read now, synchronously: an edit made right after this call must count as a change.
-  let lastText = readOrUndefined(file);
+  let lastText = readOrUndefined(target);
+  let lastPolled = statKey(target);
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let reading = Promise.resolve();
 
-  const check = async (): Promise<void> => {
-    let text: string;
-    try {
-      text = await readFile(file, 'utf8');
-    } catch {
-      return; // Removed, or between unlink and rename: keep the running config.
-    }
-    // Editors raise several events per save, and `touch` raises one without a change.
-    if (stopped || text === lastText) return;
-    lastText = text;
-    const result = parseConfigText(text, base);
-    if (result.ok) handlers.onValid(result.value);
-    else handlers.onInvalid(result.errors);
-  };
-
-  const watcher = watch(path.dirname(path.resolve(file)), (_event, name) => {
-    if (name !== null && name !== base) return;
+  const changed = (): void => {
+    if (stopped) return;
     clearTimeout(timer);
     timer = setTimeout(() => {
       // One read at a time, so results arrive in the order the edits were made.
       reading = reading.then(check).catch(rethrowLater);
-    }, opts.debounceMs ?? 100);
-  });
-  watcher.on('error', (err) => {
-    clearTimeout(timer);
-    handlers.onWatchError?.(err);
-  });
+    }, settleMs);
+  };
+
+  const check = async (): Promise<void> => {
+    const before = statKey(target);
+    if (stopped || before === undefined) return; // Removed, or mid-swap: keep the running config.
+    let text: string;
+    try {
+      text = await readFile(target, 'utf8');
+    } catch {
+      return;
+    }
+    // Written to while we read: wait for it to settle again.
+    if (statKey(target) !== before) return changed();
+    // Editors raise several events per save, and `touch` raises one without a change.
+    if (stopped || text === lastText) return;
+    lastText = text;
+    const result = parseConfigText(text, path.basename(target));
+    if (result.ok) handlers.onValid(result.value);
+    else handlers.onInvalid(result.errors);
+  };
+
+  // Any name in the directory counts: a ConfigMap update renames `..data`, never `mesh.yaml`.
+  let dirWatch: FSWatcher | undefined;
+  let watchedDir: string | undefined;
+  const armDirWatch = (): void => {
+    const id = statKey(dir, true);
+    if (id === watchedDir) return;
+    dirWatch?.close();
+    dirWatch = undefined;
+    watchedDir = id;
+    if (id === undefined) return;
+    try {
+      dirWatch = watch(dir, changed);
+      dirWatch.on('error', (err) => handlers.onWatchError?.(err));
+    } catch (err) {
+      handlers.onWatchError?.(err as Error);
+    }
+  };
+  armDirWatch();
+
+  const poll = setInterval(() => {
+    armDirWatch(); // the directory was replaced: watch the new one
+    const now = statKey(target);
+    if (now !== lastPolled) {
+      lastPolled = now;
+      changed();
+    }
+  }, opts.pollMs ?? 1000);
+  poll.unref();
 
   return () => {
     stopped = true;
     clearTimeout(timer);
-    watcher.close();
+    clearInterval(poll);
+    dirWatch?.close();
   };
+}
+
+/** What identifies a file's current content cheaply; stat follows symlinks. */
+function statKey(p: string, identityOnly = false): string | undefined {
+  try {
+    const s = statSync(p);
+    return identityOnly ? `${s.dev}:${s.ino}` : `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+  } catch {
+    return undefined;
+  }
 }
 
 function readOrUndefined(file: string): string | undefined {

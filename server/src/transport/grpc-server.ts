@@ -11,6 +11,14 @@ import {
   type DeltaDiscoveryRequest,
   type DiscoveryRequest,
 } from '../wire/request.js';
+import { nodeIdRefusal, spiffeIds } from './node-identity.js';
+
+/** PEM key material; with clientCa, clients must present a certificate it signed (mTLS). */
+export interface TransportTls {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly clientCa?: Buffer;
+}
 
 const ADS_SERVICE: grpc.ServiceDefinition = {
   StreamAggregatedResources: {
@@ -43,6 +51,7 @@ export interface GrpcTransport {
 
 export async function startGrpcTransport(opts: {
   readonly ads: PushPipeline;
+  readonly tls?: TransportTls;
   readonly host: string;
   readonly port: number;
 }): Promise<GrpcTransport> {
@@ -53,14 +62,15 @@ export async function startGrpcTransport(opts: {
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   });
+  const mtls = opts.tls?.clientCa !== undefined;
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
-      serveStream(call, (sink) => opts.ads.open(call.getPeer(), sink)),
+      serveStream(call, mtls, (sink) => opts.ads.open(call.getPeer(), sink)),
     DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest, Buffer>) =>
-      serveStream(call, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
+      serveStream(call, mtls, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
   });
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(hostPort(opts.host, opts.port), grpc.ServerCredentials.createInsecure(), (err, bound) =>
+    server.bindAsync(hostPort(opts.host, opts.port), serverCredentials(opts.tls), (err, bound) =>
       err ? reject(err) : resolve(bound),
     );
   });
@@ -81,10 +91,22 @@ export async function startGrpcTransport(opts: {
   };
 }
 
-function serveStream<R>(
+function serverCredentials(tls: TransportTls | undefined): grpc.ServerCredentials {
+  if (!tls) return grpc.ServerCredentials.createInsecure();
+  return grpc.ServerCredentials.createSsl(
+    tls.clientCa ?? null,
+    [{ cert_chain: tls.cert, private_key: tls.key }],
+    tls.clientCa !== undefined,
+  );
+}
+
+function serveStream<R extends { readonly node?: { readonly id: string } }>(
   call: grpc.ServerDuplexStream<R, Buffer>,
+  mtls: boolean,
   open: (sink: StreamSink) => StreamHandle<R>,
 ): void {
+  // With mTLS every request's node id must be one the client certificate names.
+  const identities = mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
   let ended = false;
   const handle = open({
     write: (bytes) => (ended ? true : call.write(bytes)),
@@ -94,7 +116,13 @@ function serveStream<R>(
       call.end();
     },
   });
-  call.on('data', (req: R) => handle.receive(req));
+  call.on('data', (req: R) => {
+    const refusal = identities && req.node ? nodeIdRefusal(identities, req.node.id) : undefined;
+    if (refusal === undefined) return handle.receive(req);
+    ended = true;
+    handle.closed();
+    call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: refusal });
+  });
   call.on('drain', () => handle.drained());
   const close = (): void => {
     ended = true;

@@ -1,0 +1,67 @@
+/**
+ * Who may do what on the admin port, checked in one onRequest hook before a
+ * body is read, so a refused request changes nothing:
+ *
+ * - /healthz, /readyz and /metrics are always open (probes, scrapers);
+ * - writes need `Authorization: Bearer <token>` when a token is configured,
+ *   and reads of /api and /debug too unless reads are left open;
+ * - writes whose Host header is a DNS name the server was not told to answer
+ *   to are refused (DNS rebinding: a web page's script reaching a loopback
+ *   admin port through an attacker's name). IP literals and `localhost` are
+ *   always accepted: rebinding needs a name.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import ipaddr from 'ipaddr.js';
+import { CanopyError } from '../domain/errors.js';
+
+export interface AccessPolicy {
+  /** When set, the bearer token writes (and, unless openReads, reads) need. */
+  readonly token?: string;
+  /** With a token: leave GETs of /api and /debug open. */
+  readonly openReads?: boolean;
+  /** DNS names, besides IP literals and localhost, that writes may carry in Host. */
+  readonly hostnames?: readonly string[];
+}
+
+const OPEN = new Set(['/healthz', '/readyz', '/metrics']);
+
+export function isWrite(req: FastifyRequest): boolean {
+  return req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'OPTIONS';
+}
+
+export function registerAccessControl(app: FastifyInstance, policy: AccessPolicy): void {
+  const hostnames = new Set((policy.hostnames ?? []).map((h) => h.toLowerCase()));
+  const token = policy.token !== undefined ? Buffer.from(policy.token) : undefined;
+  app.addHook('onRequest', async (req, reply) => {
+    const path = req.url.split('?', 1)[0] ?? '';
+    if (OPEN.has(path)) return;
+    const write = isWrite(req);
+    if (write && !hostAllowed(req.headers.host, hostnames)) {
+      throw new CanopyError(
+        'CANOPY_MISDIRECTED',
+        `this admin server does not answer to Host "${req.headers.host ?? ''}" (add it with --admin-hostname)`,
+      );
+    }
+    if (token === undefined || (!write && policy.openReads)) return;
+    if (!bearerMatches(req.headers.authorization, token)) {
+      void reply.header('www-authenticate', 'Bearer realm="canopy-admin"');
+      throw new CanopyError('CANOPY_UNAUTHORIZED', 'a valid "Authorization: Bearer <token>" header is required');
+    }
+  });
+}
+
+function hostAllowed(host: string | undefined, names: ReadonlySet<string>): boolean {
+  if (host === undefined) return false;
+  // host[:port], with an IPv6 literal in brackets.
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : (host.split(':', 1)[0] ?? '');
+  const lower = name.toLowerCase();
+  return lower === 'localhost' || ipaddr.isValid(name) || names.has(lower);
+}
+
+function bearerMatches(header: string | undefined, token: Buffer): boolean {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  if (!m?.[1]) return false;
+  const given = Buffer.from(m[1]);
+  return given.length === token.length && timingSafeEqual(given, token);
+}

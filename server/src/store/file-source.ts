@@ -1,0 +1,70 @@
+/**
+ * The config file as a writer of the store, under the ownership rule
+ * (README, "Ownership"): the file owns the services it lists, the API owns
+ * the ones it creates.
+ *
+ * - A listed service whose entry is unchanged since it was last applied is
+ *   left alone, with any API PATCH (health, weight) or PUT made since.
+ * - A listed service whose entry changed (or that is missing, or was created
+ *   by the API) is replaced by the entry and becomes file-owned.
+ * - A file-owned service the file no longer lists is deleted; API-owned ones
+ *   are never touched.
+ */
+import { createHash } from 'node:crypto';
+import type { ServiceSpec } from '../domain/service.js';
+import { serviceSpecToJson } from '../domain/spec.js';
+import { StoreConflict, type Store } from './store.js';
+
+export interface FileApplyResult {
+  readonly replaced: readonly string[];
+  readonly deleted: readonly string[];
+  readonly unchanged: number;
+}
+
+/** How often a write that lost to a concurrent writer is retried against the new state. */
+const ATTEMPTS = 5;
+
+export async function applyFileServices(store: Store, specs: readonly ServiceSpec[]): Promise<FileApplyResult> {
+  const replaced: string[] = [];
+  const deleted: string[] = [];
+  let unchanged = 0;
+  const listed = new Set<string>();
+  for (const spec of specs) {
+    listed.add(spec.name);
+    const digest = fileEntryDigest(spec);
+    const wrote = await retryOnConflict(async () => {
+      const current = await store.get(spec.name);
+      if (current?.fileDigest === digest) return false;
+      await store.put(spec, { owner: 'file', fileDigest: digest, ifRevision: current?.revision ?? 0 });
+      return true;
+    });
+    if (wrote) replaced.push(spec.name);
+    else unchanged++;
+  }
+  const { services } = await store.list();
+  for (const s of services) {
+    if (s.owner !== 'file' || listed.has(s.spec.name)) continue;
+    const gone = await retryOnConflict(async () => {
+      const current = await store.get(s.spec.name);
+      if (current?.owner !== 'file') return false; // taken over by the API meanwhile
+      return (await store.delete(s.spec.name, { ifRevision: current.revision })) !== undefined;
+    });
+    if (gone) deleted.push(s.spec.name);
+  }
+  return { replaced, deleted, unchanged };
+}
+
+/** The same entry always digests the same, whatever its key order or defaults in the YAML. */
+export function fileEntryDigest(spec: ServiceSpec): string {
+  return createHash('sha256').update(JSON.stringify(serviceSpecToJson(spec))).digest('base64url');
+}
+
+async function retryOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!(err instanceof StoreConflict) || i >= ATTEMPTS) throw err;
+    }
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * A store held in this process: the state is in memory and every write is
+ * first committed to a Journal (an embedded database, or nothing for a
+ * memory-only store), then applied and announced. Writes are serialised, so
+ * revisions are assigned in order and a watcher sees them in that order.
+ */
+import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
+import {
+  headOf,
+  StoreConflict,
+  type PutOptions,
+  type ServiceHead,
+  type Snapshot,
+  type Store,
+  type StoredService,
+  type StoreEvent,
+  type WatchHandlers,
+} from './store.js';
+
+/** A service as held: the head and the endpoints by key, so a patch touches only its keys. */
+export interface HeldService {
+  readonly head: ServiceHead;
+  readonly owner: StoredService['owner'];
+  readonly fileDigest?: string;
+  readonly revision: number;
+  readonly endpoints: Map<string, Endpoint>;
+}
+
+/** Durable writes of one revision each; each call is atomic. */
+export interface Journal {
+  readonly description: string;
+  load(): Promise<{ revision: number; services: HeldService[] }>;
+  put(revision: number, service: HeldService, removedKeys: readonly string[]): Promise<void>;
+  patch(revision: number, service: HeldService, upserts: readonly Endpoint[], removals: readonly string[]): Promise<void>;
+  delete(revision: number, name: string, endpointKeys: readonly string[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** How many past events a late watcher can be replayed. */
+const HISTORY = 4096;
+
+export class LocalStore implements Store {
+  private readonly services = new Map<string, HeldService>();
+  private revision = 0;
+  private readonly history: StoreEvent[] = [];
+  private readonly watchers = new Set<WatchHandlers>();
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(private readonly journal: Journal | undefined) {}
+
+  /** Opens the store over `journal` (loading what it holds), or memory-only without one. */
+  static async open(journal?: Journal): Promise<LocalStore> {
+    const store = new LocalStore(journal);
+    if (journal) {
+      const loaded = await journal.load();
+      store.revision = loaded.revision;
+      for (const s of loaded.services) store.services.set(s.head.name, s);
+    }
+    return store;
+  }
+
+  get description(): string {
+    return this.journal?.description ?? 'memory';
+  }
+
+  async get(name: string): Promise<StoredService | undefined> {
+    const held = this.services.get(name);
+    return held && toStored(held);
+  }
+
+  async list(): Promise<Snapshot> {
+    const services = [...this.services.values()].sort((a, b) => compare(a.head.name, b.head.name)).map(toStored);
+    return { revision: this.revision, services };
+  }
+
+  put(spec: ServiceSpec, opts: PutOptions): Promise<number> {
+    return this.serialise(async () => {
+      const current = this.services.get(spec.name);
+      checkRevision(spec.name, current, opts.ifRevision);
+      const revision = this.revision + 1;
+      const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
+      const held: HeldService = {
+        head: headOf(spec),
+        owner: opts.owner,
+        ...(opts.fileDigest !== undefined ? { fileDigest: opts.fileDigest } : {}),
+        revision,
+        endpoints,
+      };
+      const removed = current ? [...current.endpoints.keys()].filter((k) => !endpoints.has(k)) : [];
+      await this.journal?.put(revision, held, removed);
+      this.services.set(spec.name, held);
+      this.commit({ kind: 'put', revision, service: toStored(held) });
+      return revision;
+    });
+  }
+
+  patchEndpoints(
+    name: string,
+    upserts: readonly Endpoint[],
+    removals: readonly string[],
+    opts: { readonly ifRevision?: number } = {},
+  ): Promise<number | undefined> {
+    return this.serialise(async () => {
+      const current = this.services.get(name);
+      if (!current) return undefined;
+      checkRevision(name, current, opts.ifRevision);
+      const revision = this.revision + 1;
+      const endpoints = new Map(current.endpoints);
+      for (const e of upserts) endpoints.set(endpointKey(e), e);
+      const removed = removals.filter((k) => endpoints.delete(k));
+      const held: HeldService = { ...current, revision, endpoints };
+      await this.journal?.patch(revision, held, upserts, removed);
+      this.services.set(name, held);
+      this.commit({ kind: 'patch', revision, name, upserts, removals: removed });
+      return revision;
+    });
+  }
+
+  delete(name: string, opts: { readonly ifRevision?: number } = {}): Promise<number | undefined> {
+    return this.serialise(async () => {
+      const current = this.services.get(name);
+      if (!current) return undefined;
+      checkRevision(name, current, opts.ifRevision);
+      const revision = this.revision + 1;
+      await this.journal?.delete(revision, name, [...current.endpoints.keys()]);
+      this.services.delete(name);
+      this.commit({ kind: 'delete', revision, name });
+      return revision;
+    });
+  }
+
+  watch(fromRevision: number, handlers: WatchHandlers): () => void {
+    const oldest = this.history[0]?.revision ?? this.revision + 1;
+    if (fromRevision < this.revision && fromRevision + 1 < oldest) {
+      throw new Error(`revision ${fromRevision} is older than the watch history (from ${oldest}); list again`);
+    }
+    const missed = this.history.filter((e) => e.revision > fromRevision);
+    if (missed.length > 0) handlers.onEvents(missed);
+    this.watchers.add(handlers);
+    return () => this.watchers.delete(handlers);
+  }
+
+  async close(): Promise<void> {
+    await this.queue.catch(() => {});
+    this.watchers.clear();
+    await this.journal?.close();
+  }
+
+  private commit(event: StoreEvent): void {
+    this.revision = event.revision;
+    this.history.push(event);
+    if (this.history.length > HISTORY) this.history.splice(0, this.history.length - HISTORY);
+    for (const w of this.watchers) {
+      try {
+        w.onEvents([event]);
+      } catch (err) {
+        // A watcher's bug must not fail a write that is already durable: surface it as uncaught.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
+  }
+
+  /** One write at a time: a failed write rejects its caller and leaves the queue usable. */
+  private serialise<T>(write: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(write, write);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+}
+
+function checkRevision(name: string, current: HeldService | undefined, expected: number | undefined): void {
+  if (expected === undefined) return;
+  const actual = current?.revision ?? 0;
+  if (actual !== expected) throw new StoreConflict(name, expected, actual);
+}
+
+function toStored(held: HeldService): StoredService {
+  return {
+    spec: { ...held.head, endpoints: [...held.endpoints.values()] },
+    owner: held.owner,
+    ...(held.fileDigest !== undefined ? { fileDigest: held.fileDigest } : {}),
+    revision: held.revision,
+  };
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,104 @@
+/**
+ * The Store seam: where services live between restarts and across replicas.
+ * Every writer (the admin API, the config-file source) goes through it, and
+ * the served `Mesh` is built only from its watch (see mesh-feed.ts), so a
+ * backend is one class implementing this interface.
+ *
+ * Revisions are store-wide and increase with every write, as in etcd: a
+ * service's `revision` is the revision of its last write, and a write can be
+ * made conditional on it (`ifRevision`, 0 = "must not exist"), which is how
+ * two replicas or two writers never lose each other's writes.
+ */
+import { CanopyError } from '../domain/errors.js';
+import type { Endpoint, ServiceSpec } from '../domain/service.js';
+
+/** Who created a service; see "Ownership" in README. */
+export type Owner = 'file' | 'api';
+
+export interface StoredService {
+  readonly spec: ServiceSpec;
+  readonly owner: Owner;
+  /**
+   * Digest of the config-file entry last applied to this service. A reload
+   * whose entry has the same digest leaves the service (and API patches of
+   * it) alone.
+   */
+  readonly fileDigest?: string;
+  /** Store revision of the last write to this service. */
+  readonly revision: number;
+}
+
+export type StoreEvent =
+  | { readonly kind: 'put'; readonly revision: number; readonly service: StoredService }
+  | {
+      readonly kind: 'patch';
+      readonly revision: number;
+      readonly name: string;
+      readonly upserts: readonly Endpoint[];
+      readonly removals: readonly string[];
+    }
+  | { readonly kind: 'delete'; readonly revision: number; readonly name: string };
+
+export interface PutOptions {
+  readonly owner: Owner;
+  readonly fileDigest?: string;
+  /** Write only if the service's revision is this (0: only if it does not exist). */
+  readonly ifRevision?: number;
+}
+
+export interface Snapshot {
+  readonly revision: number;
+  readonly services: readonly StoredService[];
+}
+
+export interface WatchHandlers {
+  /** Events in revision order, each batch after `fromRevision`. */
+  onEvents(events: readonly StoreEvent[]): void;
+  /** The backend lost or regained its connection (etcd); the local backend never calls it. */
+  onHealth?(healthy: boolean): void;
+}
+
+export interface Store {
+  /** What the backend is, for logs and /readyz ("level:/var/lib/canopy", "etcd:…"). */
+  readonly description: string;
+  get(name: string): Promise<StoredService | undefined>;
+  list(): Promise<Snapshot>;
+  /** Creates or replaces a service; resolves with the write's revision once it is durable. */
+  put(spec: ServiceSpec, opts: PutOptions): Promise<number>;
+  /**
+   * Upserts and removes endpoints (by endpointKey) of an existing service
+   * without rewriting the rest; undefined when the service does not exist.
+   */
+  patchEndpoints(
+    name: string,
+    upserts: readonly Endpoint[],
+    removals: readonly string[],
+    opts?: { readonly ifRevision?: number },
+  ): Promise<number | undefined>;
+  /** Undefined when the service does not exist. */
+  delete(name: string, opts?: { readonly ifRevision?: number }): Promise<number | undefined>;
+  /** Reports every write after `fromRevision`; returns a function that stops the watch. */
+  watch(fromRevision: number, handlers: WatchHandlers): () => void;
+  close(): Promise<void>;
+}
+
+/** A conditional write lost against another writer: re-read and decide again. */
+export class StoreConflict extends CanopyError {
+  constructor(name: string, expected: number, actual: number) {
+    super(
+      'CANOPY_CONFLICT',
+      `service "${name}" changed underneath this write (expected revision ${expected}, found ${actual})`,
+    );
+    this.name = 'StoreConflict';
+  }
+}
+
+/** A spec without its endpoints: what backends store once per service, apart from the endpoints. */
+export type ServiceHead = Omit<ServiceSpec, 'endpoints'>;
+
+export function headOf(spec: ServiceSpec): ServiceHead {
+  // Not `{ ...spec }`: after a patch `endpoints` is a getter that would build the whole list.
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(spec)) if (k !== 'endpoints') out[k] = (spec as unknown as Record<string, unknown>)[k];
+  return out as unknown as ServiceHead;
+}

@@ -1,0 +1,213 @@
+/**
+ * The Store contract, run against each local backend (memory, and LevelDB on
+ * a real temp directory), then the Mesh built from its watch and the
+ * config file's ownership rule.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import type { MeshChange } from '../src/domain/mesh.js';
+import type { Endpoint, ServiceSpec } from '../src/domain/service.js';
+import { parseServiceSpec } from '../src/domain/spec.js';
+import { applyFileServices } from '../src/store/file-source.js';
+import { LevelJournal } from '../src/store/level-journal.js';
+import { LocalStore } from '../src/store/local-store.js';
+import { MeshFeed } from '../src/store/mesh-feed.js';
+import { StoreConflict, type Store, type StoreEvent } from '../src/store/store.js';
+
+const dirs: string[] = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+function tmpDir(): string {
+  const d = mkdtempSync(path.join(os.tmpdir(), 'canopy-store-'));
+  dirs.push(d);
+  return d;
+}
+
+function service(name: string, addresses: string[], extra: object = {}): ServiceSpec {
+  const r = parseServiceSpec({
+    name,
+    endpoints: addresses.map((address) => ({ address, port: 80, locality: { region: 'r1', zone: 'z1' } })),
+    ...extra,
+  });
+  assert.ok(r.ok, JSON.stringify(!r.ok && r.errors));
+  return r.value;
+}
+
+const addressesOf = (spec: ServiceSpec | undefined) => spec?.endpoints.map((e) => e.address).sort();
+
+const backends: [string, () => Promise<Store>][] = [
+  ['memory', () => LocalStore.open()],
+  ['level', async () => LocalStore.open(await LevelJournal.open(tmpDir()))],
+];
+
+for (const [name, open] of backends) {
+  describe(`Store contract: ${name}`, () => {
+    it('puts, gets, lists, patches and deletes with increasing revisions', async () => {
+      const store = await open();
+      const r1 = await store.put(service('a', ['10.0.0.1', '10.0.0.2']), { owner: 'api' });
+      const r2 = await store.put(service('b', ['10.0.0.3']), { owner: 'file', fileDigest: 'd1' });
+      assert.ok(r2 > r1);
+      const a = await store.get('a');
+      assert.equal(a?.owner, 'api');
+      assert.equal(a?.revision, r1);
+      assert.deepEqual(addressesOf(a?.spec), ['10.0.0.1', '10.0.0.2']);
+      assert.equal((await store.get('b'))?.fileDigest, 'd1');
+
+      const ep = a!.spec.endpoints.find((e) => e.address === '10.0.0.1') as Endpoint;
+      const r3 = await store.patchEndpoints('a', [{ ...ep, health: 'unhealthy' }], ['10.0.0.2:80']);
+      assert.ok(r3 !== undefined && r3 > r2);
+      const patched = await store.get('a');
+      assert.deepEqual(patched?.spec.endpoints.map((e) => [e.address, e.health]), [['10.0.0.1', 'unhealthy']]);
+      assert.equal(patched?.owner, 'api', 'a patch keeps the owner');
+
+      assert.equal(await store.patchEndpoints('nope', [ep], []), undefined);
+      assert.equal(await store.delete('nope'), undefined);
+      const r4 = await store.delete('b');
+      const snapshot = await store.list();
+      assert.equal(snapshot.revision, r4);
+      assert.deepEqual(snapshot.services.map((s) => s.spec.name), ['a']);
+      await store.close();
+    });
+
+    it('refuses a write whose expected revision is stale, and changes nothing', async () => {
+      const store = await open();
+      const r1 = await store.put(service('a', ['10.0.0.1']), { owner: 'api', ifRevision: 0 });
+      await assert.rejects(store.put(service('a', ['10.0.0.9']), { owner: 'api', ifRevision: 0 }), StoreConflict);
+      await store.put(service('a', ['10.0.0.2']), { owner: 'api', ifRevision: r1 });
+      await assert.rejects(store.delete('a', { ifRevision: r1 }), StoreConflict);
+      assert.deepEqual(addressesOf((await store.get('a'))?.spec), ['10.0.0.2']);
+      await store.close();
+    });
+
+    it('watches from a revision: replays what came after it, then follows', async () => {
+      const store = await open();
+      const r1 = await store.put(service('a', ['10.0.0.1']), { owner: 'api' });
+      await store.put(service('b', ['10.0.0.2']), { owner: 'api' });
+      const seen: StoreEvent[] = [];
+      const stop = store.watch(r1, { onEvents: (events) => seen.push(...events) });
+      await store.delete('a');
+      stop();
+      await store.delete('b');
+      assert.deepEqual(
+        seen.map((e) => [e.kind, e.kind === 'put' ? e.service.spec.name : e.name]),
+        [
+          ['put', 'b'],
+          ['delete', 'a'],
+        ],
+      );
+      await store.close();
+    });
+  });
+}
+
+describe('Store: the LevelDB backend keeps everything across a reopen', () => {
+  it('reopens with the services, endpoints, owners and revision it had', async () => {
+    const dir = tmpDir();
+    const first = await LocalStore.open(await LevelJournal.open(dir));
+    await first.put(service('a', ['10.0.0.1', '10.0.0.2', 'fd00::1']), { owner: 'file', fileDigest: 'x' });
+    await first.put(service('b', ['10.0.0.3'], { port: 8080 }), { owner: 'api' });
+    const a = (await first.get('a'))!.spec.endpoints[0] as Endpoint;
+    await first.patchEndpoints('a', [{ ...a, weight: 7 }], ['10.0.0.2:80']);
+    await first.put(service('b', ['10.0.0.4']), { owner: 'api' });
+    const before = await first.list();
+    await first.close();
+
+    const second = await LocalStore.open(await LevelJournal.open(dir));
+    const after = await second.list();
+    assert.deepEqual(after, before);
+    await second.close();
+  });
+
+  it('refuses a second open of the same directory with a clear error', async () => {
+    const dir = tmpDir();
+    const first = await LevelJournal.open(dir);
+    await assert.rejects(LevelJournal.open(dir), /in use by another canopy process/);
+    await first.close();
+  });
+});
+
+describe('MeshFeed: the mesh is built from the store', () => {
+  it('starts from the snapshot, follows writes, and resolves caughtUp after applying', async () => {
+    const store = await LocalStore.open();
+    await store.put(service('a', ['10.0.0.1']), { owner: 'api' });
+    const feed = await MeshFeed.open(store);
+    assert.deepEqual(addressesOf(feed.mesh.get('a')?.spec), ['10.0.0.1']);
+    const changes: MeshChange[] = [];
+    feed.subscribe((c) => changes.push(...c));
+    const r = await store.put(service('a', ['10.0.0.1', '10.0.0.2']), { owner: 'api' });
+    await feed.caughtUp(r);
+    assert.equal(feed.revision, r);
+    assert.deepEqual(changes, [{ service: 'a', kind: 'updated', endpoints: ['10.0.0.2:80'] }]);
+    await store.delete('a');
+    assert.equal(feed.mesh.get('a'), undefined);
+    feed.close();
+  });
+});
+
+describe('the config file under the ownership rule', () => {
+  async function setup() {
+    const store = await LocalStore.open();
+    const feed = await MeshFeed.open(store);
+    return { store, feed };
+  }
+
+  it('a reload deletes only file-owned services the file no longer lists', async () => {
+    const { store, feed } = await setup();
+    await applyFileServices(store, [service('f1', ['10.0.0.1']), service('f2', ['10.0.0.2'])]);
+    await store.put(service('api1', ['10.0.1.1']), { owner: 'api' });
+    const r = await applyFileServices(store, [service('f1', ['10.0.0.1'])]);
+    assert.deepEqual(r, { replaced: [], deleted: ['f2'], unchanged: 1 });
+    assert.deepEqual(
+      feed.mesh.list().map((s) => s.name),
+      ['api1', 'f1'],
+    );
+  });
+
+  it('an API PATCH of a file-owned endpoint survives reloads until the file changes that service', async () => {
+    const { store, feed } = await setup();
+    const file = [service('f1', ['10.0.0.1', '10.0.0.2']), service('f2', ['10.0.0.3'])];
+    await applyFileServices(store, file);
+    const ep = feed.mesh.get('f1')!.endpoints.get('10.0.0.1:80')!;
+    await store.patchEndpoints('f1', [{ ...ep, health: 'unhealthy' }], []);
+    const health = () => feed.mesh.get('f1')?.endpoints.get('10.0.0.1:80')?.health;
+
+    // An unrelated service edited in the file: the patch stays.
+    await applyFileServices(store, [file[0]!, service('f2', ['10.0.0.3', '10.0.0.4'])]);
+    assert.equal(health(), 'unhealthy');
+    // The same file again (a touch, a restart): the patch stays.
+    await applyFileServices(store, [file[0]!, service('f2', ['10.0.0.3', '10.0.0.4'])]);
+    assert.equal(health(), 'unhealthy');
+    // The file's entry for f1 changes: the file owns f1, its entry replaces the patched one.
+    await applyFileServices(store, [service('f1', ['10.0.0.1', '10.0.0.2'], { port: 81 })]);
+    assert.equal(health(), 'healthy');
+  });
+
+  it('an API PUT takes a file-listed service over until the file changes its entry', async () => {
+    const { store, feed } = await setup();
+    await applyFileServices(store, [service('f1', ['10.0.0.1'])]);
+    const current = await store.get('f1');
+    await store.put(service('f1', ['10.0.0.9']), { owner: 'api', fileDigest: current!.fileDigest!, ifRevision: current!.revision });
+    await applyFileServices(store, [service('f1', ['10.0.0.1'])]);
+    assert.deepEqual(addressesOf(feed.mesh.get('f1')?.spec), ['10.0.0.9'], 'same entry: the API version stays');
+    // Owned by the API now: dropping it from the file leaves it.
+    await applyFileServices(store, []);
+    assert.deepEqual(addressesOf(feed.mesh.get('f1')?.spec), ['10.0.0.9']);
+    // Listed again with a different entry: the file takes it back.
+    await applyFileServices(store, [service('f1', ['10.0.0.5'])]);
+    assert.deepEqual(addressesOf(feed.mesh.get('f1')?.spec), ['10.0.0.5']);
+    assert.equal((await store.get('f1'))?.owner, 'file');
+  });
+
+  it('an API DELETE of a file-listed service lasts until the next reload lists it', async () => {
+    const { store, feed } = await setup();
+    await applyFileServices(store, [service('f1', ['10.0.0.1'])]);
+    await store.delete('f1');
+    assert.equal(feed.mesh.get('f1'), undefined);
+    await applyFileServices(store, [service('f1', ['10.0.0.1'])]);
+    assert.deepEqual(addressesOf(feed.mesh.get('f1')?.spec), ['10.0.0.1']);
+  });
+});
