@@ -16,6 +16,7 @@ import { endpointKey } from '../domain/service.js';
 import { endpointToJson, parseServiceSpec, patchEndpoint, serviceSpecToJson } from '../domain/spec.js';
 import type { ServiceStore } from '../store/service-store.js';
 import type { ClientStatus } from '../xds/client-status.js';
+import { uiRoutes } from './ui.js';
 
 export interface AdminDeps {
   readonly store: ServiceStore;
@@ -62,6 +63,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
   serviceRoutes(app, deps.store);
   debugRoutes(app, deps);
   healthRoutes(app, deps);
+  uiRoutes(app, deps);
   return app;
 }
 
