@@ -11,15 +11,18 @@ import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.j
 
 const USAGE = `usage:
   canopy serve --config FILE [--host H] [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
-  canopy demo
+  canopy demo [--exit]      (in a terminal it stays up until Ctrl-C; --exit runs and exits)
 ${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_HOST, CANOPY_XDS_PORT, CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === 'demo') {
+    const { values: demo } = parseArgs({ args: rest, options: { exit: { type: 'boolean' } }, strict: true });
     const { runDemo } = await import('./demo/run-demo.js');
-    await runDemo();
+    // In a terminal the demo stays up for the web view; scripts and CI (no TTY) or --exit get today's run-and-exit.
+    const hold = process.stdout.isTTY && !demo.exit;
+    await runDemo(hold ? { hold: () => untilSignal(async () => {}) } : {});
     return 0;
   }
   if (command === 'agent') return runAgent(rest);
