@@ -188,6 +188,22 @@ describe('the web view (/ui/) in headless Chromium', () => {
     assert.equal(await attr(page, 'us-east/us-east-1a/rack2', 'tier'), '2');
   });
 
+  it('sends an entered admin token as a Bearer header on its requests', async (t) => {
+    if (skipUnlessBrowser(t)) return;
+    const sent = page.waitForRequest(
+      (r) => r.url().includes('/ui/api/') && r.headers()['authorization'] === 'Bearer ui-test-token',
+      { timeout: 10_000 },
+    );
+    await page.locator('.token summary').click();
+    await page.locator('#token').fill('ui-test-token');
+    await page.locator('#token').press('Enter');
+    await sent;
+    assert.equal(await page.evaluate("sessionStorage.getItem('canopy.adminToken')"), 'ui-test-token');
+    await page.locator('#token').fill('');
+    await page.locator('#token').press('Enter');
+    await page.locator('.token summary').click();
+  });
+
   it('is readable at phone width: nothing overflows the viewport sideways', async (t) => {
     if (skipUnlessBrowser(t)) return;
     await page.setViewportSize({ width: 390, height: 844 });

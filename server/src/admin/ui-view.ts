@@ -10,7 +10,6 @@
  */
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
-import { planKeyFor } from '../domain/priorities.js';
 import { endpointKey, isRoutable, type Health } from '../domain/service.js';
 import type { ClientStatus, TypeStatus } from '../xds/client-status.js';
 import { ENDPOINT_TYPE, TREE_TYPE } from '../xds/type-urls.js';
@@ -50,8 +49,6 @@ export interface ViewClient {
   readonly placement: Placement;
   /** The deepest node of the routable tree the client's path reaches. */
   readonly treeNode: readonly string[];
-  /** The CLA cache's key for this client (equal keys share one cached CLA). */
-  readonly cacheKey: string;
   readonly sync: SyncState;
   readonly versionSent: string;
   readonly versionAcked: string;
@@ -130,7 +127,6 @@ function placeStream(service: ServiceState, s: ClientStatus): ViewClient | undef
     connectedAt: s.connectedAt,
     placement: s.placement,
     treeNode: service.tree.matchPlacement(s.placement).path(),
-    cacheKey: planKeyFor(service.tree, service.spec.loadBalancing, s.placement),
     sync,
     versionSent: status.versionSent,
     versionAcked: status.versionAcked,

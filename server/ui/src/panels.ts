@@ -19,7 +19,7 @@ export function renderClients(
         'data-stream': c.streamId,
         'data-sync': c.sync,
         tabindex: 0,
-        title: `stream ${c.streamId} from ${c.peer}; CLA cache key ${c.cacheKey}`,
+        title: `stream ${c.streamId} from ${c.peer}, connected ${c.connectedAt}`,
       },
       h('td', {}, h('span', { class: `kind ${c.kind}` }, c.kind === 'agent' ? 'agent' : 'client'), ' ', c.nodeId || '(no id)'),
       h('td', {}, at === '//' ? '(no locality)' : at),
