@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { buildAdminApp } from '../src/admin/app.js';
-import { serviceView, syncOf, type ViewNode } from '../src/admin/ui-view.js';
+import { serviceView, syncOf, treeView, type ViewNode } from '../src/admin/ui-view.js';
 import type { Cla } from '../src/domain/cla.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { Mesh } from '../src/domain/mesh.js';
@@ -78,6 +78,14 @@ describe('serviceView', () => {
     assert.deepEqual(find(v.root, 'r1/z1/s1').endpoints, [{ key: '10.0.0.1:8080', health: 'unhealthy', weight: 1 }]);
     assert.equal(find(v.root, 'r1').endpoints, undefined, 'only leaves list endpoints');
     assert.deepEqual(v.scopes, ['region', 'zone', 'subzone']);
+    assert.equal(v.endpointsListed, true);
+  });
+
+  it('lists no endpoints above the limit, and counts the same', () => {
+    const v = treeView(echoMesh(), 3);
+    assert.equal(v.endpointsListed, false);
+    assert.equal(find(v.root, 'r1/z1/s1').endpoints, undefined);
+    assert.deepEqual([v.root.healthy, v.root.total, v.root.weight], [2, 4, 4]);
   });
 
   it('places clients on the deepest routable node they reach, agents by their tree subscription', () => {
@@ -98,11 +106,6 @@ describe('serviceView', () => {
         [4, 'agent', 'r1/z2/s1'],
       ],
     );
-    assert.equal(find(v.root, 'r1/z1').clients, 1);
-    assert.equal(find(v.root, 'r1/z1/s1').clients, 0);
-    assert.equal(find(v.root, '').clients, 1);
-    assert.equal(find(v.root, 'r1/z2/s1').agents, 1);
-    assert.equal(find(v.root, 'r1/z2/s1').clients, 0);
   });
 
   it('places clients by the service\'s own scopes', () => {

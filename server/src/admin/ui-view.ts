@@ -29,11 +29,8 @@ export interface ViewNode {
   readonly total: number;
   /** Sum of the healthy endpoints' weights. */
   readonly weight: number;
-  /** Clients (EDS) and node agents (tree) whose CLA or tree is keyed at this node. */
-  readonly clients: number;
-  readonly agents: number;
   readonly children: readonly ViewNode[];
-  /** Leaves only. */
+  /** Leaves only, and only when the service has at most ENDPOINT_LIST_LIMIT endpoints. */
   readonly endpoints?: readonly ViewEndpoint[];
 }
 
@@ -56,14 +53,24 @@ export interface ViewClient {
   readonly nackDetail?: string;
 }
 
-export interface ServiceView {
+/** The tree part of the view: a function of the service's generation alone, so it is built once per change. */
+export interface TreeView {
   readonly service: string;
   readonly generation: number;
   readonly scopes: readonly string[];
   readonly mode: string;
+  /** Whether leaves list their endpoints (services of at most ENDPOINT_LIST_LIMIT endpoints). */
+  readonly endpointsListed: boolean;
   readonly root: ViewNode;
+}
+
+/** What the page polls: the tree and the streams placed on it (counted per node by the page). */
+export interface ServiceView extends TreeView {
   readonly clients: readonly ViewClient[];
 }
+
+/** Above this many endpoints a view lists none: the page then maps the explain view by locality. */
+export const ENDPOINT_LIST_LIMIT = 5000;
 
 interface MutableNode {
   value: string;
@@ -71,14 +78,17 @@ interface MutableNode {
   healthy: number;
   total: number;
   weight: number;
-  clients: number;
-  agents: number;
   children: Map<string, MutableNode>;
   endpoints: ViewEndpoint[];
 }
 
 export function serviceView(service: ServiceState, streams: readonly ClientStatus[]): ServiceView {
+  return { ...treeView(service), clients: placeClients(service, streams) };
+}
+
+export function treeView(service: ServiceState, listLimit = ENDPOINT_LIST_LIMIT): TreeView {
   const scopes = service.tree.scopes;
+  const listed = service.endpoints.size <= listLimit;
   const root = newNode('', []);
   for (const ep of service.endpoints.values()) {
     const routable = isRoutable(ep);
@@ -90,25 +100,26 @@ export function serviceView(service: ServiceState, streams: readonly ClientStatu
       node = child;
       count(node, routable, ep.weight);
     }
-    node.endpoints.push({ key: endpointKey(ep), health: ep.health, weight: ep.weight });
-  }
-
-  const clients: ViewClient[] = [];
-  for (const s of streams) {
-    const placed = placeStream(service, s);
-    if (!placed) continue;
-    clients.push(placed);
-    const node = nodeAt(root, placed.treeNode);
-    if (node) node[placed.kind === 'agent' ? 'agents' : 'clients']++;
+    if (listed) node.endpoints.push({ key: endpointKey(ep), health: ep.health, weight: ep.weight });
   }
   return {
     service: service.name,
     generation: service.generation,
     scopes,
     mode: service.spec.loadBalancing.mode,
-    root: freeze(root, scopes.length),
-    clients,
+    endpointsListed: listed,
+    root: freeze(root, listed ? scopes.length : -1),
   };
+}
+
+/** The streams subscribed to this service, each on the deepest node of the routable tree its path reaches. */
+export function placeClients(service: ServiceState, streams: readonly ClientStatus[]): ViewClient[] {
+  const out: ViewClient[] = [];
+  for (const s of streams) {
+    const placed = placeStream(service, s);
+    if (placed) out.push(placed);
+  }
+  return out;
 }
 
 /** A stream is in a service's view when it subscribes to the service's CLA (a client) or tree (a node agent). */
@@ -145,7 +156,7 @@ export function syncOf(t: TypeStatus): SyncState {
 }
 
 function newNode(value: string, path: string[]): MutableNode {
-  return { value, path, healthy: 0, total: 0, weight: 0, clients: 0, agents: 0, children: new Map(), endpoints: [] };
+  return { value, path, healthy: 0, total: 0, weight: 0, children: new Map(), endpoints: [] };
 }
 
 function count(node: MutableNode, routable: boolean, weight: number): void {
@@ -156,12 +167,6 @@ function count(node: MutableNode, routable: boolean, weight: number): void {
   }
 }
 
-function nodeAt(root: MutableNode, path: readonly string[]): MutableNode | undefined {
-  let node: MutableNode | undefined = root;
-  for (const value of path) node = node?.children.get(value);
-  return node;
-}
-
 function freeze(n: MutableNode, levels: number): ViewNode {
   const children = [...n.children.values()].sort((a, b) => compare(a.value, b.value)).map((c) => freeze(c, levels));
   return {
@@ -170,8 +175,6 @@ function freeze(n: MutableNode, levels: number): ViewNode {
     healthy: n.healthy,
     total: n.total,
     weight: n.weight,
-    clients: n.clients,
-    agents: n.agents,
     children,
     ...(n.path.length === levels ? { endpoints: n.endpoints.sort((a, b) => compare(a.key, b.key)) } : {}),
   };

@@ -7,9 +7,10 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { CanopyError } from '../domain/errors.js';
+import type { ServiceState } from '../domain/mesh.js';
 import type { ServiceStore } from '../store/service-store.js';
 import type { ClientStatus } from '../xds/client-status.js';
-import { serviceView } from './ui-view.js';
+import { placeClients, treeView } from './ui-view.js';
 
 export interface UiDeps {
   readonly store: ServiceStore;
@@ -62,14 +63,27 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps): void {
     })),
   }));
 
-  // Polled by the page: an ETag makes an unchanged view a 304 without a body.
+  // Polled by the page, once a second per open tab: the tree part is built and hashed once per service
+  // change, each poll only places the clients, and an unchanged view is a 304 without a body.
+  const trees = new WeakMap<ServiceState, { generation: number; json: string; hash: string }>();
   app.get<{ Params: { service: string } }>('/ui/api/services/:service', async (req, reply) => {
     const service = deps.store.mesh.get(req.params.service);
     if (!service) throw new CanopyError('CANOPY_SERVICE_NOT_FOUND', `service "${req.params.service}" not found`);
-    const body = JSON.stringify(serviceView(service, deps.clients()));
-    const etag = `"${createHash('sha1').update(body).digest('base64url')}"`;
+    let tree = trees.get(service);
+    if (tree?.generation !== service.generation) {
+      const json = JSON.stringify(treeView(service));
+      tree = { generation: service.generation, json, hash: digest(json) };
+      trees.set(service, tree);
+    }
+    const clients = JSON.stringify(placeClients(service, deps.clients()));
+    const etag = `"${tree.hash}.${digest(clients)}"`;
     reply.header('etag', etag).header('cache-control', 'no-cache');
     if (req.headers['if-none-match'] === etag) return reply.code(304).send();
-    return reply.type('application/json; charset=utf-8').send(body);
+    // The ServiceView: the tree's object with the clients added.
+    return reply.type('application/json; charset=utf-8').send(`${tree.json.slice(0, -1)},"clients":${clients}}`);
   });
+}
+
+function digest(text: string): string {
+  return createHash('sha1').update(text).digest('base64url');
 }

@@ -68,7 +68,7 @@ const els = {
 function render(): void {
   const view = state.view;
   if (!view) return;
-  const overlay = state.explain ? tierOverlay(view.root, state.explain) : undefined;
+  const overlay = state.explain ? tierOverlay(view, state.explain) : undefined;
   const selectedNode = state.target?.kind === 'place' ? state.target.node : undefined;
   els.tree.replaceChildren(renderTree(view, overlay, selectedNode, { onPick: (path) => pickNode(view, path) }));
   els.scopes.textContent = `${view.scopes.join(' → ')} · ${view.mode} · generation ${view.generation}`;

@@ -13,6 +13,20 @@ const STEP = 18;
 const DOT_Y = 17;
 const MAX_ENDPOINT_CHIPS = 12;
 
+/** Clients and node agents placed at each node, by pathKey. */
+export type Placed = ReadonlyMap<string, { readonly clients: number; readonly agents: number }>;
+
+export function placedAt(view: ServiceView): Placed {
+  const out = new Map<string, { clients: number; agents: number }>();
+  for (const c of view.clients) {
+    const key = pathKey(c.treeNode);
+    const at = out.get(key) ?? { clients: 0, agents: 0 };
+    at[c.kind === 'agent' ? 'agents' : 'clients']++;
+    out.set(key, at);
+  }
+  return out;
+}
+
 export interface TreeHandlers {
   /** A node's name was clicked: explain a client placed at that node. */
   readonly onPick: (path: readonly string[]) => void;
@@ -24,10 +38,11 @@ export function renderTree(
   selectedNode: string | undefined,
   handlers: TreeHandlers,
 ): HTMLElement {
+  const placed = placedAt(view);
   const list = h('ol', { class: 'tree', 'aria-label': `locality tree of ${view.service}` });
   // continues[c]: whether the ancestor at depth c+1 has a later sibling, so its elbow's column c goes on down.
   const walk = (n: ViewNode, continues: boolean[], last: boolean) => {
-    list.append(row(view, n, continues, last, overlay, selectedNode, handlers));
+    list.append(row(view, n, placed, continues, last, overlay, selectedNode, handlers));
     // The root draws no elbow, so it adds no column.
     const below = n.path.length > 0 ? [...continues, !last] : [];
     n.children.forEach((c, i) => walk(c, below, i === n.children.length - 1));
@@ -39,6 +54,7 @@ export function renderTree(
 function row(
   view: ServiceView,
   n: ViewNode,
+  placed: Placed,
   continues: readonly boolean[],
   last: boolean,
   overlay: TierOverlay | undefined,
@@ -48,6 +64,7 @@ function row(
   const depth = n.path.length;
   const key = pathKey(n.path);
   const tier = overlay?.byPath.get(key);
+  const { clients, agents } = placed.get(key) ?? { clients: 0, agents: 0 };
   const matched = overlay?.matched === key;
   const health = n.total === 0 ? 'none' : n.healthy === n.total ? 'all' : n.healthy === 0 ? 'none' : 'some';
   const tierClass = tier?.priority !== undefined ? `p${Math.min(tier.priority, 4)}` : overlay ? 'unrouted' : '';
@@ -64,8 +81,8 @@ function row(
       'data-healthy': n.healthy,
       'data-total': n.total,
       'data-weight': n.weight,
-      'data-clients': n.clients,
-      'data-agents': n.agents,
+      'data-clients': clients,
+      'data-agents': agents,
       'data-tier': tier?.priority,
       'data-matched': matched,
       style: `padding-left:${(depth + 1) * STEP + 6}px`,
@@ -87,8 +104,8 @@ function row(
         healthBar(n.healthy, n.total),
         h('span', { class: 'counts' }, `${n.healthy}/${n.total} healthy`),
         h('span', { class: 'weight', title: 'sum of healthy endpoint weights' }, `w ${n.weight}`),
-        n.clients > 0 && h('span', { class: 'badge clients' }, `${n.clients} client${n.clients === 1 ? '' : 's'}`),
-        n.agents > 0 && h('span', { class: 'badge agents' }, `${n.agents} agent${n.agents === 1 ? '' : 's'}`),
+        clients > 0 && h('span', { class: 'badge clients' }, `${clients} client${clients === 1 ? '' : 's'}`),
+        agents > 0 && h('span', { class: 'badge agents' }, `${agents} agent${agents === 1 ? '' : 's'}`),
         tier &&
           h(
             'span',
