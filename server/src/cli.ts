@@ -16,7 +16,7 @@ const USAGE = `usage:
   canopy serve --config FILE [--data-dir DIR] [--host H] [--xds-host H] [--admin-host H]
                [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
 ${SECURITY_USAGE}
-  canopy demo
+  canopy demo [--exit]      (in a terminal it stays up until Ctrl-C; --exit runs and exits)
 ${IMPORT_USAGE}
 ${EXPLAIN_USAGE}
 ${AGENT_USAGE}
@@ -31,8 +31,11 @@ const DEFAULT_DATA_DIR = 'canopy-data';
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === 'demo') {
+    const { values: demo } = parseArgs({ args: rest, options: { exit: { type: 'boolean' } }, strict: true });
     const { runDemo } = await import('./demo/run-demo.js');
-    await runDemo();
+    // In a terminal the demo stays up for the web view; scripts and CI (no TTY) or --exit get today's run-and-exit.
+    const hold = process.stdout.isTTY && !demo.exit;
+    await runDemo(hold ? { hold: () => untilSignal(async () => {}) } : {});
     return 0;
   }
   if (command === 'agent') return runAgent(rest);

@@ -27,6 +27,7 @@ import {
 import type { ClientStatus } from '../sessions/client-status.js';
 import { isWrite, registerAccessControl, type AccessPolicy } from './access.js';
 import { explainRoutes } from './explain.js';
+import { uiRoutes } from './ui.js';
 
 export interface AdminDeps {
   /** Where writes go. */
@@ -116,6 +117,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
   debugRoutes(app, deps);
   void app.register(explainRoutes(deps));
   healthRoutes(app, deps);
+  uiRoutes(app, deps);
   return app;
 }
 

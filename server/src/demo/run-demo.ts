@@ -18,7 +18,17 @@ import { XdsEchoClient, type Tally } from './xds-client.js';
 const CLIENTS = ['us-east/us-east-1a/rack1', 'eu-west/eu-west-1b/rack7', 'eu-west/eu-west-1b/rack9', 'ap-south/ap-south-1a/rack1'];
 const REQUESTS = 60;
 
-export async function runDemo(opts: { log?: (line: string) => void } = {}): Promise<void> {
+export interface DemoOptions {
+  readonly log?: (line: string) => void;
+  /**
+   * When given, the demo keeps the server, backends and clients up after its
+   * run until this resolves (the CLI: Ctrl-C, when stdout is a terminal), so the
+   * URLs it prints can be opened.
+   */
+  readonly hold?: () => Promise<void>;
+}
+
+export async function runDemo(opts: DemoOptions = {}): Promise<void> {
   const log = opts.log ?? ((line: string) => console.log(line));
   const configFile = fileURLToPath(new URL('../../../../server/examples/mesh.yaml', import.meta.url));
   const loaded = await loadConfigFile(configFile);
@@ -87,6 +97,13 @@ export async function runDemo(opts: { log?: (line: string) => void } = {}): Prom
         `(${read('canopy_tree_nodes')} tree nodes; ${read('canopy_cla_cache_hits_total')} hits, ${read('canopy_cla_cache_misses_total')} misses)`,
     );
     log(`Preview any locality: curl 'http://${canopy.adminAddress}/debug/cla?service=echo&region=eu-west&zone=eu-west-1a'`);
+    if (opts.hold) {
+      log(`\nWeb view: http://${canopy.adminAddress}/ui/`);
+      log('The server, backends and clients stay up until Ctrl-C.');
+      await opts.hold();
+    } else {
+      log(`\nWeb view: http://${canopy.adminAddress}/ui/ (run in a terminal without --exit to keep it up)`);
+    }
   } finally {
     for (const c of clients) c.close();
     await canopy.stop();

@@ -1,0 +1,185 @@
+/**
+ * What the web view (/ui/) draws for one service: its locality tree with
+ * every endpoint (routable or not) counted per node, and the connected
+ * clients and node agents placed on the node their CLA is cached under.
+ *
+ * The routable tree only holds healthy endpoints, so a node whose endpoints
+ * are all down is missing from it; the view builds its own tree from every
+ * endpoint so that such a node still shows, as 0 of N healthy. Placement
+ * uses the service's routable tree, exactly as the CLA cache does.
+ */
+import { pathOf, type Placement } from '../domain/locality.js';
+import type { ServiceState } from '../domain/mesh.js';
+import { endpointKey, isRoutable, type Health } from '../domain/service.js';
+import type { ClientStatus, TypeStatus } from '../sessions/client-status.js';
+import { ENDPOINT_TYPE, TREE_TYPE } from '../resources/type-urls.js';
+
+export interface ViewEndpoint {
+  readonly key: string;
+  readonly health: Health;
+  readonly weight: number;
+}
+
+export interface ViewNode {
+  /** This node's value at its scope ('' for the root and for a missing value). */
+  readonly value: string;
+  /** Values from the root down to this node; [] is the root. */
+  readonly path: readonly string[];
+  readonly healthy: number;
+  readonly total: number;
+  /** Sum of the healthy endpoints' weights. */
+  readonly weight: number;
+  readonly children: readonly ViewNode[];
+  /** Leaves only, and only when the service has at most ENDPOINT_LIST_LIMIT endpoints. */
+  readonly endpoints?: readonly ViewEndpoint[];
+}
+
+export type SyncState = 'acked' | 'pending' | 'nacked';
+
+export interface ViewClient {
+  readonly streamId: number;
+  readonly kind: 'client' | 'agent';
+  readonly nodeId: string;
+  readonly cluster: string;
+  readonly peer: string;
+  readonly connectedAt: string;
+  readonly placement: Placement;
+  /** The deepest node of the routable tree the client's path reaches. */
+  readonly treeNode: readonly string[];
+  readonly sync: SyncState;
+  readonly versionSent: string;
+  readonly versionAcked: string;
+  /** The NACK's error detail, while the last version sent is NACKed. */
+  readonly nackDetail?: string;
+}
+
+/** The tree part of the view: a function of the service's generation alone, so it is built once per change. */
+export interface TreeView {
+  readonly service: string;
+  readonly generation: number;
+  readonly scopes: readonly string[];
+  readonly mode: string;
+  /** Whether leaves list their endpoints (services of at most ENDPOINT_LIST_LIMIT endpoints). */
+  readonly endpointsListed: boolean;
+  readonly root: ViewNode;
+}
+
+/** What the page polls: the tree and the streams placed on it (counted per node by the page). */
+export interface ServiceView extends TreeView {
+  readonly clients: readonly ViewClient[];
+}
+
+/** Above this many endpoints a view lists none: the page then maps the explain view by locality. */
+export const ENDPOINT_LIST_LIMIT = 5000;
+
+interface MutableNode {
+  value: string;
+  path: string[];
+  healthy: number;
+  total: number;
+  weight: number;
+  children: Map<string, MutableNode>;
+  endpoints: ViewEndpoint[];
+}
+
+export function serviceView(service: ServiceState, streams: readonly ClientStatus[]): ServiceView {
+  return { ...treeView(service), clients: placeClients(service, streams) };
+}
+
+export function treeView(service: ServiceState, listLimit = ENDPOINT_LIST_LIMIT): TreeView {
+  const scopes = service.tree.scopes;
+  const listed = service.endpoints.size <= listLimit;
+  const root = newNode('', []);
+  for (const ep of service.endpoints.values()) {
+    const routable = isRoutable(ep);
+    let node = root;
+    count(node, routable, ep.weight);
+    for (const value of pathOf(scopes, ep)) {
+      let child = node.children.get(value);
+      if (!child) node.children.set(value, (child = newNode(value, [...node.path, value])));
+      node = child;
+      count(node, routable, ep.weight);
+    }
+    if (listed) node.endpoints.push({ key: endpointKey(ep), health: ep.health, weight: ep.weight });
+  }
+  return {
+    service: service.name,
+    generation: service.generation,
+    scopes,
+    mode: service.spec.loadBalancing.mode,
+    endpointsListed: listed,
+    root: freeze(root, listed ? scopes.length : -1),
+  };
+}
+
+/** The streams subscribed to this service, each on the deepest node of the routable tree its path reaches. */
+export function placeClients(service: ServiceState, streams: readonly ClientStatus[]): ViewClient[] {
+  const out: ViewClient[] = [];
+  for (const s of streams) {
+    const placed = placeStream(service, s);
+    if (placed) out.push(placed);
+  }
+  return out;
+}
+
+/** A stream is in a service's view when it subscribes to the service's CLA (a client) or tree (a node agent). */
+function placeStream(service: ServiceState, s: ClientStatus): ViewClient | undefined {
+  const eds = s.types.find((t) => t.typeUrl === ENDPOINT_TYPE && subscribes(t, service.name));
+  const tree = eds ? undefined : s.types.find((t) => t.typeUrl === TREE_TYPE && subscribes(t, service.name));
+  const status = eds ?? tree;
+  if (!status) return undefined;
+  const sync = syncOf(status);
+  return {
+    streamId: s.streamId,
+    kind: eds ? 'client' : 'agent',
+    nodeId: s.nodeId,
+    cluster: s.cluster,
+    peer: s.peer,
+    connectedAt: s.connectedAt,
+    placement: s.placement,
+    treeNode: service.tree.matchPlacement(s.placement).path(),
+    sync,
+    versionSent: status.versionSent,
+    versionAcked: status.versionAcked,
+    ...(sync === 'nacked' && status.lastNack ? { nackDetail: status.lastNack.detail } : {}),
+  };
+}
+
+function subscribes(t: TypeStatus, name: string): boolean {
+  return t.subscribed === '*' || t.subscribed.includes(name);
+}
+
+/** NACKed while the last response sent is the one NACKed; acked once its version is acknowledged. */
+export function syncOf(t: TypeStatus): SyncState {
+  if (t.lastNack && t.lastNack.nonce === t.nonceSent) return 'nacked';
+  return t.versionSent !== '' && t.versionAcked === t.versionSent ? 'acked' : 'pending';
+}
+
+function newNode(value: string, path: string[]): MutableNode {
+  return { value, path, healthy: 0, total: 0, weight: 0, children: new Map(), endpoints: [] };
+}
+
+function count(node: MutableNode, routable: boolean, weight: number): void {
+  node.total++;
+  if (routable) {
+    node.healthy++;
+    node.weight += weight;
+  }
+}
+
+function freeze(n: MutableNode, levels: number): ViewNode {
+  const children = [...n.children.values()].sort((a, b) => compare(a.value, b.value)).map((c) => freeze(c, levels));
+  return {
+    value: n.value,
+    path: n.path,
+    healthy: n.healthy,
+    total: n.total,
+    weight: n.weight,
+    children,
+    ...(n.path.length === levels ? { endpoints: n.endpoints.sort((a, b) => compare(a.key, b.key)) } : {}),
+  };
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

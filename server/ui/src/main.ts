@@ -1,0 +1,257 @@
+/**
+ * The page: pick a service, watch its tree live (the view is polled with an
+ * ETag, so an unchanged view costs a 304), pick a client, a node or type a
+ * locality to see its priority tiers and shares from /debug/explain.
+ */
+import {
+  adminToken,
+  explainUrl,
+  fetchExplain,
+  fetchView,
+  HttpError,
+  listServices,
+  setAdminToken,
+  type Explain,
+  type PlacementQuery,
+  type ServiceView,
+} from './api.js';
+import { byId, h } from './dom.js';
+import { renderClients, renderShares } from './panels.js';
+import { pathKey, tierOverlay } from './tiers.js';
+import { renderTree } from './tree.js';
+
+const POLL_MS = 1000;
+
+type Target =
+  | { readonly kind: 'client'; readonly streamId: number; readonly placement: PlacementQuery; readonly label: string }
+  | { readonly kind: 'place'; readonly placement: PlacementQuery; readonly label: string; readonly node?: string };
+
+const state: {
+  service: string;
+  view: ServiceView | undefined;
+  etag: string | undefined;
+  target: Target | undefined;
+  explain: Explain | undefined;
+  explainError: string | undefined;
+  pollError: string | undefined;
+  updatedAt: Date | undefined;
+} = {
+  service: new URLSearchParams(location.search).get('service') ?? '',
+  view: undefined,
+  etag: undefined,
+  target: undefined,
+  explain: undefined,
+  explainError: undefined,
+  pollError: undefined,
+  updatedAt: undefined,
+};
+
+const els = {
+  service: byId<HTMLSelectElement>('service'),
+  token: byId<HTMLInputElement>('token'),
+  tree: byId('tree'),
+  scopes: byId('scopes'),
+  status: byId('status'),
+  clients: byId('clients'),
+  clientCount: byId('client-count'),
+  localityForm: byId<HTMLFormElement>('locality-form'),
+  locality: byId<HTMLInputElement>('locality'),
+  explain: byId('explain'),
+  clearExplain: byId<HTMLButtonElement>('clear-explain'),
+  links: {
+    cla: byId<HTMLAnchorElement>('link-cla'),
+    explain: byId<HTMLAnchorElement>('link-explain'),
+    tree: byId<HTMLAnchorElement>('link-tree'),
+  },
+};
+
+function render(): void {
+  const view = state.view;
+  if (!view) return;
+  const overlay = state.explain ? tierOverlay(view, state.explain) : undefined;
+  const selectedNode = state.target?.kind === 'place' ? state.target.node : undefined;
+  els.tree.replaceChildren(renderTree(view, overlay, selectedNode, { onPick: (path) => pickNode(view, path) }));
+  els.scopes.textContent = `${view.scopes.join(' → ')} · ${view.mode} · generation ${view.generation}`;
+  const clients = view.clients.filter((c) => c.kind === 'client').length;
+  const agents = view.clients.length - clients;
+  els.clientCount.textContent = `${clients} client${clients === 1 ? '' : 's'}, ${agents} agent${agents === 1 ? '' : 's'}`;
+  const selected = state.target?.kind === 'client' ? state.target.streamId : undefined;
+  els.clients.replaceChildren(renderClients(view, selected, selectClient));
+  renderExplain();
+  renderLinks();
+}
+
+function renderExplain(): void {
+  els.clearExplain.hidden = !state.target;
+  if (!state.target) {
+    els.explain.replaceChildren(
+      h('p', { class: 'hint' }, 'Pick a client, click a node of the tree or type a locality to see its priority tiers.'),
+    );
+    return;
+  }
+  const title = h('h3', {}, state.target.label);
+  if (state.explainError) {
+    els.explain.replaceChildren(title, h('p', { class: 'error' }, `Explain failed: ${state.explainError}`));
+  } else if (state.explain) {
+    els.explain.replaceChildren(title, renderShares(state.explain));
+  } else {
+    els.explain.replaceChildren(title, h('p', { class: 'hint' }, 'Loading…'));
+  }
+}
+
+function renderLinks(): void {
+  const service = state.service;
+  const placement = state.target?.placement ?? { locality: { region: '', zone: '', subzone: '' } };
+  els.links.explain.href = explainUrl(service, placement);
+  els.links.cla.href = explainUrl(service, placement).replace('/debug/explain?', '/debug/cla?');
+  els.links.tree.href = `/debug/tree/${encodeURIComponent(service)}`;
+}
+
+function renderStatus(): void {
+  if (state.pollError) {
+    els.status.className = 'status error';
+    els.status.textContent = `Not updating: ${state.pollError}`;
+  } else {
+    els.status.className = 'status live';
+    els.status.textContent = `Live (every ${POLL_MS / 1000} s) · updated ${state.updatedAt?.toLocaleTimeString() ?? '—'}`;
+  }
+}
+
+function selectClient(c: ServiceView['clients'][number]): void {
+  setTarget({
+    kind: 'client',
+    streamId: c.streamId,
+    placement: {
+      locality: c.placement.locality,
+      network: c.placement.network,
+      node: c.placement.node,
+      cluster: c.placement.cluster,
+      labels: c.placement.labels,
+    },
+    label: `${c.kind === 'agent' ? 'Agent' : 'Client'} ${c.nodeId || `stream ${c.streamId}`}`,
+  });
+}
+
+/** A client placed at a tree node: its path's values at the tree's scopes, deeper scopes left empty. */
+function pickNode(view: ServiceView, path: readonly string[]): void {
+  const locality = { region: '', zone: '', subzone: '' };
+  const other: Record<string, string> = {};
+  const labels: Record<string, string> = {};
+  view.scopes.forEach((scope, i) => {
+    const value = path[i];
+    if (value === undefined) return;
+    if (scope === 'region' || scope === 'zone' || scope === 'subzone') locality[scope] = value;
+    else if (scope.startsWith('label:')) labels[scope.slice('label:'.length)] = value;
+    else other[scope] = value;
+  });
+  setTarget({
+    kind: 'place',
+    placement: { locality, labels, ...other },
+    label: `A client at ${path.length ? path.join(' / ') : 'the root'}`,
+    node: pathKey(path),
+  });
+}
+
+function setTarget(target: Target | undefined): void {
+  state.target = target;
+  state.explain = undefined;
+  state.explainError = undefined;
+  render();
+  void refreshExplain();
+}
+
+let explainSeq = 0;
+async function refreshExplain(): Promise<void> {
+  const target = state.target;
+  if (!target || !state.service) return;
+  const seq = ++explainSeq;
+  try {
+    const explain = await fetchExplain(state.service, target.placement);
+    if (seq !== explainSeq) return;
+    state.explain = explain;
+    state.explainError = undefined;
+  } catch (err) {
+    if (seq !== explainSeq) return;
+    state.explain = undefined;
+    state.explainError =
+      err instanceof HttpError && err.status === 404 && err.message.includes('no route')
+        ? 'this server has no /debug/explain'
+        : (err as Error).message;
+  }
+  render();
+}
+
+let pollTimer: ReturnType<typeof setTimeout> | undefined;
+async function poll(): Promise<void> {
+  clearTimeout(pollTimer);
+  const service = state.service;
+  try {
+    if (service) {
+      const next = await fetchView(service, state.etag);
+      if (service !== state.service) return;
+      if (next) {
+        state.view = next.view;
+        state.etag = next.etag;
+        render();
+        // Health or clients changed: the explained client's tiers may have too.
+        if (state.target) void refreshExplain();
+      }
+    }
+    state.pollError = undefined;
+    state.updatedAt = new Date();
+  } catch (err) {
+    state.pollError = err instanceof HttpError && err.status === 401 ? `${err.message} (enter the admin token)` : String((err as Error).message);
+  }
+  renderStatus();
+  pollTimer = setTimeout(() => void poll(), POLL_MS);
+}
+
+function chooseService(name: string): void {
+  state.service = name;
+  state.view = undefined;
+  state.etag = undefined;
+  state.target = undefined;
+  state.explain = undefined;
+  els.tree.replaceChildren(h('p', { class: 'hint' }, 'Loading…'));
+  const url = new URL(location.href);
+  url.searchParams.set('service', name);
+  history.replaceState(null, '', url);
+  renderExplain();
+  void poll();
+}
+
+async function loadServices(): Promise<void> {
+  try {
+    const services = await listServices();
+    els.service.replaceChildren(
+      ...services.map((s) => h('option', { value: s.name }, `${s.name} (${s.endpoints} endpoints, ${s.mode})`)),
+    );
+    if (services.length === 0) {
+      els.tree.replaceChildren(h('p', { class: 'hint' }, 'No service is configured.'));
+      return;
+    }
+    const wanted = services.find((s) => s.name === state.service)?.name ?? services[0]?.name ?? '';
+    els.service.value = wanted;
+    chooseService(wanted);
+  } catch (err) {
+    state.pollError = (err as Error).message;
+    renderStatus();
+    setTimeout(() => void loadServices(), POLL_MS * 3);
+  }
+}
+
+els.service.addEventListener('change', () => chooseService(els.service.value));
+els.token.value = adminToken();
+els.token.addEventListener('change', () => {
+  setAdminToken(els.token.value.trim());
+  void loadServices();
+});
+els.localityForm.addEventListener('submit', (e) => {
+  e.preventDefault();
+  const text = els.locality.value.trim();
+  const [region = '', zone = '', subzone = ''] = text.split('/').map((p) => p.trim());
+  setTarget({ kind: 'place', placement: { locality: { region, zone, subzone } }, label: `A client at ${text || '(no locality)'}` });
+});
+els.clearExplain.addEventListener('click', () => setTarget(undefined));
+renderExplain();
+void loadServices();

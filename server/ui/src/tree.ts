@@ -1,0 +1,166 @@
+/**
+ * The locality tree as an indented list: one row per node, its links to its
+ * parent drawn in an SVG gutter, so rows can wrap on a narrow screen while
+ * the lines still join. Each row shows healthy/total endpoints, the healthy
+ * weight, the clients and agents placed there and, when a client is being
+ * explained, the node's priority tier and share of requests.
+ */
+import type { ServiceView, ViewNode } from './api.js';
+import { h, percent, s } from './dom.js';
+import { pathKey, type TierOverlay } from './tiers.js';
+
+const STEP = 18;
+const DOT_Y = 17;
+const MAX_ENDPOINT_CHIPS = 12;
+
+/** Clients and node agents placed at each node, by pathKey. */
+export type Placed = ReadonlyMap<string, { readonly clients: number; readonly agents: number }>;
+
+export function placedAt(view: ServiceView): Placed {
+  const out = new Map<string, { clients: number; agents: number }>();
+  for (const c of view.clients) {
+    const key = pathKey(c.treeNode);
+    const at = out.get(key) ?? { clients: 0, agents: 0 };
+    at[c.kind === 'agent' ? 'agents' : 'clients']++;
+    out.set(key, at);
+  }
+  return out;
+}
+
+export interface TreeHandlers {
+  /** A node's name was clicked: explain a client placed at that node. */
+  readonly onPick: (path: readonly string[]) => void;
+}
+
+export function renderTree(
+  view: ServiceView,
+  overlay: TierOverlay | undefined,
+  selectedNode: string | undefined,
+  handlers: TreeHandlers,
+): HTMLElement {
+  const placed = placedAt(view);
+  const list = h('ol', { class: 'tree', 'aria-label': `locality tree of ${view.service}` });
+  // continues[c]: whether the ancestor at depth c+1 has a later sibling, so its elbow's column c goes on down.
+  const walk = (n: ViewNode, continues: boolean[], last: boolean) => {
+    list.append(row(view, n, placed, continues, last, overlay, selectedNode, handlers));
+    // The root draws no elbow, so it adds no column.
+    const below = n.path.length > 0 ? [...continues, !last] : [];
+    n.children.forEach((c, i) => walk(c, below, i === n.children.length - 1));
+  };
+  walk(view.root, [], true);
+  return list;
+}
+
+function row(
+  view: ServiceView,
+  n: ViewNode,
+  placed: Placed,
+  continues: readonly boolean[],
+  last: boolean,
+  overlay: TierOverlay | undefined,
+  selectedNode: string | undefined,
+  handlers: TreeHandlers,
+): HTMLElement {
+  const depth = n.path.length;
+  const key = pathKey(n.path);
+  const tier = overlay?.byPath.get(key);
+  const { clients, agents } = placed.get(key) ?? { clients: 0, agents: 0 };
+  const matched = overlay?.matched === key;
+  const health = n.total === 0 ? 'none' : n.healthy === n.total ? 'all' : n.healthy === 0 ? 'none' : 'some';
+  const tierClass = tier?.priority !== undefined ? `p${Math.min(tier.priority, 4)}` : overlay ? 'unrouted' : '';
+  const scope = depth === 0 ? 'service' : (view.scopes[depth - 1] ?? '');
+  const name = depth === 0 ? view.service : n.value || '(none)';
+
+  const li = h(
+    'li',
+    {
+      class: ['node', `health-${health}`, tierClass, matched && 'matched', selectedNode === key && 'selected']
+        .filter(Boolean)
+        .join(' '),
+      'data-path': key,
+      'data-healthy': n.healthy,
+      'data-total': n.total,
+      'data-weight': n.weight,
+      'data-clients': clients,
+      'data-agents': agents,
+      'data-tier': tier?.priority,
+      'data-matched': matched,
+      style: `padding-left:${(depth + 1) * STEP + 6}px`,
+    },
+    gutter(depth, continues, last, n.children.length > 0),
+    h(
+      'div',
+      { class: 'body' },
+      h(
+        'button',
+        { type: 'button', class: 'name', title: `explain a client placed at ${name}` },
+        h('span', { class: 'scope' }, scope),
+        ' ',
+        h('strong', {}, name),
+      ),
+      h(
+        'div',
+        { class: 'stats' },
+        healthBar(n.healthy, n.total),
+        h('span', { class: 'counts' }, `${n.healthy}/${n.total} healthy`),
+        h('span', { class: 'weight', title: 'sum of healthy endpoint weights' }, `w ${n.weight}`),
+        clients > 0 && h('span', { class: 'badge clients' }, `${clients} client${clients === 1 ? '' : 's'}`),
+        agents > 0 && h('span', { class: 'badge agents' }, `${agents} agent${agents === 1 ? '' : 's'}`),
+        tier &&
+          h(
+            'span',
+            { class: 'tier' },
+            tier.priority === undefined ? 'no traffic' : `P${tier.priority} · ${percent(tier.share)}`,
+          ),
+        matched && h('span', { class: 'here', title: 'the deepest node the client matched' }, '◎ matched'),
+      ),
+      n.endpoints && endpointChips(n),
+    ),
+  );
+  li.querySelector('button.name')?.addEventListener('click', () => handlers.onPick(n.path));
+  return li;
+}
+
+function gutter(depth: number, continues: readonly boolean[], last: boolean, hasChildren: boolean): SVGElement {
+  const x = (c: number) => c * STEP + STEP / 2;
+  const svg = s('svg', { class: 'gutter', width: (depth + 1) * STEP, 'aria-hidden': 'true' });
+  continues.forEach((goesOn, c) => {
+    if (goesOn && c < depth - 1) svg.append(s('line', { x1: x(c), x2: x(c), y1: 0, y2: '100%' }));
+  });
+  if (depth > 0) {
+    svg.append(s('line', { x1: x(depth - 1), x2: x(depth - 1), y1: 0, y2: last ? DOT_Y : '100%' }));
+    svg.append(s('line', { x1: x(depth - 1), x2: x(depth), y1: DOT_Y, y2: DOT_Y }));
+  }
+  if (hasChildren) svg.append(s('line', { x1: x(depth), x2: x(depth), y1: DOT_Y, y2: '100%' }));
+  svg.append(s('circle', { class: 'dot', cx: x(depth), cy: DOT_Y, r: 5 }));
+  return svg;
+}
+
+function healthBar(healthy: number, total: number): SVGElement {
+  const width = 72;
+  const good = total > 0 ? Math.round((healthy / total) * width) : 0;
+  return s(
+    'svg',
+    { class: 'health', width, height: 8, role: 'img', 'aria-label': `${healthy} of ${total} healthy` },
+    s('rect', { class: 'bad', x: 0, y: 0, width, height: 8, rx: 2 }),
+    good > 0 && s('rect', { class: 'good', x: 0, y: 0, width: good, height: 8, rx: 2 }),
+  );
+}
+
+function endpointChips(n: ViewNode): HTMLElement {
+  const eps = n.endpoints ?? [];
+  const shown = eps.slice(0, MAX_ENDPOINT_CHIPS);
+  return h(
+    'div',
+    { class: 'endpoints' },
+    ...shown.map((e) =>
+      h(
+        'span',
+        { class: `endpoint ${e.health}`, 'data-endpoint': e.key, title: `${e.key}: ${e.health}, weight ${e.weight}` },
+        e.key,
+        e.weight !== 1 ? h('small', {}, ` ×${e.weight}`) : undefined,
+      ),
+    ),
+    eps.length > shown.length && h('span', { class: 'more' }, `+${eps.length - shown.length} more`),
+  );
+}
