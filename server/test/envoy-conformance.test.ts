@@ -12,9 +12,10 @@ import { emptyPlacement, type Placement } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { parseConfig } from '../src/domain/spec.js';
 import { packagePath } from '../src/paths.js';
-import { ResourceCatalog, serverClaCache } from '../src/xds/catalog.js';
-import { flatten } from '../src/xds/rope.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from '../src/xds/type-urls.js';
+import { serverClaCache } from '../src/resources/endpoint.js';
+import { canopyResources } from '../src/resources/registry.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from '../src/resources/type-urls.js';
+import { flatten } from '../src/wire/rope.js';
 import { envoyType } from './support/envoy-protos.js';
 import { decodeListener, listenerInvariants } from './support/listener-invariants.js';
 import { pgvCheckBytes } from './support/pgv.js';
@@ -45,15 +46,17 @@ describe('Envoy conformance of what Canopy emits', () => {
       assert.ok(config.ok, JSON.stringify(!config.ok && config.errors));
       const mesh = new Mesh();
       for (const s of config.value.services) mesh.put(s);
-      const catalog = new ResourceCatalog(mesh, serverClaCache());
+      const registry = canopyResources(mesh, serverClaCache());
       const clients: Placement[] = [emptyPlacement()];
       for (const s of config.value.services) for (const e of s.endpoints) clients.push({ ...emptyPlacement(), locality: e.locality });
       let checked = 0;
       const listeners: Record<string, unknown>[] = [];
       for (const type of TYPES) {
-        for (const name of catalog.names(type)) {
+        const resources = registry.get(type);
+        assert.ok(resources, type);
+        for (const name of resources.names()) {
           for (const client of type === ENDPOINT_TYPE ? clients : clients.slice(0, 1)) {
-            const r = catalog.resolve(type, name, client);
+            const r = resources.resolve(name, client);
             assert.ok(r, `${type} ${name}`);
             const value = unpackAny(flatten(r.any), type);
             assert.deepEqual(pgvCheckBytes(type, value), [], `${type} ${name}`);
