@@ -2,12 +2,14 @@
  * Every resource Canopy emits for every example config passes the PGV rules
  * in Envoy's protos, and its Listeners pass the invariants Envoy checks at
  * runtime. The CLAs are taken for a client in each endpoint's locality and
- * for a client with no locality, so every priority layout is covered.
+ * for a client with no locality, so every priority layout is covered; for
+ * proxyless gRPC and for Envoy sidecars.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
+import type { Client } from '../src/domain/client.js';
 import { emptyPlacement, type Placement } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { parseConfig } from '../src/domain/spec.js';
@@ -21,6 +23,12 @@ import { decodeListener, listenerInvariants } from './support/listener-invariant
 import { pgvCheckBytes } from './support/pgv.js';
 
 const TYPES = [LISTENER_TYPE, ROUTE_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE];
+/** Every kind of client, and Envoy both on VIPs and on a local outbound address. */
+const KINDS: Pick<Client, 'kind' | 'outboundAddress'>[] = [
+  { kind: 'grpc' },
+  { kind: 'envoy' },
+  { kind: 'envoy', outboundAddress: '127.0.0.1' },
+];
 
 function exampleConfigs(): string[] {
   const dir = packagePath('server', 'examples');
@@ -47,26 +55,32 @@ describe('Envoy conformance of what Canopy emits', () => {
       const mesh = new Mesh();
       for (const s of config.value.services) mesh.put(s);
       const registry = canopyResources(mesh, serverClaCache());
-      const clients: Placement[] = [emptyPlacement()];
-      for (const s of config.value.services) for (const e of s.endpoints) clients.push({ ...emptyPlacement(), locality: e.locality });
-      let checked = 0;
-      const listeners: Record<string, unknown>[] = [];
-      for (const type of TYPES) {
-        const resources = registry.get(type);
-        assert.ok(resources, type);
-        for (const name of resources.names()) {
-          for (const client of type === ENDPOINT_TYPE ? clients : clients.slice(0, 1)) {
-            const r = resources.resolve(name, client);
-            assert.ok(r, `${type} ${name}`);
-            const value = unpackAny(flatten(r.any), type);
-            assert.deepEqual(pgvCheckBytes(type, value), [], `${type} ${name}`);
-            if (type === LISTENER_TYPE) listeners.push(decodeListener(value));
-            checked++;
+      const places: Placement[] = [emptyPlacement()];
+      for (const s of config.value.services)
+        for (const e of s.endpoints) places.push({ ...emptyPlacement(), locality: e.locality });
+      for (const kind of KINDS) {
+        const clients: Client[] = places.map((p) => ({ ...p, ...kind }));
+        let checked = 0;
+        const listeners: Record<string, unknown>[] = [];
+        for (const type of TYPES) {
+          const resources = registry.get(type);
+          assert.ok(resources, type);
+          for (const name of resources.names()) {
+            for (const client of type === ENDPOINT_TYPE ? clients : clients.slice(0, 1)) {
+              const r = resources.resolve(name, client);
+              // An Envoy sidecar gets no listener for a service without a port.
+              if (!r && type === LISTENER_TYPE && kind.kind === 'envoy') continue;
+              assert.ok(r, `${type} ${name}`);
+              const value = unpackAny(flatten(r.any), type);
+              assert.deepEqual(pgvCheckBytes(type, value), [], `${type} ${name}`);
+              if (type === LISTENER_TYPE) listeners.push(decodeListener(value));
+              checked++;
+            }
           }
         }
+        assert.ok(checked >= TYPES.length, 'at least one resource of each type');
+        assert.deepEqual(listenerInvariants(listeners), [], JSON.stringify(kind));
       }
-      assert.ok(checked >= TYPES.length, 'at least one resource of each type');
-      assert.deepEqual(listenerInvariants(listeners), []);
     });
   }
 });

@@ -80,7 +80,12 @@ describe('PGV walker', () => {
     ['Duration gt {} (connect_timeout 0)', T.cluster, { ...goodCluster, connect_timeout: {} }, 'connect_timeout'],
     ['enum defined_only', T.cluster, { ...goodCluster, lb_policy: 77 }, 'lb_policy'],
     ['string min_len', T.cluster, { ...goodCluster, name: '' }, 'name'],
-    ['repeated min_items', T.route, { name: 'r', virtual_hosts: [{ name: 'v', domains: [] }] }, 'virtual_hosts[0].domains'],
+    [
+      'repeated min_items',
+      T.route,
+      { name: 'r', virtual_hosts: [{ name: 'v', domains: [] }] },
+      'virtual_hosts[0].domains',
+    ],
     [
       'UInt32Value wrapper gte 1',
       T.cla,
@@ -92,18 +97,45 @@ describe('PGV walker', () => {
       T.cla,
       {
         cluster_name: 'c',
-        endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: 'a', port_value: 70000 } } } }] }],
+        endpoints: [
+          { lb_endpoints: [{ endpoint: { address: { socket_address: { address: 'a', port_value: 70000 } } } }] },
+        ],
       },
       'endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value',
     ],
-    ['required message', T.route, { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ route: { cluster: 'c' } }] }] }, 'virtual_hosts[0].routes[0].match'],
-    ['oneof required inside an Any', T.listener, { name: 'l', api_listener: { api_listener: any(T.hcm, { stat_prefix: 's', http_filters: [router] }) } }, 'api_listener.api_listener.route_specifier'],
-    ['string min_len inside an Any', T.listener, { name: 'l', api_listener: { api_listener: hcm({ stat_prefix: '' }) } }, 'api_listener.api_listener.stat_prefix'],
-    ['well-known regex (header name)', T.route, { ...goodRoute, request_headers_to_remove: ['bad\nheader'] }, 'request_headers_to_remove[0]'],
+    [
+      'required message',
+      T.route,
+      { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ route: { cluster: 'c' } }] }] },
+      'virtual_hosts[0].routes[0].match',
+    ],
+    [
+      'oneof required inside an Any',
+      T.listener,
+      { name: 'l', api_listener: { api_listener: any(T.hcm, { stat_prefix: 's', http_filters: [router] }) } },
+      'api_listener.api_listener.route_specifier',
+    ],
+    [
+      'string min_len inside an Any',
+      T.listener,
+      { name: 'l', api_listener: { api_listener: hcm({ stat_prefix: '' }) } },
+      'api_listener.api_listener.stat_prefix',
+    ],
+    [
+      'well-known regex (header name)',
+      T.route,
+      { ...goodRoute, request_headers_to_remove: ['bad\nheader'] },
+      'request_headers_to_remove[0]',
+    ],
     [
       'string pattern',
       T.route,
-      { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { path_separated_prefix: '/a/' }, route: { cluster: 'c' } }] }] },
+      {
+        name: 'r',
+        virtual_hosts: [
+          { name: 'v', domains: ['*'], routes: [{ match: { path_separated_prefix: '/a/' }, route: { cluster: 'c' } }] },
+        ],
+      },
       'virtual_hosts[0].routes[0].match.path_separated_prefix',
     ],
   ];
@@ -115,7 +147,10 @@ describe('PGV walker', () => {
   }
 
   it('rejects an Any whose type it cannot check', () => {
-    const l = { name: 'l', api_listener: { api_listener: { type_url: 'type.googleapis.com/no.such.Type', value: new Uint8Array() } } };
+    const l = {
+      name: 'l',
+      api_listener: { api_listener: { type_url: 'type.googleapis.com/no.such.Type', value: new Uint8Array() } },
+    };
     assert.deepEqual(paths(pgvCheckBytes(T.listener, encode(T.listener, l))), ['api_listener.api_listener']);
   });
 
@@ -147,13 +182,20 @@ describe('listener invariants', () => {
 
   it('rejects a router that is not last, and a chain without a router', () => {
     const other = { name: 'x', typed_config: any(T.router, {}) };
-    const early = { name: 'h', typed_config: hcm({ http_filters: [router, { ...other, typed_config: any(T.tcp, { stat_prefix: 's', cluster: 'c' }) }] }) };
+    const early = {
+      name: 'h',
+      typed_config: hcm({
+        http_filters: [router, { ...other, typed_config: any(T.tcp, { stat_prefix: 's', cluster: 'c' }) }],
+      }),
+    };
     assert.deepEqual(paths(check(tcpListener('a', 1, [early]))), [
       'listeners[0].filter_chains[0].filters[0].typed_config.http_filters[0]',
       'listeners[0].filter_chains[0].filters[0].typed_config.http_filters[1]',
     ]);
     const none = { name: 'h', typed_config: hcm({ http_filters: [] }) };
-    assert.deepEqual(paths(check(tcpListener('a', 1, [none]))), ['listeners[0].filter_chains[0].filters[0].typed_config.http_filters']);
+    assert.deepEqual(paths(check(tcpListener('a', 1, [none]))), [
+      'listeners[0].filter_chains[0].filters[0].typed_config.http_filters',
+    ]);
   });
 
   it('rejects a terminal filter that is not last', () => {

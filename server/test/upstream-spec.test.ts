@@ -35,16 +35,31 @@ describe('sidecar settings', () => {
   const bad: [string, object, RegExp][] = [
     ['an unknown protocol', { protocol: 'udp' }, /^services\[0\]\.protocol: must be one of grpc, http, tcp/],
     ['a zero connect timeout', { connectTimeoutMs: 0 }, /^services\[0\]\.connectTimeoutMs: must be an integer from 1/],
-    ['an outlier percent above 100', { outlierDetection: { maxEjectionPercent: 101 } }, /^services\[0\]\.outlierDetection\.maxEjectionPercent:/],
-    ['a typo in outlier detection', { outlierDetection: { consecutive5XX: 3 } }, /^services\[0\]\.outlierDetection\.consecutive5XX: unknown field/],
-    ['a relative health-check path', { healthCheck: { path: 'healthz' } }, /^services\[0\]\.healthCheck\.path: must start with "\/"/],
+    [
+      'an outlier percent above 100',
+      { outlierDetection: { maxEjectionPercent: 101 } },
+      /^services\[0\]\.outlierDetection\.maxEjectionPercent:/,
+    ],
+    [
+      'a typo in outlier detection',
+      { outlierDetection: { consecutive5XX: 3 } },
+      /^services\[0\]\.outlierDetection\.consecutive5XX: unknown field/,
+    ],
+    [
+      'a relative health-check path',
+      { healthCheck: { path: 'healthz' } },
+      /^services\[0\]\.healthCheck\.path: must start with "\/"/,
+    ],
     ['a zero threshold', { healthCheck: { healthyThreshold: 0 } }, /^services\[0\]\.healthCheck\.healthyThreshold:/],
     ['an outbound port out of range', { outboundPort: 70000 }, /^services\[0\]\.outboundPort:/],
   ];
   for (const [what, extra, message] of bad) {
     it(`reject ${what} with its field path`, () => {
       const found = errors(extra);
-      assert.ok(found.some((e) => message.test(e)), found.join('\n'));
+      assert.ok(
+        found.some((e) => message.test(e)),
+        found.join('\n'),
+      );
     });
   }
 

@@ -29,7 +29,11 @@ export function listenerInvariants(listeners: readonly Obj[]): PgvError[] {
   listeners.forEach((l, i) => {
     const name = String(l['name'] ?? '');
     const at = `listeners[${i}]`;
-    if (names.has(name)) errors.push({ path: `${at}.name`, message: `duplicate listener name "${name}" (also listeners[${names.get(name)}])` });
+    if (names.has(name))
+      errors.push({
+        path: `${at}.name`,
+        message: `duplicate listener name "${name}" (also listeners[${names.get(name)}])`,
+      });
     names.set(name, i);
     const api = (l['api_listener'] as Obj | undefined)?.['api_listener'] as Obj | undefined;
     if (api) {
@@ -37,11 +41,13 @@ export function listenerInvariants(listeners: readonly Obj[]): PgvError[] {
       return;
     }
     const sock = (l['address'] as Obj | undefined)?.['socket_address'] as Obj | undefined;
-    if (!sock) errors.push({ path: `${at}.address`, message: 'a listener that is not an api_listener needs a socket address' });
+    if (!sock)
+      errors.push({ path: `${at}.address`, message: 'a listener that is not an api_listener needs a socket address' });
     else {
       const key = `${String(sock['address'])}:${String(sock['port_value'] ?? 0)}`;
       const other = addresses.get(key);
-      if (other !== undefined) errors.push({ path: `${at}.address`, message: `${key} is already bound by listener "${other}"` });
+      if (other !== undefined)
+        errors.push({ path: `${at}.address`, message: `${key} is already bound by listener "${other}"` });
       addresses.set(key, name);
     }
     checkFilterChains(l, at, errors);
@@ -52,7 +58,8 @@ export function listenerInvariants(listeners: readonly Obj[]): PgvError[] {
 function checkFilterChains(l: Obj, at: string, errors: PgvError[]): void {
   const chains = (l['filter_chains'] as Obj[] | undefined) ?? [];
   const deflt = l['default_filter_chain'] as Obj | undefined;
-  if (chains.length === 0 && !deflt) errors.push({ path: `${at}.filter_chains`, message: 'a listener needs a filter chain' });
+  if (chains.length === 0 && !deflt)
+    errors.push({ path: `${at}.filter_chains`, message: 'a listener needs a filter chain' });
   const matches = new Map<string, number>();
   chains.forEach((c, j) => {
     const key = JSON.stringify(c['filter_chain_match'] ?? {});
@@ -91,12 +98,17 @@ function typeName(any: Obj): string {
 function unpack(any: Obj): { type: protobuf.Type; value: Obj } | undefined {
   const type = anyType(String(any['type_url'] ?? ''));
   if (!type) return undefined;
-  const value = type.toObject(type.decode(any['value'] as Uint8Array), { enums: String, longs: Number, arrays: true }) as Obj;
+  const value = type.toObject(type.decode(any['value'] as Uint8Array), {
+    enums: String,
+    longs: Number,
+    arrays: true,
+  }) as Obj;
   return { type, value };
 }
 
 function checkHcmAny(any: Obj, at: string, errors: PgvError[]): void {
-  if (typeName(any) !== HCM) return void errors.push({ path: at, message: `expected an HttpConnectionManager, got ${typeName(any)}` });
+  if (typeName(any) !== HCM)
+    return void errors.push({ path: at, message: `expected an HttpConnectionManager, got ${typeName(any)}` });
   const hcm = unpack(any)?.value ?? {};
   const filters = (hcm['http_filters'] as Obj[] | undefined) ?? [];
   const seen = new Set<string>();

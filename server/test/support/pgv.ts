@@ -190,9 +190,10 @@ function walkAny(msg: Msg, path: string, errors: PgvError[]): void {
 function checkAnyRules(r: Rules | undefined, m: Msg, path: string, errors: PgvError[]): void {
   if (!r) return;
   const url = String(m['type_url'] ?? '');
-  const inList = r['in'] as string[] | undefined;
-  const notIn = r['not_in'] as string[] | undefined;
-  if (inList && !inList.includes(url)) errors.push({ path, message: `type URL ${url} is not one of ${inList.join(', ')}` });
+  const inList = list(r['in']) as string[] | undefined;
+  const notIn = list(r['not_in']) as string[] | undefined;
+  if (inList && !inList.includes(url))
+    errors.push({ path, message: `type URL ${url} is not one of ${inList.join(', ')}` });
   if (notIn?.includes(url)) errors.push({ path, message: `type URL ${url} is not allowed` });
 }
 
@@ -207,8 +208,10 @@ function checkRepeated(r: Rules, list: unknown[], path: string, errors: PgvError
   if (r['ignore_empty'] === true && list.length === 0) return;
   const min = num(r['min_items']);
   const max = num(r['max_items']);
-  if (min !== undefined && list.length < min) errors.push({ path, message: `needs at least ${min} items, has ${list.length}` });
-  if (max !== undefined && list.length > max) errors.push({ path, message: `allows at most ${max} items, has ${list.length}` });
+  if (min !== undefined && list.length < min)
+    errors.push({ path, message: `needs at least ${min} items, has ${list.length}` });
+  if (max !== undefined && list.length > max)
+    errors.push({ path, message: `allows at most ${max} items, has ${list.length}` });
   if (r['unique'] === true) {
     const seen = new Set(list.map((x) => (x instanceof Uint8Array ? Buffer.from(x).toString('hex') : String(x))));
     if (seen.size !== list.length) errors.push({ path, message: 'items must be unique' });
@@ -251,8 +254,14 @@ function checkTime(r: Rules | undefined, m: Msg, path: string, errors: PgvError[
   if (m['nanos'] !== undefined && Math.abs(toNumber(m['nanos'])) > 999_999_999)
     errors.push({ path, message: 'nanos out of range' });
   const bound = (k: string) => (r[k] === undefined ? undefined : seconds(r[k]));
-  compare(s, { const: bound('const'), lt: bound('lt'), lte: bound('lte'), gt: bound('gt'), gte: bound('gte') }, path, errors, 's');
-  const inList = r['in'] as unknown[] | undefined;
+  compare(
+    s,
+    { const: bound('const'), lt: bound('lt'), lte: bound('lte'), gt: bound('gt'), gte: bound('gte') },
+    path,
+    errors,
+    's',
+  );
+  const inList = list(r['in']) as unknown[] | undefined;
   if (inList && !inList.map(seconds).includes(s)) errors.push({ path, message: `${s}s is not an allowed duration` });
 }
 
@@ -266,7 +275,8 @@ interface Bounds {
 
 function compare(v: number, b: Bounds, path: string, errors: PgvError[], unit = ''): void {
   const show = (x: number) => `${x}${unit}`;
-  if (b.const !== undefined && v !== b.const) errors.push({ path, message: `must equal ${show(b.const)}, got ${show(v)}` });
+  if (b.const !== undefined && v !== b.const)
+    errors.push({ path, message: `must equal ${show(b.const)}, got ${show(v)}` });
   // PGV: lt < gt (or lte/gte) means "outside the range" — an exclusive range.
   const lo = b.gt ?? b.gte;
   const hi = b.lt ?? b.lte;
@@ -284,9 +294,10 @@ function compare(v: number, b: Bounds, path: string, errors: PgvError[], unit = 
 }
 
 function numberSet(r: Rules, v: number, path: string, errors: PgvError[]): void {
-  const inList = r['in'] as unknown[] | undefined;
-  const notIn = r['not_in'] as unknown[] | undefined;
-  if (inList && !inList.map(toNumber).includes(v)) errors.push({ path, message: `${v} is not one of ${inList.join(', ')}` });
+  const inList = list(r['in']) as unknown[] | undefined;
+  const notIn = list(r['not_in']) as unknown[] | undefined;
+  if (inList && !inList.map(toNumber).includes(v))
+    errors.push({ path, message: `${v} is not one of ${inList.join(', ')}` });
   if (notIn?.map(toNumber).includes(v)) errors.push({ path, message: `${v} is not allowed` });
 }
 
@@ -294,19 +305,26 @@ function checkScalar(kind: string, r: Rules, value: unknown, path: string, error
   if (kind === 'string') return checkString(r, String(value ?? ''), path, errors);
   if (kind === 'bytes') return checkBytes(r, (value as Uint8Array | undefined) ?? new Uint8Array(), path, errors);
   if (kind === 'bool') {
-    if (r['const'] !== undefined && value !== r['const']) errors.push({ path, message: `must be ${String(r['const'])}` });
+    if (r['const'] !== undefined && value !== r['const'])
+      errors.push({ path, message: `must be ${String(r['const'])}` });
     return;
   }
   const v = toNumber(value ?? 0);
   if (r['ignore_empty'] === true && v === 0) return;
-  compare(v, { const: num(r['const']), lt: num(r['lt']), lte: num(r['lte']), gt: num(r['gt']), gte: num(r['gte']) }, path, errors);
+  compare(
+    v,
+    { const: num(r['const']), lt: num(r['lt']), lte: num(r['lte']), gt: num(r['gt']), gte: num(r['gte']) },
+    path,
+    errors,
+  );
   numberSet(r, v, path, errors);
 }
 
 const HEADER_NAME = /^:?[0-9a-zA-Z!#$%&'*+\-.^_|~`]+$/;
 const HEADER_VALUE = /^[^\u0000-\u0008\u000A-\u001F\u007F]*$/;
 const LOOSE_HEADER = /^[^\u0000\u000A\u000D]*$/;
-const HOSTNAME = /^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+const HOSTNAME =
+  /^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
 
 function checkString(r: Rules, s: string, path: string, errors: PgvError[]): void {
   if (r['ignore_empty'] === true && s === '') return;
@@ -324,7 +342,8 @@ function checkString(r: Rules, s: string, path: string, errors: PgvError[]): voi
   bound('max_bytes', (n) => bytes <= n, 'must have at most this many bytes:');
   const text = (k: string, ok: (x: string) => boolean, what: string) => {
     const x = r[k];
-    if (typeof x === 'string' && !ok(x)) errors.push({ path, message: `${what} ${JSON.stringify(x)}, got ${JSON.stringify(s)}` });
+    if (typeof x === 'string' && !ok(x))
+      errors.push({ path, message: `${what} ${JSON.stringify(x)}, got ${JSON.stringify(s)}` });
   };
   text('const', (x) => s === x, 'must equal');
   text('prefix', (x) => s.startsWith(x), 'must start with');
@@ -333,9 +352,11 @@ function checkString(r: Rules, s: string, path: string, errors: PgvError[]): voi
   text('not_contains', (x) => !s.includes(x), 'must not contain');
   // RE2 patterns; the ones in Envoy's protos are also valid JavaScript (u flag for \p and friends).
   text('pattern', (x) => new RegExp(x, 'u').test(s), 'must match');
-  const inList = r['in'] as string[] | undefined;
-  if (inList && !inList.includes(s)) errors.push({ path, message: `${JSON.stringify(s)} is not one of ${inList.join(', ')}` });
-  if ((r['not_in'] as string[] | undefined)?.includes(s)) errors.push({ path, message: `${JSON.stringify(s)} is not allowed` });
+  const inList = list(r['in']) as string[] | undefined;
+  if (inList && !inList.includes(s))
+    errors.push({ path, message: `${JSON.stringify(s)} is not one of ${inList.join(', ')}` });
+  if ((list(r['not_in']) as string[] | undefined)?.includes(s))
+    errors.push({ path, message: `${JSON.stringify(s)} is not allowed` });
   const wellKnown = (ok: boolean, what: string) => {
     if (!ok) errors.push({ path, message: `must be ${what}, got ${JSON.stringify(s)}` });
   };
@@ -361,8 +382,10 @@ function checkBytes(r: Rules, b: Uint8Array, path: string, errors: PgvError[]): 
   const min = n('min_len');
   const max = n('max_len');
   if (len !== undefined && b.length !== len) errors.push({ path, message: `must be ${len} bytes, got ${b.length}` });
-  if (min !== undefined && b.length < min) errors.push({ path, message: `must be at least ${min} bytes, got ${b.length}` });
-  if (max !== undefined && b.length > max) errors.push({ path, message: `must be at most ${max} bytes, got ${b.length}` });
+  if (min !== undefined && b.length < min)
+    errors.push({ path, message: `must be at least ${min} bytes, got ${b.length}` });
+  if (max !== undefined && b.length > max)
+    errors.push({ path, message: `must be at most ${max} bytes, got ${b.length}` });
 }
 
 function toNumber(v: unknown): number {
@@ -371,6 +394,11 @@ function toNumber(v: unknown): number {
   if (typeof v === 'bigint') return Number(v);
   if (v && typeof v === 'object' && 'toNumber' in v) return (v as { toNumber(): number }).toNumber();
   return Number(v);
+}
+
+/** A repeated option value: a list, or one value when the proto text gave one. */
+function list(v: unknown): unknown[] | undefined {
+  return v === undefined ? undefined : Array.isArray(v) ? v : [v];
 }
 
 function num(v: unknown): number | undefined {
