@@ -8,10 +8,12 @@ import { formatFieldErrors } from './domain/errors.js';
 import { startCanopy } from './main.js';
 import { loadConfigFile } from './store/config-file.js';
 import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.js';
+import { DEMO_USAGE, runDemoApp, runDemoCall } from './demo/cli-demo.js';
 
 const USAGE = `usage:
   canopy serve --config FILE [--host H] [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
   canopy demo
+${DEMO_USAGE}
 ${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_HOST, CANOPY_XDS_PORT, CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL`;
 
@@ -23,6 +25,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'agent') return runAgent(rest);
+  if (command === 'demo-app') return runDemoApp(rest).then(() => 0);
+  if (command === 'demo-call') return runDemoCall(rest).then(() => 0);
   if (command !== 'serve') {
     process.stderr.write(`${USAGE}\n`);
     return command === 'help' || command === '--help' ? 0 : 2;

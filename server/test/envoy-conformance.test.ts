@@ -30,11 +30,13 @@ const KINDS: Pick<Client, 'kind' | 'outboundAddress'>[] = [
   { kind: 'envoy', outboundAddress: '127.0.0.1' },
 ];
 
+/** The example configs and the compose demo's mesh. */
 function exampleConfigs(): string[] {
-  const dir = packagePath('server', 'examples');
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.yaml'))
-    .map((f) => `${dir}/${f}`);
+  return [packagePath('server', 'examples'), packagePath('deploy', 'compose')].flatMap((dir) =>
+    readdirSync(dir)
+      .filter((f) => f.endsWith('.yaml'))
+      .map((f) => `${dir}/${f}`),
+  );
 }
 
 /** The Any's value, checked to carry the type URL of its response. */
