@@ -10,6 +10,7 @@ import { loadConfigFile } from './store/config-file.js';
 import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from './agent/cli-agent.js';
 import { IMPORT_USAGE, runImport } from './cli-policy.js';
 import { EXPLAIN_USAGE, runExplain } from './cli-explain.js';
+import { DEMO_USAGE, runDemoApp, runDemoCall } from './demo/cli-demo.js';
 import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_USAGE } from './serve-security.js';
 
 const USAGE = `usage:
@@ -19,6 +20,7 @@ ${SECURITY_USAGE}
   canopy demo [--exit]      (in a terminal it stays up until Ctrl-C; --exit runs and exits)
 ${IMPORT_USAGE}
 ${EXPLAIN_USAGE}
+${DEMO_USAGE}
 ${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
      CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL,
@@ -39,6 +41,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'agent') return runAgent(rest);
+  if (command === 'demo-app') return runDemoApp(rest).then(() => 0);
+  if (command === 'demo-call') return runDemoCall(rest).then(() => 0);
   if (command === 'import') return runImport(rest, process.stdout, process.stderr);
   if (command === 'explain') return runExplain(rest, process.stdout, process.stderr);
   const help = command === 'help' || command === '--help' || command === '-h';

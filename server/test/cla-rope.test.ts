@@ -19,6 +19,9 @@ import { makeResource } from '../src/resources/resource.js';
 import { flatten, isRope } from '../src/wire/rope.js';
 import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 import { client, ep, lb, service } from './support/builders.js';
+import { pgvCheckBytes } from './support/pgv.js';
+
+const CLA_MESSAGE = 'envoy.config.endpoint.v3.ClusterLoadAssignment';
 
 /** A deterministic PRNG, so a failure replays. */
 function rng(seed: number): () => number {
@@ -87,6 +90,8 @@ describe('CLA ropes', () => {
             independent(endpoints, c, mode),
             `step ${step}, client ${k}`,
           );
+          // Envoy's own validation rules, on a sample of the steps (the walker is slow).
+          if (step % 10 === 0) assert.deepEqual(pgvCheckBytes(CLA_MESSAGE, flatten(entry.bytes)), [], `step ${step}`);
         });
       }
       assert.ok(keptChanges > 50, `${keptChanges} changes kept every entry`);

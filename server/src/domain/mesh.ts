@@ -143,6 +143,14 @@ function sameShape(a: ServiceSpec, b: ServiceSpec): boolean {
     la.overprovisioningFactor === lb.overprovisioningFactor &&
     samePolicy(la.policy, lb.policy) &&
     la.routingPreference.length === lb.routingPreference.length &&
-    la.routingPreference.every((s, i) => s === lb.routingPreference[i])
+    la.routingPreference.every((s, i) => s === lb.routingPreference[i]) &&
+    sameSidecarSettings(a, b)
   );
+}
+
+/** A change of protocol, timeouts or health settings changes listeners and clusters: it is a change. */
+function sameSidecarSettings(a: ServiceSpec, b: ServiceSpec): boolean {
+  const key = (s: ServiceSpec) =>
+    JSON.stringify([s.protocol, s.connectTimeoutMs, s.outlierDetection, s.healthCheck, s.outboundPort]);
+  return key(a) === key(b);
 }

@@ -3,6 +3,7 @@
  */
 import type { Placement, Scope } from './locality.js';
 import type { LocalityPolicy } from './policy.js';
+import type { HealthCheck, OutlierDetection, Protocol } from './upstream.js';
 
 export type Health = 'healthy' | 'unhealthy' | 'draining';
 export const HEALTH_VALUES: readonly Health[] = ['healthy', 'unhealthy', 'draining'];
@@ -40,6 +41,13 @@ export interface ServiceSpec {
   readonly vip?: string;
   readonly loadBalancing: LoadBalancing;
   readonly endpoints: readonly Endpoint[];
+  // Sidecar (Envoy) settings; absent means the defaults of upstream.ts.
+  readonly protocol?: Protocol;
+  readonly connectTimeoutMs?: number;
+  readonly outlierDetection?: OutlierDetection;
+  readonly healthCheck?: HealthCheck;
+  /** The port a sidecar's outbound listener for this service binds on a local outbound address. */
+  readonly outboundPort?: number;
 }
 
 /** Identity of an endpoint inside one service: its socket address. */

@@ -19,6 +19,7 @@ import {
 } from './service.js';
 import { policyToJson } from './policy.js';
 import { readPolicy } from './policy-spec.js';
+import { DEFAULT_HEALTH_CHECK, DEFAULT_OUTLIER_DETECTION, PROTOCOLS, type Protocol } from './upstream.js';
 
 export interface ServerSettings {
   readonly host?: string;
@@ -40,7 +41,8 @@ const MAX_OVERPROVISIONING = 100_000;
 const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
-const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints'];
+const SIDECAR_KEYS = ['protocol', 'connectTimeoutMs', 'outlierDetection', 'healthCheck', 'outboundPort'];
+const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SIDECAR_KEYS];
 const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
@@ -202,6 +204,7 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
   const vip = r.optional(o, 'vip', path, r.ip);
   const loadBalancing = readLoadBalancing(r, o['loadBalancing'], join(path, 'loadBalancing'));
   const endpoints = r.optional(o, 'endpoints', path, (x, p) => readEndpoints(r, x, p)) ?? [];
+  const sidecar = readSidecarSettings(r, o, path);
   if (r.errors.length > before || name === undefined) return undefined;
   return {
     name,
@@ -209,6 +212,7 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
     ...(vip !== undefined ? { vip } : {}),
     loadBalancing,
     endpoints,
+    ...sidecar,
   };
 }
 
@@ -314,6 +318,7 @@ export function serviceSpecToJson(spec: ServiceSpec): Obj {
       ...(lb.policy ? { policy: policyToJson(lb.policy) } : {}),
     },
     endpoints: spec.endpoints.map(endpointToJson),
+    ...sidecarSettingsToJson(spec),
   };
 }
 
@@ -329,6 +334,65 @@ export function endpointToJson(e: Endpoint): Obj {
     health: e.health,
     weight: e.weight,
   };
+}
+
+// ------------------------------------------------- sidecar (Envoy) settings
+
+const OUTLIER_KEYS = Object.keys(DEFAULT_OUTLIER_DETECTION);
+const HEALTH_CHECK_KEYS = Object.keys(DEFAULT_HEALTH_CHECK);
+const MAX_MS = 3_600_000;
+
+type SidecarSettings = Pick<ServiceSpec, 'protocol' | 'connectTimeoutMs' | 'outlierDetection' | 'healthCheck' | 'outboundPort'>;
+
+/** Only what the input sets; upstreamOf() supplies the defaults. An empty object turns a feature on with its defaults. */
+function readSidecarSettings(r: Reader, o: Obj, path: string): SidecarSettings {
+  const ms = (min: number) => (x: unknown, p: string) => r.int(x, p, min, MAX_MS);
+  const protocol = r.optional(o, 'protocol', path, (x, p) => r.oneOf<Protocol>(x, p, PROTOCOLS));
+  const connectTimeoutMs = r.optional(o, 'connectTimeoutMs', path, ms(1));
+  const outboundPort = r.optional(o, 'outboundPort', path, (x, p) => r.int(x, p, 1, 65535));
+  const outlierDetection = r.optional(o, 'outlierDetection', path, (x, p) => {
+    const od = r.object(x, p, OUTLIER_KEYS);
+    if (!od) return undefined;
+    const d = DEFAULT_OUTLIER_DETECTION;
+    return {
+      consecutive5xx: r.optional(od, 'consecutive5xx', p, (v, q) => r.int(v, q, 1, 1000)) ?? d.consecutive5xx,
+      intervalMs: r.optional(od, 'intervalMs', p, ms(1)) ?? d.intervalMs,
+      baseEjectionTimeMs: r.optional(od, 'baseEjectionTimeMs', p, ms(1)) ?? d.baseEjectionTimeMs,
+      maxEjectionPercent: r.optional(od, 'maxEjectionPercent', p, (v, q) => r.int(v, q, 0, 100)) ?? d.maxEjectionPercent,
+    };
+  });
+  const healthCheck = r.optional(o, 'healthCheck', path, (x, p) => {
+    const hc = r.object(x, p, HEALTH_CHECK_KEYS);
+    if (!hc) return undefined;
+    const d = DEFAULT_HEALTH_CHECK;
+    const count = (v: unknown, q: string) => r.int(v, q, 1, 100);
+    const out = {
+      intervalMs: r.optional(hc, 'intervalMs', p, ms(1)) ?? d.intervalMs,
+      timeoutMs: r.optional(hc, 'timeoutMs', p, ms(1)) ?? d.timeoutMs,
+      unhealthyThreshold: r.optional(hc, 'unhealthyThreshold', p, count) ?? d.unhealthyThreshold,
+      healthyThreshold: r.optional(hc, 'healthyThreshold', p, count) ?? d.healthyThreshold,
+      path: r.optional(hc, 'path', p, r.string) ?? d.path,
+      grpcServiceName: r.optional(hc, 'grpcServiceName', p, r.string) ?? d.grpcServiceName,
+    };
+    if (!out.path.startsWith('/')) r.fail(join(p, 'path'), `must start with "/", got ${describe(out.path)}`);
+    return out;
+  });
+  return {
+    ...(protocol !== undefined ? { protocol } : {}),
+    ...(connectTimeoutMs !== undefined ? { connectTimeoutMs } : {}),
+    ...(outlierDetection !== undefined ? { outlierDetection } : {}),
+    ...(healthCheck !== undefined ? { healthCheck } : {}),
+    ...(outboundPort !== undefined ? { outboundPort } : {}),
+  };
+}
+
+function sidecarSettingsToJson(spec: ServiceSpec): Obj {
+  const out: Obj = {};
+  for (const k of SIDECAR_KEYS) {
+    const v = (spec as unknown as Obj)[k];
+    if (v !== undefined) out[k] = typeof v === 'object' ? { ...v } : v;
+  }
+  return out;
 }
 
 /** Collects the errors found while reading one input. */

@@ -1,6 +1,11 @@
-/** Cluster: one EDS cluster per service, its endpoints over ADS, round robin across the localities' weights. */
+/**
+ * Cluster: one EDS cluster per service, its endpoints over ADS, round robin
+ * across the localities' weights; an Envoy sidecar's carries more (envoy-cluster.ts).
+ */
+import { kindOf } from '../domain/client.js';
 import type { Mesh } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
+import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
 import { CLUSTER_TYPE } from './type-urls.js';
@@ -16,21 +21,35 @@ export function encodeCluster(name: string, edsServiceName: string): Uint8Array 
 }
 
 export function clusterType(mesh: Mesh): ResourceType {
-  // Depends on the name alone: encoded once per service.
+  // Proxyless: depends on the name alone, encoded once per service.
   const held = new Map<string, Resource>();
+  // Envoy: re-encoded when the service's sidecar settings change.
+  const envoy = new Map<string, { shape: string; resource: Resource }>();
   return {
     typeUrl: CLUSTER_TYPE,
     shortName: 'CDS',
     fullStateInSotw: true,
     pushRank: 0,
     names: () => mesh.list().map((s) => s.name),
-    resolve(name) {
-      if (!mesh.get(name)) return undefined;
+    resolve(name, client) {
+      const service = mesh.get(name);
+      if (!service) return undefined;
+      if (kindOf(client) === 'envoy') {
+        const shape = envoyClusterShape(service.spec);
+        const hit = envoy.get(name);
+        if (hit?.shape === shape) return hit.resource;
+        const resource = makeResource(name, CLUSTER_TYPE, encodeEnvoyCluster(service.spec));
+        envoy.set(name, { shape, resource });
+        return resource;
+      }
       let r = held.get(name);
       if (!r) held.set(name, (r = makeResource(name, CLUSTER_TYPE, encodeCluster(name, name))));
       return r;
     },
     touchedBy: servicesAsNames,
-    forget: (service) => held.delete(service),
+    forget: (service) => {
+      held.delete(service);
+      envoy.delete(service);
+    },
   };
 }

@@ -1,10 +1,16 @@
 /**
  * ClusterLoadAssignment: depends on where the client is, so it comes from the
  * locality-keyed CLA cache and is wrapped in an Any once per cache entry.
+ * An Envoy sidecar gets the same bytes, plus the service's parked (draining,
+ * unhealthy) endpoints after the last priority when there are any: only then
+ * do its bytes differ, so only then is its resource its own.
  */
 import { ClaCache, type ClaEntry } from '../domain/cla-cache.js';
+import { kindOf } from '../domain/client.js';
 import type { Mesh } from '../domain/mesh.js';
-import type { Bytes } from '../wire/rope.js';
+import { parkedGroups } from '../domain/parked-endpoints.js';
+import { flatten, type Bytes } from '../wire/rope.js';
+import { encodeParkedGroups, parkedSignature } from './envoy-endpoints.js';
 import { encodeClaBytes } from './endpoint-codec.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
@@ -20,6 +26,7 @@ export function serverClaCache(): ServerClaCache {
 
 export function endpointType(mesh: Mesh, claCache: ServerClaCache): ResourceType {
   const wrapped = new WeakMap<ClaEntry<Bytes>, Resource>();
+  const withParked = new WeakMap<ClaEntry<Bytes>, { key: string; resource: Resource }>();
   return {
     typeUrl: ENDPOINT_TYPE,
     shortName: 'EDS',
@@ -32,7 +39,20 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache): ResourceType
       const entry = claCache.lookup(service, client);
       let r = wrapped.get(entry);
       if (!r) wrapped.set(entry, (r = makeResource(entry.service, ENDPOINT_TYPE, entry.bytes)));
-      return r;
+      if (kindOf(client) !== 'envoy') return r;
+      const parked = parkedGroups(entry.cla, service.endpoints.values());
+      if (parked.length === 0) return r;
+      const key = `${r.hash}\n${parkedSignature(parked)}`;
+      const hit = withParked.get(entry);
+      if (hit?.key === key) return hit.resource;
+      const base = flatten(entry.bytes);
+      const tail = encodeParkedGroups(parked);
+      const bytes = new Uint8Array(base.length + tail.length);
+      bytes.set(base);
+      bytes.set(tail, base.length);
+      const resource = makeResource(entry.service, ENDPOINT_TYPE, bytes);
+      withParked.set(entry, { key, resource });
+      return resource;
     },
     touchedBy: servicesAsNames,
     forget: (service) => claCache.forget(service),

@@ -1,10 +1,14 @@
 /**
- * Listener: an API listener per service (what proxyless gRPC resolves
+ * Listener: for proxyless gRPC, an API listener per service (what it resolves
  * `xds:///name` to), its HttpConnectionManager pointing at the service's
- * RouteConfiguration over ADS, with the router filter last.
+ * RouteConfiguration over ADS, with the router filter last. For an Envoy
+ * sidecar, a real outbound listener (envoy-listener.ts); Envoy refuses
+ * api_listeners over LDS.
  */
+import { kindOf } from '../domain/client.js';
 import type { Mesh } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
+import { encodeEnvoyListener, outboundBind } from './envoy-listener.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
 import { LISTENER_TYPE } from './type-urls.js';
@@ -27,21 +31,38 @@ export function encodeListener(name: string, routeConfigName: string): Uint8Arra
 }
 
 export function listenerType(mesh: Mesh): ResourceType {
-  // Depends on the name alone: encoded once per service.
+  // Proxyless: depends on the name alone, encoded once per service.
   const held = new Map<string, Resource>();
+  // Envoy: per service, by bind address and spec; a handful of binds per service.
+  const envoy = new Map<string, Map<string, Resource>>();
   return {
     typeUrl: LISTENER_TYPE,
     shortName: 'LDS',
     fullStateInSotw: true,
     pushRank: 2,
     names: () => mesh.list().map((s) => s.name),
-    resolve(name) {
-      if (!mesh.get(name)) return undefined;
+    resolve(name, client) {
+      const service = mesh.get(name);
+      if (!service) return undefined;
+      if (kindOf(client) === 'envoy') {
+        const bind = outboundBind(service.spec, client);
+        if (!bind) return undefined;
+        const { protocol } = service.spec;
+        const key = `${bind.address}|${bind.port}|${protocol ?? ''}`;
+        let byKey = envoy.get(name);
+        if (!byKey) envoy.set(name, (byKey = new Map()));
+        let e = byKey.get(key);
+        if (!e) byKey.set(key, (e = makeResource(name, LISTENER_TYPE, encodeEnvoyListener(service.spec, bind))));
+        return e;
+      }
       let r = held.get(name);
       if (!r) held.set(name, (r = makeResource(name, LISTENER_TYPE, encodeListener(name, name))));
       return r;
     },
     touchedBy: servicesAsNames,
-    forget: (service) => held.delete(service),
+    forget: (service) => {
+      held.delete(service);
+      envoy.delete(service);
+    },
   };
 }

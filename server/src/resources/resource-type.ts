@@ -4,7 +4,7 @@
  * client, and which names a change to the mesh touches. Sessions (SotW and
  * delta) see resource types only through this interface and the registry.
  */
-import type { Placement } from '../domain/locality.js';
+import type { Client } from '../domain/client.js';
 import type { Resource } from './resource.js';
 
 export interface ResourceType {
@@ -18,7 +18,7 @@ export interface ResourceType {
   /** Every name of this type, for wildcard subscriptions. */
   names(): readonly string[];
   /** The resource as this client sees it, or undefined when it does not exist. */
-  resolve(name: string, client: Placement): Resource | undefined;
+  resolve(name: string, client: Client): Resource | undefined;
   /** The names of this type that a change to these services may have changed. */
   touchedBy(services: ReadonlySet<string>): Iterable<string>;
   /** Drops what a deleted service left behind. */

@@ -17,7 +17,7 @@
  *   a NACK, or by a request with a stale nonce, are still applied (in delta a
  *   lost subscription change would never be repeated).
  */
-import type { Placement } from '../domain/locality.js';
+import type { Client } from '../domain/client.js';
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
 import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
@@ -64,7 +64,7 @@ interface DeltaTypeState {
 
 export class DeltaSession implements Session<DeltaDiscoveryRequest> {
   node: NodeInfo | undefined;
-  placement: Placement = placementOf(undefined);
+  placement: Client = placementOf(undefined);
   readonly connectedAt = new Date().toISOString();
   private readonly subscriptions = new Map<string, DeltaTypeState>();
   private nonces = 0;

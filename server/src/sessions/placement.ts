@@ -3,12 +3,34 @@
  * other scopes and labels from node.metadata. Canopy's own keys come first;
  * Istio's spellings are read too, so existing sidecar bootstraps work as-is.
  */
-import type { Placement } from '../domain/locality.js';
+import { CLIENT_KINDS, type Client, type ClientKind } from '../domain/client.js';
+import { isIp } from '../domain/spec.js';
 import type { NodeInfo } from '../wire/request.js';
 
-export function placementOf(node: NodeInfo | undefined): Placement {
+/** Node metadata keys a bootstrap can set (documented in the README's "Envoy sidecars"). */
+export const CLIENT_KIND_KEY = 'canopy.client_kind';
+export const OUTBOUND_ADDRESS_KEY = 'canopy.outbound_address';
+
+/**
+ * The kind of client: the explicit metadata key wins; otherwise Envoy says
+ * `user_agent_name: envoy` and Canopy's agent `canopy-agent`; anything else
+ * is proxyless gRPC (which is what every client was before kinds existed).
+ */
+export function clientKindOf(node: NodeInfo | undefined): ClientKind {
+  const explicit = node?.metadata[CLIENT_KIND_KEY];
+  if (typeof explicit === 'string' && (CLIENT_KINDS as readonly string[]).includes(explicit)) return explicit as ClientKind;
+  const agent = node?.userAgentName ?? '';
+  if (agent === 'envoy') return 'envoy';
+  if (agent === 'canopy-agent') return 'agent';
+  return 'grpc';
+}
+
+export function placementOf(node: NodeInfo | undefined): Client {
   const md = node?.metadata ?? {};
+  const outbound = str(md[OUTBOUND_ADDRESS_KEY]);
   return {
+    kind: clientKindOf(node),
+    ...(outbound !== undefined && isIp(outbound) ? { outboundAddress: outbound } : {}),
     locality: {
       region: node?.locality.region ?? '',
       zone: node?.locality.zone ?? '',

@@ -11,7 +11,7 @@
  * - LDS, CDS and LocalityTree responses carry the full subscribed state; RDS and EDS carry
  *   only the resources whose bytes the client does not already hold.
  */
-import type { Placement } from '../domain/locality.js';
+import type { Client } from '../domain/client.js';
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
 import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
 import { encodeDiscoveryResponse } from '../wire/envelope.js';
@@ -43,7 +43,7 @@ interface TypeState {
 
 export class SotwSession implements Session<DiscoveryRequest> {
   node: NodeInfo | undefined;
-  placement: Placement = placementOf(undefined);
+  placement: Client = placementOf(undefined);
   readonly connectedAt = new Date().toISOString();
   private readonly subscriptions = new Map<string, TypeState>();
   private nonces = 0;

@@ -15,6 +15,9 @@ const FILES = [
   'envoy/config/endpoint/v3/endpoint.proto',
   'envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto',
   'envoy/extensions/filters/http/router/v3/router.proto',
+  // What Envoy sidecars are sent inside Anys.
+  'envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto',
+  'envoy/extensions/upstreams/http/v3/http_protocol_options.proto',
 ];
 
 let root: protobuf.Root | undefined;

@@ -1,0 +1,28 @@
+/**
+ * Who is asking: where a client runs (its Placement) and what kind of xDS
+ * client it is, since the same service yields resources suited to each kind.
+ * - `grpc`: proxyless gRPC; resolves `xds:///NAME` through an api_listener.
+ * - `envoy`: a sidecar; binds real outbound listeners and drains endpoints
+ *   it is told are draining.
+ * - `agent`: Canopy's node agent; asks for locality trees only.
+ * Pure.
+ */
+import type { Placement } from './locality.js';
+
+export type ClientKind = 'grpc' | 'envoy' | 'agent';
+export const CLIENT_KINDS: readonly ClientKind[] = ['grpc', 'envoy', 'agent'];
+
+export interface Client extends Placement {
+  /** Absent: `grpc`, today's behaviour for every client. */
+  readonly kind?: ClientKind;
+  /**
+   * An Envoy sidecar's local outbound address (e.g. 127.0.0.1): its listener
+   * for a service binds here on the service's outboundPort (or port) instead
+   * of the service's VIP.
+   */
+  readonly outboundAddress?: string;
+}
+
+export function kindOf(client: Client): ClientKind {
+  return client.kind ?? 'grpc';
+}

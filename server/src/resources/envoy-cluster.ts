@@ -1,0 +1,74 @@
+/**
+ * An Envoy sidecar's Cluster for one service: EDS over ADS, the locality
+ * weights Canopy computes honoured (locality_weighted_lb_config), HTTP/2 to
+ * gRPC backends, the service's connect timeout, and its outlier detection and
+ * active health checks when configured.
+ */
+import type { ServiceSpec } from '../domain/service.js';
+import { upstreamOf, type HealthCheck, type OutlierDetection, type Protocol } from '../domain/upstream.js';
+import { encodeMessage } from '../wire/protos.js';
+
+const HTTP_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
+
+function duration(ms: number): { seconds?: number; nanos?: number } {
+  const seconds = Math.floor(ms / 1000);
+  const nanos = (ms % 1000) * 1_000_000;
+  // Zero fields left out: a proto3 default is not written.
+  return { ...(seconds ? { seconds } : {}), ...(nanos ? { nanos } : {}) };
+}
+
+function outlier(od: OutlierDetection): object {
+  return {
+    consecutive_5xx: { value: od.consecutive5xx },
+    interval: duration(od.intervalMs),
+    base_ejection_time: duration(od.baseEjectionTimeMs),
+    max_ejection_percent: { value: od.maxEjectionPercent },
+  };
+}
+
+function healthCheck(hc: HealthCheck, protocol: Protocol): object {
+  const probe =
+    protocol === 'grpc'
+      ? { grpc_health_check: { service_name: hc.grpcServiceName } }
+      : protocol === 'http'
+        ? { http_health_check: { path: hc.path } }
+        : { tcp_health_check: {} };
+  return {
+    timeout: duration(hc.timeoutMs),
+    interval: duration(hc.intervalMs),
+    unhealthy_threshold: { value: hc.unhealthyThreshold },
+    healthy_threshold: { value: hc.healthyThreshold },
+    ...probe,
+  };
+}
+
+export function encodeEnvoyCluster(spec: ServiceSpec): Uint8Array {
+  const up = upstreamOf(spec);
+  const http2 =
+    up.protocol === 'grpc'
+      ? {
+          typed_extension_protocol_options: {
+            [HTTP_OPTIONS]: {
+              type_url: `type.googleapis.com/${HTTP_OPTIONS}`,
+              value: encodeMessage(HTTP_OPTIONS, { explicit_http_config: { http2_protocol_options: {} } }),
+            },
+          },
+        }
+      : {};
+  return encodeMessage('envoy.config.cluster.v3.Cluster', {
+    name: spec.name,
+    type: 'EDS',
+    eds_cluster_config: { eds_config: { ads: {}, resource_api_version: 'V3' }, service_name: spec.name },
+    connect_timeout: duration(up.connectTimeoutMs),
+    lb_policy: 'ROUND_ROBIN',
+    common_lb_config: { locality_weighted_lb_config: {} },
+    ...http2,
+    ...(up.outlierDetection ? { outlier_detection: outlier(up.outlierDetection) } : {}),
+    ...(up.healthCheck ? { health_checks: [healthCheck(up.healthCheck, up.protocol)] } : {}),
+  });
+}
+
+/** What the Envoy cluster's bytes depend on, to re-encode only when it changes. */
+export function envoyClusterShape(spec: ServiceSpec): string {
+  return JSON.stringify(upstreamOf(spec));
+}
