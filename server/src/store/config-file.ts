@@ -7,9 +7,9 @@
 import { readFileSync, watch } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseDocument } from 'yaml';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
+import { configFormatOf, parseConfigData, type ConfigFormat } from './config-text.js';
 
 export async function loadConfigFile(file: string): Promise<ValidationResult<CanopyConfig>> {
   let text: string;
@@ -18,28 +18,13 @@ export async function loadConfigFile(file: string): Promise<ValidationResult<Can
   } catch (err) {
     return { ok: false, errors: [{ path: '', message: `cannot read ${file}: ${(err as Error).message}` }] };
   }
-  return parseConfigText(text);
+  return parseConfigText(text, configFormatOf(file));
 }
 
-/** YAML text → a validated config; YAML problems become errors that name their line. */
-export function parseConfigText(text: string): ValidationResult<CanopyConfig> {
-  const doc = parseDocument(text);
-  if (doc.errors.length > 0) return { ok: false, errors: doc.errors.map(yamlError) };
-  let input: unknown;
-  try {
-    // toJS() still throws on some documents that parse, e.g. an alias to an undefined anchor.
-    input = doc.toJS();
-  } catch (err) {
-    return { ok: false, errors: [{ path: '', message: `YAML error: ${(err as Error).message}` }] };
-  }
-  return parseConfig(input);
-}
-
-function yamlError(e: { message: string; linePos?: readonly { line: number; col: number }[] }): FieldError {
-  // The yaml package appends "at line L, column C:" and a code excerpt; we state the place once, first.
-  const what = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
-  const at = e.linePos?.[0];
-  return { path: '', message: `YAML syntax error${at ? ` at line ${at.line}, column ${at.col}` : ''}: ${what}` };
+/** Config text (YAML unless `format` says JSON) → a validated config; syntax errors name their line. */
+export function parseConfigText(text: string, format: ConfigFormat = 'yaml'): ValidationResult<CanopyConfig> {
+  const data = parseConfigData(text, format);
+  return data.ok ? parseConfig(data.value) : data;
 }
 
 export interface ConfigWatchHandlers {
@@ -78,7 +63,7 @@ export function watchConfigFile(
     // Editors raise several events per save, and `touch` raises one without a change.
     if (stopped || text === lastText) return;
     lastText = text;
-    const result = parseConfigText(text);
+    const result = parseConfigText(text, configFormatOf(file));
     if (result.ok) handlers.onValid(result.value);
     else handlers.onInvalid(result.errors);
   };
