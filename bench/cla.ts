@@ -6,12 +6,12 @@
 import type { ClaEntry } from '../server/src/domain/cla-cache.js';
 import { ClaCache } from '../server/src/domain/cla-cache.js';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
-import { serverClaCache } from '../server/src/xds/catalog.js';
-import { encodeCla } from '../server/src/xds/codec.js';
-import { makeResource, type Resource } from '../server/src/xds/resource.js';
-import { flatten, type Bytes } from '../server/src/xds/rope.js';
-import { encodeLocalityTree } from '../server/src/xds/tree-codec.js';
-import { ENDPOINT_TYPE } from '../server/src/xds/type-urls.js';
+import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { encodeCla } from '../server/src/resources/endpoint-codec.js';
+import { makeResource, type Resource } from '../server/src/resources/resource.js';
+import { flatten, type Bytes } from '../server/src/wire/rope.js';
+import { encodeLocalityTree } from '../server/src/resources/tree-codec.js';
+import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { istioPerClient, localityGroups, rankLoop } from './baselines.js';
 import { cpu, failoverService, makeClients, makeEndpoints, median, quiesce, round } from './data.js';
 import type { Placement } from '../server/src/domain/locality.js';

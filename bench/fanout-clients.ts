@@ -12,8 +12,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { parseArgs } from 'node:util';
-import { utf8Bytes, WireWriter, fieldSize, optionalFieldSize } from '../server/src/xds/wire.js';
-import { ENDPOINT_TYPE } from '../server/src/xds/type-urls.js';
+import { utf8Bytes, WireWriter, fieldSize, optionalFieldSize } from '../server/src/wire/wire.js';
+import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { makeClients } from './data.js';
 
 const ADS_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';

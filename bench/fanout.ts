@@ -21,11 +21,12 @@ import { pino } from 'pino';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import type { Endpoint } from '../server/src/domain/service.js';
 import { startCanopy } from '../server/src/main.js';
-import { serverClaCache } from '../server/src/xds/catalog.js';
-import { decodeDiscoveryRequest, encodeDiscoveryResponse, type DiscoveryRequest } from '../server/src/xds/codec.js';
-import { nullObserver } from '../server/src/xds/observer.js';
-import { makeResource } from '../server/src/xds/resource.js';
-import { ENDPOINT_TYPE } from '../server/src/xds/type-urls.js';
+import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
+import { decodeDiscoveryRequest, type DiscoveryRequest } from '../server/src/wire/request.js';
+import { nullObserver } from '../server/src/sessions/observer.js';
+import { makeResource } from '../server/src/resources/resource.js';
+import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { failoverService, makeEndpoints, median, percentile, round, settleHeap } from './data.js';
 
 export interface Latency {

@@ -14,10 +14,10 @@
 import type { ClaEntry } from '../server/src/domain/cla-cache.js';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import { endpointKey, type Endpoint } from '../server/src/domain/service.js';
-import { serverClaCache } from '../server/src/xds/catalog.js';
-import { makeResource, type Resource } from '../server/src/xds/resource.js';
-import type { Bytes } from '../server/src/xds/rope.js';
-import { ENDPOINT_TYPE } from '../server/src/xds/type-urls.js';
+import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { makeResource, type Resource } from '../server/src/resources/resource.js';
+import type { Bytes } from '../server/src/wire/rope.js';
+import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import type { Placement } from '../server/src/domain/locality.js';
 import { cpu, failoverService, makeClients, makeEndpoint, makeEndpoints, median, percentile, round, settleHeap, wall } from './data.js';
 

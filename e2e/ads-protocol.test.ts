@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { startCanopy, type Canopy } from '../server/src/main.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
-import type { ClientStatus, TypeStatus } from '../server/src/xds/client-status.js';
+import type { ClientStatus, TypeStatus } from '../server/src/sessions/client-status.js';
 import { RawAdsStream } from './support/raw-ads.js';
 
 const CDS = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';

@@ -13,8 +13,8 @@ import { Datapath } from '../server/src/agent/datapath.js';
 import type { IncomingTree } from '../server/src/agent/planner.js';
 import { Mesh } from '../server/src/domain/mesh.js';
 import type { LbMode, ServiceSpec } from '../server/src/domain/service.js';
-import { contentHash } from '../server/src/xds/resource.js';
-import { decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt } from '../server/src/xds/tree-codec.js';
+import { contentHash } from '../server/src/resources/resource.js';
+import { decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt } from '../server/src/resources/tree-codec.js';
 import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
 import { placementOf, spec } from './support/kernel-fixtures.js';
 

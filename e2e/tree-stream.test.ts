@@ -9,8 +9,8 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { ServiceSpec } from '../server/src/domain/service.js';
 import { startCanopy, type Canopy } from '../server/src/main.js';
-import { decodeLocalityTree, intToIpv4 } from '../server/src/xds/tree-codec.js';
-import { TREE_TYPE } from '../server/src/xds/type-urls.js';
+import { decodeLocalityTree, intToIpv4 } from '../server/src/resources/tree-codec.js';
+import { TREE_TYPE } from '../server/src/resources/type-urls.js';
 import { RawAdsStream } from './support/raw-ads.js';
 
 function svc(name: string, vip: string | undefined, health: 'healthy' | 'unhealthy' = 'healthy'): ServiceSpec {

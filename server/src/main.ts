@@ -11,9 +11,10 @@ import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
 import { ServiceStore } from './store/service-store.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
-import { AdsServer } from './xds/ads-server.js';
-import { teeObserver, type XdsObserver } from './xds/observer.js';
-import { ResourceCatalog, serverClaCache, type ServerClaCache } from './xds/catalog.js';
+import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
+import { canopyResources } from './resources/registry.js';
+import { teeObserver, type XdsObserver } from './sessions/observer.js';
+import { PushPipeline } from './sessions/push-pipeline.js';
 
 export interface CanopyOptions {
   readonly config: CanopyConfig;
@@ -35,7 +36,7 @@ export interface Canopy {
   readonly xdsAddress: string;
   readonly adminAddress: string;
   readonly store: ServiceStore;
-  readonly ads: AdsServer;
+  readonly ads: PushPipeline;
   readonly claCache: ServerClaCache;
   stop(): Promise<void>;
 }
@@ -53,7 +54,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   const store = new ServiceStore();
   const claCache = serverClaCache();
-  const catalog = new ResourceCatalog(store.mesh, claCache);
+  const resources = canopyResources(store.mesh, claCache);
   const registry = new Registry();
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),
@@ -62,11 +63,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     connectedClients: () => pipeline.connected,
   });
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
-  const pipeline = new AdsServer({ source: catalog, observer, log: logger.child({ component: 'xds' }), debounceMs });
+  const pipeline = new PushPipeline({ resources, observer, log: logger.child({ component: 'xds' }), debounceMs });
 
   store.subscribe((changes) => {
     for (const c of changes) {
-      if (c.kind === 'deleted') catalog.forget(c.service);
+      if (c.kind === 'deleted') resources.forget(c.service);
       logger.info({ service: c.service, kind: c.kind, endpoints: c.endpoints.length }, 'service changed');
     }
     pipeline.notify(changes.map((c) => c.service));

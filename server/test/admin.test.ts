@@ -10,8 +10,8 @@ import type { Cla } from '../src/domain/cla.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { emptyPlacement } from '../src/domain/locality.js';
 import { ServiceStore } from '../src/store/service-store.js';
-import type { ClientStatus } from '../src/xds/client-status.js';
-import { ENDPOINT_TYPE } from '../src/xds/type-urls.js';
+import type { ClientStatus } from '../src/sessions/client-status.js';
+import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 
 /** Encoding is not under test here: just something whose length changes with the CLA. */
 const encode = (cla: Cla) => new TextEncoder().encode(JSON.stringify(cla.groups.map((g) => [g.priority, g.weight])));

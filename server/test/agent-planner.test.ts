@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { LAYOUT, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
 import { plan, PlanError, type AgentState, type IncomingTree } from '../src/agent/planner.js';
 import { SlotAllocator } from '../src/agent/slot-allocator.js';
-import type { TreeMessage } from '../src/xds/tree-codec.js';
+import type { TreeMessage } from '../src/resources/tree-codec.js';
 
 function tree(name: string, opts: Partial<Omit<TreeMessage, 'backends'>> & { backends?: number } = {}): IncomingTree {
   const n = opts.backends ?? 2;

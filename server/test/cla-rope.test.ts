@@ -12,11 +12,12 @@ import { buildCla } from '../src/domain/cla.js';
 import { Mesh, type ServiceState } from '../src/domain/mesh.js';
 import { planFor } from '../src/domain/priorities.js';
 import type { Endpoint, LbMode } from '../src/domain/service.js';
-import { serverClaCache } from '../src/xds/catalog.js';
-import { encodeAny, encodeCla, encodeDiscoveryResponse } from '../src/xds/codec.js';
-import { makeResource } from '../src/xds/resource.js';
-import { flatten, isRope } from '../src/xds/rope.js';
-import { ENDPOINT_TYPE } from '../src/xds/type-urls.js';
+import { serverClaCache } from '../src/resources/endpoint.js';
+import { encodeCla } from '../src/resources/endpoint-codec.js';
+import { encodeAny, encodeDiscoveryResponse } from '../src/wire/envelope.js';
+import { makeResource } from '../src/resources/resource.js';
+import { flatten, isRope } from '../src/wire/rope.js';
+import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 import { client, ep, lb, service } from './support/builders.js';
 
 /** A deterministic PRNG, so a failure replays. */

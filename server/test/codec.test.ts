@@ -11,18 +11,14 @@ import { EMPTY_LOCALITY } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { planFor } from '../src/domain/priorities.js';
 import type { Endpoint } from '../src/domain/service.js';
-import {
-  decodeDiscoveryRequest,
-  encodeAny,
-  encodeCla,
-  encodeCluster,
-  encodeDiscoveryResponse,
-  encodeListener,
-  encodeRouteConfiguration,
-  lbEndpointEncodeCount,
-} from '../src/xds/codec.js';
-import { messageType } from '../src/xds/protos.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, type XdsTypeUrl } from '../src/xds/type-urls.js';
+import { encodeCluster } from '../src/resources/cluster.js';
+import { encodeCla, lbEndpointEncodeCount } from '../src/resources/endpoint-codec.js';
+import { encodeListener } from '../src/resources/listener.js';
+import { encodeRouteConfiguration } from '../src/resources/route.js';
+import { encodeAny, encodeDiscoveryResponse } from '../src/wire/envelope.js';
+import { decodeDiscoveryRequest } from '../src/wire/request.js';
+import { messageType } from '../src/wire/protos.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, type XdsTypeUrl } from '../src/resources/type-urls.js';
 import { client, ep, lb, service } from './support/builders.js';
 
 // ------------------------------------------------------------------ helpers

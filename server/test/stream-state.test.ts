@@ -6,20 +6,34 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Placement } from '../src/domain/locality.js';
-import type { DiscoveryRequest } from '../src/xds/codec.js';
-import { makeResource, type Resource } from '../src/xds/resource.js';
-import { StreamState, type OutgoingResponse, type ResourceSource } from '../src/xds/stream-state.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/xds/type-urls.js';
+import type { DiscoveryRequest } from '../src/wire/request.js';
+import { makeResource, type Resource } from '../src/resources/resource.js';
+import { ResourceRegistry } from '../src/resources/registry.js';
+import type { ResourceType } from '../src/resources/resource-type.js';
+import { SotwSession, type OutgoingResponse } from '../src/sessions/sotw-session.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 
-/** A mutable in-memory source: name → content per type. */
-class FakeSource implements ResourceSource {
+/** A mutable in-memory source: name → content per type, served as CDS (full state) and EDS (not). */
+class FakeSource {
   readonly content = new Map<string, Map<string, string>>();
-  names(typeUrl: string): string[] {
-    return [...(this.content.get(typeUrl)?.keys() ?? [])];
-  }
-  resolve(typeUrl: string, name: string, _client: Placement): Resource | undefined {
-    const body = this.content.get(typeUrl)?.get(name);
-    return body === undefined ? undefined : makeResource(name, typeUrl, new TextEncoder().encode(body));
+  /** How many names were resolved so far. */
+  resolves = 0;
+  readonly registry = new ResourceRegistry([this.type(CLUSTER_TYPE, true, 0), this.type(ENDPOINT_TYPE, false, 1)]);
+  private type(typeUrl: string, fullStateInSotw: boolean, pushRank: number): ResourceType {
+    return {
+      typeUrl,
+      shortName: typeUrl,
+      fullStateInSotw,
+      pushRank,
+      names: () => [...(this.content.get(typeUrl)?.keys() ?? [])],
+      resolve: (name: string, _client: Placement): Resource | undefined => {
+        this.resolves++;
+        const body = this.content.get(typeUrl)?.get(name);
+        return body === undefined ? undefined : makeResource(name, typeUrl, new TextEncoder().encode(body));
+      },
+      touchedBy: (services) => services,
+      forget: () => {},
+    };
   }
   set(typeUrl: string, name: string, body: string | undefined): void {
     const m = this.content.get(typeUrl) ?? new Map<string, string>();
@@ -31,7 +45,7 @@ class FakeSource implements ResourceSource {
 
 class Harness {
   readonly source = new FakeSource();
-  readonly stream = new StreamState(1, 'test', this.source);
+  readonly stream = new SotwSession(1, 'test', this.source.registry);
   private lastNonce = 0;
   readonly sent: OutgoingResponse[] = [];
 
@@ -60,7 +74,7 @@ class Harness {
   }
 }
 
-describe('StreamState', () => {
+describe('SotwSession', () => {
   it('wildcard CDS carries full state; ACK is silent; unchanged content sends nothing', () => {
     const h = new Harness();
     h.source.set(CLUSTER_TYPE, 'a', 'A1');
@@ -142,15 +156,13 @@ describe('StreamState', () => {
     const h = new Harness();
     h.source.set(ENDPOINT_TYPE, 'a', 'A1');
     const first = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a'] }).responses[0]!;
-    let resolves = 0;
-    const resolve = h.source.resolve.bind(h.source);
-    h.source.resolve = (t, n, c) => (resolves++, resolve(t, n, c));
+    const resolvesBefore = h.source.resolves;
     // The content changes before the ACK arrives: the ACK does not answer it, the push does.
     h.source.set(ENDPOINT_TYPE, 'a', 'A2');
     const ack = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a'], versionInfo: first.version, responseNonce: first.nonce });
     assert.equal(ack.outcome.kind, 'ack');
     assert.deepEqual(ack.responses, []);
-    assert.equal(resolves, 0, 'an ACK costs no resolve');
+    assert.equal(h.source.resolves - resolvesBefore, 0, 'an ACK costs no resolve');
     const pushed = h.refresh();
     assert.equal(pushed.length, 1);
     assert.notEqual(pushed[0]!.version, first.version);
@@ -188,7 +200,7 @@ describe('StreamState', () => {
     assert.equal(h.stream.placement.locality.region, 'r7');
     assert.equal(h.stream.placement.network, 'n2');
     assert.deepEqual(h.stream.placement.labels, { app: 'x' });
-    assert.equal(h.stream.concerns(new Set(['anything'])), true, 'wildcard concerns every name');
+    assert.equal(h.stream.concerns(new Map([[CLUSTER_TYPE, new Set(['anything'])]])), true, 'wildcard concerns every name');
   });
 });
 

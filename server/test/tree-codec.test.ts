@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Mesh } from '../src/domain/mesh.js';
-import { backendWireSize, decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt } from '../src/xds/tree-codec.js';
+import { backendWireSize, decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt } from '../src/resources/tree-codec.js';
 import { ep, lb, service } from './support/builders.js';
 
 function compiled(spec: ReturnType<typeof service>) {

@@ -15,7 +15,7 @@ import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey } from '../domain/service.js';
 import { endpointToJson, parseServiceSpec, patchEndpoint, serviceSpecToJson } from '../domain/spec.js';
 import type { ServiceStore } from '../store/service-store.js';
-import type { ClientStatus } from '../xds/client-status.js';
+import type { ClientStatus } from '../sessions/client-status.js';
 
 export interface AdminDeps {
   readonly store: ServiceStore;

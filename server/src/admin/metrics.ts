@@ -4,8 +4,8 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ClaCacheStats } from '../domain/cla-cache.js';
-import type { XdsObserver } from '../xds/observer.js';
-import { shortTypeName } from '../xds/type-urls.js';
+import type { XdsObserver } from '../sessions/observer.js';
+import { shortTypeName } from '../resources/type-urls.js';
 
 export interface MetricSources {
   readonly claCache: () => ClaCacheStats;

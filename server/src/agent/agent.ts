@@ -9,10 +9,10 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Placement } from '../domain/locality.js';
-import { messageType } from '../xds/protos.js';
-import { contentHash } from '../xds/resource.js';
-import { decodeLocalityTree, intToIpv4, type TreeMessage } from '../xds/tree-codec.js';
-import { TREE_TYPE } from '../xds/type-urls.js';
+import { messageType } from '../wire/protos.js';
+import { contentHash } from '../resources/resource.js';
+import { decodeLocalityTree, intToIpv4, type TreeMessage } from '../resources/tree-codec.js';
+import { TREE_TYPE } from '../resources/type-urls.js';
 import { Datapath, type Workload } from './datapath.js';
 import type { IncomingTree } from './planner.js';
 

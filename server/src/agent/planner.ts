@@ -10,7 +10,7 @@
  *    once no connect() that read the old service entry can still be using them.
  * A removed service is unpublished (one delete) and retired the same way.
  */
-import type { TreeMessage } from '../xds/tree-codec.js';
+import type { TreeMessage } from '../resources/tree-codec.js';
 import {
   LAYOUT,
   MAX_DEPTH,

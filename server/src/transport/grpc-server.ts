@@ -4,8 +4,8 @@
  * response serializer is the identity.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { AdsServer } from '../xds/ads-server.js';
-import { decodeDiscoveryRequest, type DiscoveryRequest } from '../xds/codec.js';
+import type { PushPipeline } from '../sessions/push-pipeline.js';
+import { decodeDiscoveryRequest, type DiscoveryRequest } from '../wire/request.js';
 
 const ADS_SERVICE: grpc.ServiceDefinition = {
   StreamAggregatedResources: {
@@ -27,7 +27,7 @@ export interface GrpcTransport {
 }
 
 export async function startGrpcTransport(opts: {
-  readonly ads: AdsServer;
+  readonly ads: PushPipeline;
   readonly host: string;
   readonly port: number;
 }): Promise<GrpcTransport> {
@@ -63,7 +63,7 @@ export async function startGrpcTransport(opts: {
   };
 }
 
-function serveStream(ads: AdsServer, call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>): void {
+function serveStream(ads: PushPipeline, call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>): void {
   let ended = false;
   const handle = ads.open(call.getPeer(), {
     write: (bytes) => (ended ? true : call.write(bytes)),

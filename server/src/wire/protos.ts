@@ -53,3 +53,9 @@ export function envoyRoot(): protobuf.Root {
 export function messageType(fullName: string): protobuf.Type {
   return envoyRoot().lookupType(fullName);
 }
+
+/** One message encoded through protobufjs from its proto-named fields (for resources off the hot path). */
+export function encodeMessage(fullName: string, value: object): Uint8Array {
+  const type = messageType(fullName);
+  return type.encode(type.fromObject(value)).finish();
+}

@@ -1,144 +1,17 @@
 /**
- * The wire codec. Requests and the per-service resources (Listener, Route,
- * Cluster) go through protobufjs with Envoy's real protos. The hot paths are
- * assembled by hand from pre-encoded parts:
- * - a ClusterLoadAssignment from each endpoint's cached LbEndpoint bytes, so
- *   re-encoding after one endpoint changed encodes only that endpoint;
- * - a DiscoveryResponse from resources already encoded as Any, so every
- *   stream sharing a resource writes the same bytes and only the small
- *   envelope (version, nonce) is per stream.
+ * The ClusterLoadAssignment encoder, assembled by hand from pre-encoded parts:
+ * a CLA from each endpoint's cached LbEndpoint bytes, so re-encoding after one
+ * endpoint changed encodes only that endpoint; and, for CLAs whose leaves are
+ * localities, a rope over cached subtree parts that follows the tree. The
+ * caches below are keyed by object identity (endpoints, tree nodes, groups),
+ * so they are correct for any number of meshes and die with their keys.
  */
 import { leafGroup, type Cla, type ClaGroup, type ClaSpan } from '../domain/cla.js';
 import type { TreeNode } from '../domain/locality-tree.js';
 import type { Locality } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
-import { messageType } from './protos.js';
-import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from './rope.js';
-import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from './wire.js';
-
-export interface NodeInfo {
-  readonly id: string;
-  readonly cluster: string;
-  readonly locality: { readonly region: string; readonly zone: string; readonly subzone: string };
-  readonly metadata: Readonly<Record<string, unknown>>;
-  readonly userAgentName: string;
-}
-
-export interface DiscoveryRequest {
-  readonly versionInfo: string;
-  readonly node?: NodeInfo;
-  readonly resourceNames: readonly string[];
-  readonly typeUrl: string;
-  readonly responseNonce: string;
-  readonly errorDetail?: { readonly code: number; readonly message: string };
-}
-
-const HCM_TYPE =
-  'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
-const ROUTER_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router';
-
-// ---------------------------------------------------------------- requests
-
-interface RawRequest {
-  version_info?: string;
-  node?: {
-    id?: string;
-    cluster?: string;
-    metadata?: { fields?: Record<string, StructValue> };
-    locality?: { region?: string; zone?: string; sub_zone?: string };
-    user_agent_name?: string;
-  };
-  resource_names?: string[];
-  type_url?: string;
-  response_nonce?: string;
-  error_detail?: { code?: number; message?: string };
-}
-
-/** google.protobuf.Value as protobufjs defines it: camelCase fields, even with keepCase. */
-interface StructValue {
-  nullValue?: unknown;
-  numberValue?: number;
-  stringValue?: string;
-  boolValue?: boolean;
-  structValue?: { fields?: Record<string, StructValue> };
-  listValue?: { values?: StructValue[] };
-}
-
-let requestType: ReturnType<typeof messageType> | undefined;
-
-export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
-  // Every ACK goes through here: look the Type up once.
-  const type = (requestType ??= messageType('envoy.service.discovery.v3.DiscoveryRequest'));
-  const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawRequest;
-  const n = raw.node;
-  return {
-    versionInfo: raw.version_info ?? '',
-    ...(n
-      ? {
-          node: {
-            id: n.id ?? '',
-            cluster: n.cluster ?? '',
-            locality: {
-              region: n.locality?.region ?? '',
-              zone: n.locality?.zone ?? '',
-              subzone: n.locality?.sub_zone ?? '',
-            },
-            metadata: structToJson(n.metadata?.fields),
-            userAgentName: n.user_agent_name ?? '',
-          },
-        }
-      : {}),
-    resourceNames: raw.resource_names ?? [],
-    typeUrl: raw.type_url ?? '',
-    responseNonce: raw.response_nonce ?? '',
-    ...(raw.error_detail
-      ? { errorDetail: { code: raw.error_detail.code ?? 0, message: raw.error_detail.message ?? '' } }
-      : {}),
-  };
-}
-
-function structToJson(fields: Record<string, StructValue> | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(fields ?? {})) out[k] = valueToJson(v);
-  return out;
-}
-
-function valueToJson(v: StructValue): unknown {
-  if (v.stringValue !== undefined) return v.stringValue;
-  if (v.numberValue !== undefined) return v.numberValue;
-  if (v.boolValue !== undefined) return v.boolValue;
-  if (v.structValue !== undefined) return structToJson(v.structValue.fields);
-  if (v.listValue !== undefined) return (v.listValue.values ?? []).map(valueToJson);
-  return null;
-}
-
-// --------------------------------------------------------------- responses
-
-export function encodeAny(typeUrl: string, value: Uint8Array): Uint8Array {
-  const url = utf8Bytes(typeUrl);
-  return new WireWriter(fieldSize(1, url.length) + fieldSize(2, value.length)).bytes(1, url).bytes(2, value).finish();
-}
-
-export function encodeDiscoveryResponse(r: {
-  readonly versionInfo: string;
-  readonly typeUrl: string;
-  readonly nonce: string;
-  /** Each an encoded google.protobuf.Any, contiguous or a rope (copied part by part). */
-  readonly resources: readonly Bytes[];
-}): Buffer {
-  const version = utf8Bytes(r.versionInfo);
-  const type = utf8Bytes(r.typeUrl);
-  const nonce = utf8Bytes(r.nonce);
-  let size =
-    optionalFieldSize(1, version.length) + optionalFieldSize(4, type.length) + optionalFieldSize(5, nonce.length);
-  for (const any of r.resources) size += fieldSize(2, any.length);
-  const w = new WireWriter(size).optionalBytes(1, version);
-  for (const any of r.resources) w.part(2, any);
-  const out = w.optionalBytes(4, type).optionalBytes(5, nonce).finish();
-  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
-}
-
-// ------------------------------------------------- ClusterLoadAssignment
+import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from '../wire/rope.js';
+import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../wire/wire.js';
 
 const lbEndpointCache = new WeakMap<Endpoint, Uint8Array>();
 let lbEndpointEncodings = 0;
@@ -482,49 +355,6 @@ function claRope(cla: Cla): ClaRope {
   return new ClaRope(head, cla.spans ?? [], cla.levels ?? 0, policyField(cla.overprovisioningFactor));
 }
 
-/** A google.protobuf.Any around a rope: its header follows the rope's length. */
-export function anyRope(typeUrl: string, value: Rope): Rope {
-  const url = utf8Bytes(typeUrl);
-  const urlField = new WireWriter(fieldSize(1, url.length)).bytes(1, url).finish();
-  const urlDigest = fastDigest(url);
-  let of = -1;
-  let is = 0;
-  return {
-    get length() {
-      return urlField.length + fieldSize(2, value.length);
-    },
-    get digest() {
-      const d = value.digest;
-      if (d !== of) {
-        of = d;
-        is = combineDigests([urlDigest, d]);
-      }
-      return is;
-    },
-    copyTo(dst: Uint8Array, at: number): number {
-      dst.set(urlField, at);
-      return writeField(dst, at + urlField.length, 2, value);
-    },
-  };
-}
-
-/** Tag, length and body of a length-delimited field, written into `dst` at `at`. */
-function writeField(dst: Uint8Array, at: number, field: number, body: Rope): number {
-  let n = (field << 3) | 2;
-  while (n >= 0x80) {
-    dst[at++] = (n & 0x7f) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  dst[at++] = n;
-  let len = body.length;
-  while (len >= 0x80) {
-    dst[at++] = (len & 0x7f) | 0x80;
-    len = Math.floor(len / 128);
-  }
-  dst[at++] = len;
-  return body.copyTo(dst, at);
-}
-
 const localityCache = new WeakMap<Locality, { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array }>();
 
 /** UTF-8 of a locality's names, cached per Locality object (shared by an endpoint's every CLA). */
@@ -535,42 +365,4 @@ function localityBytes(l: Locality): { region: Uint8Array; zone: Uint8Array; sub
     localityCache.set(l, hit);
   }
   return hit;
-}
-
-// ------------------------------------------- Listener, Route, Cluster
-
-function encodeMessage(fullName: string, value: object): Uint8Array {
-  const type = messageType(fullName);
-  return type.encode(type.fromObject(value)).finish();
-}
-
-/** An API listener (what proxyless gRPC resolves `xds:///name` to): HCM → RDS, router filter last. */
-export function encodeListener(name: string, routeConfigName: string): Uint8Array {
-  const router = encodeMessage('envoy.extensions.filters.http.router.v3.Router', {});
-  const hcm = encodeMessage('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', {
-    stat_prefix: name,
-    rds: { config_source: { ads: {}, resource_api_version: 'V3' }, route_config_name: routeConfigName },
-    http_filters: [{ name: 'envoy.filters.http.router', typed_config: { type_url: ROUTER_TYPE, value: router } }],
-  });
-  return encodeMessage('envoy.config.listener.v3.Listener', {
-    name,
-    api_listener: { api_listener: { type_url: HCM_TYPE, value: hcm } },
-  });
-}
-
-export function encodeRouteConfiguration(name: string, domains: readonly string[], clusterName: string): Uint8Array {
-  return encodeMessage('envoy.config.route.v3.RouteConfiguration', {
-    name,
-    virtual_hosts: [{ name, domains, routes: [{ match: { prefix: '' }, route: { cluster: clusterName } }] }],
-  });
-}
-
-export function encodeCluster(name: string, edsServiceName: string): Uint8Array {
-  return encodeMessage('envoy.config.cluster.v3.Cluster', {
-    name,
-    type: 'EDS',
-    eds_cluster_config: { eds_config: { ads: {}, resource_api_version: 'V3' }, service_name: edsServiceName },
-    lb_policy: 'ROUND_ROBIN',
-    connect_timeout: { seconds: 1 },
-  });
 }

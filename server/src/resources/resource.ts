@@ -4,8 +4,8 @@
  * same bytes.
  */
 import { createHash } from 'node:crypto';
-import { anyRope, encodeAny } from './codec.js';
-import { isRope, type Bytes } from './rope.js';
+import { anyRope, encodeAny } from '../wire/envelope.js';
+import { isRope, type Bytes } from '../wire/rope.js';
 
 export interface Resource {
   readonly name: string;

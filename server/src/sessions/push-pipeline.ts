@@ -3,11 +3,12 @@
  * changes arrive through `notify`, are debounced and merged, and each affected
  * stream gets at most one pending push, written when its transport can take it.
  */
+import type { ResourceRegistry } from '../resources/registry.js';
+import { shortTypeName } from '../resources/type-urls.js';
+import type { DiscoveryRequest } from '../wire/request.js';
 import type { ClientStatus } from './client-status.js';
-import type { DiscoveryRequest } from './codec.js';
 import { nullObserver, type XdsObserver } from './observer.js';
-import { StreamState, type OutgoingResponse, type ResourceSource, type SharedResponses } from './stream-state.js';
-import { shortTypeName } from './type-urls.js';
+import { SotwSession, type OutgoingResponse, type SharedResponses } from './sotw-session.js';
 
 /** What the transport gives the pipeline for one stream. */
 export interface StreamSink {
@@ -31,8 +32,8 @@ export interface XdsLog {
 
 const silent: XdsLog = { info() {}, warn() {}, debug() {} };
 
-export interface AdsServerOptions {
-  readonly source: ResourceSource;
+export interface PushPipelineOptions {
+  readonly resources: ResourceRegistry;
   readonly observer?: XdsObserver;
   readonly log?: XdsLog;
   /** Quiet period that merges a burst of changes into one push (default 100 ms). */
@@ -42,7 +43,7 @@ export interface AdsServerOptions {
 }
 
 interface Conn {
-  readonly state: StreamState;
+  readonly state: SotwSession;
   readonly sink: StreamSink;
   blocked: boolean;
   /** The one pending push: set when a change concerns this stream. */
@@ -51,10 +52,10 @@ interface Conn {
   changeAt: number | undefined;
 }
 
-export class AdsServer {
+export class PushPipeline {
   private readonly conns = new Map<number, Conn>();
   private nextId = 1;
-  private readonly source: ResourceSource;
+  private readonly resources: ResourceRegistry;
   private readonly observer: XdsObserver;
   private readonly log: XdsLog;
   private readonly debounceMs: number;
@@ -64,8 +65,8 @@ export class AdsServer {
   private timer: NodeJS.Timeout | undefined;
   private closing = false;
 
-  constructor(opts: AdsServerOptions) {
-    this.source = opts.source;
+  constructor(opts: PushPipelineOptions) {
+    this.resources = opts.resources;
     this.observer = opts.observer ?? nullObserver;
     this.log = opts.log ?? silent;
     this.debounceMs = opts.debounceMs ?? 100;
@@ -78,7 +79,7 @@ export class AdsServer {
 
   open(peer: string, sink: StreamSink): StreamHandle {
     const id = this.nextId++;
-    const conn: Conn = { state: new StreamState(id, peer, this.source), sink, blocked: false, pending: false, changeAt: undefined };
+    const conn: Conn = { state: new SotwSession(id, peer, this.resources), sink, blocked: false, pending: false, changeAt: undefined };
     this.conns.set(id, conn);
     let opened = false;
     return {
@@ -122,10 +123,11 @@ export class AdsServer {
     this.changed = new Set();
     this.firstChangeAt = undefined;
     if (changed.size === 0) return;
+    const touched = this.resources.touchedBy(changed);
     // Streams in the same state get byte-identical responses: encode each once for this push.
     const shared: SharedResponses = new Map();
     for (const conn of this.conns.values()) {
-      if (!conn.state.concerns(changed)) continue;
+      if (!conn.state.concerns(touched)) continue;
       conn.pending = true;
       conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
       if (!conn.blocked) this.push(conn, shared);

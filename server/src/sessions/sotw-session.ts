@@ -12,16 +12,12 @@
  *   only the resources whose bytes the client does not already hold.
  */
 import type { Placement } from '../domain/locality.js';
+import { versionOf, type Resource } from '../resources/resource.js';
+import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
+import { encodeDiscoveryResponse } from '../wire/envelope.js';
+import type { DiscoveryRequest, NodeInfo } from '../wire/request.js';
 import type { ClientStatus, NackRecord, TypeStatus } from './client-status.js';
-import { encodeDiscoveryResponse, type DiscoveryRequest, type NodeInfo } from './codec.js';
 import { placementOf } from './placement.js';
-import { versionOf, type Resource } from './resource.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, TREE_TYPE } from './type-urls.js';
-
-export interface ResourceSource {
-  names(typeUrl: string): string[];
-  resolve(typeUrl: string, name: string, client: Placement): Resource | undefined;
-}
 
 /** Encoded responses shared by the streams of one push, by type, version, nonce and resource names. */
 export type SharedResponses = Map<string, Buffer>;
@@ -50,26 +46,23 @@ interface TypeState {
   lastNack?: NackRecord;
 }
 
-// Full state: a resource missing from a response has been removed (Canopy's tree type too, so agents can unload a service).
-const FULL_STATE_TYPES = new Set([LISTENER_TYPE, CLUSTER_TYPE, TREE_TYPE]);
-const PUSH_ORDER = [CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE];
+/** Names touched by a change, per type URL. */
+export type TouchedNames = ReadonlyMap<string, ReadonlySet<string>>;
 
-function pushRank(typeUrl: string): number {
-  const i = PUSH_ORDER.indexOf(typeUrl);
-  return i < 0 ? PUSH_ORDER.length : i;
-}
+/** Ranks after every served type: a type URL the server does not know. */
+const UNKNOWN_RANK = 1000;
 
-export class StreamState {
+export class SotwSession {
   node: NodeInfo | undefined;
   placement: Placement = placementOf(undefined);
   readonly connectedAt = new Date().toISOString();
-  private readonly types = new Map<string, TypeState>();
+  private readonly subscriptions = new Map<string, TypeState>();
   private nonces = 0;
 
   constructor(
     readonly id: number,
     readonly peer: string,
-    private readonly source: ResourceSource,
+    private readonly types: ResourceTypes,
   ) {}
 
   get nodeId(): string {
@@ -83,14 +76,14 @@ export class StreamState {
       this.placement = placementOf(req.node);
     }
     const typeUrl = req.typeUrl;
-    let state = this.types.get(typeUrl);
+    let state = this.subscriptions.get(typeUrl);
     if (state && req.responseNonce !== '' && req.responseNonce !== state.nonceSent) {
       return { outcome: { kind: 'stale', typeUrl }, responses: [] };
     }
     let outcome: RequestOutcome;
     if (!state) {
       state = { wildcard: false, names: new Set(), sent: new Map(), versionSent: '', nonceSent: '', versionAcked: '' };
-      this.types.set(typeUrl, state);
+      this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
     } else if (req.errorDetail && req.responseNonce !== '') {
       const detail = req.errorDetail.message;
@@ -124,7 +117,8 @@ export class StreamState {
   refresh(shared?: SharedResponses): OutgoingResponse[] {
     const out: OutgoingResponse[] = [];
     // Clusters and their endpoints before the listeners and routes that use them.
-    const ordered = [...this.types].sort((a, b) => pushRank(a[0]) - pushRank(b[0]));
+    const rank = (typeUrl: string): number => this.types.get(typeUrl)?.pushRank ?? UNKNOWN_RANK;
+    const ordered = [...this.subscriptions].sort((a, b) => rank(a[0]) - rank(b[0]));
     for (const [typeUrl, state] of ordered) {
       const r = this.respond(typeUrl, state, false, shared);
       if (r) out.push(r);
@@ -133,8 +127,10 @@ export class StreamState {
   }
 
   /** Does this stream hold or want any of these names? */
-  concerns(names: ReadonlySet<string>): boolean {
-    for (const state of this.types.values()) {
+  concerns(touched: TouchedNames): boolean {
+    for (const [typeUrl, state] of this.subscriptions) {
+      const names = touched.get(typeUrl);
+      if (!names || names.size === 0) continue;
       if (state.wildcard) return true;
       for (const n of names) if (state.names.has(n)) return true;
     }
@@ -143,7 +139,7 @@ export class StreamState {
 
   status(): ClientStatus {
     const types: TypeStatus[] = [];
-    for (const [typeUrl, s] of this.types) {
+    for (const [typeUrl, s] of this.subscriptions) {
       types.push({
         typeUrl,
         subscribed: s.wildcard ? '*' : [...s.names].sort(),
@@ -168,7 +164,7 @@ export class StreamState {
   private subscribe(state: TypeState, typeUrl: string, names: readonly string[], first: boolean): boolean {
     const explicit = names.filter((n) => n !== '*');
     // Legacy wildcard: an empty list on the first LDS/CDS request, kept while the list stays empty.
-    const legacy = names.length === 0 && (first || state.wildcard) && FULL_STATE_TYPES.has(typeUrl);
+    const legacy = names.length === 0 && (first || state.wildcard) && this.types.get(typeUrl)?.fullStateInSotw === true;
     state.wildcard = names.includes('*') || legacy;
     let added = false;
     const next = new Set(explicit);
@@ -184,16 +180,12 @@ export class StreamState {
     mustAnswer: boolean,
     shared?: SharedResponses,
   ): OutgoingResponse | undefined {
-    const current = new Map<string, Resource>();
-    const wanted = state.wildcard ? new Set([...this.source.names(typeUrl), ...state.names]) : state.names;
-    for (const name of wanted) {
-      const r = this.source.resolve(typeUrl, name, this.placement);
-      if (r) current.set(name, r);
-    }
+    const type = this.types.get(typeUrl);
+    const current = type ? this.resolveAll(type, state) : new Map<string, Resource>();
     const version = versionOf(current);
     if (version === state.versionSent && !mustAnswer) return undefined;
     let resources: Resource[];
-    if (FULL_STATE_TYPES.has(typeUrl)) {
+    if (type?.fullStateInSotw) {
       resources = [...current.values()];
     } else {
       resources = [...current.values()].filter((r) => state.sent.get(r.name) !== r.hash);
@@ -219,6 +211,16 @@ export class StreamState {
       if (!held) shared.set(key, bytes);
     } else bytes = encode();
     return { typeUrl, version, nonce: state.nonceSent, resources: resources.length, bytes };
+  }
+
+  private resolveAll(type: ResourceType, state: TypeState): Map<string, Resource> {
+    const current = new Map<string, Resource>();
+    const wanted = state.wildcard ? new Set([...type.names(), ...state.names]) : state.names;
+    for (const name of wanted) {
+      const r = type.resolve(name, this.placement);
+      if (r) current.set(name, r);
+    }
+    return current;
   }
 }
 

@@ -11,7 +11,7 @@ import protobuf from 'protobufjs';
 import type { CompiledTree } from '../domain/locality-tree.js';
 import type { LbMode, ServiceSpec } from '../domain/service.js';
 import { packagePath } from '../paths.js';
-import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from './wire.js';
+import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from '../wire/wire.js';
 
 export const TREE_MODES: Readonly<Record<LbMode, number>> = { random: 0, failover: 1, strict: 2 };
 const MODE_NAMES: readonly LbMode[] = ['random', 'failover', 'strict'];

@@ -4,7 +4,7 @@
  * Istio's spellings are read too, so existing sidecar bootstraps work as-is.
  */
 import type { Placement } from '../domain/locality.js';
-import type { NodeInfo } from './codec.js';
+import type { NodeInfo } from '../wire/request.js';
 
 export function placementOf(node: NodeInfo | undefined): Placement {
   const md = node?.metadata ?? {};

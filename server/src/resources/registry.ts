@@ -1,0 +1,53 @@
+/**
+ * The resource types a server serves, by type URL. Adding a type is adding
+ * one module beside this one and listing it in `canopyResources`.
+ */
+import type { Mesh } from '../domain/mesh.js';
+import { clusterType } from './cluster.js';
+import { endpointType, type ServerClaCache } from './endpoint.js';
+import { listenerType } from './listener.js';
+import { localityTreeType } from './locality-tree.js';
+import type { ResourceType, ResourceTypes } from './resource-type.js';
+import { routeType } from './route.js';
+
+export class ResourceRegistry implements ResourceTypes {
+  private readonly byUrl = new Map<string, ResourceType>();
+
+  constructor(types: Iterable<ResourceType>) {
+    for (const t of types) {
+      if (this.byUrl.has(t.typeUrl)) throw new Error(`resource type ${t.typeUrl} registered twice`);
+      this.byUrl.set(t.typeUrl, t);
+    }
+  }
+
+  get(typeUrl: string): ResourceType | undefined {
+    return this.byUrl.get(typeUrl);
+  }
+
+  types(): readonly ResourceType[] {
+    return [...this.byUrl.values()];
+  }
+
+  /** Per type URL, the names a change to these services touches. */
+  touchedBy(services: ReadonlySet<string>): Map<string, ReadonlySet<string>> {
+    const out = new Map<string, ReadonlySet<string>>();
+    for (const t of this.byUrl.values()) out.set(t.typeUrl, new Set(t.touchedBy(services)));
+    return out;
+  }
+
+  /** Forgets what a deleted service left behind, in every type. */
+  forget(service: string): void {
+    for (const t of this.byUrl.values()) t.forget(service);
+  }
+}
+
+/** Every type Canopy serves: Envoy's four and the node agents' locality tree. */
+export function canopyResources(mesh: Mesh, claCache: ServerClaCache): ResourceRegistry {
+  return new ResourceRegistry([
+    listenerType(mesh),
+    routeType(mesh),
+    clusterType(mesh),
+    endpointType(mesh, claCache),
+    localityTreeType(mesh),
+  ]);
+}

@@ -1,0 +1,36 @@
+/**
+ * What one xDS resource type knows, in one place: its type URL, how SotW
+ * carries it, where it goes in a push, its names, how a name resolves for a
+ * client, and which names a change to the mesh touches. Sessions (SotW and
+ * delta) see resource types only through this interface and the registry.
+ */
+import type { Placement } from '../domain/locality.js';
+import type { Resource } from './resource.js';
+
+export interface ResourceType {
+  readonly typeUrl: string;
+  /** 'LDS', 'CDS', … for logs and metric labels. */
+  readonly shortName: string;
+  /** A SotW response carries every subscribed resource, so one left out has been deleted (LDS, CDS). */
+  readonly fullStateInSotw: boolean;
+  /** Lower is pushed first: clusters and their endpoints before the listeners and routes that use them. */
+  readonly pushRank: number;
+  /** Every name of this type, for wildcard subscriptions. */
+  names(): readonly string[];
+  /** The resource as this client sees it, or undefined when it does not exist. */
+  resolve(name: string, client: Placement): Resource | undefined;
+  /** The names of this type that a change to these services may have changed. */
+  touchedBy(services: ReadonlySet<string>): Iterable<string>;
+  /** Drops what a deleted service left behind. */
+  forget(service: string): void;
+}
+
+/** Looks a type up by URL; undefined for a type this server does not serve. */
+export interface ResourceTypes {
+  get(typeUrl: string): ResourceType | undefined;
+}
+
+/** Resource names are service names for every type Canopy serves today. */
+export function servicesAsNames(services: ReadonlySet<string>): Iterable<string> {
+  return services;
+}

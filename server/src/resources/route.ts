@@ -1,0 +1,51 @@
+/**
+ * RouteConfiguration: one virtual host per service that every request goes
+ * to the service's cluster from, matched by the service's name, name:port,
+ * VIP:port, VIP, and '*'.
+ */
+import type { Mesh, ServiceState } from '../domain/mesh.js';
+import { encodeMessage } from '../wire/protos.js';
+import { makeResource, type Resource } from './resource.js';
+import { servicesAsNames, type ResourceType } from './resource-type.js';
+import { ROUTE_TYPE } from './type-urls.js';
+
+export function encodeRouteConfiguration(name: string, domains: readonly string[], clusterName: string): Uint8Array {
+  return encodeMessage('envoy.config.route.v3.RouteConfiguration', {
+    name,
+    virtual_hosts: [{ name, domains, routes: [{ match: { prefix: '' }, route: { cluster: clusterName } }] }],
+  });
+}
+
+export function routeType(mesh: Mesh): ResourceType {
+  // Encoded again only when the domains change (port or VIP).
+  const held = new Map<string, { shape: string; resource: Resource }>();
+  return {
+    typeUrl: ROUTE_TYPE,
+    shortName: 'RDS',
+    fullStateInSotw: false,
+    pushRank: 3,
+    names: () => mesh.list().map((s) => s.name),
+    resolve(name) {
+      const service = mesh.get(name);
+      if (!service) return undefined;
+      const shape = `${service.spec.port ?? ''}|${service.spec.vip ?? ''}`;
+      const hit = held.get(name);
+      if (hit?.shape === shape) return hit.resource;
+      const resource = makeResource(name, ROUTE_TYPE, encodeRouteConfiguration(name, routeDomains(service), name));
+      held.set(name, { shape, resource });
+      return resource;
+    },
+    touchedBy: servicesAsNames,
+    forget: (service) => held.delete(service),
+  };
+}
+
+function routeDomains(service: ServiceState): string[] {
+  const { name, port, vip } = service.spec;
+  const domains = [name];
+  if (port !== undefined) domains.push(`${name}:${port}`);
+  if (vip !== undefined && port !== undefined) domains.push(`${vip}:${port}`);
+  if (vip !== undefined) domains.push(vip);
+  domains.push('*');
+  return domains;
+}

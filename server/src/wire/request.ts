@@ -1,0 +1,96 @@
+/**
+ * DiscoveryRequest decoding, through protobufjs with Envoy's real protos. The
+ * node is read once per stream; every ACK goes through here too.
+ */
+import { messageType } from './protos.js';
+
+export interface NodeInfo {
+  readonly id: string;
+  readonly cluster: string;
+  readonly locality: { readonly region: string; readonly zone: string; readonly subzone: string };
+  readonly metadata: Readonly<Record<string, unknown>>;
+  readonly userAgentName: string;
+}
+
+export interface DiscoveryRequest {
+  readonly versionInfo: string;
+  readonly node?: NodeInfo;
+  readonly resourceNames: readonly string[];
+  readonly typeUrl: string;
+  readonly responseNonce: string;
+  readonly errorDetail?: { readonly code: number; readonly message: string };
+}
+
+interface RawRequest {
+  version_info?: string;
+  node?: {
+    id?: string;
+    cluster?: string;
+    metadata?: { fields?: Record<string, StructValue> };
+    locality?: { region?: string; zone?: string; sub_zone?: string };
+    user_agent_name?: string;
+  };
+  resource_names?: string[];
+  type_url?: string;
+  response_nonce?: string;
+  error_detail?: { code?: number; message?: string };
+}
+
+/** google.protobuf.Value as protobufjs defines it: camelCase fields, even with keepCase. */
+interface StructValue {
+  nullValue?: unknown;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: { fields?: Record<string, StructValue> };
+  listValue?: { values?: StructValue[] };
+}
+
+let requestType: ReturnType<typeof messageType> | undefined;
+
+export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
+  // Every ACK goes through here: look the Type up once.
+  const type = (requestType ??= messageType('envoy.service.discovery.v3.DiscoveryRequest'));
+  const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawRequest;
+  const n = raw.node;
+  return {
+    versionInfo: raw.version_info ?? '',
+    ...(n
+      ? {
+          node: {
+            id: n.id ?? '',
+            cluster: n.cluster ?? '',
+            locality: {
+              region: n.locality?.region ?? '',
+              zone: n.locality?.zone ?? '',
+              subzone: n.locality?.sub_zone ?? '',
+            },
+            metadata: structToJson(n.metadata?.fields),
+            userAgentName: n.user_agent_name ?? '',
+          },
+        }
+      : {}),
+    resourceNames: raw.resource_names ?? [],
+    typeUrl: raw.type_url ?? '',
+    responseNonce: raw.response_nonce ?? '',
+    ...(raw.error_detail
+      ? { errorDetail: { code: raw.error_detail.code ?? 0, message: raw.error_detail.message ?? '' } }
+      : {}),
+  };
+}
+
+function structToJson(fields: Record<string, StructValue> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(fields ?? {})) out[k] = valueToJson(v);
+  return out;
+}
+
+function valueToJson(v: StructValue): unknown {
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.numberValue !== undefined) return v.numberValue;
+  if (v.boolValue !== undefined) return v.boolValue;
+  if (v.structValue !== undefined) return structToJson(v.structValue.fields);
+  if (v.listValue !== undefined) return (v.listValue.values ?? []).map(valueToJson);
+  return null;
+}
+
