@@ -10,6 +10,8 @@
  *   4. Memory per connected stream
  *   5. Wire size per endpoint: CLA and compiled tree
  *   6. Kernel: publish (batch vs single), ns per connect() with and without the program
+ *   1b. CLA work vs baselines memoized by client locality (same output, rank loop)
+ *   7. Config load: `canopy serve` on a 100k-endpoint file, ready time and RSS
  *
  * Benchmarks measure; they never fail. A section that cannot run here says why.
  */
@@ -21,6 +23,9 @@ import { round } from './data.js';
 import { runFanout, type FanoutFigures } from './fanout.js';
 import { incrementalUpdate } from './incremental.js';
 import { runKernelBench, type KernelFigures } from './kernel.js';
+import { configLoad, type ConfigLoadFigures } from './config-load.js';
+import { memoizedComparison, type MemoizedFigures } from './memoized.js';
+import { show } from './stats.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
@@ -73,6 +78,24 @@ async function main() {
     results['claGeneration'] = cla;
   }
 
+  const memo: MemoizedFigures[] = [];
+  if (wants('memo')) {
+    const memoShapes = quick
+      ? [
+          { endpoints: 1000, clients: 1000, localities: 100 },
+          { endpoints: 1000, clients: 1000, localities: 1000 },
+        ]
+      : [
+          { endpoints: 10000, clients: 2000, localities: 100 },
+          { endpoints: 10000, clients: 2000, localities: 1000 },
+        ];
+    for (const s of memoShapes) {
+      log(`1b. CLA work vs memoized baselines, ${s.endpoints} endpoints × ${s.clients} clients × ${s.localities} localities…`);
+      memo.push(await memoizedComparison(s));
+    }
+    results['memoized'] = memo;
+  }
+
   let incremental: ReturnType<typeof incrementalUpdate> | undefined;
   if (wants('incremental')) {
     log('2. incremental update at 100k endpoints…');
@@ -117,6 +140,16 @@ async function main() {
     }
     results['kernel'] = kernel;
   }
+  let configs: ConfigLoadFigures[] | { skipped: string } | undefined;
+  if (wants('config')) {
+    log('7. config load: canopy serve on big config files…');
+    try {
+      configs = await configLoad(quick);
+    } catch (err) {
+      configs = { skipped: (err as Error).message };
+    }
+    results['configLoad'] = configs;
+  }
   results['seconds'] = Math.round((Date.now() - started) / 1000);
 
   // ------------------------------------------------------------ report
@@ -149,6 +182,40 @@ async function main() {
         '× rank flat+build': r.speedupVsRankLoopWithTreeBuild,
         '× istio': r.speedupVsIstio,
       })),
+    );
+  }
+  if (memo.length) {
+    console.log(
+      '\n1b. CLA work, endpoints → every stream\'s bytes, CPU ms: median (min–max) of 5 runs. Canopy includes the tree\n' +
+        '    build and one contiguous copy per distinct CLA; both baselines memoize by client locality (Istio\'s EDS cache)',
+    );
+    console.table(
+      memo.map((m) => ({
+        endpoints: m.endpoints,
+        clients: m.clients,
+        localities: m.localities,
+        'distinct CLAs': m.distinctClas,
+        'canopy ms': show(m.canopyMs),
+        'same-output memo ms': show(m.sameOutputMemoMs),
+        'rank loop memo ms': show(m.rankLoopMemoMs),
+        '× same output': m.timesCheaperThanSameOutput,
+        '× rank loop': m.timesCheaperThanRankLoop,
+        'same bytes': m.sameBytes,
+      })),
+    );
+  }
+  if (configs) {
+    console.log('\n7. Config load: `canopy serve --config FILE` spawned → "canopy ready"; ms and RSS added (MB) vs no services, median (min–max) of 5');
+    console.table(
+      'skipped' in configs
+        ? configs
+        : configs.map((c) => ({
+            config: c.config,
+            format: c.format,
+            'file MB': c.fileMB,
+            'ready ms': show(c.readyMs),
+            'RSS added MB': show(c.rssAddedMB),
+          })),
     );
   }
   if (incremental) {
@@ -195,7 +262,7 @@ async function main() {
     console.table(kernel);
   }
 
-  const goals = goalReport(cla, incremental, fanout, wire);
+  const goals = [...goalReport(cla, incremental, fanout, wire), ...scaleGoals(memo, configs)];
   results['goals'] = goals;
   console.log('\nGoals');
   console.table(goals);
@@ -261,6 +328,32 @@ function goalReport(
       goal: '≤ 20 bytes per endpoint on the wire',
       figure: `CLA ${cla} B, compiled tree ${tree} B`,
       met: `${verdict(cla <= 20)} for the CLA, ${verdict(tree <= 20)} for the tree`,
+    });
+  }
+  return out;
+}
+
+/** Issue 13's goals that these sections measure. */
+function scaleGoals(memo: readonly MemoizedFigures[], configs: ConfigLoadFigures[] | { skipped: string } | undefined) {
+  const out: { goal: string; figure: string; met: string }[] = [];
+  if (memo.length) {
+    out.push({
+      goal: "CLA work ≥ 10× cheaper than the memoized same-output builder (100 and 1,000 localities)",
+      figure: memo.map((m) => `L=${m.localities}: ${m.timesCheaperThanSameOutput}×${m.sameBytes ? '' : ' (bytes differ!)'}`).join('; '),
+      met: memo.map((m) => `${m.timesCheaperThanSameOutput >= 10 ? 'met' : 'NOT met'} at L=${m.localities}`).join(', '),
+    });
+  }
+  if (configs && !('skipped' in configs)) {
+    const big = configs.filter((c) => c.endpoints >= 100_000);
+    const floor = configs.find((c) => c.endpoints === 0)?.readyMs.median ?? 0;
+    out.push({
+      goal: '100k-endpoint config serving in ≤ 1 s with ≤ 300 MB RSS added',
+      figure:
+        big.map((c) => `${c.config} ${c.format}: ${c.readyMs.median} ms, +${c.rssAddedMB.median} MB`).join('; ') +
+        ` (process start with no services: ${floor} ms)`,
+      met: big.length
+        ? big.map((c) => `${c.readyMs.median <= 1000 && c.rssAddedMB.median <= 300 ? 'met' : 'NOT met'} ${c.config} ${c.format}`).join(', ')
+        : 'run the full bench',
     });
   }
   return out;

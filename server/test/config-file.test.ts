@@ -21,10 +21,10 @@ after(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-function tmpFile(text: string): string {
+function tmpFile(text: string, name = 'mesh.yaml'): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-cfg-'));
   dirs.push(dir);
-  const file = path.join(dir, 'mesh.yaml');
+  const file = path.join(dir, name);
   writeFileSync(file, text);
   return file;
 }
@@ -48,15 +48,17 @@ describe('loadConfigFile', () => {
     [
       'a tab as indentation',
       'services:\n\t- name: x\n',
-      '|YAML syntax error at line 2, column 1: Tabs are not allowed',
+      '|YAML syntax error at line 2, column 1: tab characters must not be used in indentation',
     ],
     [
       'a duplicate key',
       'services:\n  - name: a\n    port: 80\n    port: 81\n',
-      '|YAML syntax error at line 4, column 5: Map keys must be unique',
+      '|YAML syntax error at line 4, column 5: duplicated mapping key',
     ],
     ['an unclosed quote', 'services:\n  - name: a\n    vip: "10.0.0.1\n', '|YAML syntax error at line 4'],
-    ['an alias to no anchor', 'services: *nothing\n', '|YAML error: Unresolved alias'],
+    ['an alias to no anchor', 'services: *nothing\n', '|YAML syntax error at line 1, column 12: unidentified alias'],
+    ['two documents', 'services: []\n---\nservices: []\n', '|YAML error: expected one document, found 2'],
+    ['a comment only', '# nothing yet\n', 'services|must be a list of services, got nothing'],
     ['an empty file', '', 'services|must be a list of services, got nothing'],
     [
       'a bad field',
@@ -70,6 +72,28 @@ describe('loadConfigFile', () => {
       assert.ok(messages[0]?.startsWith(want), `${JSON.stringify(messages)} should start with ${JSON.stringify(want)}`);
     });
   }
+
+  it('reads a .json file as JSON, with the same validation', async () => {
+    const json = {
+      server: { adminPort: 0 },
+      services: [{ name: 'echo', endpoints: [{ address: '10.0.0.1', port: 80, locality: { region: 'r1' } }] }],
+    };
+    const r = await loadConfigFile(tmpFile(JSON.stringify(json), 'mesh.json'));
+    assert.ok(r.ok);
+    assert.equal(r.value.services[0]?.endpoints[0]?.locality.region, 'r1');
+    json.services[0]!.endpoints[0]!.port = 0;
+    assert.match(
+      messagesOf(await loadConfigFile(tmpFile(JSON.stringify(json), 'mesh.json')))[0] ?? '',
+      /^services\[0\]\.endpoints\[0\]\.port\|must be an integer from 1 to 65535/,
+    );
+  });
+
+  it('reports a JSON syntax error with its line and column', async () => {
+    const messages = messagesOf(
+      await loadConfigFile(tmpFile('{\n  "services": [\n    { "name": "a", }\n  ]\n}\n', 'm.json')),
+    );
+    assert.match(messages[0] ?? '', /^\|JSON syntax error at line 3, column 20: Expected double-quoted property name$/);
+  });
 
   it('reports a missing file', async () => {
     const missing = path.join(path.dirname(tmpFile('')), 'absent.yaml');

@@ -158,19 +158,20 @@ export class LocalityTree {
     return this.leafOf.has(key);
   }
 
-  /** Inserts or replaces one endpoint. O(depth). */
-  upsert(endpoint: Endpoint): void {
-    const key = endpointKey(endpoint);
-    const path = pathOf(this.scopes, endpoint);
+  /** Inserts or replaces one endpoint. O(depth). `key` is `endpointKey(endpoint)` when the caller has it. */
+  upsert(endpoint: Endpoint, key = endpointKey(endpoint)): void {
     const current = this.leafOf.get(key);
-    if (current && samePath(current, path)) {
-      current.endpoints.set(key, endpoint);
-      current.touchEndpoints();
-      return;
+    if (current) {
+      if (samePath(current, pathOf(this.scopes, endpoint))) {
+        current.endpoints.set(key, endpoint);
+        current.touchEndpoints();
+        return;
+      }
+      this.remove(key);
     }
-    if (current) this.remove(key);
     let node = this.root;
-    for (const value of path) {
+    for (const scope of this.scopes) {
+      const value = scopeValue(scope, endpoint);
       let child = node.children.get(value);
       if (!child) {
         child = new TreeNode(this.nextId++, value, node.depth + 1, node);

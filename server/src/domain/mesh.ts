@@ -24,7 +24,10 @@ export class ServiceState {
    */
   patch(upserts: readonly Endpoint[], removals: readonly string[] = []): string[] {
     const touched: string[] = [];
-    for (const ep of upserts) if (this.upsertEndpoint(ep)) touched.push(endpointKey(ep));
+    for (const ep of upserts) {
+      const key = endpointKey(ep);
+      if (this.upsertEndpoint(ep, key)) touched.push(key);
+    }
     for (const key of removals) if (this.removeEndpoint(key)) touched.push(key);
     if (touched.length > 0) this.spec = withEndpointsOf(this.spec, this.endpoints);
     return touched;
@@ -35,13 +38,12 @@ export class ServiceState {
   }
 
   /** Upserts one endpoint; returns whether anything changed. */
-  upsertEndpoint(ep: Endpoint): boolean {
-    const key = endpointKey(ep);
+  upsertEndpoint(ep: Endpoint, key = endpointKey(ep)): boolean {
     const old = this.endpoints.get(key);
     if (old && sameEndpoint(old, ep)) return false;
     this.endpoints.set(key, ep);
-    if (isRoutable(ep)) this.tree.upsert(ep);
-    else this.tree.remove(key);
+    if (isRoutable(ep)) this.tree.upsert(ep, key);
+    else if (old) this.tree.remove(key);
     this.generation++;
     return true;
   }
@@ -107,7 +109,7 @@ export class Mesh {
     for (const ep of endpoints) {
       const key = endpointKey(ep);
       wanted.add(key);
-      if (current.upsertEndpoint(ep)) touched.push(key);
+      if (current.upsertEndpoint(ep, key)) touched.push(key);
     }
     for (const key of [...current.endpoints.keys()]) {
       if (!wanted.has(key) && current.removeEndpoint(key)) touched.push(key);

@@ -5,6 +5,7 @@
  * than silently meaning "no endpoints".
  */
 import ipaddr from 'ipaddr.js';
+import { readValidEndpointList } from './endpoint-list.js';
 import type { FieldError, ValidationResult } from './errors.js';
 import { DEFAULT_SCOPES, EMPTY_LOCALITY, isScope, MAX_SCOPES, type Locality, type Scope } from './locality.js';
 import {
@@ -248,6 +249,9 @@ function readScopes(r: Reader, v: unknown, path: string): Scope[] | undefined {
 }
 
 function readEndpoints(r: Reader, v: unknown, path: string): Endpoint[] | undefined {
+  // A valid list takes the compiled schema's one pass; any problem is read again field by field for its path.
+  const valid = readValidEndpointList(v);
+  if (valid) return valid;
   if (!Array.isArray(v)) return r.fail(path, `must be a list of endpoints, got ${describe(v)}`);
   const endpoints: Endpoint[] = [];
   const seen = new Set<string>();

@@ -84,6 +84,9 @@ export function importDocuments(sources: readonly SourceText[], system?: PolicyS
 
 /** Does this text hold any Istio, Kuma or Kubernetes document (so `serve --config` should import it)? */
 export function holdsPolicyDocuments(text: string): boolean {
+  // Every Istio, Kuma and Kubernetes document names its apiVersion or kind; a Canopy config has neither,
+  // so a large one is not parsed twice.
+  if (!/^\s*(-\s+)?["']?(apiVersion|kind)["']?\s*:/m.test(text)) return false;
   try {
     return parseAllDocuments(text).some((d) => {
       const s = d.errors.length === 0 ? systemOf(d.toJS()) : undefined;

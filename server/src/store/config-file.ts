@@ -8,10 +8,10 @@
 import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseDocument } from 'yaml';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
 import { holdsPolicyDocuments, importDocuments } from '../policy/import.js';
+import { configFormatOf, parseConfigData } from './config-text.js';
 
 export async function loadConfigFile(file: string): Promise<ValidationResult<CanopyConfig>> {
   let text: string;
@@ -23,27 +23,15 @@ export async function loadConfigFile(file: string): Promise<ValidationResult<Can
   return parseConfigText(text, path.basename(file));
 }
 
-/** YAML text → a validated config; YAML problems become errors that name their line. */
+/**
+ * Config text → a validated config; syntax errors name their line. `name` is
+ * the file's name: `.json` is read as JSON, anything else as YAML.
+ */
 export function parseConfigText(text: string, name = 'config'): ValidationResult<CanopyConfig> {
   // Istio, Kuma and Kubernetes documents (alone, or beside a Canopy config) go through their importers.
   if (holdsPolicyDocuments(text)) return importDocuments([{ name, text }]).result;
-  const doc = parseDocument(text);
-  if (doc.errors.length > 0) return { ok: false, errors: doc.errors.map(yamlError) };
-  let input: unknown;
-  try {
-    // toJS() still throws on some documents that parse, e.g. an alias to an undefined anchor.
-    input = doc.toJS();
-  } catch (err) {
-    return { ok: false, errors: [{ path: '', message: `YAML error: ${(err as Error).message}` }] };
-  }
-  return parseConfig(input);
-}
-
-function yamlError(e: { message: string; linePos?: readonly { line: number; col: number }[] }): FieldError {
-  // The yaml package appends "at line L, column C:" and a code excerpt; we state the place once, first.
-  const what = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
-  const at = e.linePos?.[0];
-  return { path: '', message: `YAML syntax error${at ? ` at line ${at.line}, column ${at.col}` : ''}: ${what}` };
+  const data = parseConfigData(text, configFormatOf(name));
+  return data.ok ? parseConfig(data.value) : data;
 }
 
 export interface ConfigWatchHandlers {
