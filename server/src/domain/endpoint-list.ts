@@ -9,7 +9,17 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { EMPTY_LOCALITY, type Locality } from './locality.js';
 import { endpointKey, HEALTH_VALUES, type Endpoint, type Health } from './service.js';
-import { isIp, MAX_ENDPOINT_WEIGHT } from './spec.js';
+import { canonicalIp, isIp, isUnspecified, MAX_ENDPOINT_WEIGHT } from './spec.js';
+
+/** A dotted quad already in its one spelling (no leading zeros); 0.0.0.0 is left to the field-by-field reader. */
+const CANONICAL_IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
+/** The canonical spelling of a usable endpoint address, or undefined (the slow path then says why). */
+function usableAddress(a: string): string | undefined {
+  if (CANONICAL_IPV4.test(a)) return a === '0.0.0.0' ? undefined : a;
+  if (!isIp(a) || isUnspecified(a)) return undefined;
+  return canonicalIp(a);
+}
 
 /** An endpoint as the schema guarantees it: the same fields as the config, all but two optional. */
 interface RawEndpoint {
@@ -64,12 +74,13 @@ export function readValidEndpointList(v: unknown): Endpoint[] | undefined {
   const seen = new Set<string>();
   for (let i = 0; i < v.length; i++) {
     const raw = v[i] as RawEndpoint;
-    if (!isIp(raw.address)) return undefined;
-    const key = endpointKey(raw);
+    const address = usableAddress(raw.address);
+    if (address === undefined) return undefined;
+    const key = endpointKey({ address, port: raw.port });
     if (seen.has(key)) return undefined;
     seen.add(key);
     out[i] = {
-      address: raw.address,
+      address,
       port: raw.port,
       locality: raw.locality ? localityOf(raw.locality) : EMPTY_LOCALITY,
       network: raw.network ?? '',

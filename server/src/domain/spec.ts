@@ -494,6 +494,6 @@ export function canonicalIp(s: string): string {
 }
 
 /** 0.0.0.0 and :: mean "any address" to a listener and nothing to a client. */
-function isUnspecified(s: string): boolean {
+export function isUnspecified(s: string): boolean {
   return ipaddr.parse(s).range() === 'unspecified';
 }
