@@ -69,6 +69,50 @@ struct canopy_result {
 };
 
 /*
+ * A weighted pick in the layout at `base`, range [base + start, + count):
+ * r falls in [cum(start - 1), cum(start + count - 1)), and the slot is the
+ * first whose cum exceeds r (a bounded binary search: log2(count) + 2 lookups).
+ * A global function, so the verifier checks it once rather than once per
+ * path through the tree walk. Returns lookups << 32 | slot, or 0 when the
+ * endpoint map does not hold what the agent wrote.
+ */
+__attribute__((noinline)) __u64 canopy_weighted(__u32 base, __u32 start, __u32 count, __u32 rnd)
+{
+	struct canopy_backend *be;
+	__u32 lo = base + start, hi = lo + count - 1, before = 0, total, r, key;
+	__u64 lookups = 1;
+	int k;
+
+	if (count == 0)
+		return 0;
+	if (start > 0) {
+		key = lo - 1;
+		lookups++;
+		be = bpf_map_lookup_elem(&canopy_endpoints, &key);
+		if (!be)
+			return 0;
+		before = be->cum;
+	}
+	key = hi;
+	be = bpf_map_lookup_elem(&canopy_endpoints, &key);
+	if (!be || be->cum <= before)
+		return 0;
+	total = be->cum - before;
+	r = before + rnd % total;
+	for (k = 0; k < CANOPY_WEIGHT_STEPS && lo < hi; k++) {
+		key = lo + (hi - lo) / 2;
+		be = bpf_map_lookup_elem(&canopy_endpoints, &key);
+		if (!be)
+			return 0;
+		if (be->cum > r)
+			hi = key;
+		else
+			lo = key + 1;
+	}
+	return (lookups + k) << 32 | lo;
+}
+
+/*
  * The selection, shared by the connect4 program and the test-run harness.
  * Returns an enum canopy_verdict; on CANOPY_REWRITE, res holds the backend.
  *
@@ -149,7 +193,16 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 
 	if (live)
 		rnd = bpf_get_prandom_u32();
-	slot = base + start + rnd % count;
+	if (svc.flags & CANOPY_SVC_WEIGHTED) {
+		__u64 picked = canopy_weighted(base, start, count, rnd);
+
+		if (!picked)
+			return CANOPY_REFUSE;
+		slot = (__u32)picked;
+		res->lookups += picked >> 32;
+	} else {
+		slot = base + start + rnd % count;
+	}
 	res->lookups++;
 	struct canopy_backend *be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
 	if (!be || be->ip == 0)
