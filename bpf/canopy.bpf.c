@@ -55,6 +55,13 @@ struct {
 } canopy_scopes SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct canopy_config);
+} canopy_config SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
@@ -113,6 +120,37 @@ __attribute__((noinline)) __u64 canopy_weighted(__u32 base, __u32 start, __u32 c
 }
 
 /*
+ * The locality of the nearest ancestor cgroup with a workload entry, looking
+ * only at the levels where the agent has put entries (canopy_config).
+ */
+static __always_inline struct canopy_locality *canopy_ancestor_locality(struct canopy_result *res)
+{
+	struct canopy_config *cfg;
+	struct canopy_locality *loc;
+	__u32 zero = 0, levels;
+	__u64 id;
+	int l;
+
+	res->lookups++;
+	cfg = bpf_map_lookup_elem(&canopy_config, &zero);
+	if (!cfg || cfg->workload_levels == 0)
+		return 0;
+	levels = cfg->workload_levels;
+	for (l = 31; l >= 0; l--) {
+		if (!(levels & (1u << l)))
+			continue;
+		id = bpf_get_current_ancestor_cgroup_id(l);
+		if (id == 0)
+			continue; /* deeper than the caller */
+		res->lookups++;
+		loc = bpf_map_lookup_elem(&canopy_workloads, &id);
+		if (loc)
+			return loc;
+	}
+	return 0;
+}
+
+/*
  * The selection, shared by the connect4 program and the test-run harness.
  * Returns an enum canopy_verdict; on CANOPY_REWRITE, res holds the backend.
  *
@@ -147,6 +185,8 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 			cgroup = bpf_get_current_cgroup_id();
 		res->lookups++;
 		loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
+		if (!loc && live)
+			loc = canopy_ancestor_locality(res);
 		if (!loc && cgroup != 0) {
 			res->lookups++;
 			loc = bpf_map_lookup_elem(&canopy_workloads, &zero_cg);

@@ -111,6 +111,16 @@ struct canopy_locality {
 	__u64 value[CANOPY_MAX_SCOPES]; /* FNV-1a 64 per scope slot, 0 = unset */
 };
 
+/* canopy_config: BPF_MAP_TYPE_ARRAY with one entry, key 0. */
+struct canopy_config {
+	/* Bit l set: some workload entry is a cgroup at level l of the hierarchy
+	 * (the root is level 0). A connect from a cgroup without an entry of its
+	 * own looks up its ancestors at these levels, deepest first, so a pod's
+	 * locality applies to its containers. */
+	__u32 workload_levels;
+	__u32 pad;
+};
+
 /* canopy_scopes: BPF_MAP_TYPE_ARRAY, key __u32 slot -> __u64 FNV-1a of the scope name.
  * Only the agent reads it (to keep slot numbers across restarts). */
 

@@ -35,6 +35,7 @@ export const MAP = {
   endpoints: 'canopy_endpoints',
   workloads: 'canopy_workloads',
   scopes: 'canopy_scopes',
+  config: 'canopy_config',
   stats: 'canopy_stats',
 } as const;
 
@@ -47,6 +48,7 @@ export const LAYOUT = {
   canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
   canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
   canopy_backend: { size: 12, fields: { ip: 0, port: 4, pad: 6, cum: 8 } },
+  canopy_config: { size: 8, fields: { workload_levels: 0, pad: 4 } },
   canopy_locality: { size: 128, fields: { value: 0 } },
   canopy_stats: { size: 32, fields: { connects: 0, rewritten: 8, refused: 16, lookups: 24 } },
   canopy_test_ctx: {
@@ -229,6 +231,12 @@ export function localityValue(values: ReadonlyMap<number, bigint>): Buffer {
     if (slot < 0 || slot >= MAX_SCOPES) throw new RangeError(`scope slot ${slot} is outside 0..${MAX_SCOPES - 1}`);
     u64(b, LAYOUT.canopy_locality.fields.value + slot * 8, v);
   }
+  return b;
+}
+
+export function configValue(workloadLevels: number): Buffer {
+  const b = Buffer.alloc(LAYOUT.canopy_config.size);
+  u32(b, LAYOUT.canopy_config.fields.workload_levels, workloadLevels);
   return b;
 }
 

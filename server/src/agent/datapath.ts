@@ -4,12 +4,13 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { scopeValue, type Placement, type Scope } from '../domain/locality.js';
 import {
   cgroupKey,
+  configValue,
   DEFAULT_MAX,
   LAYOUT,
   localityValue,
@@ -79,6 +80,8 @@ export class Datapath {
   private readonly batchUpdates: boolean;
   private readonly retiring = new Set<NodeJS.Timeout>();
   private workloads: { id: bigint; placement: Placement }[] = [];
+  /** Bit l: a workload cgroup sits at level l (what the kernel's ancestor walk looks at). */
+  private workloadLevels = 0;
   private closed = false;
 
   private constructor(
@@ -258,14 +261,18 @@ export class Datapath {
   setWorkloads(node: Placement, workloads: readonly Workload[]): { cgroup: string; reason: string }[] {
     const skipped: { cgroup: string; reason: string }[] = [];
     const entries = [{ id: 0n, placement: node }];
+    let levels = 0;
     for (const w of workloads) {
       try {
         entries.push({ id: cgroupId(w.cgroup), placement: w.placement });
+        const level = cgroupLevel(w.cgroup);
+        if (level < 32) levels |= 1 << level;
       } catch (err) {
         skipped.push({ cgroup: w.cgroup, reason: (err as Error).message });
       }
     }
     this.workloads = entries;
+    this.workloadLevels = levels >>> 0;
     // After a restart the dynamic scopes' names are known only by hash: the
     // placements name every scope a workload can have a value for.
     const names = new Set(['network', 'node', 'cluster']);
@@ -424,7 +431,9 @@ export class Datapath {
       prev = key;
     }
     for (const key of drop) this.bpf.mapDelete(this.fds.workloads, key);
-    return this.workloads.length + drop.length;
+    // Levels last: an ancestor walk never looks for an entry not yet written.
+    this.bpf.mapUpdate(this.fds.config, u32Key(0), configValue(this.workloadLevels), BPF_ANY);
+    return this.workloads.length + drop.length + 1;
   }
 
   private batch(fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
@@ -484,7 +493,24 @@ function mapFds(get: (name: string) => number): Fds {
     workloads: get(MAP.workloads),
     scopes: get(MAP.scopes),
     stats: get(MAP.stats),
+    config: get(MAP.config),
   };
+}
+
+/**
+ * A cgroup directory's level in its cgroup v2 hierarchy (the mount's root is
+ * level 0), as bpf_get_current_ancestor_cgroup_id counts.
+ */
+export function cgroupLevel(dir: string): number {
+  const real = realpathSync(dir);
+  let root = '';
+  for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
+    const [, mnt, type] = line.split(' ');
+    if (type !== 'cgroup2' || !mnt) continue;
+    if ((real === mnt || real.startsWith(mnt.endsWith('/') ? mnt : `${mnt}/`)) && mnt.length > root.length) root = mnt;
+  }
+  if (!root) throw new Error(`cgroup ${dir} is not in a cgroup v2 hierarchy`);
+  return path.relative(root, real).split(path.sep).filter(Boolean).length;
 }
 
 /** The kernel's cgroup id of a cgroup v2 directory: its inode number. */
