@@ -142,7 +142,7 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     figures['nsConnectVip'] = median(vip);
     figures['programNsPerVipConnect'] = median(vip) - median(without);
     figures['lookupsPerVipConnect'] = Number(after.lookups - before.lookups) / Number(after.connects - before.connects);
-    figures['lookupBound'] = 'depth + 5 (service, workload x2, one per level, endpoint, stats); 1 for a non-VIP connect';
+    figures['lookupBound'] = 'depth + 5 for a cgroup with an entry (service, workload, one per level, endpoint, stats), + 2 without (the ancestor-level config, the node default); 1 for a non-VIP connect';
     figures['nsConnectVipV6'] = 'not measured: the program has no cgroup/connect6 yet';
     const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
     figures['nsConnectRanges'] = `without ${spread(without)}, non-VIP ${spread(other)}, VIP ${spread(vip)}`;

@@ -4,7 +4,7 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { scopeValue, type Placement, type Scope } from '../domain/locality.js';
@@ -30,6 +30,8 @@ import {
   type Stats,
 } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon } from './bpf.js';
+import { cgroupId, cgroupLevel } from './cgroups.js';
+import { repin, uninstall } from './pins.js';
 import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Limits, type Published, type Rejected } from './planner.js';
 import { SlotAllocator } from './slot-allocator.js';
 
@@ -165,30 +167,9 @@ export class Datapath {
     return dp;
   }
 
-  /**
-   * `canopy agent uninstall`: detaches the program from the cgroup and
-   * removes the pins; the maps go with their last reference. Returns what it did.
-   */
+  /** `canopy agent uninstall`: detaches the program and removes the pins; returns what it did. */
   static uninstall(opts: { pinDir: string; cgroup: string }): string[] {
-    const bpf = loadAddon();
-    const done: string[] = [];
-    const progPin = path.join(opts.pinDir, PROGRAM.connect4);
-    if (existsSync(progPin)) {
-      const progFd = bpf.objGet(progPin);
-      try {
-        if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup).includes(bpf.progId(progFd))) {
-          bpf.detachConnect4(progFd, opts.cgroup);
-          done.push(`detached connect4 from ${opts.cgroup}`);
-        }
-      } finally {
-        bpf.close(progFd);
-      }
-    }
-    if (existsSync(opts.pinDir)) {
-      rmSync(opts.pinDir, { recursive: true, force: true });
-      done.push(`removed the pins in ${opts.pinDir}`);
-    }
-    return done;
+    return uninstall(loadAddon(), opts);
   }
 
   /** Rebuilds the agent's bookkeeping from the pinned maps, and drops half-written trees. */
@@ -381,7 +362,7 @@ export class Datapath {
 
   /**
    * Stops the agent's side. The datapath keeps serving from the pinned maps
-   * unless `detach`, which also removes the program and the pins.
+   * unless `detach`, which detaches the program (the pins stay: see uninstall).
    */
   close(opts: { detach?: boolean; cgroup?: string; pinDir?: string } = {}): void {
     if (this.closed) return;
@@ -477,14 +458,6 @@ export class Datapath {
   }
 }
 
-/** Pins `fd` at `pin` in place of what is there, in one step (bpffs renames atomically). */
-function repin(bpf: BpfAddon, fd: number, pin: string): void {
-  const tmp = `${pin}_new`; // bpffs refuses dots in names
-  rmSync(tmp, { force: true });
-  bpf.objPin(fd, tmp);
-  renameSync(tmp, pin);
-}
-
 function mapFds(get: (name: string) => number): Fds {
   return {
     services: get(MAP.services),
@@ -497,25 +470,4 @@ function mapFds(get: (name: string) => number): Fds {
   };
 }
 
-/**
- * A cgroup directory's level in its cgroup v2 hierarchy (the mount's root is
- * level 0), as bpf_get_current_ancestor_cgroup_id counts.
- */
-export function cgroupLevel(dir: string): number {
-  const real = realpathSync(dir);
-  let root = '';
-  for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
-    const [, mnt, type] = line.split(' ');
-    if (type !== 'cgroup2' || !mnt) continue;
-    if ((real === mnt || real.startsWith(mnt.endsWith('/') ? mnt : `${mnt}/`)) && mnt.length > root.length) root = mnt;
-  }
-  if (!root) throw new Error(`cgroup ${dir} is not in a cgroup v2 hierarchy`);
-  return path.relative(root, real).split(path.sep).filter(Boolean).length;
-}
-
-/** The kernel's cgroup id of a cgroup v2 directory: its inode number. */
-export function cgroupId(dir: string): bigint {
-  const st = statSync(dir, { bigint: true });
-  if (!st.isDirectory()) throw new Error(`cgroup ${dir} is not a directory`);
-  return st.ino;
-}
+export { cgroupId, cgroupLevel };
