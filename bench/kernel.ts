@@ -1,6 +1,7 @@
 /**
  * Kernel datapath figures, each against a baseline in the same run:
  * - publish time of one tree of N endpoints: batch updates vs one syscall per entry;
+ * - map writes and apply time for one endpoint change (a health flip) in that tree;
  * - ns per connect() with the program attached (to a VIP: the tree walk; to
  *   any other address: one lookup) vs a cgroup without it;
  * - map lookups per VIP connect, counted by the program itself;
@@ -28,6 +29,12 @@ export interface KernelFigures {
   readonly publishBatchMs?: number;
   readonly publishSingleMs?: number;
   readonly publishRatio?: number;
+  /** One endpoint leaves (or comes back to) the N-endpoint tree: map writes and apply ms, median and range. */
+  readonly oneChangeMapWrites?: number;
+  readonly oneChangeApplyMs?: number;
+  readonly oneChangeApplyMsRange?: string;
+  /** IPv6 VIPs are not served by the kernel program yet (no connect6). */
+  readonly nsConnectVipV6?: string;
   readonly nsConnectWithout?: number;
   readonly nsConnectOtherAddress?: number;
   readonly nsConnectVip?: number;
@@ -69,6 +76,12 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
   const bytes = encodeLocalityTree(state.spec, state.tree.compile());
   const tree = { tree: decodeLocalityTree(bytes), hash: contentHash(bytes) };
   const reversed = { tree: { ...tree.tree, service: 'big' }, hash: `${tree.hash}-2` };
+  // The same tree less its first endpoint: what an admin PATCH health=unhealthy sends.
+  const lessOne = new Mesh();
+  lessOne.put({ ...state.spec, endpoints: state.spec.endpoints.slice(1) });
+  const lessState = lessOne.get('big')!;
+  const lessBytes = encodeLocalityTree(lessState.spec, lessState.tree.compile());
+  const minusOne = { tree: decodeLocalityTree(lessBytes), hash: contentHash(lessBytes) };
 
   const cg = testCgroup('bench');
   const on = cg.child('on');
@@ -82,11 +95,25 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     // Publish: alternate two versions so each apply is a full fill + switch; batch vs single, interleaved.
     const batchMs: number[] = [];
     const singleMs: number[] = [];
-    const rounds = quick ? 2 : 3;
+    const rounds = quick ? 3 : 5;
     for (let r = 0; r < rounds; r++) {
       batchMs.push(dp.apply([r % 2 ? reversed : tree]).ms);
       await dp.settle();
     }
+    // One endpoint change, back and forth.
+    const changeMs: number[] = [];
+    const changeWrites: number[] = [];
+    dp.apply([tree]);
+    await dp.settle();
+    for (let r = 0; r < rounds * 2; r++) {
+      const res = dp.apply([r % 2 ? tree : minusOne]);
+      changeMs.push(res.ms);
+      changeWrites.push(res.mapWrites);
+      await dp.settle();
+    }
+    figures['oneChangeMapWrites'] = median(changeWrites);
+    figures['oneChangeApplyMs'] = median(changeMs);
+    figures['oneChangeApplyMsRange'] = `${Math.min(...changeMs).toFixed(1)}–${Math.max(...changeMs).toFixed(1)}`;
     dp.close();
     single = Datapath.open({ pinDir: cg.pinDir, cgroup: on, graceMs: 10, batchUpdates: false });
     single.setWorkloads({ locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} }, []);
@@ -104,7 +131,7 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     const other: number[] = [];
     const vip: number[] = [];
     const before = single.stats();
-    for (let r = 0; r < 3; r++) {
+    for (let r = 0; r < 5; r++) {
       without.push(connectNs(bin, off, '127.0.0.1', PORT, calls));
       other.push(connectNs(bin, on, '127.0.0.1', PORT, calls));
       vip.push(connectNs(bin, on, VIP, PORT, calls));
@@ -115,7 +142,10 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     figures['nsConnectVip'] = median(vip);
     figures['programNsPerVipConnect'] = median(vip) - median(without);
     figures['lookupsPerVipConnect'] = Number(after.lookups - before.lookups) / Number(after.connects - before.connects);
-    figures['lookupBound'] = 'depth + 5 (service, workload x2, one per level, endpoint, stats); 1 for a non-VIP connect';
+    figures['lookupBound'] = 'depth + 5 for a cgroup with an entry (service, workload, one per level, endpoint, stats), + 2 without (the ancestor-level config, the node default); 1 for a non-VIP connect';
+    figures['nsConnectVipV6'] = 'not measured: the program has no cgroup/connect6 yet';
+    const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
+    figures['nsConnectRanges'] = `without ${spread(without)}, non-VIP ${spread(other)}, VIP ${spread(vip)}`;
   } finally {
     single?.close({ detach: true, cgroup: on });
     if (!single) dp?.close({ detach: true, cgroup: on });

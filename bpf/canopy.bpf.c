@@ -55,6 +55,13 @@ struct {
 } canopy_scopes SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct canopy_config);
+} canopy_config SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
@@ -67,6 +74,81 @@ struct canopy_result {
 	__u32 matched;
 	__u32 lookups;
 };
+
+/*
+ * A weighted pick in the layout at `base`, range [base + start, + count):
+ * r falls in [cum(start - 1), cum(start + count - 1)), and the slot is the
+ * first whose cum exceeds r (a bounded binary search: log2(count) + 2 lookups).
+ * A global function, so the verifier checks it once rather than once per
+ * path through the tree walk. Returns lookups << 32 | slot, or 0 when the
+ * endpoint map does not hold what the agent wrote.
+ */
+__attribute__((noinline)) __u64 canopy_weighted(__u32 base, __u32 start, __u32 count, __u32 rnd)
+{
+	struct canopy_backend *be;
+	__u32 lo = base + start, hi = lo + count - 1, before = 0, total, r, key;
+	__u64 lookups = 1;
+	int k;
+
+	if (count == 0)
+		return 0;
+	if (start > 0) {
+		key = lo - 1;
+		lookups++;
+		be = bpf_map_lookup_elem(&canopy_endpoints, &key);
+		if (!be)
+			return 0;
+		before = be->cum;
+	}
+	key = hi;
+	be = bpf_map_lookup_elem(&canopy_endpoints, &key);
+	if (!be || be->cum <= before)
+		return 0;
+	total = be->cum - before;
+	r = before + rnd % total;
+	for (k = 0; k < CANOPY_WEIGHT_STEPS && lo < hi; k++) {
+		key = lo + (hi - lo) / 2;
+		be = bpf_map_lookup_elem(&canopy_endpoints, &key);
+		if (!be)
+			return 0;
+		if (be->cum > r)
+			hi = key;
+		else
+			lo = key + 1;
+	}
+	return (lookups + k) << 32 | lo;
+}
+
+/*
+ * The locality of the nearest ancestor cgroup with a workload entry, looking
+ * only at the levels where the agent has put entries (canopy_config).
+ */
+static __always_inline struct canopy_locality *canopy_ancestor_locality(struct canopy_result *res)
+{
+	struct canopy_config *cfg;
+	struct canopy_locality *loc;
+	__u32 zero = 0, levels;
+	__u64 id;
+	int l;
+
+	res->lookups++;
+	cfg = bpf_map_lookup_elem(&canopy_config, &zero);
+	if (!cfg || cfg->workload_levels == 0)
+		return 0;
+	levels = cfg->workload_levels;
+	for (l = 31; l >= 0; l--) {
+		if (!(levels & (1u << l)))
+			continue;
+		id = bpf_get_current_ancestor_cgroup_id(l);
+		if (id == 0)
+			continue; /* deeper than the caller */
+		res->lookups++;
+		loc = bpf_map_lookup_elem(&canopy_workloads, &id);
+		if (loc)
+			return loc;
+	}
+	return 0;
+}
 
 /*
  * The selection, shared by the connect4 program and the test-run harness.
@@ -103,6 +185,8 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 			cgroup = bpf_get_current_cgroup_id();
 		res->lookups++;
 		loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
+		if (!loc && live)
+			loc = canopy_ancestor_locality(res);
 		if (!loc && cgroup != 0) {
 			res->lookups++;
 			loc = bpf_map_lookup_elem(&canopy_workloads, &zero_cg);
@@ -149,7 +233,16 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 
 	if (live)
 		rnd = bpf_get_prandom_u32();
-	slot = base + start + rnd % count;
+	if (svc.flags & CANOPY_SVC_WEIGHTED) {
+		__u64 picked = canopy_weighted(base, start, count, rnd);
+
+		if (!picked)
+			return CANOPY_REFUSE;
+		slot = (__u32)picked;
+		res->lookups += picked >> 32;
+	} else {
+		slot = base + start + rnd % count;
+	}
 	res->lookups++;
 	struct canopy_backend *be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
 	if (!be || be->ip == 0)

@@ -54,6 +54,12 @@ enum canopy_mode {
 	CANOPY_MODE_NETWORK_FIRST = 3,
 };
 
+/* canopy_svc.flags */
+#define CANOPY_SVC_WEIGHTED 1 /* endpoints differ in weight: pick by canopy_backend.cum */
+
+/* Binary-search steps of a weighted pick: enough for CANOPY_MAX_ENDPOINTS (2^20). */
+#define CANOPY_WEIGHT_STEPS 21
+
 /* Parent id of the merged tree's first level (CANOPY_MODE_NETWORK_FIRST). */
 #define CANOPY_ALT_ROOT 0xffffffffu
 
@@ -70,7 +76,7 @@ struct canopy_svc {
 	__u32 ep_count; /* endpoints in the whole tree (the root's range) */
 	__u8 mode;      /* enum canopy_mode */
 	__u8 depth;     /* tree levels, <= CANOPY_MAX_DEPTH */
-	__u16 pad;
+	__u16 flags;    /* CANOPY_SVC_* */
 	__u8 level_scope[CANOPY_MAX_DEPTH]; /* scope slot of level i */
 	__u32 alt_base; /* CANOPY_MODE_NETWORK_FIRST: first slot of the merged tree's endpoints */
 };
@@ -94,11 +100,25 @@ struct canopy_backend {
 	__u32 ip;   /* network byte order */
 	__u16 port; /* network byte order */
 	__u16 pad;
+	/* Weighted services: the weights of this layout's endpoints up to and
+	 * including this one (a layout: the tree's, or the merged tree's). A node's
+	 * range [lo, hi) is picked from by weight with a binary search on it. */
+	__u32 cum;
 };
 
 /* canopy_workloads: BPF_MAP_TYPE_HASH, key __u64 cgroup id; id 0 holds the node's own locality. */
 struct canopy_locality {
 	__u64 value[CANOPY_MAX_SCOPES]; /* FNV-1a 64 per scope slot, 0 = unset */
+};
+
+/* canopy_config: BPF_MAP_TYPE_ARRAY with one entry, key 0. */
+struct canopy_config {
+	/* Bit l set: some workload entry is a cgroup at level l of the hierarchy
+	 * (the root is level 0). A connect from a cgroup without an entry of its
+	 * own looks up its ancestors at these levels, deepest first, so a pod's
+	 * locality applies to its containers. */
+	__u32 workload_levels;
+	__u32 pad;
 };
 
 /* canopy_scopes: BPF_MAP_TYPE_ARRAY, key __u32 slot -> __u64 FNV-1a of the scope name.

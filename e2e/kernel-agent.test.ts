@@ -101,6 +101,36 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     assert.deepEqual(await onlyIds(east), { b3: 20 }, 'east is r2/z1/s1 by its --workload entry');
   });
 
+  it('a workload\'s locality applies to its descendant cgroups (pod → container)', async () => {
+    const container = cg.child('east/container');
+    const c = await Connector.start(container);
+    try {
+      assert.deepEqual(await onlyIds(c), { b3: 20 }, 'east/container has no entry: its ancestor east (r2) has');
+    } finally {
+      c.close();
+    }
+  });
+
+  it('workloads can be added and removed while the agent runs (PUT /workloads)', async () => {
+    const late = await Connector.start(cg.child('late'));
+    const put = (workloads: string[]) =>
+      fetch(`${agent.metricsUrl}/workloads`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ workloads }) });
+    try {
+      assert.deepEqual(await onlyIds(late), { b1: 20 }, 'not a workload yet: the node locality');
+      const r = await put(['east=region=r2,zone=z1,subzone=s1', 'late=region=r2,zone=z1,subzone=s1']);
+      assert.equal(r.status, 200, await r.clone().text());
+      assert.deepEqual(await onlyIds(late), { b3: 20 }, 'added: r2');
+      assert.equal((await put(['east=region=r2,zone=z1,subzone=s1'])).status, 200);
+      assert.deepEqual(await onlyIds(late), { b1: 20 }, 'removed: the node locality again');
+      assert.deepEqual(await onlyIds(east), { b3: 20 }, 'east untouched');
+      const bad = await put(['late']);
+      assert.equal(bad.status, 400);
+      assert.match(((await bad.json()) as { error: string }).error, /must be CGROUP=k=v/);
+    } finally {
+      late.close();
+    }
+  });
+
   it('a health change through the admin API shows up in the kernel', async () => {
     const from = agent.logs.length;
     const r = await canopy.admin('PATCH', ep(BACKENDS[0]!), { health: 'unhealthy' });

@@ -68,7 +68,7 @@ export function testCgroup(name: string): { dir: string; pinDir: string; child(n
     },
     cleanup() {
       rmSync(pinDir, { recursive: true, force: true });
-      for (const c of [...children, dir]) {
+      for (const c of [...children.reverse(), dir]) {
         // A cgroup goes once it has no processes: move any left to the root.
         try {
           for (const pid of readFileSync(path.join(c, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {

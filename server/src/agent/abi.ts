@@ -23,6 +23,8 @@ export const DEFAULT_MAX = {
 } as const;
 
 export const MODE = { random: 0, failover: 1, strict: 2, networkFirst: 3 } as const;
+export const SVC_WEIGHTED = 1;
+export const WEIGHT_STEPS = 21;
 /** Parent id of the merged tree's first level (network-first services). */
 export const ALT_ROOT = 0xffffffff;
 export const VERDICT = { pass: 0, rewrite: 1, refuse: 2 } as const;
@@ -33,6 +35,7 @@ export const MAP = {
   endpoints: 'canopy_endpoints',
   workloads: 'canopy_workloads',
   scopes: 'canopy_scopes',
+  config: 'canopy_config',
   stats: 'canopy_stats',
 } as const;
 
@@ -41,10 +44,11 @@ export const PROGRAM = { connect4: 'canopy_connect4', selectTest: 'canopy_select
 /** struct layouts: size and field offsets, in the header's order. */
 export const LAYOUT = {
   canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
-  canopy_svc: { size: 28, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, pad: 14, level_scope: 16, alt_base: 24 } },
+  canopy_svc: { size: 28, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, flags: 14, level_scope: 16, alt_base: 24 } },
   canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
   canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
-  canopy_backend: { size: 8, fields: { ip: 0, port: 4, pad: 6 } },
+  canopy_backend: { size: 12, fields: { ip: 0, port: 4, pad: 6, cum: 8 } },
+  canopy_config: { size: 8, fields: { workload_levels: 0, pad: 4 } },
   canopy_locality: { size: 128, fields: { value: 0 } },
   canopy_stats: { size: 32, fields: { connects: 0, rewritten: 8, refused: 16, lookups: 24 } },
   canopy_test_ctx: {
@@ -69,6 +73,8 @@ export const CONSTANTS = {
   CANOPY_MODE_FAILOVER: MODE.failover,
   CANOPY_MODE_STRICT: MODE.strict,
   CANOPY_MODE_NETWORK_FIRST: MODE.networkFirst,
+  CANOPY_SVC_WEIGHTED: SVC_WEIGHTED,
+  CANOPY_WEIGHT_STEPS: WEIGHT_STEPS,
   CANOPY_PASS: VERDICT.pass,
   CANOPY_REWRITE: VERDICT.rewrite,
   CANOPY_REFUSE: VERDICT.refuse,
@@ -115,6 +121,8 @@ export interface SvcValue {
   readonly levelScope: readonly number[];
   /** First slot of the merged tree's endpoints (network-first services; else 0). */
   readonly altBase: number;
+  /** SVC_WEIGHTED when endpoints differ in weight. */
+  readonly flags?: number;
 }
 
 export function writeSvcKey(b: Buffer, off: number, k: SvcKey): void {
@@ -143,6 +151,8 @@ export function svcValue(v: SvcValue): Buffer {
   u32(b, f.ep_count, v.epCount);
   b.writeUInt8(v.mode, f.mode);
   b.writeUInt8(v.depth, f.depth);
+  if (LE) b.writeUInt16LE(v.flags ?? 0, f.flags);
+  else b.writeUInt16BE(v.flags ?? 0, f.flags);
   v.levelScope.forEach((s, i) => b.writeUInt8(s, f.level_scope + i));
   u32(b, f.alt_base, v.altBase);
   return b;
@@ -159,6 +169,7 @@ export function readSvcValue(b: Buffer): SvcValue {
     depth,
     levelScope: Array.from({ length: depth }, (_, i) => b.readUInt8(f.level_scope + i)),
     altBase: readU32(b, f.alt_base),
+    flags: LE ? b.readUInt16LE(f.flags) : b.readUInt16BE(f.flags),
   };
 }
 
@@ -196,11 +207,13 @@ export function writeSlot(b: Buffer, off: number, slot: number): void {
   u32(b, off, slot);
 }
 
-export function writeBackend(b: Buffer, off: number, ip: number, port: number): void {
+/** `cum`: weights of the layout's endpoints up to and including this one (weighted services). */
+export function writeBackend(b: Buffer, off: number, ip: number, port: number, cum = 0): void {
   const f = LAYOUT.canopy_backend.fields;
   ipNet(b, off + f.ip, ip);
   b.writeUInt16BE(port, off + f.port);
   b.writeUInt16LE(0, off + f.pad);
+  u32(b, off + f.cum, cum);
 }
 
 // ----------------------------------------------------------------- workloads
@@ -218,6 +231,12 @@ export function localityValue(values: ReadonlyMap<number, bigint>): Buffer {
     if (slot < 0 || slot >= MAX_SCOPES) throw new RangeError(`scope slot ${slot} is outside 0..${MAX_SCOPES - 1}`);
     u64(b, LAYOUT.canopy_locality.fields.value + slot * 8, v);
   }
+  return b;
+}
+
+export function configValue(workloadLevels: number): Buffer {
+  const b = Buffer.alloc(LAYOUT.canopy_config.size);
+  u32(b, LAYOUT.canopy_config.fields.workload_levels, workloadLevels);
   return b;
 }
 

@@ -12,7 +12,7 @@ import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/
 import { contentHash } from '../resources/resource.js';
 import { intToIpv4, tryDecodeLocalityTree, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
-import { DEFAULT_PIN_DIR } from './cli-agent.js';
+import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
 import { Datapath, type Workload } from './datapath.js';
 import type { IncomingTree } from './planner.js';
 
@@ -197,6 +197,28 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   const app: FastifyInstance = Fastify({ logger: false });
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/healthz', async () => ({ status: 'ok' }));
+  // The workload set, replaced whole while the agent runs (same syntax as --workload).
+  let workloads: readonly Workload[] = opts.workloads ?? [];
+  const workloadView = () => workloads.map((w) => ({ cgroup: w.cgroup, placement: w.placement }));
+  app.get('/workloads', async () => ({ workloads: workloadView() }));
+  app.put('/workloads', async (req, reply) => {
+    const body = req.body as { workloads?: unknown } | undefined;
+    const list = body?.workloads;
+    if (!Array.isArray(list) || !list.every((w) => typeof w === 'string')) {
+      return reply.code(400).send({ error: 'body must be {"workloads": ["CGROUP=k=v,...", ...]}' });
+    }
+    let next: Workload[];
+    try {
+      next = list.map((w: string) => parseWorkload(w, opts.placement, opts.cgroup));
+    } catch (err) {
+      return reply.code(400).send({ error: (err as Error).message });
+    }
+    const skipped = datapath.setWorkloads(opts.placement, next);
+    workloads = next;
+    for (const { cgroup, reason } of skipped) log.warn({ cgroup, reason }, 'workload skipped: its connects use the node locality');
+    log.info({ workloads: next.length, skipped: skipped.length }, 'workloads replaced');
+    return { workloads: workloadView(), skipped };
+  });
   app.get('/debug/state', async () => ({
     ...status,
     entries: datapath.entries(),

@@ -26,8 +26,9 @@ ${AGENT_USAGE}
   --region/--zone/--subzone/--network/--cluster/--label k=v
                          this node's placement: the locality of connects from cgroups without a --workload entry
   --workload CGROUP=k=v,...
-                         a workload cgroup (relative to --cgroup, or absolute) with its own placement; a missing
-                         cgroup is skipped with a logged reason
+                         a workload cgroup (relative to --cgroup, or absolute) with its own placement, which its
+                         descendant cgroups share; a missing cgroup is skipped with a logged reason. The set can be
+                         replaced while the agent runs: PUT /workloads {"workloads": ["CGROUP=k=v,...", ...]}
   --pin-dir DIR          bpffs directory for the pinned program and maps (default /sys/fs/bpf/canopy)
   --grace-ms N           how long a replaced tree stays readable (default 200)
   --max-services N       service map size (default 4096), --max-nodes N (default 262144),
@@ -66,6 +67,24 @@ function pair(text: string, flag: string): [string, string] {
   const i = text.indexOf('=');
   if (i <= 0) throw new AgentFlagError(`${flag} "${text}" must be key=value`);
   return [text.slice(0, i), text.slice(i + 1)];
+}
+
+/**
+ * One workload, "CGROUP=k=v,...": its cgroup (relative to `cgroupRoot`, or
+ * absolute) and its placement, which inherits what it does not set from the
+ * node's. Used by --workload and by the agent's PUT /workloads.
+ */
+export function parseWorkload(text: string, node: Placement, cgroupRoot: string): Workload {
+  const eq = text.indexOf('=');
+  if (eq <= 0) throw new AgentFlagError(`--workload "${text}" must be CGROUP=k=v,...`);
+  const dir = text.slice(0, eq);
+  const placement = { ...node, locality: { ...node.locality }, labels: { ...node.labels } };
+  for (const kv of text.slice(eq + 1).split(',').filter(Boolean)) {
+    const [k, v] = pair(kv, `--workload ${dir}:`);
+    if (!PLACEMENT_KEYS.has(k) && !/^(label:)?[A-Za-z0-9_./-]+$/.test(k)) throw new AgentFlagError(`--workload ${dir}: key "${k}" is not a scope or label name`);
+    setKey(placement, k, v);
+  }
+  return { cgroup: path.isAbsolute(dir) ? dir : path.join(cgroupRoot, dir), placement };
 }
 
 export function parseAgentArgs(args: string[]): AgentOptions {
@@ -113,18 +132,7 @@ export function parseAgentArgs(args: string[]): AgentOptions {
     const [k, v] = pair(l, '--label');
     node.labels[k] = v;
   }
-  const workloads: Workload[] = (values.workload ?? []).map((w) => {
-    const eq = w.indexOf('=');
-    if (eq <= 0) throw new AgentFlagError(`--workload "${w}" must be CGROUP=k=v,...`);
-    const dir = w.slice(0, eq);
-    const placement = { ...node, locality: { ...node.locality }, labels: { ...node.labels } };
-    for (const kv of w.slice(eq + 1).split(',').filter(Boolean)) {
-      const [k, v] = pair(kv, `--workload ${dir}:`);
-      if (!PLACEMENT_KEYS.has(k) && !/^(label:)?[A-Za-z0-9_./-]+$/.test(k)) throw new AgentFlagError(`--workload ${dir}: key "${k}" is not a scope or label name`);
-      setKey(placement, k, v);
-    }
-    return { cgroup: path.isAbsolute(dir) ? dir : path.join(cgroup, dir), placement: placement as Placement };
-  });
+  const workloads: Workload[] = (values.workload ?? []).map((w) => parseWorkload(w, node as Placement, cgroup));
   const int = (flag: 'grace-ms' | 'metrics-port' | 'max-services' | 'max-nodes' | 'max-endpoints', max: number, min = 0): number | undefined => {
     const raw = values[flag];
     if (raw === undefined) return undefined;

@@ -4,12 +4,13 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { scopeValue, type Placement, type Scope } from '../domain/locality.js';
 import {
   cgroupKey,
+  configValue,
   DEFAULT_MAX,
   LAYOUT,
   localityValue,
@@ -29,6 +30,8 @@ import {
   type Stats,
 } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon } from './bpf.js';
+import { cgroupId, cgroupLevel } from './cgroups.js';
+import { repin, uninstall } from './pins.js';
 import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Limits, type Published, type Rejected } from './planner.js';
 import { SlotAllocator } from './slot-allocator.js';
 
@@ -79,6 +82,8 @@ export class Datapath {
   private readonly batchUpdates: boolean;
   private readonly retiring = new Set<NodeJS.Timeout>();
   private workloads: { id: bigint; placement: Placement }[] = [];
+  /** Bit l: a workload cgroup sits at level l (what the kernel's ancestor walk looks at). */
+  private workloadLevels = 0;
   private closed = false;
 
   private constructor(
@@ -162,30 +167,9 @@ export class Datapath {
     return dp;
   }
 
-  /**
-   * `canopy agent uninstall`: detaches the program from the cgroup and
-   * removes the pins; the maps go with their last reference. Returns what it did.
-   */
+  /** `canopy agent uninstall`: detaches the program and removes the pins; returns what it did. */
   static uninstall(opts: { pinDir: string; cgroup: string }): string[] {
-    const bpf = loadAddon();
-    const done: string[] = [];
-    const progPin = path.join(opts.pinDir, PROGRAM.connect4);
-    if (existsSync(progPin)) {
-      const progFd = bpf.objGet(progPin);
-      try {
-        if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup).includes(bpf.progId(progFd))) {
-          bpf.detachConnect4(progFd, opts.cgroup);
-          done.push(`detached connect4 from ${opts.cgroup}`);
-        }
-      } finally {
-        bpf.close(progFd);
-      }
-    }
-    if (existsSync(opts.pinDir)) {
-      rmSync(opts.pinDir, { recursive: true, force: true });
-      done.push(`removed the pins in ${opts.pinDir}`);
-    }
-    return done;
+    return uninstall(loadAddon(), opts);
   }
 
   /** Rebuilds the agent's bookkeeping from the pinned maps, and drops half-written trees. */
@@ -258,14 +242,18 @@ export class Datapath {
   setWorkloads(node: Placement, workloads: readonly Workload[]): { cgroup: string; reason: string }[] {
     const skipped: { cgroup: string; reason: string }[] = [];
     const entries = [{ id: 0n, placement: node }];
+    let levels = 0;
     for (const w of workloads) {
       try {
         entries.push({ id: cgroupId(w.cgroup), placement: w.placement });
+        const level = cgroupLevel(w.cgroup);
+        if (level < 32) levels |= 1 << level;
       } catch (err) {
         skipped.push({ cgroup: w.cgroup, reason: (err as Error).message });
       }
     }
     this.workloads = entries;
+    this.workloadLevels = levels >>> 0;
     // After a restart the dynamic scopes' names are known only by hash: the
     // placements name every scope a workload can have a value for.
     const names = new Set(['network', 'node', 'cluster']);
@@ -374,7 +362,7 @@ export class Datapath {
 
   /**
    * Stops the agent's side. The datapath keeps serving from the pinned maps
-   * unless `detach`, which also removes the program and the pins.
+   * unless `detach`, which detaches the program (the pins stay: see uninstall).
    */
   close(opts: { detach?: boolean; cgroup?: string; pinDir?: string } = {}): void {
     if (this.closed) return;
@@ -424,7 +412,9 @@ export class Datapath {
       prev = key;
     }
     for (const key of drop) this.bpf.mapDelete(this.fds.workloads, key);
-    return this.workloads.length + drop.length;
+    // Levels last: an ancestor walk never looks for an entry not yet written.
+    this.bpf.mapUpdate(this.fds.config, u32Key(0), configValue(this.workloadLevels), BPF_ANY);
+    return this.workloads.length + drop.length + 1;
   }
 
   private batch(fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
@@ -468,14 +458,6 @@ export class Datapath {
   }
 }
 
-/** Pins `fd` at `pin` in place of what is there, in one step (bpffs renames atomically). */
-function repin(bpf: BpfAddon, fd: number, pin: string): void {
-  const tmp = `${pin}_new`; // bpffs refuses dots in names
-  rmSync(tmp, { force: true });
-  bpf.objPin(fd, tmp);
-  renameSync(tmp, pin);
-}
-
 function mapFds(get: (name: string) => number): Fds {
   return {
     services: get(MAP.services),
@@ -484,12 +466,8 @@ function mapFds(get: (name: string) => number): Fds {
     workloads: get(MAP.workloads),
     scopes: get(MAP.scopes),
     stats: get(MAP.stats),
+    config: get(MAP.config),
   };
 }
 
-/** The kernel's cgroup id of a cgroup v2 directory: its inode number. */
-export function cgroupId(dir: string): bigint {
-  const st = statSync(dir, { bigint: true });
-  if (!st.isDirectory()) throw new Error(`cgroup ${dir} is not a directory`);
-  return st.ino;
-}
+export { cgroupId, cgroupLevel };

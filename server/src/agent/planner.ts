@@ -26,6 +26,7 @@ import {
   SCOPE_REGION,
   SCOPE_SUBZONE,
   SCOPE_ZONE,
+  SVC_WEIGHTED,
   svcKey,
   svcValue,
   valueHash,
@@ -181,6 +182,12 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       unchanged++;
       continue;
     }
+    const weighted = t.backends.some((b) => b.weight !== t.backends[0]!.weight);
+    const totalWeight = t.backends.reduce((sum, b) => sum + b.weight, 0);
+    if (totalWeight > 0xffffffff) {
+      reject(t, `endpoint weights add up to ${totalWeight}, more than 2^32 - 1`);
+      continue;
+    }
     const clash = siblingClash(t);
     if (clash !== undefined) {
       reject(t, clash);
@@ -215,10 +222,13 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     const epKeys = Buffer.alloc(slotsNeeded * 4);
     const epValues = Buffer.alloc(slotsNeeded * LAYOUT.canopy_backend.size);
     const order = merged ? [...t.backends.keys(), ...merged.order] : [...t.backends.keys()];
+    let cum = 0;
     order.forEach((b, i) => {
       const be = t.backends[b]!;
+      if (i === n) cum = 0; // the merged layout counts its own weights
+      cum += be.weight;
       writeSlot(epKeys, i * 4, range.start + i);
-      writeBackend(epValues, i * LAYOUT.canopy_backend.size, be.ipv4, be.port);
+      writeBackend(epValues, i * LAYOUT.canopy_backend.size, be.ipv4, be.port, weighted ? cum : 0);
     });
 
     const nodeKeys = Buffer.alloc(nodeCount * LAYOUT.canopy_node_key.size);
@@ -245,6 +255,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       depth: t.scopes.length,
       levelScope: slots.levels,
       altBase: merged ? range.start + n : 0,
+      flags: weighted ? SVC_WEIGHTED : 0,
     });
     fills.push({
       service: t.service,

@@ -1,0 +1,38 @@
+/**
+ * The pins under --pin-dir: replacing one in a single step, and removing them
+ * all with the program's attachment (`canopy agent uninstall`).
+ */
+import { existsSync, renameSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { PROGRAM } from './abi.js';
+import type { BpfAddon } from './bpf.js';
+
+/** Pins `fd` at `pin` in place of what is there, in one step (bpffs renames atomically). */
+export function repin(bpf: BpfAddon, fd: number, pin: string): void {
+  const tmp = `${pin}_new`; // bpffs refuses dots in names
+  rmSync(tmp, { force: true });
+  bpf.objPin(fd, tmp);
+  renameSync(tmp, pin);
+}
+
+/** Detaches connect4 from the cgroup and removes the pins (the maps go with their last reference). */
+export function uninstall(bpf: BpfAddon, opts: { pinDir: string; cgroup: string }): string[] {
+  const done: string[] = [];
+  const progPin = path.join(opts.pinDir, PROGRAM.connect4);
+  if (existsSync(progPin)) {
+    const progFd = bpf.objGet(progPin);
+    try {
+      if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup).includes(bpf.progId(progFd))) {
+        bpf.detachConnect4(progFd, opts.cgroup);
+        done.push(`detached connect4 from ${opts.cgroup}`);
+      }
+    } finally {
+      bpf.close(progFd);
+    }
+  }
+  if (existsSync(opts.pinDir)) {
+    rmSync(opts.pinDir, { recursive: true, force: true });
+    done.push(`removed the pins in ${opts.pinDir}`);
+  }
+  return done;
+}
