@@ -72,21 +72,28 @@ class RawStream<Req, Res> {
   private readonly client: grpc.Client;
   private readonly call: grpc.ClientDuplexStream<Req, Res>;
 
-  constructor(address: string, methodName: string, options: grpc.ClientOptions = {}) {
+  /** `stalled`: never read what the server sends (a client that stopped reading; `next` never resolves). */
+  constructor(address: string, methodName: string, options: grpc.ClientOptions = {}, stalled = false) {
     const Ctor = adsClientCtor();
     this.client = new Ctor(address, grpc.credentials.createInsecure(), options);
     const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<Req, Res>>)[methodName];
     this.call = method!.call(this.client);
+    this.call.on('error', () => {});
+    if (stalled) return;
     this.call.on('data', (r: Res) => {
       const w = this.waiters.shift();
       if (w) w(r);
       else this.queue.push(r);
     });
-    this.call.on('error', () => {});
   }
 
   send(req: Req): void {
     this.call.write(req);
+  }
+
+  /** Writes and resolves once the request has been handed to the transport (for loops of many requests). */
+  sendAndFlush(req: Req): Promise<void> {
+    return new Promise((resolve) => this.call.write(req, () => resolve()));
   }
 
   next(timeoutMs = 3000): Promise<Res> {
@@ -122,8 +129,8 @@ class RawStream<Req, Res> {
 
 /** StreamAggregatedResources: the state-of-the-world protocol. */
 export class RawAdsStream extends RawStream<RawRequest, RawResponse> {
-  constructor(address: string, options: grpc.ClientOptions = {}) {
-    super(address, 'StreamAggregatedResources', options);
+  constructor(address: string, options: grpc.ClientOptions = {}, stalled = false) {
+    super(address, 'StreamAggregatedResources', options, stalled);
   }
 }
 
