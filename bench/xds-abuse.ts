@@ -3,14 +3,16 @@
  * serve` process over loopback (the client runs in this process):
  *
  * - junk: one stream sends 20,000 requests, each with a different unknown type URL;
- * - stalled: one SotW stream subscribes to a large CLA, never reads, and changes
- *   its subscription 500 times.
+ * - stalled: one SotW stream (plain HTTP/2, its stream paused: flow control stalls the
+ *   server) subscribes to a large CLA and changes its subscription 500 times.
  *
- * Reports the server's RSS and V8 heap + external (Buffer) growth (from its /metrics), the responses
- * it wrote, and the size of /debug/clients. Run: `npm run build && node dist/bench/xds-abuse.js [runs]`.
+ * Reports the growth of the server's RSS and of its V8 heap + external (Buffer) memory after a full GC
+ * (bench/abuse-server.ts), the responses it wrote (its /metrics), and the size of /debug/clients. Run: `npm run build && node dist/bench/xds-abuse.js [runs]`.
  */
-import { startCanopyProcess, type CanopyProcess } from '../e2e/support/canopy-process.js';
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { RawAdsStream } from '../e2e/support/raw-ads.js';
+import { StalledAdsClient } from '../e2e/support/stalled-ads.js';
 
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
 const JUNK_REQUESTS = 20_000;
@@ -36,20 +38,42 @@ interface Sample {
   readonly responses: number;
 }
 
-async function sample(canopy: CanopyProcess): Promise<Sample> {
-  const text = String((await canopy.admin('GET', '/metrics')).body);
-  const one = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-  let responses = 0;
-  for (const m of text.matchAll(/^canopy_xds_responses_total\{[^}]*\} (\S+)$/gm)) responses += Number(m[1]);
-  return {
-    rss: one('process_resident_memory_bytes'),
-    heap: one('nodejs_heap_size_used_bytes') + one('nodejs_external_memory_bytes'),
-    responses,
-  };
+interface Server {
+  readonly xdsUri: string;
+  readonly adminUrl: string;
+  readonly child: ChildProcess;
 }
 
-async function debugClientsBytes(canopy: CanopyProcess): Promise<number> {
-  const res = await fetch(`${canopy.adminUrl}/debug/clients`);
+const SERVER = fileURLToPath(new URL('./abuse-server.js', import.meta.url));
+
+function nextMessage<T>(child: ChildProcess): Promise<T> {
+  return new Promise((resolve) => child.once('message', (m) => resolve(m as T)));
+}
+
+async function startServer(config: object): Promise<Server> {
+  const child = fork(SERVER, [], { execArgv: ['--expose-gc'], stdio: 'inherit' });
+  child.send(config);
+  const { xds, admin } = await nextMessage<{ xds: string; admin: string }>(child);
+  return { xdsUri: xds, adminUrl: `http://${admin}`, child };
+}
+
+async function stopServer(server: Server): Promise<void> {
+  const exited = new Promise((resolve) => server.child.once('exit', resolve));
+  server.child.send('stop');
+  await exited;
+}
+
+async function sample(server: Server): Promise<Sample> {
+  const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
+  let responses = 0;
+  for (const m of text.matchAll(/^canopy_xds_responses_total\{[^}]*\} (\S+)$/gm)) responses += Number(m[1]);
+  server.child.send('measure');
+  const mem = await nextMessage<{ rss: number; heapUsed: number; external: number }>(server.child);
+  return { rss: mem.rss, heap: mem.heapUsed + mem.external, responses };
+}
+
+async function debugClientsBytes(server: Server): Promise<number> {
+  const res = await fetch(`${server.adminUrl}/debug/clients`);
   return (await res.text()).length;
 }
 
@@ -57,7 +81,7 @@ const MiB = 1024 * 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function junk(): Promise<Record<string, number>> {
-  const canopy = await startCanopyProcess({ services: [{ ...bigService(), name: 'small', endpoints: bigService().endpoints.slice(0, 3) }] });
+  const canopy = await startServer({ services: [{ ...bigService(), name: 'small', endpoints: bigService().endpoints.slice(0, 3) }] });
   try {
     const before = await sample(canopy);
     const ads = new RawAdsStream(canopy.xdsUri);
@@ -76,24 +100,24 @@ async function junk(): Promise<Record<string, number>> {
       debugClientsKiB: debugBytes / 1024,
     };
   } finally {
-    await canopy.stop();
+    await stopServer(canopy);
   }
 }
 
 async function stalled(): Promise<Record<string, number>> {
-  const canopy = await startCanopyProcess({ services: [bigService()] });
+  const canopy = await startServer({ services: [bigService()] });
   try {
     const before = await sample(canopy);
-    const ads = new RawAdsStream(canopy.xdsUri, {}, true);
+    const ads = new StalledAdsClient(canopy.xdsUri);
     let sent = 0;
     const first = { node, type_url: EDS, resource_names: ['big'] };
     sent += JSON.stringify(first).length;
-    ads.send(first);
+    await ads.send(first);
     for (let i = 0; i < STALLED_CHANGES; i++) {
       // Dropping 'big' and asking for it again makes each second request call for the whole CLA.
       const req = { type_url: EDS, resource_names: i % 2 ? ['big'] : [`x${i}`] };
       sent += JSON.stringify(req).length;
-      await ads.sendAndFlush(req);
+      await ads.send(req);
     }
     await sleep(2000);
     const after = await sample(canopy);
@@ -105,7 +129,7 @@ async function stalled(): Promise<Record<string, number>> {
       requestKiB: sent / 1024,
     };
   } finally {
-    await canopy.stop();
+    await stopServer(canopy);
   }
 }
 

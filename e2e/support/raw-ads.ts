@@ -72,14 +72,25 @@ class RawStream<Req, Res> {
   private readonly client: grpc.Client;
   private readonly call: grpc.ClientDuplexStream<Req, Res>;
 
-  /** `stalled`: never read what the server sends (a client that stopped reading; `next` never resolves). */
+  /** The call's final status, once the server ends the stream. */
+  readonly status: Promise<grpc.StatusObject>;
+  private reading = false;
+
+  /** `stalled`: read nothing the server sends until `resume()` (a client that stopped reading). */
   constructor(address: string, methodName: string, options: grpc.ClientOptions = {}, stalled = false) {
     const Ctor = adsClientCtor();
     this.client = new Ctor(address, grpc.credentials.createInsecure(), options);
     const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<Req, Res>>)[methodName];
     this.call = method!.call(this.client);
     this.call.on('error', () => {});
-    if (stalled) return;
+    this.status = new Promise((resolve) => this.call.on('status', resolve));
+    if (!stalled) this.resume();
+  }
+
+  /** Starts (or goes on) reading responses. */
+  resume(): void {
+    if (this.reading) return;
+    this.reading = true;
     this.call.on('data', (r: Res) => {
       const w = this.waiters.shift();
       if (w) w(r);
