@@ -72,6 +72,14 @@ async function sample(server: Server): Promise<Sample> {
   return { rss: mem.rss, heap: mem.heapUsed + mem.external, responses };
 }
 
+/** One well-behaved client first, so the CLA cache and the protocol code are warm before the baseline. */
+async function warmUp(server: Server, service: string): Promise<void> {
+  const ads = new RawAdsStream(server.xdsUri);
+  ads.send({ node: { ...node, id: 'warm-up' }, type_url: EDS, resource_names: [service] });
+  await ads.next(30_000);
+  ads.close();
+}
+
 async function debugClientsBytes(server: Server): Promise<number> {
   const res = await fetch(`${server.adminUrl}/debug/clients`);
   return (await res.text()).length;
@@ -83,6 +91,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function junk(): Promise<Record<string, number>> {
   const canopy = await startServer({ services: [{ ...bigService(), name: 'small', endpoints: bigService().endpoints.slice(0, 3) }] });
   try {
+    await warmUp(canopy, 'small');
     const before = await sample(canopy);
     const ads = new RawAdsStream(canopy.xdsUri);
     ads.send({ node, type_url: 'type.example/junk.0', resource_names: ['x'] });
@@ -107,6 +116,7 @@ async function junk(): Promise<Record<string, number>> {
 async function stalled(): Promise<Record<string, number>> {
   const canopy = await startServer({ services: [bigService()] });
   try {
+    await warmUp(canopy, 'big');
     const before = await sample(canopy);
     const ads = new StalledAdsClient(canopy.xdsUri);
     let sent = 0;

@@ -1,10 +1,11 @@
 /**
- * The only module that speaks gRPC: serves AggregatedDiscoveryService and
- * hands each stream to the ADS pipeline. Responses arrive pre-encoded, so the
+ * Serves AggregatedDiscoveryService (SotW and delta) and CSDS on the xDS
+ * port, and hands each ADS stream to the push pipeline. Responses arrive pre-encoded, so the
  * response serializer is the identity.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
+import { csdsHandlers, csdsServiceDefinition } from './csds-service.js';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
@@ -53,6 +54,7 @@ export async function startGrpcTransport(opts: {
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   });
+  server.addService(csdsServiceDefinition(), csdsHandlers(() => opts.ads.clients(Infinity)));
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
       serveStream(call, (sink) => opts.ads.open(call.getPeer(), sink)),

@@ -15,6 +15,7 @@ const FILES = [
   'envoy/config/endpoint/v3/endpoint.proto',
   'envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto',
   'envoy/extensions/filters/http/router/v3/router.proto',
+  'envoy/service/status/v3/csds.proto',
 ];
 
 let root: protobuf.Root | undefined;
