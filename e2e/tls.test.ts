@@ -44,7 +44,7 @@ describe('TLS and mTLS', { skip }, () => {
   });
 
   const stream = (pem?: { cert: Buffer; key: Buffer }) =>
-    new RawAdsStream(canopy.xdsAddress, grpc.credentials.createSsl(ca.caCert, pem?.key ?? null, pem?.cert ?? null));
+    new RawAdsStream(canopy.xdsAddress, {}, false, grpc.credentials.createSsl(ca.caCert, pem?.key ?? null, pem?.cert ?? null));
 
   it('serves a client whose certificate names its node', async () => {
     const ads = stream(ca.client('spiffe://canopy.test/ns/default/client-a'));

@@ -1,10 +1,11 @@
 /**
- * The only module that speaks gRPC: serves AggregatedDiscoveryService and
- * hands each stream to the ADS pipeline. Responses arrive pre-encoded, so the
+ * Serves AggregatedDiscoveryService (SotW and delta) and CSDS on the xDS
+ * port, and hands each ADS stream to the push pipeline. Responses arrive pre-encoded, so the
  * response serializer is the identity.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
+import { csdsHandlers, csdsServiceDefinition } from './csds-service.js';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
@@ -63,6 +64,7 @@ export async function startGrpcTransport(opts: {
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   });
   const mtls = opts.tls?.clientCa !== undefined;
+  server.addService(csdsServiceDefinition(), csdsHandlers(() => opts.ads.clients(Infinity)));
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
       serveStream(call, mtls, (sink) => opts.ads.open(call.getPeer(), sink)),
@@ -109,11 +111,21 @@ function serveStream<R extends { readonly node?: { readonly id: string } }>(
   const identities = mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
   let ended = false;
   const handle = open({
-    write: (bytes) => (ended ? true : call.write(bytes)),
+    // The callback runs once grpc-js has handed the message on (the client's flow control lets it):
+    // the pipeline writes nothing more to this stream until then.
+    write: (bytes, flushed) => {
+      if (ended) return;
+      call.write(bytes, () => flushed());
+    },
     end: () => {
       if (ended) return;
       ended = true;
       call.end();
+    },
+    reject: (detail) => {
+      if (ended) return;
+      ended = true;
+      call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
     },
   });
   call.on('data', (req: R) => {
@@ -123,7 +135,6 @@ function serveStream<R extends { readonly node?: { readonly id: string } }>(
     handle.closed();
     call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: refusal });
   });
-  call.on('drain', () => handle.drained());
   const close = (): void => {
     ended = true;
     handle.closed();

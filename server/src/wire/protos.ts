@@ -18,6 +18,7 @@ const FILES = [
   // What Envoy sidecars are sent inside Anys.
   'envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto',
   'envoy/extensions/upstreams/http/v3/http_protocol_options.proto',
+  'envoy/service/status/v3/csds.proto',
 ];
 
 let root: protobuf.Root | undefined;
