@@ -116,9 +116,7 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
   });
   const clientPath = tree.scopes.map((s) => scopeValue(s, client));
   for (const w of work) {
-    const leafPath = w.leaf.path();
-    const m = commonPrefix(leafPath, clientPath);
-    const same = tree.scopes.filter((s, i) => leafPath[i] === clientPath[i]);
+    const m = commonPrefix(w.leaf.path(), clientPath);
     const tier = tierOf.get(w.leaf);
     if (tier === undefined) {
       w.dropped = true;
@@ -126,8 +124,9 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
       continue;
     }
     w.rank[1] = tier;
-    const how = lb.mode === 'random' ? 'random: every endpoint ranks the same' : `tree tier ${tier}`;
-    w.reasons.push(`${how} (same ${scopeNames(same)} as the client; leading match ${m} of ${tree.levels})`);
+    if (lb.mode === 'random') w.reasons.push('mode random: locality not ranked');
+    else if (m === 0) w.reasons.push(`tree tier ${tier}: no ${tree.scopes[0]} in common with the client`);
+    else w.reasons.push(`tree tier ${tier}: same ${scopeNames(tree.scopes.slice(0, m))} as the client`);
   }
 }
 
