@@ -283,9 +283,13 @@ describe('policy config', () => {
     mesh.put(parsed.value);
     const t = decodeLocalityTree(encodeLocalityTree(parsed.value, mesh.get('s')!.tree.compile()));
     assert.deepEqual(t.unsupportedPolicy, ['failover', 'failoverPriority', 'affinity']);
-    const plain = service('p', [ep()], { ...lb(), policy: { trafficDistribution: 'PreferSameZone' } });
+    const plain = service('p', [ep({ locality: 'r/z1' })], { ...lb(), policy: { trafficDistribution: 'PreferSameZone' } });
     const spec = { ...plain, loadBalancing: { ...plain.loadBalancing, routingPreference: ['zone'] as Scope[] }, vip: '10.9.0.2', port: 80 };
     mesh.put(spec);
     assert.equal(decodeLocalityTree(encodeLocalityTree(spec, mesh.get('p')!.tree.compile())).unsupportedPolicy, undefined);
+    // An endpoint without a zone: trafficDistribution skips the level, the kernel tree cannot.
+    const partial = { ...spec, endpoints: [...spec.endpoints, ep({ locality: '' })] };
+    mesh.put(partial);
+    assert.deepEqual(decodeLocalityTree(encodeLocalityTree(partial, mesh.get('p')!.tree.compile())).unsupportedPolicy, ['trafficDistribution']);
   });
 });

@@ -96,7 +96,7 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
   });
 
   const mode = TREE_MODES[spec.loadBalancing.mode];
-  const unsupported = kernelUnsupported(spec.loadBalancing.policy).map((f) => utf8Bytes(f));
+  const unsupported = kernelUnsupported(spec.loadBalancing.policy, tree).map((f) => utf8Bytes(f));
   let size = fieldSize(1, name.length) + 5 + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0);
   for (const f of unsupported) size += fieldSize(8, f.length);
   for (const s of scopes) size += fieldSize(5, s.length);
