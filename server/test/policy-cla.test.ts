@@ -16,7 +16,7 @@ function resolve(endpoints: Endpoint[], policy: LocalityPolicy, who: Placement, 
   const mesh = new Mesh();
   mesh.put(service('s', endpoints, { ...lb(mode, scopes), policy }));
   const s = mesh.get('s')!;
-  return resolvePolicy('s', s.tree, s.spec.loadBalancing, who);
+  return resolvePolicy('s', s.tree, s.spec.loadBalancing, who, { reasons: true });
 }
 
 /** endpoint address → priority (absent = left out). */

@@ -88,7 +88,7 @@ export function explainChange(current: ServiceState, proposed: ServiceState, cli
 
 function analyse(service: ServiceState, client: Placement): { view: ExplainView; stats: Map<string, EndpointStats> } {
   const lb = service.spec.loadBalancing;
-  const outcome = resolvePolicy(service.name, service.tree, lb, client);
+  const outcome = resolvePolicy(service.name, service.tree, lb, client, { reasons: true });
   const verdicts = new Map(outcome.verdicts.map((v) => [endpointKey(v.endpoint), v]));
   // gRPC ignores the overprovisioning factor and takes the first priority whose children are ready; in
   // it, localities split by weight. Every endpoint in a CLA is healthy, so priority 0 takes everything.

@@ -57,8 +57,11 @@ export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Plac
 interface Working {
   readonly endpoint: Endpoint;
   readonly leaf: TreeNode;
+  /** The leaf's path (its values at each level). */
+  readonly path: readonly string[];
   rank: number[];
-  reasons: string[];
+  /** Only when explaining: building reasons on the serving path would cost more than the CLA. */
+  readonly reasons?: string[];
   dropped: boolean;
   priority: number;
   locality: Locality;
@@ -66,14 +69,27 @@ interface Working {
   groupWeight?: number;
 }
 
-export function resolvePolicy(name: string, tree: LocalityTree, lb: LoadBalancing, client: Placement): PolicyOutcome {
+function note(w: Working, text: () => string): void {
+  w.reasons?.push(text());
+}
+
+/** With `reasons`, every verdict says why (explain); without, reasons are empty (the CLA cache). */
+export function resolvePolicy(
+  name: string,
+  tree: LocalityTree,
+  lb: LoadBalancing,
+  client: Placement,
+  opts: { readonly reasons?: boolean } = {},
+): PolicyOutcome {
   const p: LocalityPolicy = lb.policy ?? {};
   const matched = tree.matchPlacement(client);
   const key = policyKeyFor(tree, lb, client);
   const work: Working[] = [];
   for (const leaf of tree.root.leaves(tree.levels)) {
+    const path = leaf.path();
     for (const endpoint of leaf.orderedEndpoints()) {
-      work.push({ endpoint, leaf, rank: [0, 0, 0], reasons: [], dropped: false, priority: 0, locality: endpoint.locality });
+      const w: Working = { endpoint, leaf, path, rank: [0, 0, 0], dropped: false, priority: 0, locality: endpoint.locality };
+      work.push(opts.reasons ? { ...w, reasons: [] } : w);
     }
   }
   if (p.trafficDistribution) rankByTrafficDistribution(tree, p, matched, work);
@@ -87,7 +103,7 @@ export function resolvePolicy(name: string, tree: LocalityTree, lb: LoadBalancin
     priority: w.dropped ? null : w.priority,
     locality: w.locality,
     weight: w.dropped ? 0 : (groups.weightOf.get(w) ?? 0),
-    reason: w.reasons.join('; '),
+    reason: w.reasons?.join('; ') ?? '',
   }));
   return {
     key,
@@ -116,17 +132,17 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
   });
   const clientPath = tree.scopes.map((s) => scopeValue(s, client));
   for (const w of work) {
-    const m = commonPrefix(w.leaf.path(), clientPath);
+    const m = commonPrefix(w.path, clientPath);
     const tier = tierOf.get(w.leaf);
     if (tier === undefined) {
       w.dropped = true;
-      w.reasons.push(`${lb.mode}: left out, differs from the client at ${tree.scopes[m] ?? 'a level'}`);
+      note(w, () => `${lb.mode}: left out, differs from the client at ${tree.scopes[m] ?? 'a level'}`);
       continue;
     }
     w.rank[1] = tier;
-    if (lb.mode === 'random') w.reasons.push('mode random: locality not ranked');
-    else if (m === 0) w.reasons.push(`tree tier ${tier}: no ${tree.scopes[0]} in common with the client`);
-    else w.reasons.push(`tree tier ${tier}: same ${scopeNames(tree.scopes.slice(0, m))} as the client`);
+    if (lb.mode === 'random') note(w, () => 'mode random: locality not ranked');
+    else if (m === 0) note(w, () => `tree tier ${tier}: no ${tree.scopes[0]} in common with the client`);
+    else note(w, () => `tree tier ${tier}: same ${scopeNames(tree.scopes.slice(0, m))} as the client`);
   }
 }
 
@@ -142,13 +158,13 @@ function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, matche
   const used = tree.scopes.slice(0, levels);
   const path = matched.path();
   for (const w of work) {
-    const m = Math.min(commonPrefix(w.leaf.path(), path), levels);
+    const m = Math.min(commonPrefix(w.path, path), levels);
     w.rank[1] = levels - m;
-    const note = levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
-    w.reasons.push(
+    const skipped = levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
+    note(w, () =>
       m === 0
-        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${note}`
-        : `${p.trafficDistribution}: same ${scopeNames(tree.scopes.slice(0, m))} as the client${note}`,
+        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${skipped}`
+        : `${p.trafficDistribution}: same ${scopeNames(tree.scopes.slice(0, m))} as the client${skipped}`,
     );
   }
 }
@@ -176,18 +192,18 @@ function rankByFailoverOrder(tree: LocalityTree, p: LocalityPolicy, client: Plac
   const own = matched.depth >= 1 ? matched.path()[0] : undefined;
   const rules = applicableRules(p, clientValue);
   for (const w of work) {
-    const value = w.leaf.path()[0] ?? '';
+    const value = w.path[0] ?? '';
     if (own !== undefined && value === own) continue;
     const i = rules.find((r) => acceptsValue(order.rules[r]!.to, value));
     if (i !== undefined) {
       w.rank[2] = rules.indexOf(i);
-      w.reasons.push(`failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`);
+      note(w, () => `failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`);
     } else if (order.unmatched === 'drop') {
       w.dropped = true;
-      w.reasons.push(`left out: no failover rule that applies to ${scope} "${clientValue}" accepts ${scope} "${value}"`);
+      note(w, () => `left out: no failover rule that applies to ${scope} "${clientValue}" accepts ${scope} "${value}"`);
     } else {
       w.rank[2] = rules.length;
-      w.reasons.push(`no failover rule accepts ${scope} "${value}": after the failover targets`);
+      note(w, () => `no failover rule accepts ${scope} "${value}": after the failover targets`);
     }
   }
 }
@@ -224,7 +240,7 @@ function rankByLabels(labels: readonly PriorityLabel[], client: Placement, work:
     const matches = offset ? j - 1 : j;
     w.rank[0] = offset ? n + (n - 1 - matches) : n - j;
     const miss = labels[j];
-    w.reasons.push(
+    note(w, () =>
       `failoverPriority rank ${w.rank[0]}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
         (offset ? ' on another network' : '') +
         (miss ? `; differs at ${miss.value !== undefined ? `${miss.scope}=${miss.value}` : miss.scope}` : ''),
@@ -243,14 +259,14 @@ function applyAffinity(tree: LocalityTree, p: LocalityPolicy, client: Placement,
     const i = tags.findIndex((t, k) => wanted[k] !== '' && scopeValue(t.scope, w.endpoint) === wanted[k]);
     if (i < 0) {
       w.groupWeight = 1;
-      w.reasons.push('local, no affinity tag matches: weight 1');
+      note(w, () => 'local, no affinity tag matches: weight 1');
       continue;
     }
     const tag = tags[i]!;
     const label = `${tag.scope.startsWith('label:') ? tag.scope.slice('label:'.length) : tag.scope}=${wanted[i]}`;
     w.locality = { ...w.endpoint.locality, subzone: label };
     w.groupWeight = tag.weight;
-    w.reasons.push(`affinity tag ${i} ${label}: weight ${tag.weight}`);
+    note(w, () => `affinity tag ${i} ${label}: weight ${tag.weight}`);
   }
 }
 
@@ -267,14 +283,12 @@ interface Groups {
 function groupsOf(work: Working[], p: LocalityPolicy, client: Placement): Groups {
   // Dense rank of the rank tuples: no gaps.
   const live = work.filter((w) => !w.dropped);
-  const tuples = [...new Set(live.map((w) => w.rank.join(',')))]
-    .map((t) => t.split(',').map(Number))
-    .sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]! || a[2]! - b[2]!);
-  const dense = new Map(tuples.map((t, i) => [t.join(','), i]));
+  const tuples = [...new Set(live.map(rankKey))].sort((a, b) => a - b);
+  const dense = new Map(tuples.map((t, i) => [t, i]));
   const byKey = new Map<string, { locality: Locality; priority: number; members: Working[]; weight: number }>();
   for (const w of live) {
-    const priority = dense.get(w.rank.join(','))!;
-    const k = `${priority}\u0001${localityKey(w.locality)}`;
+    const priority = dense.get(rankKey(w))!;
+    const k = `${priority}\u0001${keyOf(w.locality)}`;
     let g = byKey.get(k);
     if (!g) byKey.set(k, (g = { locality: w.locality, priority, members: [], weight: 0 }));
     g.members.push(w);
@@ -298,6 +312,19 @@ function groupsOf(work: Working[], p: LocalityPolicy, client: Placement): Groups
   return { list, weightOf };
 }
 
+/** localityKey, kept per locality object: endpoints (and their localities) outlive many CLA builds. */
+const localityKeys = new WeakMap<Locality, string>();
+function keyOf(l: Locality): string {
+  let k = localityKeys.get(l);
+  if (k === undefined) localityKeys.set(l, (k = localityKey(l)));
+  return k;
+}
+
+/** The rank tuple as one number; each part stays below 2^12 (at most 8 labels, 8 levels, 1,000 rules). */
+function rankKey(w: Working): number {
+  return (w.rank[0]! * 4096 + w.rank[1]!) * 4096 + w.rank[2]!;
+}
+
 type Group = { locality: Locality; priority: number; members: Working[]; weight: number };
 
 /** Istio distribute: each `to` pattern claims the unclaimed localities it matches and shares its weight among them. */
@@ -311,7 +338,7 @@ function distribute(groups: Group[], rule: NonNullable<LocalityPolicy['distribut
     for (const g of mine) {
       claimed.set(g, t);
       const share = Math.max(1, Math.ceil((g.weight * target.weight) / total));
-      for (const m of g.members) m.reasons.push(`distribute rule ${index}: "${target.pattern}" claims ${formatLocality(g.locality)}, weight ${share} of ${target.weight}`);
+      for (const m of g.members) note(m, () => `distribute rule ${index}: "${target.pattern}" claims ${formatLocality(g.locality)}, weight ${share} of ${target.weight}`);
       g.weight = share;
     }
   }
@@ -319,7 +346,7 @@ function distribute(groups: Group[], rule: NonNullable<LocalityPolicy['distribut
     if (claimed.has(g)) continue;
     for (const m of g.members) {
       m.dropped = true;
-      m.reasons.push(`left out: distribute rule ${index} (from "${rule.from}") claims no pattern for ${formatLocality(g.locality)}`);
+      note(m, () => `left out: distribute rule ${index} (from "${rule.from}") claims no pattern for ${formatLocality(g.locality)}`);
     }
   }
   return groups.filter((g) => claimed.has(g));

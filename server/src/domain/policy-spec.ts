@@ -22,6 +22,7 @@ import { describe, isObject, join, type Reader } from './spec.js';
 
 const POLICY_KEYS = ['failover', 'failoverPriority', 'distribute', 'affinity', 'trafficDistribution'];
 const MAX_WEIGHT = 1_000_000;
+const MAX_RULES = 1000;
 /** The routingPreference each trafficDistribution needs: node → zone → region, as tree levels. */
 const TRAFFIC_SCOPES: Readonly<Record<TrafficDistribution, readonly (readonly Scope[])[]>> = {
   PreferSameZone: [['zone'], ['region', 'zone']],
@@ -70,6 +71,7 @@ function readFailover(r: Reader, v: unknown, path: string): FailoverOrder | unde
   const rules: FailoverRule[] = [];
   const raw = o['rules'];
   if (!Array.isArray(raw)) return r.fail(join(path, 'rules'), `must be a list of rules, got ${describe(raw)}`);
+  if (raw.length > MAX_RULES) return r.fail(join(path, 'rules'), `must have at most ${MAX_RULES} rules, got ${raw.length}`);
   raw.forEach((x, i) => {
     const p = `${join(path, 'rules')}[${i}]`;
     const ro = r.object(x, p, ['from', 'to']);
