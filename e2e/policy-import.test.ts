@@ -63,6 +63,7 @@ kind: ServiceEntry
 metadata: { name: reviews }
 spec:
   hosts: [reviews]
+  addresses: [10.96.0.77]
   ports: [{ number: 9080, name: grpc }]
   endpoints:
     - ${ep('v1-us')}, locality: us/us-a, labels: { version: v1 } }
@@ -146,5 +147,11 @@ endpoints:
     const metrics = await fetch(`${canopy.adminUrl}/metrics`).then((r) => r.text());
     assert.match(metrics, /canopy_xds_acks_total\{type="EDS"\} [1-9]/);
     assert.doesNotMatch(metrics, /canopy_xds_nacks_total\{[^}]*\} [1-9]/);
+  });
+
+  it('the server says which policy features node agents cannot apply', () => {
+    const warn = canopy.logs().find((l) => l.includes('kernel tree cannot express'));
+    assert.ok(warn, 'a warning is logged');
+    assert.deepEqual((JSON.parse(warn) as { service: string; unsupportedPolicy: string }).unsupportedPolicy, 'failoverPriority');
   });
 });

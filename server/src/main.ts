@@ -14,6 +14,8 @@ import { startGrpcTransport } from './transport/grpc-server.js';
 import { AdsServer } from './xds/ads-server.js';
 import { teeObserver, type XdsObserver } from './xds/observer.js';
 import { ResourceCatalog, serverClaCache, type ServerClaCache } from './xds/catalog.js';
+import { kernelServable } from './xds/tree-codec.js';
+import { kernelUnsupported } from './domain/policy.js';
 
 export interface CanopyOptions {
   readonly config: CanopyConfig;
@@ -64,13 +66,23 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
   const pipeline = new AdsServer({ source: catalog, observer, log: logger.child({ component: 'xds' }), debounceMs });
 
+  const kernelGaps = new Map<string, string>();
   store.subscribe((changes) => {
     for (const c of changes) {
       if (c.kind === 'deleted') catalog.forget(c.service);
       logger.info({ service: c.service, kind: c.kind, endpoints: c.endpoints.length }, 'service changed');
+      warnKernelGaps(c.service);
     }
     pipeline.notify(changes.map((c) => c.service));
   });
+  /** Once per change of the list: the policy features node agents cannot apply (also in the tree's unsupported_policy). */
+  function warnKernelGaps(name: string): void {
+    const spec = store.mesh.get(name)?.spec;
+    const gaps = spec && kernelServable(spec) ? kernelUnsupported(spec.loadBalancing.policy).join(', ') : '';
+    if (gaps === (kernelGaps.get(name) ?? '')) return;
+    kernelGaps.set(name, gaps);
+    if (gaps) logger.warn({ service: name, unsupportedPolicy: gaps }, 'the kernel tree cannot express these policy features: node agents serve the plain tree');
+  }
   store.replaceAll(opts.config.services);
 
   const grpcTransport = await startGrpcTransport({ ads: pipeline, host, port: xdsPort });
