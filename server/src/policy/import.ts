@@ -54,6 +54,7 @@ export function importDocuments(sources: readonly SourceText[], system?: PolicyS
     } else if (s === 'canopy') {
       const o = d.value as Obj;
       if (Array.isArray(o['services'])) native.push(...(o['services'] as Obj[]));
+      else if (o['services'] !== undefined) f.error(`${d.at}.services`, 'must be a list of services');
       if (o['server'] !== undefined) server = o['server'];
       for (const k of Object.keys(o)) if (k !== 'services' && k !== 'server') f.error(`${d.at}.${k}`, 'unknown field (expected one of: services, server)');
     } else if (s) {
