@@ -19,7 +19,17 @@ const policies: Record<string, LocalityPolicy | undefined> = {
     failoverPriority: [{ scope: 'label:team' }],
     failover: { rules: [{ from: ['r0'], to: { type: 'only', values: ['r1'] } }], unmatched: 'last' },
   },
-  'distribute': { distribute: [{ from: '*', to: [{ pattern: 'r0', weight: 60 }, { pattern: '*', weight: 40 }] }] },
+  distribute: {
+    distribute: [
+      {
+        from: '*',
+        to: [
+          { pattern: 'r0', weight: 60 },
+          { pattern: '*', weight: 40 },
+        ],
+      },
+    ],
+  },
 };
 
 function median(xs: number[]): number {
@@ -35,7 +45,13 @@ for (const [name, policy] of Object.entries(policies)) {
     const mesh = new Mesh();
     mesh.put({
       name: 's',
-      loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: true, overprovisioningFactor: 140, ...(policy ? { policy } : {}) },
+      loadBalancing: {
+        mode: 'failover',
+        routingPreference: ['region', 'zone', 'subzone'],
+        crossNetworkFailover: true,
+        overprovisioningFactor: 140,
+        ...(policy ? { policy } : {}),
+      },
       endpoints,
     });
     const s = mesh.get('s')!;
@@ -48,6 +64,9 @@ for (const [name, policy] of Object.entries(policies)) {
     warm.push(Number(process.hrtime.bigint() - t) / 1e3 / clients.length);
     entries = cache.entriesFor('s');
   }
-  const fmt = (xs: number[], unit: string) => `${median(xs).toPrecision(2)} ${unit} (${Math.min(...xs).toPrecision(2)}–${Math.max(...xs).toPrecision(2)})`;
-  console.log(`${name}: first pass ${fmt(cold, 'ms')}, hit ${fmt(warm, 'µs')}/lookup, ${entries} distinct CLAs for ${clients.length} clients`);
+  const fmt = (xs: number[], unit: string) =>
+    `${median(xs).toPrecision(2)} ${unit} (${Math.min(...xs).toPrecision(2)}–${Math.max(...xs).toPrecision(2)})`;
+  console.log(
+    `${name}: first pass ${fmt(cold, 'ms')}, hit ${fmt(warm, 'µs')}/lookup, ${entries} distinct CLAs for ${clients.length} clients`,
+  );
 }

@@ -41,7 +41,8 @@ describe('imported policies with real xDS clients', () => {
       ['w-za', '127.0.14.21', '/za'],
       ['w-zb', '127.0.14.22', '/zb'],
     ];
-    for (const [id, host, loc] of specs) backends.set(id, await startBackend({ id, host, locality: parseLocality(loc) }));
+    for (const [id, host, loc] of specs)
+      backends.set(id, await startBackend({ id, host, locality: parseLocality(loc) }));
     const ep = (id: string) => `{ address: ${b(id).address}, ports: { grpc: ${b(id).port} }`;
     const dp = (id: string, zone: string, extra: string) =>
       `type: Dataplane\nmesh: default\nname: ${id}\nnetworking: { address: ${b(id).address}, inbound: [{ port: ${b(id).port}, tags: { kuma.io/service: backend, kuma.io/zone: ${zone}${extra} } }] }\n`;
@@ -118,7 +119,11 @@ endpoints:
     const t = await c.tally(40);
     assert.ok(only(['v1-us', 'v1-eu'])(t), formatTally(t));
     for (const id of ['v1-us', 'v1-eu']) {
-      const r = await canopy.admin('PATCH', `/api/v1/services/reviews/endpoints/${encodeURIComponent(`${b(id).address}:${b(id).port}`)}`, { health: 'unhealthy' });
+      const r = await canopy.admin(
+        'PATCH',
+        `/api/v1/services/reviews/endpoints/${encodeURIComponent(`${b(id).address}:${b(id).port}`)}`,
+        { health: 'unhealthy' },
+      );
       assert.equal(r.status, 200, JSON.stringify(r.body));
     }
     await c.waitUntil(only(['v2-us']));
@@ -132,7 +137,11 @@ endpoints:
     assert.ok((t.byBackend.get('k-n1') ?? 0) >= 95, `weight 100000 : 1, got ${formatTally(t)}`);
     assert.ok(!t.byBackend.has('k-z2'), formatTally(t));
     for (const id of ['k-n1', 'k-n2']) {
-      await canopy.admin('PATCH', `/api/v1/services/backend/endpoints/${encodeURIComponent(`${b(id).address}:${b(id).port}`)}`, { health: 'unhealthy' });
+      await canopy.admin(
+        'PATCH',
+        `/api/v1/services/backend/endpoints/${encodeURIComponent(`${b(id).address}:${b(id).port}`)}`,
+        { health: 'unhealthy' },
+      );
     }
     await c.waitUntil(only(['k-z2']));
   });
@@ -152,6 +161,9 @@ endpoints:
   it('the server says which policy features node agents cannot apply', () => {
     const warn = canopy.logs().find((l) => l.includes('kernel tree cannot express'));
     assert.ok(warn, 'a warning is logged');
-    assert.deepEqual((JSON.parse(warn) as { service: string; unsupportedPolicy: string }).unsupportedPolicy, 'failoverPriority');
+    assert.deepEqual(
+      (JSON.parse(warn) as { service: string; unsupportedPolicy: string }).unsupportedPolicy,
+      'failoverPriority',
+    );
   });
 });

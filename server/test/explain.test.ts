@@ -19,7 +19,13 @@ const CLI = new URL('../src/cli.js', import.meta.url).pathname;
 function setup() {
   const store = new ServiceStore();
   const encode = (cla: Cla) => new TextEncoder().encode(JSON.stringify(cla.groups.map((g) => [g.priority, g.weight])));
-  const app = buildAdminApp({ store, claCache: new ClaCache(encode), registry: new Registry(), clients: () => [], ready: () => true });
+  const app = buildAdminApp({
+    store,
+    claCache: new ClaCache(encode),
+    registry: new Registry(),
+    clients: () => [],
+    ready: () => true,
+  });
   return { store, app };
 }
 
@@ -36,12 +42,32 @@ const echo = {
 
 interface Explain {
   service: string;
-  client: { locality: { region: string; zone: string; subzone: string }; network: string; node: string; cluster: string; labels: Record<string, string> };
+  client: {
+    locality: { region: string; zone: string; subzone: string };
+    network: string;
+    node: string;
+    cluster: string;
+    labels: Record<string, string>;
+  };
   cacheKey: string;
   treeNode: string[];
   overprovisioningFactor: number;
-  endpoints: { address: string; port: number; locality: object; health: string; weight: number; priority: number | null; reason: string }[];
-  localities: { locality: { region: string; zone: string; subzone: string }; priority: number; weight: number; healthyEndpoints: number; share: number }[];
+  endpoints: {
+    address: string;
+    port: number;
+    locality: object;
+    health: string;
+    weight: number;
+    priority: number | null;
+    reason: string;
+  }[];
+  localities: {
+    locality: { region: string; zone: string; subzone: string };
+    priority: number;
+    weight: number;
+    healthyEndpoints: number;
+    share: number;
+  }[];
 }
 
 const prio = (x: Explain) => Object.fromEntries(x.endpoints.map((e) => [e.address, e.priority]));
@@ -55,30 +81,61 @@ describe('/debug/explain', () => {
   it('explains every endpoint, the localities’ shares and the cache key, in the agreed shape', async () => {
     const { app } = setup();
     await put(app, 'echo', echo);
-    const res = await app.inject({ url: '/debug/explain?service=echo&region=r1&zone=z1&subzone=s9&node=n1&label.team=a' });
+    const res = await app.inject({
+      url: '/debug/explain?service=echo&region=r1&zone=z1&subzone=s9&node=n1&label.team=a',
+    });
     assert.equal(res.statusCode, 200, res.body);
     const x = res.json() as Explain;
-    assert.deepEqual(Object.keys(x), ['service', 'client', 'cacheKey', 'treeNode', 'overprovisioningFactor', 'endpoints', 'localities']);
-    assert.deepEqual(x.client, { locality: { region: 'r1', zone: 'z1', subzone: 's9' }, network: '', node: 'n1', cluster: '', labels: { team: 'a' } });
+    assert.deepEqual(Object.keys(x), [
+      'service',
+      'client',
+      'cacheKey',
+      'treeNode',
+      'overprovisioningFactor',
+      'endpoints',
+      'localities',
+    ]);
+    assert.deepEqual(x.client, {
+      locality: { region: 'r1', zone: 'z1', subzone: 's9' },
+      network: '',
+      node: 'n1',
+      cluster: '',
+      labels: { team: 'a' },
+    });
     assert.deepEqual(x.treeNode, ['r1', 'z1'], 'the deepest matched node');
     assert.equal(x.overprovisioningFactor, 140);
     assert.deepEqual(prio(x), { '127.0.0.1': 0, '127.0.0.2': 1, '127.0.0.3': 2, '127.0.0.4': 2, '127.0.0.5': null });
     assert.match(x.endpoints[4]!.reason, /unhealthy: left out/);
     assert.match(x.endpoints[0]!.reason, /same region, zone as the client/);
-    assert.deepEqual(Object.keys(x.endpoints[0]!), ['address', 'port', 'locality', 'health', 'weight', 'priority', 'reason']);
-    assert.deepEqual(x.localities.map((l) => [l.priority, l.weight, l.healthyEndpoints, l.share]), [
-      [0, 1, 1, 1],
-      [1, 3, 1, 0],
-      [2, 1, 1, 0],
-      [2, 1, 1, 0],
+    assert.deepEqual(Object.keys(x.endpoints[0]!), [
+      'address',
+      'port',
+      'locality',
+      'health',
+      'weight',
+      'priority',
+      'reason',
     ]);
+    assert.deepEqual(
+      x.localities.map((l) => [l.priority, l.weight, l.healthyEndpoints, l.share]),
+      [
+        [0, 1, 1, 1],
+        [1, 3, 1, 0],
+        [2, 1, 1, 0],
+        [2, 1, 1, 0],
+      ],
+    );
     // The same key and priorities as the CLA the cache serves.
-    const cla = (await app.inject({ url: '/debug/cla?service=echo&region=r1&zone=z1&subzone=s9&node=n1&label.team=a' })).json() as {
+    const cla = (
+      await app.inject({ url: '/debug/cla?service=echo&region=r1&zone=z1&subzone=s9&node=n1&label.team=a' })
+    ).json() as {
       key: string;
       priorities: { priority: number; localities: { endpoints: { address: string }[] }[] }[];
     };
     assert.equal(x.cacheKey, cla.key);
-    const fromCla = Object.fromEntries(cla.priorities.flatMap((p) => p.localities.flatMap((l) => l.endpoints.map((e) => [e.address, p.priority]))));
+    const fromCla = Object.fromEntries(
+      cla.priorities.flatMap((p) => p.localities.flatMap((l) => l.endpoints.map((e) => [e.address, p.priority]))),
+    );
     assert.deepEqual(fromCla, Object.fromEntries(Object.entries(prio(x)).filter(([, p]) => p !== null)));
   });
 
@@ -99,29 +156,56 @@ describe('/debug/explain', () => {
     assert.equal(missing.json().error.code, 'CANOPY_BAD_REQUEST');
     const unknown = await app.inject({ url: '/debug/explain?service=echo&zoen=z1&zone=a&zone=b' });
     assert.equal(unknown.statusCode, 400);
-    assert.deepEqual(unknown.json().error.fields.map((f: { path: string }) => f.path), ['query.zoen', 'query.zone']);
+    assert.deepEqual(
+      unknown.json().error.fields.map((f: { path: string }) => f.path),
+      ['query.zoen', 'query.zone'],
+    );
     const none = await app.inject({ url: '/debug/explain?service=nope' });
     assert.equal(none.statusCode, 404);
     assert.equal(none.json().error.code, 'CANOPY_SERVICE_NOT_FOUND');
-    const badPolicy = await app.inject({ url: `/debug/explain?service=echo&policy=${encodeURIComponent('mode: sometimes\npolicy: { failover: { rules: 3 } }')}` });
+    const badPolicy = await app.inject({
+      url: `/debug/explain?service=echo&policy=${encodeURIComponent('mode: sometimes\npolicy: { failover: { rules: 3 } }')}`,
+    });
     assert.equal(badPolicy.statusCode, 400);
-    assert.deepEqual(badPolicy.json().error.fields.map((f: { path: string }) => f.path).sort(), ['policy.mode', 'policy.policy.failover.rules']);
+    assert.deepEqual(
+      badPolicy
+        .json()
+        .error.fields.map((f: { path: string }) => f.path)
+        .sort(),
+      ['policy.mode', 'policy.policy.failover.rules'],
+    );
   });
 
   it('?policy= shows the current and proposed CLAs and the endpoints that would move', async () => {
     const { app } = setup();
     await put(app, 'echo', echo);
-    const proposal = 'mode: failover\npolicy:\n  failover:\n    rules:\n      - from: [r1]\n        to: { type: only, values: [r3] }\n';
-    const res = await app.inject({ url: `/debug/explain?service=echo&region=r1&zone=z1&subzone=s1&policy=${encodeURIComponent(proposal)}` });
+    const proposal =
+      'mode: failover\npolicy:\n  failover:\n    rules:\n      - from: [r1]\n        to: { type: only, values: [r3] }\n';
+    const res = await app.inject({
+      url: `/debug/explain?service=echo&region=r1&zone=z1&subzone=s1&policy=${encodeURIComponent(proposal)}`,
+    });
     assert.equal(res.statusCode, 200, res.body);
-    const body = res.json() as { current: Explain; proposed: Explain; diff: { endpoint: string; current: { priority: number }; proposed: { priority: number } }[] };
+    const body = res.json() as {
+      current: Explain;
+      proposed: Explain;
+      diff: { endpoint: string; current: { priority: number }; proposed: { priority: number } }[];
+    };
     assert.deepEqual(Object.keys(body), ['current', 'proposed', 'diff']);
-    assert.deepEqual(prio(body.proposed), { '127.0.0.1': 0, '127.0.0.2': 1, '127.0.0.4': 2, '127.0.0.3': 3, '127.0.0.5': null });
-    assert.deepEqual(body.diff.map((d) => [d.endpoint, d.current.priority, d.proposed.priority]), [
-      ['127.0.0.3:80', 2, 3],
-    ]);
+    assert.deepEqual(prio(body.proposed), {
+      '127.0.0.1': 0,
+      '127.0.0.2': 1,
+      '127.0.0.4': 2,
+      '127.0.0.3': 3,
+      '127.0.0.5': null,
+    });
+    assert.deepEqual(
+      body.diff.map((d) => [d.endpoint, d.current.priority, d.proposed.priority]),
+      [['127.0.0.3:80', 2, 3]],
+    );
     // Nothing was applied.
-    const after = (await app.inject({ url: '/debug/explain?service=echo&region=r1&zone=z1&subzone=s1' })).json() as Explain;
+    const after = (
+      await app.inject({ url: '/debug/explain?service=echo&region=r1&zone=z1&subzone=s1' })
+    ).json() as Explain;
     assert.equal(after.endpoints[2]!.priority, 2);
   });
 
@@ -140,16 +224,46 @@ spec:
           - from: "r1/*"
             to: { "r1/z1/*": 75, "r1/z2/*": 25 }
 `;
-    const res = await app.inject({ method: 'POST', url: '/debug/explain?service=echo&region=r1&zone=z1', payload: dr, headers: { 'content-type': 'application/yaml' } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/debug/explain?service=echo&region=r1&zone=z1',
+      payload: dr,
+      headers: { 'content-type': 'application/yaml' },
+    });
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json() as { proposed: Explain; diff: { endpoint: string }[] };
-    assert.deepEqual(prio(body.proposed), { '127.0.0.1': 0, '127.0.0.2': 0, '127.0.0.3': null, '127.0.0.4': null, '127.0.0.5': null });
-    assert.deepEqual(body.proposed.localities.map((l) => [l.weight, l.share]), [[75, 0.75], [25, 0.25]]);
+    assert.deepEqual(prio(body.proposed), {
+      '127.0.0.1': 0,
+      '127.0.0.2': 0,
+      '127.0.0.3': null,
+      '127.0.0.4': null,
+      '127.0.0.5': null,
+    });
+    assert.deepEqual(
+      body.proposed.localities.map((l) => [l.weight, l.share]),
+      [
+        [75, 0.75],
+        [25, 0.25],
+      ],
+    );
     assert.match(body.proposed.endpoints[2]!.reason, /distribute rule 0 .* claims no pattern/);
-    assert.deepEqual(body.diff.map((d) => d.endpoint).sort(), ['127.0.0.1:80', '127.0.0.2:80', '127.0.0.3:80', '127.0.0.4:80']);
-    const bad = await app.inject({ method: 'POST', url: '/debug/explain?service=echo', payload: dr.replace('75', '70'), headers: { 'content-type': 'application/yaml' } });
+    assert.deepEqual(body.diff.map((d) => d.endpoint).sort(), [
+      '127.0.0.1:80',
+      '127.0.0.2:80',
+      '127.0.0.3:80',
+      '127.0.0.4:80',
+    ]);
+    const bad = await app.inject({
+      method: 'POST',
+      url: '/debug/explain?service=echo',
+      payload: dr.replace('75', '70'),
+      headers: { 'content-type': 'application/yaml' },
+    });
     assert.equal(bad.statusCode, 400);
-    assert.equal(bad.json().error.fields[0].path, 'policy[0].spec.trafficPolicy.loadBalancer.localityLbSetting.distribute[0].to');
+    assert.equal(
+      bad.json().error.fields[0].path,
+      'policy[0].spec.trafficPolicy.loadBalancer.localityLbSetting.distribute[0].to',
+    );
   });
 });
 
@@ -257,7 +371,13 @@ endpoints:
       const x = res.json() as Explain;
       assert.deepEqual(prio(x), c.want);
       if (c.system === 'kuma') {
-        assert.deepEqual(x.localities.filter((l) => l.priority === 0).map((l) => [l.locality.subzone, l.weight]), [['k8s.io/node=n1', 90], ['k8s.io/az=a', 9]]);
+        assert.deepEqual(
+          x.localities.filter((l) => l.priority === 0).map((l) => [l.locality.subzone, l.weight]),
+          [
+            ['k8s.io/node=n1', 90],
+            ['k8s.io/az=a', 9],
+          ],
+        );
         assert.equal(x.overprovisioningFactor, 200);
         assert.match(x.endpoints[3]!.reason, /no failover rule .* accepts zone "zone-3"/);
       }
@@ -271,17 +391,54 @@ describe('canopy explain', () => {
     await put(app, 'echo', echo);
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
     try {
-      const { stdout } = await run(process.execPath, [CLI, 'explain', '--admin', url, '--service', 'echo', '--region', 'r1', '--zone', 'z2', '--json']);
+      const { stdout } = await run(process.execPath, [
+        CLI,
+        'explain',
+        '--admin',
+        url,
+        '--service',
+        'echo',
+        '--region',
+        'r1',
+        '--zone',
+        'z2',
+        '--json',
+      ]);
       const x = JSON.parse(stdout) as Explain;
       assert.deepEqual(prio(x), { '127.0.0.1': 1, '127.0.0.2': 0, '127.0.0.3': 2, '127.0.0.4': 2, '127.0.0.5': null });
       const dir = mkdtempSync(path.join(tmpdir(), 'canopy-explain-'));
       const policy = path.join(dir, 'p.yaml');
       writeFileSync(policy, 'mode: random\n');
-      const diff = await run(process.execPath, [CLI, 'explain', '--admin', url, '--service', 'echo', '--region', 'r1', '--zone', 'z2', '--policy', policy]);
+      const diff = await run(process.execPath, [
+        CLI,
+        'explain',
+        '--admin',
+        url,
+        '--service',
+        'echo',
+        '--region',
+        'r1',
+        '--zone',
+        'z2',
+        '--policy',
+        policy,
+      ]);
       assert.match(diff.stdout, /changes:\n {2}127\.0\.0\.1:80: priority 1 → 0/);
       const config = path.join(dir, 'c.yaml');
-      writeFileSync(config, `services:\n  - name: echo\n    endpoints:\n      - { address: 127.0.0.1, port: 80, locality: { region: r1 } }\n      - { address: 127.0.0.2, port: 80, locality: { region: r2 } }\n`);
-      const offline = await run(process.execPath, [CLI, 'explain', '--config', config, '--service', 'echo', '--region', 'r2']);
+      writeFileSync(
+        config,
+        `services:\n  - name: echo\n    endpoints:\n      - { address: 127.0.0.1, port: 80, locality: { region: r1 } }\n      - { address: 127.0.0.2, port: 80, locality: { region: r2 } }\n`,
+      );
+      const offline = await run(process.execPath, [
+        CLI,
+        'explain',
+        '--config',
+        config,
+        '--service',
+        'echo',
+        '--region',
+        'r2',
+      ]);
       assert.match(offline.stdout, /127\.0\.0\.2:80 p0 /);
       assert.match(offline.stdout, /127\.0\.0\.1:80 p1 /);
       const notFound = await run(process.execPath, [CLI, 'explain', '--admin', url, '--service', 'nope']).then(

@@ -79,7 +79,11 @@ export function explainChange(current: ServiceState, proposed: ServiceState, cli
   const diff: ExplainChange[] = [];
   for (const [endpoint, before] of a.stats) {
     const after = b.stats.get(endpoint) ?? none;
-    if (before.priority !== after.priority || before.localityWeight !== after.localityWeight || Math.abs(before.localityShare - after.localityShare) > 1e-9) {
+    if (
+      before.priority !== after.priority ||
+      before.localityWeight !== after.localityWeight ||
+      Math.abs(before.localityShare - after.localityShare) > 1e-9
+    ) {
       diff.push({ endpoint, current: before, proposed: after });
     }
   }

@@ -48,7 +48,9 @@ export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Plac
   if (p.failoverPriority) parts.push(`p${JSON.stringify(clientPriorityValues(p.failoverPriority, client))}`);
   if (p.affinity) {
     const m = tree.matchPlacement(client);
-    parts.push(`a${m.depth === tree.levels ? m.id : '-'}:${JSON.stringify(p.affinity.map((a) => scopeValue(a.scope, client)))}`);
+    parts.push(
+      `a${m.depth === tree.levels ? m.id : '-'}:${JSON.stringify(p.affinity.map((a) => scopeValue(a.scope, client)))}`,
+    );
   }
   if (p.distribute) parts.push(`d${distributeRuleFor(p, client)}`);
   return parts.join('|');
@@ -88,7 +90,15 @@ export function resolvePolicy(
   for (const leaf of tree.root.leaves(tree.levels)) {
     const path = leaf.path();
     for (const endpoint of leaf.orderedEndpoints()) {
-      const w: Working = { endpoint, leaf, path, rank: [0, 0, 0], dropped: false, priority: 0, locality: endpoint.locality };
+      const w: Working = {
+        endpoint,
+        leaf,
+        path,
+        rank: [0, 0, 0],
+        dropped: false,
+        priority: 0,
+        locality: endpoint.locality,
+      };
       work.push(opts.reasons ? { ...w, reasons: [] } : w);
     }
   }
@@ -160,7 +170,8 @@ function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, matche
   for (const w of work) {
     const m = Math.min(commonPrefix(w.path, path), levels);
     w.rank[1] = levels - m;
-    const skipped = levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
+    const skipped =
+      levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
     note(w, () =>
       m === 0
         ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${skipped}`
@@ -185,7 +196,13 @@ function applicableRules(p: LocalityPolicy, clientValue: string): number[] {
 }
 
 /** Explicit order for endpoints outside the client's value at the first level. */
-function rankByFailoverOrder(tree: LocalityTree, p: LocalityPolicy, client: Placement, matched: TreeNode, work: Working[]): void {
+function rankByFailoverOrder(
+  tree: LocalityTree,
+  p: LocalityPolicy,
+  client: Placement,
+  matched: TreeNode,
+  work: Working[],
+): void {
   const order = p.failover!;
   const scope = tree.scopes[0]!;
   const clientValue = scopeValue(scope, client);
@@ -197,7 +214,10 @@ function rankByFailoverOrder(tree: LocalityTree, p: LocalityPolicy, client: Plac
     const i = rules.find((r) => acceptsValue(order.rules[r]!.to, value));
     if (i !== undefined) {
       w.rank[2] = rules.indexOf(i);
-      note(w, () => `failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`);
+      note(
+        w,
+        () => `failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`,
+      );
     } else if (order.unmatched === 'drop') {
       w.dropped = true;
       note(w, () => `left out: no failover rule that applies to ${scope} "${clientValue}" accepts ${scope} "${value}"`);
@@ -240,8 +260,10 @@ function rankByLabels(labels: readonly PriorityLabel[], client: Placement, work:
     const matches = offset ? j - 1 : j;
     w.rank[0] = offset ? n + (n - 1 - matches) : n - j;
     const miss = labels[j];
-    note(w, () =>
-      `failoverPriority rank ${w.rank[0]}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
+    note(
+      w,
+      () =>
+        `failoverPriority rank ${w.rank[0]}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
         (offset ? ' on another network' : '') +
         (miss ? `; differs at ${miss.value !== undefined ? `${miss.scope}=${miss.value}` : miss.scope}` : ''),
     );
@@ -249,7 +271,13 @@ function rankByLabels(labels: readonly PriorityLabel[], client: Placement, work:
 }
 
 /** Kuma localZone.affinityTags: weights inside the client's own leaf, first matching tag wins. */
-function applyAffinity(tree: LocalityTree, p: LocalityPolicy, client: Placement, matched: TreeNode, work: Working[]): void {
+function applyAffinity(
+  tree: LocalityTree,
+  p: LocalityPolicy,
+  client: Placement,
+  matched: TreeNode,
+  work: Working[],
+): void {
   if (matched.depth !== tree.levels) return;
   const tags = p.affinity!;
   const wanted = tags.map((t) => scopeValue(t.scope, client));
@@ -307,7 +335,12 @@ function groupsOf(work: Working[], p: LocalityPolicy, client: Placement): Groups
   const weightOf = new Map<Working, number>();
   const list: ClaGroup[] = groups.map((g) => {
     for (const m of g.members) weightOf.set(m, g.weight);
-    return { locality: g.locality, priority: g.priority, weight: g.weight, endpoints: g.members.map((m) => m.endpoint) };
+    return {
+      locality: g.locality,
+      priority: g.priority,
+      weight: g.weight,
+      endpoints: g.members.map((m) => m.endpoint),
+    };
   });
   return { list, weightOf };
 }
@@ -332,13 +365,19 @@ function distribute(groups: Group[], rule: NonNullable<LocalityPolicy['distribut
   const claimed = new Map<Group, number>();
   for (const [t, target] of rule.to.entries()) {
     const mine = groups.filter(
-      (g) => !claimed.has(g) && localityMatches([g.locality.region, g.locality.zone, g.locality.subzone], target.pattern),
+      (g) =>
+        !claimed.has(g) && localityMatches([g.locality.region, g.locality.zone, g.locality.subzone], target.pattern),
     );
     const total = mine.reduce((s, g) => s + g.weight, 0);
     for (const g of mine) {
       claimed.set(g, t);
       const share = Math.max(1, Math.ceil((g.weight * target.weight) / total));
-      for (const m of g.members) note(m, () => `distribute rule ${index}: "${target.pattern}" claims ${formatLocality(g.locality)}, weight ${share} of ${target.weight}`);
+      for (const m of g.members)
+        note(
+          m,
+          () =>
+            `distribute rule ${index}: "${target.pattern}" claims ${formatLocality(g.locality)}, weight ${share} of ${target.weight}`,
+        );
       g.weight = share;
     }
   }
@@ -346,7 +385,11 @@ function distribute(groups: Group[], rule: NonNullable<LocalityPolicy['distribut
     if (claimed.has(g)) continue;
     for (const m of g.members) {
       m.dropped = true;
-      note(m, () => `left out: distribute rule ${index} (from "${rule.from}") claims no pattern for ${formatLocality(g.locality)}`);
+      note(
+        m,
+        () =>
+          `left out: distribute rule ${index} (from "${rule.from}") claims no pattern for ${formatLocality(g.locality)}`,
+      );
     }
   }
   return groups.filter((g) => claimed.has(g));

@@ -99,7 +99,10 @@ export function acceptsValue(to: FailoverRule['to'], value: string): boolean {
  * kernel; the overprovisioning factor does not matter there (no spillover by
  * health). An agent applies the plain tree for the rest, or NACKs naming them.
  */
-export function kernelUnsupported(p: LocalityPolicy | undefined, tree?: { readonly nodes: readonly { readonly depth: number; readonly value: string }[] }): string[] {
+export function kernelUnsupported(
+  p: LocalityPolicy | undefined,
+  tree?: { readonly nodes: readonly { readonly depth: number; readonly value: string }[] },
+): string[] {
   if (!p) return [];
   const out: string[] = [];
   // A level some endpoint has no value at is skipped by trafficDistribution; the kernel would still use it.
