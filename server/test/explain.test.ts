@@ -160,6 +160,9 @@ describe('/debug/explain', () => {
       unknown.json().error.fields.map((f: { path: string }) => f.path),
       ['query.zoen', 'query.zone'],
     );
+    await put(app, 'empty', { endpoints: [] });
+    const empty = (await app.inject({ url: '/debug/explain?service=empty&zone=z1' })).json() as Explain;
+    assert.deepEqual([empty.treeNode, empty.endpoints, empty.localities], [[], [], []]);
     const none = await app.inject({ url: '/debug/explain?service=nope' });
     assert.equal(none.statusCode, 404);
     assert.equal(none.json().error.code, 'CANOPY_SERVICE_NOT_FOUND');
