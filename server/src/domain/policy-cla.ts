@@ -61,7 +61,10 @@ interface Working {
   readonly leaf: TreeNode;
   /** The leaf's path (its values at each level). */
   readonly path: readonly string[];
-  rank: number[];
+  /** The rank tuple: failoverPriority rank, tree tier, failover-order rank. */
+  labelRank: number;
+  tier: number;
+  orderRank: number;
   /** Only when explaining: building reasons on the serving path would cost more than the CLA. */
   readonly reasons?: string[];
   dropped: boolean;
@@ -94,7 +97,9 @@ export function resolvePolicy(
         endpoint,
         leaf,
         path,
-        rank: [0, 0, 0],
+        labelRank: 0,
+        tier: 0,
+        orderRank: 0,
         dropped: false,
         priority: 0,
         locality: endpoint.locality,
@@ -149,7 +154,7 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
       note(w, () => `${lb.mode}: left out, differs from the client at ${tree.scopes[m] ?? 'a level'}`);
       continue;
     }
-    w.rank[1] = tier;
+    w.tier = tier;
     if (lb.mode === 'random') note(w, () => 'mode random: locality not ranked');
     else if (m === 0) note(w, () => `tree tier ${tier}: no ${tree.scopes[0]} in common with the client`);
     else note(w, () => `tree tier ${tier}: same ${scopeNames(tree.scopes.slice(0, m))} as the client`);
@@ -169,7 +174,7 @@ function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, matche
   const path = matched.path();
   for (const w of work) {
     const m = Math.min(commonPrefix(w.path, path), levels);
-    w.rank[1] = levels - m;
+    w.tier = levels - m;
     const skipped =
       levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
     note(w, () =>
@@ -213,7 +218,7 @@ function rankByFailoverOrder(
     if (own !== undefined && value === own) continue;
     const i = rules.find((r) => acceptsValue(order.rules[r]!.to, value));
     if (i !== undefined) {
-      w.rank[2] = rules.indexOf(i);
+      w.orderRank = rules.indexOf(i);
       note(
         w,
         () => `failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`,
@@ -222,7 +227,7 @@ function rankByFailoverOrder(
       w.dropped = true;
       note(w, () => `left out: no failover rule that applies to ${scope} "${clientValue}" accepts ${scope} "${value}"`);
     } else {
-      w.rank[2] = rules.length;
+      w.orderRank = rules.length;
       note(w, () => `no failover rule accepts ${scope} "${value}": after the failover targets`);
     }
   }
@@ -258,12 +263,12 @@ function rankByLabels(labels: readonly PriorityLabel[], client: Placement, work:
       break;
     }
     const matches = offset ? j - 1 : j;
-    w.rank[0] = offset ? n + (n - 1 - matches) : n - j;
+    w.labelRank = offset ? n + (n - 1 - matches) : n - j;
     const miss = labels[j];
     note(
       w,
       () =>
-        `failoverPriority rank ${w.rank[0]}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
+        `failoverPriority rank ${w.labelRank}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
         (offset ? ' on another network' : '') +
         (miss ? `; differs at ${miss.value !== undefined ? `${miss.scope}=${miss.value}` : miss.scope}` : ''),
     );
@@ -313,16 +318,21 @@ function groupsOf(work: Working[], p: LocalityPolicy, client: Placement): Groups
   const live = work.filter((w) => !w.dropped);
   const tuples = [...new Set(live.map(rankKey))].sort((a, b) => a - b);
   const dense = new Map(tuples.map((t, i) => [t, i]));
-  const byKey = new Map<string, { locality: Locality; priority: number; members: Working[]; weight: number }>();
+  // Per priority, groups by locality key: no per-endpoint string is built.
+  const byPriority: Map<string, Group>[] = tuples.map(() => new Map());
+  let groups: Group[] = [];
   for (const w of live) {
     const priority = dense.get(rankKey(w))!;
-    const k = `${priority}\u0001${keyOf(w.locality)}`;
-    let g = byKey.get(k);
-    if (!g) byKey.set(k, (g = { locality: w.locality, priority, members: [], weight: 0 }));
+    const k = keyOf(w.locality);
+    const at = byPriority[priority]!;
+    let g = at.get(k);
+    if (!g) {
+      at.set(k, (g = { locality: w.locality, priority, members: [], weight: 0 }));
+      groups.push(g);
+    }
     g.members.push(w);
     g.weight = w.groupWeight ?? g.weight + w.endpoint.weight;
   }
-  let groups = [...byKey.values()];
   const rule = p.distribute ? p.distribute[distributeRuleFor(p, client)] : undefined;
   if (rule) groups = distribute(groups, rule, p.distribute!.indexOf(rule));
   // Dropping may empty a priority: rank again so none is skipped.
@@ -355,7 +365,7 @@ function keyOf(l: Locality): string {
 
 /** The rank tuple as one number; each part stays below 2^12 (at most 8 labels, 8 levels, 1,000 rules). */
 function rankKey(w: Working): number {
-  return (w.rank[0]! * 4096 + w.rank[1]!) * 4096 + w.rank[2]!;
+  return (w.labelRank * 4096 + w.tier) * 4096 + w.orderRank;
 }
 
 type Group = { locality: Locality; priority: number; members: Working[]; weight: number };
