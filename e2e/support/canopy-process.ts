@@ -34,10 +34,11 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-export async function startCanopyProcess(config: object, extraArgs: string[] = []): Promise<CanopyProcess> {
+/** `config` is an object written as YAML, or the file's text as it is (e.g. Istio, Kuma or Kubernetes documents). */
+export async function startCanopyProcess(config: object | string, extraArgs: string[] = []): Promise<CanopyProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-e2e-'));
   const configPath = path.join(dir, 'mesh.yaml');
-  writeFileSync(configPath, stringify(config));
+  writeFileSync(configPath, typeof config === 'string' ? config : stringify(config));
   const child = spawn(
     process.execPath,
     [

@@ -13,7 +13,11 @@ import { loadConfigFile } from './store/config-file.js';
 export const EXPLAIN_USAGE = `  canopy explain (--admin URL | --config FILE) --service S [--region R] [--zone Z] [--subzone SZ]
                  [--network N] [--node N] [--cluster C] [--label K=V]… [--policy FILE] [--json]`;
 
-export async function runExplain(args: string[], out: NodeJS.WritableStream, err: NodeJS.WritableStream): Promise<number> {
+export async function runExplain(
+  args: string[],
+  out: NodeJS.WritableStream,
+  err: NodeJS.WritableStream,
+): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
@@ -63,9 +67,13 @@ export async function runExplain(args: string[], out: NodeJS.WritableStream, err
   if (values.admin !== undefined) {
     const url = new URL('/debug/explain', values.admin);
     url.searchParams.set('service', values.service);
-    for (const k of ['region', 'zone', 'subzone', 'network', 'node', 'cluster'] as const) if (values[k] !== undefined) url.searchParams.set(k, values[k]);
+    for (const k of ['region', 'zone', 'subzone', 'network', 'node', 'cluster'] as const)
+      if (values[k] !== undefined) url.searchParams.set(k, values[k]);
     for (const [k, v] of labels) url.searchParams.set(`label.${k}`, v);
-    const res = await fetch(url, policy !== undefined ? { method: 'POST', body: policy, headers: { 'content-type': 'application/yaml' } } : {});
+    const res = await fetch(
+      url,
+      policy !== undefined ? { method: 'POST', body: policy, headers: { 'content-type': 'application/yaml' } } : {},
+    );
     result = await res.json();
     if (!res.ok) {
       const e = (result as { error: { message: string; fields?: { path: string; message: string }[] } }).error;
@@ -93,14 +101,23 @@ export async function runExplain(args: string[], out: NodeJS.WritableStream, err
     result = explain(service, placement);
   }
   if (values.json) out.write(`${JSON.stringify(result, null, 2)}\n`);
-  else out.write(render(result as ExplainView | { current: ExplainView; proposed: ExplainView; diff: ReturnType<typeof explainChange>['diff'] }));
+  else
+    out.write(
+      render(
+        result as
+          ExplainView | { current: ExplainView; proposed: ExplainView; diff: ReturnType<typeof explainChange>['diff'] },
+      ),
+    );
   return 0;
 }
 
-function render(r: ExplainView | { current: ExplainView; proposed: ExplainView; diff: ReturnType<typeof explainChange>['diff'] }): string {
+function render(
+  r: ExplainView | { current: ExplainView; proposed: ExplainView; diff: ReturnType<typeof explainChange>['diff'] },
+): string {
   if ('current' in r) {
     const lines = r.diff.map(
-      (d) => `  ${d.endpoint}: priority ${d.current.priority ?? '-'} → ${d.proposed.priority ?? '-'}, locality weight ${d.current.localityWeight} → ${d.proposed.localityWeight}, share ${pct(d.current.localityShare)} → ${pct(d.proposed.localityShare)}`,
+      (d) =>
+        `  ${d.endpoint}: priority ${d.current.priority ?? '-'} → ${d.proposed.priority ?? '-'}, locality weight ${d.current.localityWeight} → ${d.proposed.localityWeight}, share ${pct(d.current.localityShare)} → ${pct(d.proposed.localityShare)}`,
     );
     return `current:\n${render(r.current)}\nproposed:\n${render(r.proposed)}\nchanges:\n${lines.join('\n') || '  none'}\n`;
   }
@@ -108,7 +125,10 @@ function render(r: ExplainView | { current: ExplainView; proposed: ExplainView; 
   const out = [
     `service ${r.service}, client at ${loc(r.client.locality)}; cache key ${r.cacheKey}; tree node [${r.treeNode.join(', ')}]; overprovisioning ${r.overprovisioningFactor}`,
     'localities:',
-    ...r.localities.map((l) => `  p${l.priority} ${loc(l.locality)} weight ${l.weight}, ${l.healthyEndpoints} healthy, share ${pct(l.share)}`),
+    ...r.localities.map(
+      (l) =>
+        `  p${l.priority} ${loc(l.locality)} weight ${l.weight}, ${l.healthyEndpoints} healthy, share ${pct(l.share)}`,
+    ),
     'endpoints:',
     ...r.endpoints.map((e) => `  ${e.address}:${e.port} ${e.priority === null ? '-' : `p${e.priority}`}  ${e.reason}`),
   ];

@@ -10,10 +10,16 @@ import { importDocuments, POLICY_SYSTEMS, type PolicySystem } from './policy/imp
 
 export const IMPORT_USAGE = `  canopy import istio|kuma|k8s FILE…   print the Canopy config for Istio, Kuma or Kubernetes documents`;
 
-export async function runImport(args: readonly string[], out: NodeJS.WritableStream, err: NodeJS.WritableStream): Promise<number> {
+export async function runImport(
+  args: readonly string[],
+  out: NodeJS.WritableStream,
+  err: NodeJS.WritableStream,
+): Promise<number> {
   const [system, ...files] = args;
   if (!POLICY_SYSTEMS.includes(system as PolicySystem) || files.length === 0) {
-    err.write(`canopy import: give the system (${POLICY_SYSTEMS.join(', ')}) and at least one file\nusage:\n${IMPORT_USAGE}\n`);
+    err.write(
+      `canopy import: give the system (${POLICY_SYSTEMS.join(', ')}) and at least one file\nusage:\n${IMPORT_USAGE}\n`,
+    );
     return 2;
   }
   const sources = [];

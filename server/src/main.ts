@@ -18,8 +18,10 @@ import ipaddr from 'ipaddr.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
 import { canopyResources } from './resources/registry.js';
+import { kernelServable } from './resources/tree-codec.js';
 import { teeObserver, type XdsObserver } from './sessions/observer.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
+import { kernelUnsupported } from './domain/policy.js';
 
 export interface CanopyOptions {
   readonly config: CanopyConfig;
@@ -96,13 +98,23 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
   const pipeline = new PushPipeline({ resources, observer, log: logger.child({ component: 'xds' }), debounceMs });
 
+  const kernelGaps = new Map<string, string>();
   feed.subscribe((changes) => {
     for (const c of changes) {
       if (c.kind === 'deleted') resources.forget(c.service);
       logger.info({ service: c.service, kind: c.kind, endpoints: c.endpoints.length }, 'service changed');
+      warnKernelGaps(c.service);
     }
     pipeline.notify(changes.map((c) => c.service));
   });
+  /** Once per change of the list: the policy features node agents cannot apply (also in the tree's unsupported_policy). */
+  function warnKernelGaps(name: string): void {
+    const spec = mesh.get(name)?.spec;
+    const gaps = spec && kernelServable(spec) ? kernelUnsupported(spec.loadBalancing.policy).join(', ') : '';
+    if (gaps === (kernelGaps.get(name) ?? '')) return;
+    kernelGaps.set(name, gaps);
+    if (gaps) logger.warn({ service: name, unsupportedPolicy: gaps }, 'the kernel tree cannot express these policy features: node agents serve the plain tree');
+  }
   const initial = await applyFileServices(store, opts.config.services);
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
 

@@ -107,15 +107,20 @@ function istioDocuments(v: Vector): object[] {
 
 function kumaDocuments(v: Vector): object[] {
   const p = v.policy;
-  const cross = p['crossZone'] as { failover?: { from?: string[]; to: unknown }[]; failoverThreshold?: string } | undefined;
+  const cross = p['crossZone'] as
+    { failover?: { from?: string[]; to: unknown }[]; failoverThreshold?: string } | undefined;
   const local = p['localZone'] as { affinityTags: { key: string; weight?: number }[] } | undefined;
   const awareness = {
     ...(p['disabled'] ? { disabled: true } : {}),
-    ...(local ? { localZone: { affinityTags: local.affinityTags.map((t) => ({ ...t, key: KUMA_LABELS[t.key] ?? t.key })) } } : {}),
+    ...(local
+      ? { localZone: { affinityTags: local.affinityTags.map((t) => ({ ...t, key: KUMA_LABELS[t.key] ?? t.key })) } }
+      : {}),
     ...(cross
       ? {
           crossZone: {
-            ...(cross.failover ? { failover: cross.failover.map((r) => ({ ...(r.from ? { from: { zones: r.from } } : {}), to: r.to })) } : {}),
+            ...(cross.failover
+              ? { failover: cross.failover.map((r) => ({ ...(r.from ? { from: { zones: r.from } } : {}), to: r.to })) }
+              : {}),
             ...(cross.failoverThreshold ? { failoverThreshold: { percentage: cross.failoverThreshold } } : {}),
           },
         }
@@ -125,7 +130,10 @@ function kumaDocuments(v: Vector): object[] {
     apiVersion: 'kuma.io/v1alpha1',
     kind: 'MeshLoadBalancingStrategy',
     metadata: { name: v.id, namespace: 'kuma-system', labels: { 'kuma.io/mesh': 'default' } },
-    spec: { targetRef: { kind: 'Mesh' }, to: [{ targetRef: { kind: 'MeshService', name: v.id }, default: { localityAwareness: awareness } }] },
+    spec: {
+      targetRef: { kind: 'Mesh' },
+      to: [{ targetRef: { kind: 'MeshService', name: v.id }, default: { localityAwareness: awareness } }],
+    },
   };
   const dataplanes = v.endpoints.map((e, i) => ({
     type: 'Dataplane',
@@ -133,7 +141,9 @@ function kumaDocuments(v: Vector): object[] {
     name: `${v.id}-${e.id}`,
     networking: {
       address: address(i),
-      inbound: [{ port: 80, tags: { 'kuma.io/service': v.id, 'kuma.io/zone': e.zone ?? '', ...rename(e.labels, KUMA_LABELS) } }],
+      inbound: [
+        { port: 80, tags: { 'kuma.io/service': v.id, 'kuma.io/zone': e.zone ?? '', ...rename(e.labels, KUMA_LABELS) } },
+      ],
     },
   }));
   return Object.keys(awareness).length || p['disabled'] !== undefined ? [strategy, ...dataplanes] : dataplanes;
@@ -171,7 +181,9 @@ function k8sDocuments(v: Vector): object[] {
 
 /** ztunnel and Kmesh scopes are Canopy's own model: a Canopy config document. */
 function nativeDocuments(v: Vector): object[] {
-  const scopes = ((v.policy['routingPreference'] as string[] | undefined) ?? ['REGION', 'ZONE', 'SUBZONE']).map((s) => s.toLowerCase());
+  const scopes = ((v.policy['routingPreference'] as string[] | undefined) ?? ['REGION', 'ZONE', 'SUBZONE']).map((s) =>
+    s.toLowerCase(),
+  );
   return [
     {
       services: [
@@ -181,7 +193,17 @@ function nativeDocuments(v: Vector): object[] {
           endpoints: v.endpoints.flatMap((e, i) => {
             if (e.noAddress) return [];
             const l = parseLocality(e.locality);
-            return [{ address: address(i), port: 80, locality: l, network: e.network ?? '', node: e.node ?? '', cluster: e.cluster ?? '', labels: e.labels ?? {} }];
+            return [
+              {
+                address: address(i),
+                port: 80,
+                locality: l,
+                network: e.network ?? '',
+                node: e.node ?? '',
+                cluster: e.cluster ?? '',
+                labels: e.labels ?? {},
+              },
+            ];
           }),
         },
       ],
@@ -189,7 +211,10 @@ function nativeDocuments(v: Vector): object[] {
   ];
 }
 
-const SYSTEMS: Record<string, { system?: PolicySystem; documents: (v: Vector) => object[]; client: (c: VectorPlacement) => Placement }> = {
+const SYSTEMS: Record<
+  string,
+  { system?: PolicySystem; documents: (v: Vector) => object[]; client: (c: VectorPlacement) => Placement }
+> = {
   istio: {
     system: 'istio',
     documents: istioDocuments,
@@ -201,19 +226,37 @@ const SYSTEMS: Record<string, { system?: PolicySystem; documents: (v: Vector) =>
   kuma: {
     system: 'kuma',
     documents: kumaDocuments,
-    client: (c) => ({ locality: { region: '', zone: c.zone ?? '', subzone: '' }, network: '', node: '', cluster: '', labels: rename(c.labels, KUMA_LABELS) }),
+    client: (c) => ({
+      locality: { region: '', zone: c.zone ?? '', subzone: '' },
+      network: '',
+      node: '',
+      cluster: '',
+      labels: rename(c.labels, KUMA_LABELS),
+    }),
   },
   k8s: {
     system: 'k8s',
     documents: k8sDocuments,
-    client: (c) => ({ locality: { region: '', zone: c.zone ?? '', subzone: '' }, network: '', node: c.node ?? '', cluster: '', labels: {} }),
+    client: (c) => ({
+      locality: { region: '', zone: c.zone ?? '', subzone: '' },
+      network: '',
+      node: c.node ?? '',
+      cluster: '',
+      labels: {},
+    }),
   },
   ztunnel: { documents: nativeDocuments, client: native },
   kmesh: { documents: nativeDocuments, client: native },
 };
 
 function native(c: VectorPlacement): Placement {
-  return { locality: parseLocality(c.locality), network: c.network ?? '', node: c.node ?? '', cluster: c.cluster ?? '', labels: c.labels ?? {} };
+  return {
+    locality: parseLocality(c.locality),
+    network: c.network ?? '',
+    node: c.node ?? '',
+    cluster: c.cluster ?? '',
+    labels: c.labels ?? {},
+  };
 }
 
 function dense(p: Record<string, number>): Record<string, number> {
@@ -224,7 +267,10 @@ function dense(p: Record<string, number>): Record<string, number> {
 function run(v: Vector) {
   const how = SYSTEMS[v.policy.system];
   assert.ok(how, `${v.id}: no importer for ${v.policy.system}`);
-  const text = how.documents(v).map((d) => stringify(d)).join('---\n');
+  const text = how
+    .documents(v)
+    .map((d) => stringify(d))
+    .join('---\n');
   const imported = importDocuments([{ name: `${v.id}.yaml`, text }], how.system);
   assert.ok(imported.result.ok, `${v.id}: ${JSON.stringify(!imported.result.ok && imported.result.errors)}`);
   const [spec] = imported.result.value.services;
@@ -232,7 +278,12 @@ function run(v: Vector) {
   const mesh = new Mesh();
   mesh.put(spec);
   const entry = new ClaCache(() => new Uint8Array()).lookup(mesh.get(spec.name)!, how.client(v.client));
-  const idOf = new Map(v.endpoints.map((e, i) => [endpointKey({ address: address(i), port: v.policy.system === 'k8s' ? 8080 : 80 }), e.id]));
+  const idOf = new Map(
+    v.endpoints.map((e, i) => [
+      endpointKey({ address: address(i), port: v.policy.system === 'k8s' ? 8080 : 80 }),
+      e.id,
+    ]),
+  );
   const priorities: Record<string, number> = {};
   const groupOf: Record<string, { weight: number; ids: string[] }> = {};
   for (const g of entry.cla.groups) {
@@ -251,7 +302,11 @@ function run(v: Vector) {
 describe('locality vectors, through each system’s importer', () => {
   const all = [...shared, ...extra];
   it('the shared file holds every system', () => {
-    for (const s of ['istio', 'kuma', 'ztunnel', 'kmesh']) assert.ok(shared.some((v) => v.policy.system === s), s);
+    for (const s of ['istio', 'kuma', 'ztunnel', 'kmesh'])
+      assert.ok(
+        shared.some((v) => v.policy.system === s),
+        s,
+      );
     assert.ok(shared.length >= 15, `${shared.length} shared vectors`);
   });
   for (const v of all) {

@@ -50,7 +50,13 @@ describe('a missing label reads as ""', () => {
 
   it('an xDS node label named __proto__ stays a label', () => {
     const md = JSON.parse('{"labels": {"__proto__": "x", "team": "a"}}') as Record<string, unknown>;
-    const p = placementOf({ id: 'n', cluster: '', locality: { region: '', zone: '', subzone: '' }, metadata: md, userAgentName: '' });
+    const p = placementOf({
+      id: 'n',
+      cluster: '',
+      locality: { region: '', zone: '', subzone: '' },
+      metadata: md,
+      userAgentName: '',
+    });
     assert.equal(scopeValue('label:__proto__', p), 'x');
     assert.equal(scopeValue('label:team', p), 'a');
   });

@@ -12,11 +12,17 @@ import { parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../src/resources/tree-codec.js';
 import { client, ep, lb, service } from './support/builders.js';
 
-function resolve(endpoints: Endpoint[], policy: LocalityPolicy, who: Placement, mode: LbMode = 'failover', scopes?: readonly Scope[]) {
+function resolve(
+  endpoints: Endpoint[],
+  policy: LocalityPolicy,
+  who: Placement,
+  mode: LbMode = 'failover',
+  scopes?: readonly Scope[],
+) {
   const mesh = new Mesh();
   mesh.put(service('s', endpoints, { ...lb(mode, scopes), policy }));
   const s = mesh.get('s')!;
-  return resolvePolicy('s', s.tree, s.spec.loadBalancing, who);
+  return resolvePolicy('s', s.tree, s.spec.loadBalancing, who, { reasons: true });
 }
 
 /** endpoint address → priority (absent = left out). */
@@ -28,7 +34,11 @@ function prios(cla: Cla): Record<string, number> {
 
 function assertValidCla(cla: Cla): void {
   const ps = [...new Set(cla.groups.map((g) => g.priority))].sort((a, b) => a - b);
-  assert.deepEqual(ps, ps.map((_, i) => i), 'no priority gap');
+  assert.deepEqual(
+    ps,
+    ps.map((_, i) => i),
+    'no priority gap',
+  );
   const seen = new Set<string>();
   const addrs = new Set<string>();
   for (const g of cla.groups) {
@@ -61,7 +71,11 @@ describe('locality policy features', () => {
     const got = resolve(eps, policy, client({ locality: 'r1/z1/s1' }));
     assert.deepEqual(prios(got.cla), { '10.0.0.1': 0, '10.0.0.3': 1, '10.0.0.2': 2, '10.0.0.4': 3 });
     assertValidCla(got.cla);
-    const dropped = resolve(eps, { failover: { ...policy.failover!, unmatched: 'drop' } }, client({ locality: 'r1/z1/s1' }));
+    const dropped = resolve(
+      eps,
+      { failover: { ...policy.failover!, unmatched: 'drop' } },
+      client({ locality: 'r1/z1/s1' }),
+    );
     assert.deepEqual(prios(dropped.cla), { '10.0.0.1': 0, '10.0.0.3': 1, '10.0.0.2': 2 });
     assert.match(dropped.verdicts.find((v) => v.endpoint.address === '10.0.0.4')!.reason, /no failover rule/);
   });
@@ -81,7 +95,12 @@ describe('locality policy features', () => {
     assert.deepEqual(prios(constant.cla), { '10.0.1.1': 1, '10.0.1.2': 0, '10.0.1.3': 1, '10.0.1.4': 0 });
     // Missing and empty client labels are the same value.
     const missing = resolve(eps, { failoverPriority: [{ scope: 'label:team' }] }, client(), 'random');
-    const empty = resolve(eps, { failoverPriority: [{ scope: 'label:team' }] }, client({ labels: { team: '' } }), 'random');
+    const empty = resolve(
+      eps,
+      { failoverPriority: [{ scope: 'label:team' }] },
+      client({ labels: { team: '' } }),
+      'random',
+    );
     assert.equal(missing.key, empty.key);
     assert.deepEqual(prios(missing.cla), prios(empty.cla));
   });
@@ -94,17 +113,35 @@ describe('locality policy features', () => {
     ];
     const got = resolve(
       eps,
-      { failoverPriority: [{ scope: 'label:t' }], failover: { rules: [{ from: ['r1'], to: { type: 'only', values: ['r2'] } }], unmatched: 'last' } },
+      {
+        failoverPriority: [{ scope: 'label:t' }],
+        failover: { rules: [{ from: ['r1'], to: { type: 'only', values: ['r2'] } }], unmatched: 'last' },
+      },
       client({ locality: 'r1/z1/s1', labels: { t: 'x' } }),
     );
     assert.deepEqual(prios(got.cla), { '10.0.2.1': 0, '10.0.2.2': 1, '10.0.2.3': 2 });
   });
 
   it('distribute: weights per claimed locality, unclaimed localities dropped, no gaps', () => {
-    const eps = [A('10.0.3.1', 'r1/z1/s1', { weight: 3 }), A('10.0.3.2', 'r1/z2/s1'), A('10.0.3.3', 'r1/z3/s1'), A('10.0.3.4', 'r2/z1/s1')];
+    const eps = [
+      A('10.0.3.1', 'r1/z1/s1', { weight: 3 }),
+      A('10.0.3.2', 'r1/z2/s1'),
+      A('10.0.3.3', 'r1/z3/s1'),
+      A('10.0.3.4', 'r2/z1/s1'),
+    ];
     const got = resolve(
       eps,
-      { distribute: [{ from: 'r1/*', to: [{ pattern: 'r1/z1', weight: 70 }, { pattern: 'r1/*', weight: 30 }] }] },
+      {
+        distribute: [
+          {
+            from: 'r1/*',
+            to: [
+              { pattern: 'r1/z1', weight: 70 },
+              { pattern: 'r1/*', weight: 30 },
+            ],
+          },
+        ],
+      },
       client({ locality: 'r1/z1/s1' }),
       'random',
     );
@@ -112,7 +149,12 @@ describe('locality policy features', () => {
     assert.deepEqual(w, { 'r1/z1/s1': 70, 'r1/z2/s1': 15, 'r1/z3/s1': 15 });
     assert.equal(got.verdicts.find((v) => v.endpoint.address === '10.0.3.4')!.priority, null);
     // A client no rule is from gets the plain tree.
-    const other = resolve(eps, { distribute: [{ from: 'r1/*', to: [{ pattern: 'r1', weight: 100 }] }] }, client({ locality: 'r2/z1/s1' }), 'random');
+    const other = resolve(
+      eps,
+      { distribute: [{ from: 'r1/*', to: [{ pattern: 'r1', weight: 100 }] }] },
+      client({ locality: 'r2/z1/s1' }),
+      'random',
+    );
     assert.equal(other.cla.groups.length, 4);
     assertValidCla(got.cla);
   });
@@ -132,7 +174,13 @@ describe('locality policy features', () => {
         { scope: 'label:rack', weight: 9 },
       ],
     };
-    const got = resolve(eps, policy, client({ locality: 'r/z1', labels: { node: 'n1', az: 'a', rack: 'k' } }), 'failover', ['zone']);
+    const got = resolve(
+      eps,
+      policy,
+      client({ locality: 'r/z1', labels: { node: 'n1', az: 'a', rack: 'k' } }),
+      'failover',
+      ['zone'],
+    );
     const byAddr = Object.fromEntries(got.verdicts.map((v) => [v.endpoint.address, [v.priority, v.weight]]));
     assert.deepEqual(byAddr, {
       '10.0.4.1': [0, 900],
@@ -159,7 +207,13 @@ describe('locality policy features', () => {
     const away = resolve(eps, node, client({ locality: 'r1/z9', node: 'n9' }), 'failover', scopes);
     assert.deepEqual(prios(away.cla), { '10.0.5.1': 0, '10.0.5.2': 0, '10.0.5.3': 0, '10.0.5.4': 1 });
     // One endpoint without a node: the node level does not apply (kube-proxy: not every endpoint hinted).
-    const partial = resolve([...eps, A('10.0.5.5', 'r1/z1')], node, client({ locality: 'r1/z1', node: 'n1' }), 'failover', scopes);
+    const partial = resolve(
+      [...eps, A('10.0.5.5', 'r1/z1')],
+      node,
+      client({ locality: 'r1/z1', node: 'n1' }),
+      'failover',
+      scopes,
+    );
     assert.deepEqual(prios(partial.cla), { '10.0.5.1': 0, '10.0.5.2': 0, '10.0.5.5': 0, '10.0.5.3': 1, '10.0.5.4': 2 });
     assert.match(partial.verdicts[0]!.reason, /node is not set on every endpoint/);
   });
@@ -170,7 +224,8 @@ describe('CLA cache under a policy', () => {
     const eps: Endpoint[] = [];
     for (let r = 0; r < 3; r++)
       for (let z = 0; z < 3; z++)
-        for (let i = 0; i < 4; i++) eps.push(A(`10.1.${r * 3 + z}.${i + 1}`, `r${r}/z${z}/s0`, { labels: { team: ['a', 'b', 'c'][i % 3]! } }));
+        for (let i = 0; i < 4; i++)
+          eps.push(A(`10.1.${r * 3 + z}.${i + 1}`, `r${r}/z${z}/s0`, { labels: { team: ['a', 'b', 'c'][i % 3]! } }));
     const mesh = new Mesh();
     const policy: LocalityPolicy = {
       failoverPriority: [{ scope: 'label:team' }],
@@ -178,7 +233,9 @@ describe('CLA cache under a policy', () => {
     };
     mesh.put(service('s', eps, { ...lb('failover'), policy }));
     const s = mesh.get('s')!;
-    const cache = new ClaCache((cla) => new TextEncoder().encode(JSON.stringify(cla.groups.map((g) => [g.priority, g.weight]))));
+    const cache = new ClaCache((cla) =>
+      new TextEncoder().encode(JSON.stringify(cla.groups.map((g) => [g.priority, g.weight]))),
+    );
     const teams = ['a', 'b', 'c'];
     let n = 0;
     for (let r = 0; r < 5; r++)
@@ -208,7 +265,18 @@ describe('CLA cache under a policy', () => {
     const policies: LocalityPolicy[] = [
       { failoverPriority: [{ scope: 'network' }, { scope: 'label:t' }] },
       { failover: { rules: [{ to: { type: 'anyExcept', values: ['r2'] } }], unmatched: 'drop' } },
-      { distribute: [{ from: '*', to: [{ pattern: 'r1/z1', weight: 60 }, { pattern: 'r3', weight: 40 }] }], failoverPriority: [{ scope: 'label:t' }] },
+      {
+        distribute: [
+          {
+            from: '*',
+            to: [
+              { pattern: 'r1/z1', weight: 60 },
+              { pattern: 'r3', weight: 40 },
+            ],
+          },
+        ],
+        failoverPriority: [{ scope: 'label:t' }],
+      },
       { affinity: [{ scope: 'label:t', weight: 50 }] },
     ];
     for (const policy of policies)
@@ -240,7 +308,10 @@ describe('policy config', () => {
     assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.errors));
     const json = serviceSpecToJson(parsed.value);
     const policy = (json['loadBalancing'] as { policy: { affinity: { weight: number }[] } }).policy;
-    assert.deepEqual(policy.affinity.map((a) => a.weight), [900, 90, 9]);
+    assert.deepEqual(
+      policy.affinity.map((a) => a.weight),
+      [900, 90, 9],
+    );
     const again = parseServiceSpec(json);
     assert.ok(again.ok);
     assert.deepEqual(serviceSpecToJson(again.value), json);
@@ -283,9 +354,26 @@ describe('policy config', () => {
     mesh.put(parsed.value);
     const t = decodeLocalityTree(encodeLocalityTree(parsed.value, mesh.get('s')!.tree.compile()));
     assert.deepEqual(t.unsupportedPolicy, ['failover', 'failoverPriority', 'affinity']);
-    const plain = service('p', [ep()], { ...lb(), policy: { trafficDistribution: 'PreferSameZone' } });
-    const spec = { ...plain, loadBalancing: { ...plain.loadBalancing, routingPreference: ['zone'] as Scope[] }, vip: '10.9.0.2', port: 80 };
+    const plain = service('p', [ep({ locality: 'r/z1' })], {
+      ...lb(),
+      policy: { trafficDistribution: 'PreferSameZone' },
+    });
+    const spec = {
+      ...plain,
+      loadBalancing: { ...plain.loadBalancing, routingPreference: ['zone'] as Scope[] },
+      vip: '10.9.0.2',
+      port: 80,
+    };
     mesh.put(spec);
-    assert.equal(decodeLocalityTree(encodeLocalityTree(spec, mesh.get('p')!.tree.compile())).unsupportedPolicy, undefined);
+    assert.equal(
+      decodeLocalityTree(encodeLocalityTree(spec, mesh.get('p')!.tree.compile())).unsupportedPolicy,
+      undefined,
+    );
+    // An endpoint without a zone: trafficDistribution skips the level, the kernel tree cannot.
+    const partial = { ...spec, endpoints: [...spec.endpoints, ep({ locality: '' })] };
+    mesh.put(partial);
+    assert.deepEqual(decodeLocalityTree(encodeLocalityTree(partial, mesh.get('p')!.tree.compile())).unsupportedPolicy, [
+      'trafficDistribution',
+    ]);
   });
 });

@@ -183,12 +183,17 @@ describe('Istio importer', () => {
     assert.equal(s!.vip, '10.96.0.20');
     assert.equal(s!.port, 5000);
     assert.equal(s!.loadBalancing.mode, 'failover');
-    assert.deepEqual(s!.loadBalancing.policy?.failover?.rules, [{ from: ['region1'], to: { type: 'only', values: ['region2'] } }]);
-    assert.deepEqual(s!.endpoints.map((e) => [e.address, e.locality.subzone, e.network]), [
-      ['127.0.0.1', 'subzone1', ''],
-      ['127.0.0.2', 'subzone2', ''],
-      ['127.0.0.3', 'subzone1', 'net2'],
+    assert.deepEqual(s!.loadBalancing.policy?.failover?.rules, [
+      { from: ['region1'], to: { type: 'only', values: ['region2'] } },
     ]);
+    assert.deepEqual(
+      s!.endpoints.map((e) => [e.address, e.locality.subzone, e.network]),
+      [
+        ['127.0.0.1', 'subzone1', ''],
+        ['127.0.0.2', 'subzone2', ''],
+        ['127.0.0.3', 'subzone1', 'net2'],
+      ],
+    );
     const paths = r.notes.map((n) => n.path);
     for (const p of [
       'in.yaml[0].spec.trafficPolicy.connectionPool',
@@ -204,11 +209,20 @@ describe('Istio importer', () => {
     assert.ok(r.result.ok);
     assert.equal(r.result.value.services[0]!.loadBalancing.mode, 'random');
     assert.equal(r.result.value.services[0]!.loadBalancing.policy, undefined);
-    assert.ok(r.notes.some((n) => n.path === 'in.yaml[0].spec.trafficPolicy.loadBalancer.localityLbSetting' && /no effect without outlierDetection/.test(n.message)));
+    assert.ok(
+      r.notes.some(
+        (n) =>
+          n.path === 'in.yaml[0].spec.trafficPolicy.loadBalancer.localityLbSetting' &&
+          /no effect without outlierDetection/.test(n.message),
+      ),
+    );
   });
 
   it('reports bad input with its path', () => {
-    const bad = ISTIO.replace('        failover:\n          - from: region1\n            to: region2', '        failover:\n          - from: region1/zone1\n            to: region1/zone1\n        distribute:\n          - from: "*"\n            to: { "region1/*": 60 }\n        failovr: []');
+    const bad = ISTIO.replace(
+      '        failover:\n          - from: region1\n            to: region2',
+      '        failover:\n          - from: region1/zone1\n            to: region1/zone1\n        distribute:\n          - from: "*"\n            to: { "region1/*": 60 }\n        failovr: []',
+    );
     const paths = errorsOf(imp('istio', bad)).map((e) => e.path);
     for (const p of [
       'in.yaml[0].spec.trafficPolicy.loadBalancer.localityLbSetting.failover[0].from',
@@ -238,15 +252,32 @@ describe('Kuma importer', () => {
       { scope: 'label:topology.kubernetes.io/zone', weight: 9 },
     ]);
     assert.equal(s!.loadBalancing.policy?.failover?.unmatched, 'drop');
-    assert.deepEqual(s!.endpoints.map((e) => e.locality.zone), ['us-1', 'us-4']);
+    assert.deepEqual(
+      s!.endpoints.map((e) => e.locality.zone),
+      ['us-1', 'us-4'],
+    );
   });
 
   it('reports bad input with its path', () => {
-    const bad = KUMA.replace('type: Only\n                  zones: [us-4]', 'type: Some\n                  zones: [us-4]').replace('percentage: 70', 'percentage: 0');
+    const bad = KUMA.replace(
+      'type: Only\n                  zones: [us-4]',
+      'type: Some\n                  zones: [us-4]',
+    ).replace('percentage: 70', 'percentage: 0');
     const paths = errorsOf(imp('kuma', bad)).map((e) => e.path);
-    assert.ok(paths.includes('in.yaml[0].spec.to[0].default.localityAwareness.crossZone.failover[1].to.type'), paths.join(', '));
-    assert.ok(paths.includes('in.yaml[0].spec.to[0].default.localityAwareness.crossZone.failoverThreshold.percentage'), paths.join(', '));
-    const noService = errorsOf(imp('kuma', 'type: Dataplane\nmesh: default\nname: x\nnetworking:\n  address: 127.0.0.9\n  inbound:\n    - port: 1\n      tags: {}\n'));
+    assert.ok(
+      paths.includes('in.yaml[0].spec.to[0].default.localityAwareness.crossZone.failover[1].to.type'),
+      paths.join(', '),
+    );
+    assert.ok(
+      paths.includes('in.yaml[0].spec.to[0].default.localityAwareness.crossZone.failoverThreshold.percentage'),
+      paths.join(', '),
+    );
+    const noService = errorsOf(
+      imp(
+        'kuma',
+        'type: Dataplane\nmesh: default\nname: x\nnetworking:\n  address: 127.0.0.9\n  inbound:\n    - port: 1\n      tags: {}\n',
+      ),
+    );
     assert.equal(noService[0]!.path, 'in.yaml[0].networking.inbound[0].tags');
   });
 });
@@ -259,11 +290,14 @@ describe('Kubernetes importer', () => {
     assert.equal(s!.vip, '10.96.0.30');
     assert.equal(s!.port, 80);
     assert.equal(s!.loadBalancing.policy?.trafficDistribution, 'PreferSameZone');
-    assert.deepEqual(s!.endpoints.map((e) => [e.address, e.port, e.locality.zone, e.node, e.health]), [
-      ['127.0.0.1', 8080, 'zone-a', 'node-a', 'healthy'],
-      ['127.0.0.2', 8080, 'zone-b', 'node-b', 'draining'],
-      ['127.0.0.3', 8080, 'zone-b', 'node-c', 'healthy'],
-    ]);
+    assert.deepEqual(
+      s!.endpoints.map((e) => [e.address, e.port, e.locality.zone, e.node, e.health]),
+      [
+        ['127.0.0.1', 8080, 'zone-a', 'node-a', 'healthy'],
+        ['127.0.0.2', 8080, 'zone-b', 'node-b', 'draining'],
+        ['127.0.0.3', 8080, 'zone-b', 'node-c', 'healthy'],
+      ],
+    );
     const notes = r.notes.map((n) => n.path);
     assert.ok(notes.includes('in.yaml[0].spec.trafficDistribution'), 'PreferClose is said to be deprecated');
     assert.ok(notes.includes('in.yaml[1].endpoints[2].hints.forZones'), 'a hint for another zone is reported');
@@ -271,7 +305,10 @@ describe('Kubernetes importer', () => {
   });
 
   it('reports bad input with its path', () => {
-    const bad = K8S.replace('trafficDistribution: PreferClose', 'trafficDistribution: PreferFar').replace('kubernetes.io/service-name: web', 'app: web');
+    const bad = K8S.replace('trafficDistribution: PreferClose', 'trafficDistribution: PreferFar').replace(
+      'kubernetes.io/service-name: web',
+      'app: web',
+    );
     const errors = errorsOf(imp('k8s', bad));
     const paths = errors.map((e) => e.path);
     assert.ok(paths.includes('in.yaml[0].spec.trafficDistribution'), paths.join(', '));
@@ -286,10 +323,16 @@ describe('serve --config and canopy import', () => {
   it('a config file of policy documents loads as a Canopy config, with notes', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'canopy-import-'));
     const file = path.join(dir, 'mesh.yaml');
-    writeFileSync(file, `server: { xdsPort: 0 }\nservices:\n  - name: plain\n    endpoints: [{ address: 127.0.0.9, port: 1 }]\n---\n${K8S}---\n${KUMA}`);
+    writeFileSync(
+      file,
+      `server: { xdsPort: 0 }\nservices:\n  - name: plain\n    endpoints: [{ address: 127.0.0.9, port: 1 }]\n---\n${K8S}---\n${KUMA}`,
+    );
     const loaded = await loadConfigFile(file);
     assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.errors));
-    assert.deepEqual(loaded.value.services.map((s) => s.name), ['plain', 'backend', 'web']);
+    assert.deepEqual(
+      loaded.value.services.map((s) => s.name),
+      ['plain', 'backend', 'web'],
+    );
     assert.equal(loaded.value.server.xdsPort, 0);
     assert.ok((loaded.value.notes ?? []).some((n) => n.path.startsWith('mesh.yaml[1]')));
     // A plain Canopy config is read as before.
@@ -314,6 +357,9 @@ describe('serve --config and canopy import', () => {
       (e: { code: number; stderr: string }) => e,
     );
     assert.equal(failed.code, 1);
-    assert.match(failed.stderr, /bad\.yaml\[0\]\.spec\.trafficPolicy\.loadBalancer\.localityLbSetting\.failover\[0\]\.to: must differ/);
+    assert.match(
+      failed.stderr,
+      /bad\.yaml\[0\]\.spec\.trafficPolicy\.loadBalancer\.localityLbSetting\.failover\[0\]\.to: must differ/,
+    );
   });
 });

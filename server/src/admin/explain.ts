@@ -24,8 +24,10 @@ type Query = Record<string, string | string[]>;
 export function explainRoutes(deps: AdminDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     // A proposed policy may be posted as YAML as well as JSON.
-    app.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'], { parseAs: 'string' }, (_req, body, done) =>
-      done(null, body),
+    app.addContentTypeParser(
+      ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'],
+      { parseAs: 'string' },
+      (_req, body, done) => done(null, body),
     );
     const handle = (query: Query, body: unknown) => {
       const q = readQuery(query);
@@ -78,15 +80,26 @@ function proposedService(current: ServiceState, doc: unknown): ServiceState {
     try {
       value = parse(doc) as unknown;
     } catch (err) {
-      throw new ValidationError('CANOPY_BAD_REQUEST', [{ path: 'policy', message: `not YAML or JSON: ${(err as Error).message.split('\n')[0]}` }]);
+      throw new ValidationError('CANOPY_BAD_REQUEST', [
+        { path: 'policy', message: `not YAML or JSON: ${(err as Error).message.split('\n')[0]}` },
+      ]);
     }
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ValidationError('CANOPY_BAD_REQUEST', [{ path: 'policy', message: 'must be a loadBalancing object, a service entry, or Istio, Kuma or Kubernetes documents' }]);
+    throw new ValidationError('CANOPY_BAD_REQUEST', [
+      {
+        path: 'policy',
+        message: 'must be a loadBalancing object, a service entry, or Istio, Kuma or Kubernetes documents',
+      },
+    ]);
   }
   const o = value as Record<string, unknown>;
   const entry = o['loadBalancing'] !== undefined ? o['loadBalancing'] : o;
-  return withLoadBalancing(current, entry, (p) => `policy${o['loadBalancing'] !== undefined ? '.loadBalancing' : ''}${p}`);
+  return withLoadBalancing(
+    current,
+    entry,
+    (p) => `policy${o['loadBalancing'] !== undefined ? '.loadBalancing' : ''}${p}`,
+  );
 }
 
 function fromImport(current: ServiceState, text: string): ServiceState {
@@ -96,13 +109,20 @@ function fromImport(current: ServiceState, text: string): ServiceState {
   const match = services.find((s) => s.name === current.name) ?? (services.length === 1 ? services[0] : undefined);
   if (!match) {
     throw new ValidationError('CANOPY_BAD_REQUEST', [
-      { path: 'policy', message: `names no service "${current.name}" (imported: ${services.map((s) => s.name).join(', ') || 'none'})` },
+      {
+        path: 'policy',
+        message: `names no service "${current.name}" (imported: ${services.map((s) => s.name).join(', ') || 'none'})`,
+      },
     ]);
   }
   return withLoadBalancing(current, serviceSpecToJson(match)['loadBalancing'], (p) => `policy${p}`);
 }
 
-function withLoadBalancing(current: ServiceState, loadBalancing: unknown, pathOf: (rest: string) => string): ServiceState {
+function withLoadBalancing(
+  current: ServiceState,
+  loadBalancing: unknown,
+  pathOf: (rest: string) => string,
+): ServiceState {
   const parsed = parseServiceSpec({ ...serviceSpecToJson(current.spec), loadBalancing });
   if (!parsed.ok) {
     const errors = parsed.errors.map((e) => ({ ...e, path: pathOf(e.path.replace(/^loadBalancing/, '')) }));

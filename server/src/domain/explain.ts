@@ -79,7 +79,11 @@ export function explainChange(current: ServiceState, proposed: ServiceState, cli
   const diff: ExplainChange[] = [];
   for (const [endpoint, before] of a.stats) {
     const after = b.stats.get(endpoint) ?? none;
-    if (before.priority !== after.priority || before.localityWeight !== after.localityWeight || Math.abs(before.localityShare - after.localityShare) > 1e-9) {
+    if (
+      before.priority !== after.priority ||
+      before.localityWeight !== after.localityWeight ||
+      Math.abs(before.localityShare - after.localityShare) > 1e-9
+    ) {
       diff.push({ endpoint, current: before, proposed: after });
     }
   }
@@ -88,7 +92,7 @@ export function explainChange(current: ServiceState, proposed: ServiceState, cli
 
 function analyse(service: ServiceState, client: Placement): { view: ExplainView; stats: Map<string, EndpointStats> } {
   const lb = service.spec.loadBalancing;
-  const outcome = resolvePolicy(service.name, service.tree, lb, client);
+  const outcome = resolvePolicy(service.name, service.tree, lb, client, { reasons: true });
   const verdicts = new Map(outcome.verdicts.map((v) => [endpointKey(v.endpoint), v]));
   // gRPC ignores the overprovisioning factor and takes the first priority whose children are ready; in
   // it, localities split by weight. Every endpoint in a CLA is healthy, so priority 0 takes everything.

@@ -48,7 +48,9 @@ export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Plac
   if (p.failoverPriority) parts.push(`p${JSON.stringify(clientPriorityValues(p.failoverPriority, client))}`);
   if (p.affinity) {
     const m = tree.matchPlacement(client);
-    parts.push(`a${m.depth === tree.levels ? m.id : '-'}:${JSON.stringify(p.affinity.map((a) => scopeValue(a.scope, client)))}`);
+    parts.push(
+      `a${m.depth === tree.levels ? m.id : '-'}:${JSON.stringify(p.affinity.map((a) => scopeValue(a.scope, client)))}`,
+    );
   }
   if (p.distribute) parts.push(`d${distributeRuleFor(p, client)}`);
   return parts.join('|');
@@ -57,8 +59,14 @@ export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Plac
 interface Working {
   readonly endpoint: Endpoint;
   readonly leaf: TreeNode;
-  rank: number[];
-  reasons: string[];
+  /** The leaf's path (its values at each level). */
+  readonly path: readonly string[];
+  /** The rank tuple: failoverPriority rank, tree tier, failover-order rank. */
+  labelRank: number;
+  tier: number;
+  orderRank: number;
+  /** Only when explaining: building reasons on the serving path would cost more than the CLA. */
+  readonly reasons?: string[];
   dropped: boolean;
   priority: number;
   locality: Locality;
@@ -66,14 +74,37 @@ interface Working {
   groupWeight?: number;
 }
 
-export function resolvePolicy(name: string, tree: LocalityTree, lb: LoadBalancing, client: Placement): PolicyOutcome {
+function note(w: Working, text: () => string): void {
+  w.reasons?.push(text());
+}
+
+/** With `reasons`, every verdict says why (explain); without, reasons are empty (the CLA cache). */
+export function resolvePolicy(
+  name: string,
+  tree: LocalityTree,
+  lb: LoadBalancing,
+  client: Placement,
+  opts: { readonly reasons?: boolean } = {},
+): PolicyOutcome {
   const p: LocalityPolicy = lb.policy ?? {};
   const matched = tree.matchPlacement(client);
   const key = policyKeyFor(tree, lb, client);
   const work: Working[] = [];
   for (const leaf of tree.root.leaves(tree.levels)) {
+    const path = leaf.path();
     for (const endpoint of leaf.orderedEndpoints()) {
-      work.push({ endpoint, leaf, rank: [0, 0, 0], reasons: [], dropped: false, priority: 0, locality: endpoint.locality });
+      const w: Working = {
+        endpoint,
+        leaf,
+        path,
+        labelRank: 0,
+        tier: 0,
+        orderRank: 0,
+        dropped: false,
+        priority: 0,
+        locality: endpoint.locality,
+      };
+      work.push(opts.reasons ? { ...w, reasons: [] } : w);
     }
   }
   if (p.trafficDistribution) rankByTrafficDistribution(tree, p, matched, work);
@@ -87,7 +118,7 @@ export function resolvePolicy(name: string, tree: LocalityTree, lb: LoadBalancin
     priority: w.dropped ? null : w.priority,
     locality: w.locality,
     weight: w.dropped ? 0 : (groups.weightOf.get(w) ?? 0),
-    reason: w.reasons.join('; '),
+    reason: w.reasons?.join('; ') ?? '',
   }));
   return {
     key,
@@ -116,18 +147,17 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
   });
   const clientPath = tree.scopes.map((s) => scopeValue(s, client));
   for (const w of work) {
-    const leafPath = w.leaf.path();
-    const m = commonPrefix(leafPath, clientPath);
-    const same = tree.scopes.filter((s, i) => leafPath[i] === clientPath[i]);
+    const m = commonPrefix(w.path, clientPath);
     const tier = tierOf.get(w.leaf);
     if (tier === undefined) {
       w.dropped = true;
-      w.reasons.push(`${lb.mode}: left out, differs from the client at ${tree.scopes[m] ?? 'a level'}`);
+      note(w, () => `${lb.mode}: left out, differs from the client at ${tree.scopes[m] ?? 'a level'}`);
       continue;
     }
-    w.rank[1] = tier;
-    const how = lb.mode === 'random' ? 'random: every endpoint ranks the same' : `tree tier ${tier}`;
-    w.reasons.push(`${how} (same ${scopeNames(same)} as the client; leading match ${m} of ${tree.levels})`);
+    w.tier = tier;
+    if (lb.mode === 'random') note(w, () => 'mode random: locality not ranked');
+    else if (m === 0) note(w, () => `tree tier ${tier}: no ${tree.scopes[0]} in common with the client`);
+    else note(w, () => `tree tier ${tier}: same ${scopeNames(tree.scopes.slice(0, m))} as the client`);
   }
 }
 
@@ -143,13 +173,14 @@ function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, matche
   const used = tree.scopes.slice(0, levels);
   const path = matched.path();
   for (const w of work) {
-    const m = Math.min(commonPrefix(w.leaf.path(), path), levels);
-    w.rank[1] = levels - m;
-    const note = levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
-    w.reasons.push(
+    const m = Math.min(commonPrefix(w.path, path), levels);
+    w.tier = levels - m;
+    const skipped =
+      levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
+    note(w, () =>
       m === 0
-        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${note}`
-        : `${p.trafficDistribution}: same ${scopeNames(tree.scopes.slice(0, m))} as the client${note}`,
+        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${skipped}`
+        : `${p.trafficDistribution}: same ${scopeNames(tree.scopes.slice(0, m))} as the client${skipped}`,
     );
   }
 }
@@ -170,25 +201,34 @@ function applicableRules(p: LocalityPolicy, clientValue: string): number[] {
 }
 
 /** Explicit order for endpoints outside the client's value at the first level. */
-function rankByFailoverOrder(tree: LocalityTree, p: LocalityPolicy, client: Placement, matched: TreeNode, work: Working[]): void {
+function rankByFailoverOrder(
+  tree: LocalityTree,
+  p: LocalityPolicy,
+  client: Placement,
+  matched: TreeNode,
+  work: Working[],
+): void {
   const order = p.failover!;
   const scope = tree.scopes[0]!;
   const clientValue = scopeValue(scope, client);
   const own = matched.depth >= 1 ? matched.path()[0] : undefined;
   const rules = applicableRules(p, clientValue);
   for (const w of work) {
-    const value = w.leaf.path()[0] ?? '';
+    const value = w.path[0] ?? '';
     if (own !== undefined && value === own) continue;
     const i = rules.find((r) => acceptsValue(order.rules[r]!.to, value));
     if (i !== undefined) {
-      w.rank[2] = rules.indexOf(i);
-      w.reasons.push(`failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`);
+      w.orderRank = rules.indexOf(i);
+      note(
+        w,
+        () => `failover rule ${i} (${order.rules[i]!.to.type}) takes ${scope} "${value}" at step ${rules.indexOf(i)}`,
+      );
     } else if (order.unmatched === 'drop') {
       w.dropped = true;
-      w.reasons.push(`left out: no failover rule that applies to ${scope} "${clientValue}" accepts ${scope} "${value}"`);
+      note(w, () => `left out: no failover rule that applies to ${scope} "${clientValue}" accepts ${scope} "${value}"`);
     } else {
-      w.rank[2] = rules.length;
-      w.reasons.push(`no failover rule accepts ${scope} "${value}": after the failover targets`);
+      w.orderRank = rules.length;
+      note(w, () => `no failover rule accepts ${scope} "${value}": after the failover targets`);
     }
   }
 }
@@ -223,10 +263,12 @@ function rankByLabels(labels: readonly PriorityLabel[], client: Placement, work:
       break;
     }
     const matches = offset ? j - 1 : j;
-    w.rank[0] = offset ? n + (n - 1 - matches) : n - j;
+    w.labelRank = offset ? n + (n - 1 - matches) : n - j;
     const miss = labels[j];
-    w.reasons.push(
-      `failoverPriority rank ${w.rank[0]}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
+    note(
+      w,
+      () =>
+        `failoverPriority rank ${w.labelRank}: matches ${matchedNames.length ? matchedNames.join(', ') : 'none'}` +
         (offset ? ' on another network' : '') +
         (miss ? `; differs at ${miss.value !== undefined ? `${miss.scope}=${miss.value}` : miss.scope}` : ''),
     );
@@ -234,7 +276,13 @@ function rankByLabels(labels: readonly PriorityLabel[], client: Placement, work:
 }
 
 /** Kuma localZone.affinityTags: weights inside the client's own leaf, first matching tag wins. */
-function applyAffinity(tree: LocalityTree, p: LocalityPolicy, client: Placement, matched: TreeNode, work: Working[]): void {
+function applyAffinity(
+  tree: LocalityTree,
+  p: LocalityPolicy,
+  client: Placement,
+  matched: TreeNode,
+  work: Working[],
+): void {
   if (matched.depth !== tree.levels) return;
   const tags = p.affinity!;
   const wanted = tags.map((t) => scopeValue(t.scope, client));
@@ -244,14 +292,14 @@ function applyAffinity(tree: LocalityTree, p: LocalityPolicy, client: Placement,
     const i = tags.findIndex((t, k) => wanted[k] !== '' && scopeValue(t.scope, w.endpoint) === wanted[k]);
     if (i < 0) {
       w.groupWeight = 1;
-      w.reasons.push('local, no affinity tag matches: weight 1');
+      note(w, () => 'local, no affinity tag matches: weight 1');
       continue;
     }
     const tag = tags[i]!;
     const label = `${tag.scope.startsWith('label:') ? tag.scope.slice('label:'.length) : tag.scope}=${wanted[i]}`;
     w.locality = { ...w.endpoint.locality, subzone: label };
     w.groupWeight = tag.weight;
-    w.reasons.push(`affinity tag ${i} ${label}: weight ${tag.weight}`);
+    note(w, () => `affinity tag ${i} ${label}: weight ${tag.weight}`);
   }
 }
 
@@ -268,20 +316,23 @@ interface Groups {
 function groupsOf(work: Working[], p: LocalityPolicy, client: Placement): Groups {
   // Dense rank of the rank tuples: no gaps.
   const live = work.filter((w) => !w.dropped);
-  const tuples = [...new Set(live.map((w) => w.rank.join(',')))]
-    .map((t) => t.split(',').map(Number))
-    .sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]! || a[2]! - b[2]!);
-  const dense = new Map(tuples.map((t, i) => [t.join(','), i]));
-  const byKey = new Map<string, { locality: Locality; priority: number; members: Working[]; weight: number }>();
+  const tuples = [...new Set(live.map(rankKey))].sort((a, b) => a - b);
+  const dense = new Map(tuples.map((t, i) => [t, i]));
+  // Per priority, groups by locality key: no per-endpoint string is built.
+  const byPriority: Map<string, Group>[] = tuples.map(() => new Map());
+  let groups: Group[] = [];
   for (const w of live) {
-    const priority = dense.get(w.rank.join(','))!;
-    const k = `${priority}\u0001${localityKey(w.locality)}`;
-    let g = byKey.get(k);
-    if (!g) byKey.set(k, (g = { locality: w.locality, priority, members: [], weight: 0 }));
+    const priority = dense.get(rankKey(w))!;
+    const k = keyOf(w.locality);
+    const at = byPriority[priority]!;
+    let g = at.get(k);
+    if (!g) {
+      at.set(k, (g = { locality: w.locality, priority, members: [], weight: 0 }));
+      groups.push(g);
+    }
     g.members.push(w);
     g.weight = w.groupWeight ?? g.weight + w.endpoint.weight;
   }
-  let groups = [...byKey.values()];
   const rule = p.distribute ? p.distribute[distributeRuleFor(p, client)] : undefined;
   if (rule) groups = distribute(groups, rule, p.distribute!.indexOf(rule));
   // Dropping may empty a priority: rank again so none is skipped.
@@ -294,9 +345,27 @@ function groupsOf(work: Working[], p: LocalityPolicy, client: Placement): Groups
   const weightOf = new Map<Working, number>();
   const list: ClaGroup[] = groups.map((g) => {
     for (const m of g.members) weightOf.set(m, g.weight);
-    return { locality: g.locality, priority: g.priority, weight: g.weight, endpoints: g.members.map((m) => m.endpoint) };
+    return {
+      locality: g.locality,
+      priority: g.priority,
+      weight: g.weight,
+      endpoints: g.members.map((m) => m.endpoint),
+    };
   });
   return { list, weightOf };
+}
+
+/** localityKey, kept per locality object: endpoints (and their localities) outlive many CLA builds. */
+const localityKeys = new WeakMap<Locality, string>();
+function keyOf(l: Locality): string {
+  let k = localityKeys.get(l);
+  if (k === undefined) localityKeys.set(l, (k = localityKey(l)));
+  return k;
+}
+
+/** The rank tuple as one number; each part stays below 2^12 (at most 8 labels, 8 levels, 1,000 rules). */
+function rankKey(w: Working): number {
+  return (w.labelRank * 4096 + w.tier) * 4096 + w.orderRank;
 }
 
 type Group = { locality: Locality; priority: number; members: Working[]; weight: number };
@@ -306,13 +375,19 @@ function distribute(groups: Group[], rule: NonNullable<LocalityPolicy['distribut
   const claimed = new Map<Group, number>();
   for (const [t, target] of rule.to.entries()) {
     const mine = groups.filter(
-      (g) => !claimed.has(g) && localityMatches([g.locality.region, g.locality.zone, g.locality.subzone], target.pattern),
+      (g) =>
+        !claimed.has(g) && localityMatches([g.locality.region, g.locality.zone, g.locality.subzone], target.pattern),
     );
     const total = mine.reduce((s, g) => s + g.weight, 0);
     for (const g of mine) {
       claimed.set(g, t);
       const share = Math.max(1, Math.ceil((g.weight * target.weight) / total));
-      for (const m of g.members) m.reasons.push(`distribute rule ${index}: "${target.pattern}" claims ${formatLocality(g.locality)}, weight ${share} of ${target.weight}`);
+      for (const m of g.members)
+        note(
+          m,
+          () =>
+            `distribute rule ${index}: "${target.pattern}" claims ${formatLocality(g.locality)}, weight ${share} of ${target.weight}`,
+        );
       g.weight = share;
     }
   }
@@ -320,7 +395,11 @@ function distribute(groups: Group[], rule: NonNullable<LocalityPolicy['distribut
     if (claimed.has(g)) continue;
     for (const m of g.members) {
       m.dropped = true;
-      m.reasons.push(`left out: distribute rule ${index} (from "${rule.from}") claims no pattern for ${formatLocality(g.locality)}`);
+      note(
+        m,
+        () =>
+          `left out: distribute rule ${index} (from "${rule.from}") claims no pattern for ${formatLocality(g.locality)}`,
+      );
     }
   }
   return groups.filter((g) => claimed.has(g));

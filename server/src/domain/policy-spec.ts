@@ -22,10 +22,14 @@ import { describe, isObject, join, type Reader } from './spec.js';
 
 const POLICY_KEYS = ['failover', 'failoverPriority', 'distribute', 'affinity', 'trafficDistribution'];
 const MAX_WEIGHT = 1_000_000;
+const MAX_RULES = 1000;
 /** The routingPreference each trafficDistribution needs: node → zone → region, as tree levels. */
 const TRAFFIC_SCOPES: Readonly<Record<TrafficDistribution, readonly (readonly Scope[])[]>> = {
   PreferSameZone: [['zone'], ['region', 'zone']],
-  PreferSameNode: [['zone', 'node'], ['region', 'zone', 'node']],
+  PreferSameNode: [
+    ['zone', 'node'],
+    ['region', 'zone', 'node'],
+  ],
 };
 
 export function readPolicy(r: Reader, v: unknown, path: string, lb: LoadBalancing): LocalityPolicy | undefined {
@@ -70,6 +74,8 @@ function readFailover(r: Reader, v: unknown, path: string): FailoverOrder | unde
   const rules: FailoverRule[] = [];
   const raw = o['rules'];
   if (!Array.isArray(raw)) return r.fail(join(path, 'rules'), `must be a list of rules, got ${describe(raw)}`);
+  if (raw.length > MAX_RULES)
+    return r.fail(join(path, 'rules'), `must have at most ${MAX_RULES} rules, got ${raw.length}`);
   raw.forEach((x, i) => {
     const p = `${join(path, 'rules')}[${i}]`;
     const ro = r.object(x, p, ['from', 'to']);
@@ -104,13 +110,19 @@ function readStrings(r: Reader, v: unknown, path: string): string[] | undefined 
 }
 
 function readPriorityLabels(r: Reader, v: unknown, path: string): PriorityLabel[] | undefined {
-  if (!Array.isArray(v)) return r.fail(path, `must be a list of scopes ("zone", "label:team", "label:tier=gold"), got ${describe(v)}`);
-  if (v.length < 1 || v.length > MAX_SCOPES) return r.fail(path, `must have 1 to ${MAX_SCOPES} entries, got ${v.length}`);
+  if (!Array.isArray(v))
+    return r.fail(path, `must be a list of scopes ("zone", "label:team", "label:tier=gold"), got ${describe(v)}`);
+  if (v.length < 1 || v.length > MAX_SCOPES)
+    return r.fail(path, `must have 1 to ${MAX_SCOPES} entries, got ${v.length}`);
   const out: PriorityLabel[] = [];
   v.forEach((x, i) => {
     const p = `${path}[${i}]`;
     const label = typeof x === 'string' ? parsePriorityLabel(x) : undefined;
-    if (!label) r.fail(p, `must be a scope or scope=value (network, region, zone, subzone, node, cluster, label:<key>), got ${describe(x)}`);
+    if (!label)
+      r.fail(
+        p,
+        `must be a scope or scope=value (network, region, zone, subzone, node, cluster, label:<key>), got ${describe(x)}`,
+      );
     else if (out.some((l) => l.scope === label.scope)) r.fail(p, `duplicate scope "${label.scope}"`);
     else out.push(label);
   });
@@ -140,7 +152,8 @@ function readDistribute(r: Reader, v: unknown, path: string): DistributeRule[] |
 }
 
 function readAffinity(r: Reader, v: unknown, path: string): AffinityTag[] | undefined {
-  if (!Array.isArray(v) || v.length === 0) return r.fail(path, `must be a non-empty list of {scope, weight?}, got ${describe(v)}`);
+  if (!Array.isArray(v) || v.length === 0)
+    return r.fail(path, `must be a non-empty list of {scope, weight?}, got ${describe(v)}`);
   const out: AffinityTag[] = [];
   v.forEach((x, i) => {
     const p = `${path}[${i}]`;
@@ -148,10 +161,14 @@ function readAffinity(r: Reader, v: unknown, path: string): AffinityTag[] | unde
     if (!o) return;
     const scope = o['scope'];
     if (!isScope(scope)) {
-      r.fail(join(p, 'scope'), `must be network, region, zone, subzone, node, cluster or label:<key>, got ${describe(scope)}`);
+      r.fail(
+        join(p, 'scope'),
+        `must be network, region, zone, subzone, node, cluster or label:<key>, got ${describe(scope)}`,
+      );
       return;
     }
-    const weight = r.optional(o, 'weight', p, (w, wp) => r.int(w, wp, 1, MAX_WEIGHT)) ?? defaultAffinityWeight(i, v.length);
+    const weight =
+      r.optional(o, 'weight', p, (w, wp) => r.int(w, wp, 1, MAX_WEIGHT)) ?? defaultAffinityWeight(i, v.length);
     out.push({ scope, weight });
   });
   return out;

@@ -99,9 +99,14 @@ export function acceptsValue(to: FailoverRule['to'], value: string): boolean {
  * kernel; the overprovisioning factor does not matter there (no spillover by
  * health). An agent applies the plain tree for the rest, or NACKs naming them.
  */
-export function kernelUnsupported(p: LocalityPolicy | undefined): string[] {
+export function kernelUnsupported(
+  p: LocalityPolicy | undefined,
+  tree?: { readonly nodes: readonly { readonly depth: number; readonly value: string }[] },
+): string[] {
   if (!p) return [];
   const out: string[] = [];
+  // A level some endpoint has no value at is skipped by trafficDistribution; the kernel would still use it.
+  if (p.trafficDistribution && tree?.nodes.some((n) => n.depth > 0 && n.value === '')) out.push('trafficDistribution');
   if (p.failover) out.push('failover');
   if (p.failoverPriority) out.push('failoverPriority');
   if (p.distribute) out.push('distribute');

@@ -44,7 +44,11 @@ export class Findings {
       if (used.includes(k)) continue;
       const why = unsupported[k];
       if (why !== undefined) this.note(join(path, k), `not imported: ${why}`);
-      else this.error(join(path, k), `unknown field (expected one of: ${[...used, ...Object.keys(unsupported)].join(', ')})`);
+      else
+        this.error(
+          join(path, k),
+          `unknown field (expected one of: ${[...used, ...Object.keys(unsupported)].join(', ')})`,
+        );
     }
   }
 }

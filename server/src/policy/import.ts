@@ -15,8 +15,17 @@ import { importKuma, isKuma } from './kuma.js';
 export type PolicySystem = 'istio' | 'kuma' | 'k8s';
 export const POLICY_SYSTEMS: readonly PolicySystem[] = ['istio', 'kuma', 'k8s'];
 
-const IMPORTERS: Readonly<Record<PolicySystem, { is: (d: Obj) => boolean; run: (docs: readonly PolicyDocument[], f: Findings) => Obj[]; title: string }>> = {
-  istio: { is: isIstio, run: importIstio, title: 'an Istio document (networking.istio.io DestinationRule or ServiceEntry)' },
+const IMPORTERS: Readonly<
+  Record<
+    PolicySystem,
+    { is: (d: Obj) => boolean; run: (docs: readonly PolicyDocument[], f: Findings) => Obj[]; title: string }
+  >
+> = {
+  istio: {
+    is: isIstio,
+    run: importIstio,
+    title: 'an Istio document (networking.istio.io DestinationRule or ServiceEntry)',
+  },
   kuma: { is: isKuma, run: importKuma, title: 'a Kuma document (MeshLoadBalancingStrategy or Dataplane)' },
   k8s: { is: isKubernetes, run: importKubernetes, title: 'a Kubernetes Service or EndpointSlice' },
 };
@@ -54,8 +63,11 @@ export function importDocuments(sources: readonly SourceText[], system?: PolicyS
     } else if (s === 'canopy') {
       const o = d.value as Obj;
       if (Array.isArray(o['services'])) native.push(...(o['services'] as Obj[]));
+      else if (o['services'] !== undefined) f.error(`${d.at}.services`, 'must be a list of services');
       if (o['server'] !== undefined) server = o['server'];
-      for (const k of Object.keys(o)) if (k !== 'services' && k !== 'server') f.error(`${d.at}.${k}`, 'unknown field (expected one of: services, server)');
+      for (const k of Object.keys(o))
+        if (k !== 'services' && k !== 'server')
+          f.error(`${d.at}.${k}`, 'unknown field (expected one of: services, server)');
     } else if (s) {
       bySystem.set(s, [...(bySystem.get(s) ?? []), d]);
     } else {

@@ -64,7 +64,10 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
       const se = readServiceEntry(f, spec, join(d.at, 'spec'));
       for (const h of se.hosts) entries.set(h, se.endpoints);
     } else {
-      f.error(join(d.at, 'kind'), `must be DestinationRule or ServiceEntry, got ${describe(kind)} (${nameOf(doc) ?? 'unnamed'})`);
+      f.error(
+        join(d.at, 'kind'),
+        `must be DestinationRule or ServiceEntry, got ${describe(kind)} (${nameOf(doc) ?? 'unnamed'})`,
+      );
     }
   }
   const out: Obj[] = [];
@@ -104,7 +107,8 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
     subjectAltNames: 'TLS is not part of locality load balancing',
   });
   const hosts = strings(f, spec['hosts'], join(path, 'hosts')) ?? [];
-  const addresses = spec['addresses'] === undefined ? [] : (strings(f, spec['addresses'], join(path, 'addresses')) ?? []);
+  const addresses =
+    spec['addresses'] === undefined ? [] : (strings(f, spec['addresses'], join(path, 'addresses')) ?? []);
   const ports = spec['ports'] === undefined ? [] : (list(f, spec['ports'], join(path, 'ports')) ?? []);
   const first = ports[0];
   const port = isObject(first) && typeof first['number'] === 'number' ? first['number'] : undefined;
@@ -124,11 +128,12 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
     const epPorts = isObject(o['ports']) ? o['ports'] : {};
     const epPort = (portName !== undefined ? epPorts[portName] : undefined) ?? port;
     if (typeof epPort !== 'number') {
-      f.error(join(p, 'ports'), 'no port: give spec.ports[0].number or this endpoint\'s ports');
+      f.error(join(p, 'ports'), "no port: give spec.ports[0].number or this endpoint's ports");
       return;
     }
     const locality = o['locality'] === undefined ? undefined : str(f, o['locality'], join(p, 'locality'));
-    const network = o['network'] === undefined ? labels['topology.istio.io/network'] : str(f, o['network'], join(p, 'network'));
+    const network =
+      o['network'] === undefined ? labels['topology.istio.io/network'] : str(f, o['network'], join(p, 'network'));
     if (address === undefined) return;
     const l = parseLocality(locality);
     endpoints.push({
@@ -143,7 +148,10 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
     });
   });
   const vip = addresses.find((a) => !a.includes('/'));
-  return { hosts, endpoints: { ...(vip !== undefined ? { vip } : {}), ...(port !== undefined ? { port } : {}), endpoints } };
+  return {
+    hosts,
+    endpoints: { ...(vip !== undefined ? { vip } : {}), ...(port !== undefined ? { port } : {}), endpoints },
+  };
 }
 
 function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
@@ -163,11 +171,15 @@ function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
     retryBudget: 'retries are not part of locality load balancing',
   });
   const outlier = tp['outlierDetection'] !== undefined;
-  if (outlier) f.note(join(tpPath, 'outlierDetection'), 'read for its presence only (it turns Istio failover on); ejection itself is the client\'s');
+  if (outlier)
+    f.note(
+      join(tpPath, 'outlierDetection'),
+      "read for its presence only (it turns Istio failover on); ejection itself is the client's",
+    );
   const lbPath = join(tpPath, 'loadBalancer');
   const lbo = tp['loadBalancer'] === undefined ? {} : (obj(f, tp['loadBalancer'], lbPath) ?? {});
   f.keys(lbo, lbPath, ['localityLbSetting'], {
-    simple: 'the endpoint picking algorithm is the client\'s (gRPC: round_robin inside a locality)',
+    simple: "the endpoint picking algorithm is the client's (gRPC: round_robin inside a locality)",
     consistentHash: 'hash-based load balancing is not supported',
     warmupDurationSecs: 'slow start is not supported',
     warmup: 'slow start is not supported',
@@ -177,18 +189,28 @@ function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
   const random = { mode: 'random', routingPreference: tree };
   if (lbo['localityLbSetting'] === undefined) {
     if (outlier) return { mode: 'failover', routingPreference: tree };
-    f.note(lbPath, 'failover has no effect without outlierDetection in Istio: every endpoint is priority 0 (mode random)');
+    f.note(
+      lbPath,
+      'failover has no effect without outlierDetection in Istio: every endpoint is priority 0 (mode random)',
+    );
     return random;
   }
   const s = obj(f, lbo['localityLbSetting'], settingPath);
   if (!s) return random;
   f.keys(s, settingPath, ['enabled', 'distribute', 'failover', 'failoverPriority']);
   if (s['enabled'] === false) return random;
-  if (s['enabled'] !== undefined && s['enabled'] !== true) f.error(join(settingPath, 'enabled'), `must be true or false, got ${describe(s['enabled'])}`);
-  const distribute = s['distribute'] === undefined ? undefined : readDistribute(f, s['distribute'], join(settingPath, 'distribute'));
-  let failover = s['failover'] === undefined ? undefined : readFailover(f, s['failover'], join(settingPath, 'failover'));
-  let priority = s['failoverPriority'] === undefined ? undefined : readPriority(f, s['failoverPriority'], join(settingPath, 'failoverPriority'), failover !== undefined);
-  if (distribute && failover) f.error(join(settingPath, 'failover'), 'cannot be set with distribute (Istio rejects the rule)');
+  if (s['enabled'] !== undefined && s['enabled'] !== true)
+    f.error(join(settingPath, 'enabled'), `must be true or false, got ${describe(s['enabled'])}`);
+  const distribute =
+    s['distribute'] === undefined ? undefined : readDistribute(f, s['distribute'], join(settingPath, 'distribute'));
+  let failover =
+    s['failover'] === undefined ? undefined : readFailover(f, s['failover'], join(settingPath, 'failover'));
+  let priority =
+    s['failoverPriority'] === undefined
+      ? undefined
+      : readPriority(f, s['failoverPriority'], join(settingPath, 'failoverPriority'), failover !== undefined);
+  if (distribute && failover)
+    f.error(join(settingPath, 'failover'), 'cannot be set with distribute (Istio rejects the rule)');
   if ((failover || priority) && !outlier) {
     f.note(
       settingPath,
@@ -205,7 +227,11 @@ function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
   // Ranking by region/zone/subzone: Istio's default with outlier detection, or with failover; not for
   // failoverPriority alone (only the listed labels count) nor for distribute (weights, no priorities).
   const ranked = outlier && !distribute && (failover !== undefined || priority === undefined);
-  return { mode: ranked ? 'failover' : 'random', routingPreference: tree, ...(Object.keys(policy).length ? { policy } : {}) };
+  return {
+    mode: ranked ? 'failover' : 'random',
+    routingPreference: tree,
+    ...(Object.keys(policy).length ? { policy } : {}),
+  };
 }
 
 function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefined {
@@ -222,10 +248,12 @@ function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefine
     if (from === undefined || !to) return;
     let sum = 0;
     for (const [k, w] of Object.entries(to)) {
-      if (typeof w !== 'number' || !Number.isInteger(w) || w < 1 || w > 100) f.error(join(join(p, 'to'), k), `must be an integer weight from 1 to 100, got ${describe(w)}`);
+      if (typeof w !== 'number' || !Number.isInteger(w) || w < 1 || w > 100)
+        f.error(join(join(p, 'to'), k), `must be an integer weight from 1 to 100, got ${describe(w)}`);
       else sum += w;
     }
-    if (sum !== 100 && Object.values(to).every((w) => typeof w === 'number')) f.error(join(p, 'to'), `weights must sum to 100, got ${sum}`);
+    if (sum !== 100 && Object.values(to).every((w) => typeof w === 'number'))
+      f.error(join(p, 'to'), `weights must sum to 100, got ${sum}`);
     out.push({ from, to });
   });
   return out;
@@ -244,8 +272,12 @@ function readFailover(f: Findings, v: unknown, path: string): Obj | undefined {
     const from = str(f, o['from'], join(p, 'from'));
     const to = str(f, o['to'], join(p, 'to'));
     if (from === undefined || to === undefined) return;
-    for (const [k, x] of [['from', from], ['to', to]] as const) {
-      if (x.includes('/') || x.includes('*')) f.error(join(p, k), `must be a region (no "/" or "*"), got ${describe(x)}`);
+    for (const [k, x] of [
+      ['from', from],
+      ['to', to],
+    ] as const) {
+      if (x.includes('/') || x.includes('*'))
+        f.error(join(p, k), `must be a region (no "/" or "*"), got ${describe(x)}`);
     }
     if (from === to) f.error(join(p, 'to'), `must differ from "from" (${from})`);
     if (seen.has(from)) {

@@ -7,7 +7,19 @@
  * VIP. kube-proxy's rule that a mode applies only when every ready endpoint
  * is hinted is evaluated on the live endpoints (domain/policy-cla.ts).
  */
-import { describe, Findings, isObject, join, list, nameOf, obj, str, strings, type Obj, type PolicyDocument } from './documents.js';
+import {
+  describe,
+  Findings,
+  isObject,
+  join,
+  list,
+  nameOf,
+  obj,
+  str,
+  strings,
+  type Obj,
+  type PolicyDocument,
+} from './documents.js';
 
 const SERVICE_IGNORED: Readonly<Record<string, string>> = {
   selector: 'Canopy takes endpoints from the EndpointSlices',
@@ -71,7 +83,8 @@ export function importKubernetes(docs: readonly PolicyDocument[], f: Findings): 
     out.push(readService(f, s.spec, join(s.at, 'spec'), s.name, own));
   }
   for (const [owner, list] of slices) {
-    if (!services.some((s) => s.name === owner)) f.error(join(list[0]!.at, 'metadata.labels'), `no Service "${owner}" among the documents`);
+    if (!services.some((s) => s.name === owner))
+      f.error(join(list[0]!.at, 'metadata.labels'), `no Service "${owner}" among the documents`);
   }
   return out;
 }
@@ -89,14 +102,27 @@ function readService(f: Findings, spec: Obj, path: string, name: string, slices:
   let loadBalancing: Obj = { mode: 'random', routingPreference: ['zone'] };
   if (itp === 'Local') {
     loadBalancing = { mode: 'strict', routingPreference: ['node'] };
-    if (td !== undefined) f.note(join(path, 'trafficDistribution'), 'internalTrafficPolicy Local takes precedence (as in kube-proxy)');
+    if (td !== undefined)
+      f.note(join(path, 'trafficDistribution'), 'internalTrafficPolicy Local takes precedence (as in kube-proxy)');
   } else if (td === 'PreferSameZone' || td === 'PreferClose') {
-    if (td === 'PreferClose') f.note(join(path, 'trafficDistribution'), 'PreferClose is the deprecated name of PreferSameZone');
-    loadBalancing = { mode: 'failover', routingPreference: ['zone'], policy: { trafficDistribution: 'PreferSameZone' } };
+    if (td === 'PreferClose')
+      f.note(join(path, 'trafficDistribution'), 'PreferClose is the deprecated name of PreferSameZone');
+    loadBalancing = {
+      mode: 'failover',
+      routingPreference: ['zone'],
+      policy: { trafficDistribution: 'PreferSameZone' },
+    };
   } else if (td === 'PreferSameNode') {
-    loadBalancing = { mode: 'failover', routingPreference: ['zone', 'node'], policy: { trafficDistribution: 'PreferSameNode' } };
+    loadBalancing = {
+      mode: 'failover',
+      routingPreference: ['zone', 'node'],
+      policy: { trafficDistribution: 'PreferSameNode' },
+    };
   } else if (td !== undefined) {
-    f.error(join(path, 'trafficDistribution'), `must be PreferSameZone, PreferClose or PreferSameNode, got ${describe(td)}`);
+    f.error(
+      join(path, 'trafficDistribution'),
+      `must be PreferSameZone, PreferClose or PreferSameNode, got ${describe(td)}`,
+    );
   }
   if (itp !== undefined && itp !== 'Local' && itp !== 'Cluster') {
     f.error(join(path, 'internalTrafficPolicy'), `must be Cluster or Local, got ${describe(itp)}`);
@@ -131,7 +157,12 @@ function readSlice(f: Findings, doc: Obj, at: string): Slice {
     checkHints(f, e['hints'], join(p, 'hints'), zone, node);
     const c = isObject(e['conditions']) ? e['conditions'] : {};
     // kube-proxy: ready (nil = ready); a terminating endpoint that still serves is draining.
-    const health = c['ready'] === false ? (c['serving'] === true && c['terminating'] === true ? 'draining' : 'unhealthy') : 'healthy';
+    const health =
+      c['ready'] === false
+        ? c['serving'] === true && c['terminating'] === true
+          ? 'draining'
+          : 'unhealthy'
+        : 'healthy';
     for (const address of strings(f, e['addresses'], join(p, 'addresses')) ?? []) {
       if (port === undefined) {
         f.error(join(at, 'ports'), 'needs a port');
@@ -149,11 +180,17 @@ function checkHints(f: Findings, v: unknown, path: string, zone: string, node: s
   const h = obj(f, v, path);
   if (!h) return;
   f.keys(h, path, ['forZones', 'forNodes']);
-  for (const [key, own] of [['forZones', zone], ['forNodes', node]] as const) {
+  for (const [key, own] of [
+    ['forZones', zone],
+    ['forNodes', node],
+  ] as const) {
     if (h[key] === undefined) continue;
     const names = (list(f, h[key], join(path, key)) ?? []).map((x) => (isObject(x) ? x['name'] : undefined));
     if (names.some((n) => n !== own)) {
-      f.note(join(path, key), `hints for other ${key === 'forZones' ? 'zones' : 'nodes'} are not imported: Canopy places the endpoint at its own ${key === 'forZones' ? 'zone' : 'node'} "${own}"`);
+      f.note(
+        join(path, key),
+        `hints for other ${key === 'forZones' ? 'zones' : 'nodes'} are not imported: Canopy places the endpoint at its own ${key === 'forZones' ? 'zone' : 'node'} "${own}"`,
+      );
     }
   }
 }

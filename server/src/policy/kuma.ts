@@ -11,13 +11,34 @@
  * 200 by default. Changed: priorities have no gap and every locality has a
  * weight (gRPC), see README.
  */
-import { describe, Findings, isObject, join, labelsOf, list, obj, str, strings, type Obj, type PolicyDocument } from './documents.js';
+import {
+  describe,
+  Findings,
+  isObject,
+  join,
+  labelsOf,
+  list,
+  obj,
+  str,
+  strings,
+  type Obj,
+  type PolicyDocument,
+} from './documents.js';
 
-const TARGET_TYPES: Readonly<Record<string, string>> = { Any: 'any', Only: 'only', AnyExcept: 'anyExcept', None: 'none' };
+const TARGET_TYPES: Readonly<Record<string, string>> = {
+  Any: 'any',
+  Only: 'only',
+  AnyExcept: 'anyExcept',
+  None: 'none',
+};
 
 export function isKuma(doc: Obj): boolean {
   const api = doc['apiVersion'];
-  return (typeof api === 'string' && api.startsWith('kuma.io/')) || doc['type'] === 'MeshLoadBalancingStrategy' || doc['type'] === 'Dataplane';
+  return (
+    (typeof api === 'string' && api.startsWith('kuma.io/')) ||
+    doc['type'] === 'MeshLoadBalancingStrategy' ||
+    doc['type'] === 'Dataplane'
+  );
 }
 
 export function importKuma(docs: readonly PolicyDocument[], f: Findings): Obj[] {
@@ -29,7 +50,11 @@ export function importKuma(docs: readonly PolicyDocument[], f: Findings): Obj[] 
     const kind = doc['kind'] ?? doc['type'];
     if (kind === 'Dataplane') readDataplane(f, doc, d.at, endpoints);
     else if (kind === 'MeshLoadBalancingStrategy') readStrategy(f, doc, d.at, policies);
-    else f.error(join(d.at, doc['kind'] !== undefined ? 'kind' : 'type'), `must be MeshLoadBalancingStrategy or Dataplane, got ${describe(kind)}`);
+    else
+      f.error(
+        join(d.at, doc['kind'] !== undefined ? 'kind' : 'type'),
+        `must be MeshLoadBalancingStrategy or Dataplane, got ${describe(kind)}`,
+      );
   }
   for (const name of [...endpoints.keys(), ...policies.keys()]) if (!order.includes(name)) order.push(name);
   const mesh = policies.get('*');
@@ -92,7 +117,10 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
   f.keys(spec, sp, ['to', 'targetRef']);
   const top = spec['targetRef'];
   if (isObject(top) && top['kind'] !== 'Mesh') {
-    f.note(join(sp, 'targetRef'), `applies to every client: Canopy does not select clients by ${describe(top['kind'])}`);
+    f.note(
+      join(sp, 'targetRef'),
+      `applies to every client: Canopy does not select clients by ${describe(top['kind'])}`,
+    );
   }
   (list(f, spec['to'], join(sp, 'to')) ?? []).forEach((raw, i) => {
     const p = join(join(sp, 'to'), i);
@@ -104,9 +132,16 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
     const kind = ref['kind'];
     let name: string | undefined;
     if (kind === 'Mesh') name = '*';
-    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService') name = str(f, ref['name'], join(p, 'targetRef.name'));
-    else return void f.error(join(p, 'targetRef.kind'), `must be Mesh, MeshService or MeshMultiZoneService, got ${describe(kind)}`);
-    for (const k of Object.keys(ref)) if (!['kind', 'name'].includes(k)) f.note(join(join(p, 'targetRef'), k), 'not imported: services are matched by name');
+    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService')
+      name = str(f, ref['name'], join(p, 'targetRef.name'));
+    else
+      return void f.error(
+        join(p, 'targetRef.kind'),
+        `must be Mesh, MeshService or MeshMultiZoneService, got ${describe(kind)}`,
+      );
+    for (const k of Object.keys(ref))
+      if (!['kind', 'name'].includes(k))
+        f.note(join(join(p, 'targetRef'), k), 'not imported: services are matched by name');
     if (name === undefined) return;
     const def = obj(f, to['default'] ?? {}, join(p, 'default'));
     if (!def) return;
@@ -117,17 +152,24 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
 
 function readDefault(f: Findings, def: Obj, path: string): Obj {
   f.keys(def, path, ['localityAwareness'], {
-    loadBalancer: 'the endpoint picking algorithm is the client\'s',
+    loadBalancer: "the endpoint picking algorithm is the client's",
     hashPolicies: 'hash-based load balancing is not supported',
   });
   const tree = ['zone'];
-  const la = def['localityAwareness'] === undefined ? {} : (obj(f, def['localityAwareness'], join(path, 'localityAwareness')) ?? {});
+  const la =
+    def['localityAwareness'] === undefined
+      ? {}
+      : (obj(f, def['localityAwareness'], join(path, 'localityAwareness')) ?? {});
   const lp = join(path, 'localityAwareness');
   f.keys(la, lp, ['disabled', 'localZone', 'crossZone']);
   const local = la['localZone'] === undefined ? undefined : obj(f, la['localZone'], join(lp, 'localZone'));
   const cross = la['crossZone'] === undefined ? undefined : obj(f, la['crossZone'], join(lp, 'crossZone'));
-  if (!local && !cross) return la['disabled'] === true ? { mode: 'random', routingPreference: tree } : { mode: 'failover', routingPreference: tree };
-  if (la['disabled'] === true) f.note(join(lp, 'disabled'), 'ignored: localZone/crossZone take precedence (as in Kuma)');
+  if (!local && !cross)
+    return la['disabled'] === true
+      ? { mode: 'random', routingPreference: tree }
+      : { mode: 'failover', routingPreference: tree };
+  if (la['disabled'] === true)
+    f.note(join(lp, 'disabled'), 'ignored: localZone/crossZone take precedence (as in Kuma)');
   const policy: Obj = {};
   if (local) {
     f.keys(local, join(lp, 'localZone'), ['affinityTags']);
@@ -139,7 +181,8 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
       if (!o) return;
       f.keys(o, tp, ['key', 'weight']);
       const key = str(f, o['key'], join(tp, 'key'));
-      if (key !== undefined) affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
+      if (key !== undefined)
+        affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
     });
     if (affinity.length) policy['affinity'] = affinity;
   }
@@ -158,7 +201,8 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
       const to = obj(f, o['to'], join(rp, 'to'));
       if (!to) return;
       const type = TARGET_TYPES[String(to['type'])];
-      if (!type) return void f.error(join(rp, 'to.type'), `must be Any, Only, AnyExcept or None, got ${describe(to['type'])}`);
+      if (!type)
+        return void f.error(join(rp, 'to.type'), `must be Any, Only, AnyExcept or None, got ${describe(to['type'])}`);
       const values = to['zones'] === undefined ? [] : (strings(f, to['zones'], join(rp, 'to.zones')) ?? []);
       rules.push({ ...(zones ? { from: zones } : {}), to: { type, ...(values.length ? { values } : {}) } });
     });
@@ -167,7 +211,8 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
       const tp = join(cp, 'failoverThreshold');
       const o = obj(f, threshold, tp);
       const pct = o ? Number(o['percentage']) : NaN;
-      if (!(pct > 0 && pct <= 100)) f.error(join(tp, 'percentage'), `must be a percentage in (0, 100], got ${describe(o?.['percentage'])}`);
+      if (!(pct > 0 && pct <= 100))
+        f.error(join(tp, 'percentage'), `must be a percentage in (0, 100], got ${describe(o?.['percentage'])}`);
       else factor = Math.floor(100 / pct) * 100;
     }
   }

@@ -98,7 +98,7 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
   });
 
   const mode = TREE_MODES[spec.loadBalancing.mode];
-  const unsupported = kernelUnsupported(spec.loadBalancing.policy).map((f) => utf8Bytes(f));
+  const unsupported = kernelUnsupported(spec.loadBalancing.policy, tree).map((f) => utf8Bytes(f));
   const lb = spec.loadBalancing;
   const networkFirst = lb.mode === 'failover' && lb.crossNetworkFailover && tree.scopes[0] === 'network' && tree.scopes.length > 1;
   let size = fieldSize(1, name.length) + 5 + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0) + (networkFirst ? 2 : 0);
