@@ -208,6 +208,14 @@ describe('the web view (/ui/) in headless Chromium', () => {
     if (skipUnlessBrowser(t)) return;
     await page.setViewportSize({ width: 390, height: 844 });
     await node(page, 'us-east/us-east-1a/rack1').waitFor();
+    const explained = (await canopy.admin('GET', '/debug/explain?service=echo')).status === 200;
+    if (explained) {
+      // The typed locality again: tiers and shares must fit as well.
+      await page.locator('#locality').fill('eu-west/eu-west-1a/rack1');
+      await page.locator('#locality-form button[type=submit]').click();
+      await until(page, 'eu-west/eu-west-1a/rack1', 'tier', '0');
+      await page.locator('table.shares').waitFor();
+    }
     const width = await page.evaluate('document.documentElement.scrollWidth');
     assert.ok(Number(width) <= 390, `the page is ${String(width)} px wide at a 390 px viewport`);
     await shoot(page, 'ui-phone.png', true);
