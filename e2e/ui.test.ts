@@ -204,10 +204,35 @@ describe('the web view (/ui/) in headless Chromium', () => {
     await page.locator('.token summary').click();
   });
 
+  it('picks up a service created through the API, and falls back when the one shown is deleted', async (t) => {
+    if (skipUnlessBrowser(t)) return;
+    const put = await canopy.admin('PUT', '/api/v1/services/aardvark', {
+      loadBalancing: { mode: 'failover', routingPreference: ['zone'] },
+      endpoints: [{ address: '127.0.0.21', port: 50051, locality: { region: 'r', zone: 'zz' } }],
+    });
+    assert.equal(put.status, 201, JSON.stringify(put.body));
+    await page.locator('#service option[value="aardvark"]').waitFor({ state: 'attached', timeout: 15_000 });
+    await page.locator('#service').selectOption('aardvark');
+    await until(page, 'zz', 'total', '1');
+    assert.equal(await page.locator('li.node').count(), 2);
+    assert.equal(new URL(page.url()).searchParams.get('service'), 'aardvark');
+    assert.equal((await canopy.admin('DELETE', '/api/v1/services/aardvark')).status, 204);
+    await node(page, 'us-east').waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator('#service').inputValue(), 'echo');
+  });
+
   it('is readable at phone width: nothing overflows the viewport sideways', async (t) => {
     if (skipUnlessBrowser(t)) return;
     await page.setViewportSize({ width: 390, height: 844 });
     await node(page, 'us-east/us-east-1a/rack1').waitFor();
+    const explained = (await canopy.admin('GET', '/debug/explain?service=echo')).status === 200;
+    if (explained) {
+      // The typed locality again: tiers and shares must fit as well.
+      await page.locator('#locality').fill('eu-west/eu-west-1a/rack1');
+      await page.locator('#locality-form button[type=submit]').click();
+      await until(page, 'eu-west/eu-west-1a/rack1', 'tier', '0');
+      await page.locator('table.shares').waitFor();
+    }
     const width = await page.evaluate('document.documentElement.scrollWidth');
     assert.ok(Number(width) <= 390, `the page is ${String(width)} px wide at a 390 px viewport`);
     await shoot(page, 'ui-phone.png', true);

@@ -182,13 +182,24 @@ async function refreshExplain(): Promise<void> {
 }
 
 let pollTimer: ReturnType<typeof setTimeout> | undefined;
-async function poll(): Promise<void> {
+let pollLoop = 0;
+let ticks = 0;
+let serviceGone = false;
+/** One poll loop at a time: starting one (a new service, a new token) ends the one before. */
+async function poll(loop = ++pollLoop): Promise<void> {
   clearTimeout(pollTimer);
-  const service = state.service;
   try {
+    // Services come and go less often: the picker is refreshed every fifth poll, and at once when
+    // the service shown is gone (refreshing may choose another, which starts its own loop).
+    if (++ticks % 5 === 0 || serviceGone) {
+      serviceGone = false;
+      await refreshServices();
+      if (loop !== pollLoop) return;
+    }
+    const service = state.service;
     if (service) {
       const next = await fetchView(service, state.etag);
-      if (service !== state.service) return;
+      if (loop !== pollLoop) return;
       if (next) {
         state.view = next.view;
         state.etag = next.etag;
@@ -200,10 +211,15 @@ async function poll(): Promise<void> {
     state.pollError = undefined;
     state.updatedAt = new Date();
   } catch (err) {
-    state.pollError = err instanceof HttpError && err.status === 401 ? `${err.message} (enter the admin token)` : String((err as Error).message);
+    if (loop !== pollLoop) return;
+    serviceGone = err instanceof HttpError && err.status === 404;
+    state.pollError =
+      err instanceof HttpError && err.status === 401
+        ? `${err.message} (enter the admin token)`
+        : String((err as Error).message);
   }
   renderStatus();
-  pollTimer = setTimeout(() => void poll(), POLL_MS);
+  if (loop === pollLoop) pollTimer = setTimeout(() => void poll(loop), POLL_MS);
 }
 
 function chooseService(name: string): void {
@@ -212,27 +228,35 @@ function chooseService(name: string): void {
   state.etag = undefined;
   state.target = undefined;
   state.explain = undefined;
-  els.tree.replaceChildren(h('p', { class: 'hint' }, 'Loading…'));
+  els.tree.replaceChildren(h('p', { class: 'hint' }, name ? 'Loading…' : 'No service is configured.'));
   const url = new URL(location.href);
-  url.searchParams.set('service', name);
+  if (name) url.searchParams.set('service', name);
+  else url.searchParams.delete('service');
   history.replaceState(null, '', url);
   renderExplain();
   void poll();
 }
 
-async function loadServices(): Promise<void> {
-  try {
-    const services = await listServices();
+let servicesShown = '';
+/** Refreshes the picker; unless `choose` says which to show, a service that went away gives way to the first left. */
+async function refreshServices(choose?: string): Promise<void> {
+  const services = await listServices();
+  const shown = JSON.stringify(services);
+  if (shown !== servicesShown) {
+    servicesShown = shown;
     els.service.replaceChildren(
       ...services.map((s) => h('option', { value: s.name }, `${s.name} (${s.endpoints} endpoints, ${s.mode})`)),
     );
-    if (services.length === 0) {
-      els.tree.replaceChildren(h('p', { class: 'hint' }, 'No service is configured.'));
-      return;
-    }
-    const wanted = services.find((s) => s.name === state.service)?.name ?? services[0]?.name ?? '';
-    els.service.value = wanted;
-    chooseService(wanted);
+  }
+  const first = services[0]?.name ?? '';
+  if (choose !== undefined) chooseService(services.some((s) => s.name === choose) ? choose : first);
+  else if (!services.some((s) => s.name === state.service)) chooseService(first);
+  els.service.value = state.service;
+}
+
+async function loadServices(): Promise<void> {
+  try {
+    await refreshServices(state.service);
   } catch (err) {
     state.pollError = (err as Error).message;
     renderStatus();
