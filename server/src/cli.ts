@@ -11,12 +11,12 @@ import { AGENT_USAGE, AgentFlagError, parseAgentArgs } from './agent/cli-agent.j
 import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_USAGE } from './serve-security.js';
 
 const USAGE = `usage:
-  canopy serve --config FILE [--data-dir DIR] [--host H] [--xds-host H] [--admin-host H]
+  canopy serve --config FILE [--data-dir DIR | --store etcd://HOST:PORT[,…][/prefix/]] [--host H] [--xds-host H] [--admin-host H]
                [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
 ${SECURITY_USAGE}
   canopy demo
 ${AGENT_USAGE}
-env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
+env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_STORE, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
      CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL,
      ${SECURITY_ENV}
 --data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
@@ -41,6 +41,7 @@ async function main(argv: string[]): Promise<number> {
     options: {
       config: { type: 'string' },
       'data-dir': { type: 'string' },
+      store: { type: 'string' },
       host: { type: 'string' },
       'xds-host': { type: 'string' },
       'admin-host': { type: 'string' },
@@ -90,12 +91,13 @@ async function main(argv: string[]): Promise<number> {
   const host = values.host ?? env['CANOPY_HOST'];
   const xdsHost = values['xds-host'] ?? env['CANOPY_XDS_HOST'];
   const adminHost = values['admin-host'] ?? env['CANOPY_ADMIN_HOST'];
+  const storeUrl = values.store ?? env['CANOPY_STORE'];
   const dataDir = values['data-dir'] ?? env['CANOPY_DATA_DIR'] ?? DEFAULT_DATA_DIR;
   const logLevel = values['log-level'] ?? env['CANOPY_LOG_LEVEL'];
   const canopy = await startCanopy({
     config: loaded.value,
     configPath,
-    dataDir,
+    ...(storeUrl !== undefined ? { storeUrl } : { dataDir }),
     security,
     ...(host !== undefined ? { host } : {}),
     ...(xdsHost !== undefined ? { xdsHost } : {}),

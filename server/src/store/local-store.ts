@@ -176,7 +176,7 @@ function checkRevision(name: string, current: HeldService | undefined, expected:
   if (actual !== expected) throw new StoreConflict(name, expected, actual);
 }
 
-function toStored(held: HeldService): StoredService {
+export function toStored(held: HeldService): StoredService {
   return {
     spec: { ...held.head, endpoints: [...held.endpoints.values()] },
     owner: held.owner,
