@@ -40,7 +40,7 @@ describe('etcd store', { skip }, () => {
     const feedB = await MeshFeed.open(b);
     await a.put(service('x', ['10.0.0.1', '10.0.0.2']), { owner: 'api' });
     await eventually(() => feedB.mesh.get('x')?.endpoints.size === 2);
-    const ep = (await a.get('x'))!.spec.endpoints[0]!;
+    const ep = (await a.get('x'))!.spec.endpoints.find((e) => e.address === '10.0.0.1')!;
     await a.patchEndpoints('x', [{ ...ep, health: 'unhealthy' }], []);
     await eventually(() => feedB.mesh.get('x')?.endpoints.get('10.0.0.1:80')?.health === 'unhealthy');
     await b.delete('x');

@@ -49,8 +49,7 @@ export async function startEtcd(): Promise<EtcdProcess> {
         '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
         '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
         '--initial-cluster', `canopy-test=http://127.0.0.1:${peerPort}`,
-        // Room for large services: one transaction carries every endpoint of a PUT.
-        '--max-txn-ops', '200000',
+        // Room for large services: one transaction carries every endpoint of a PUT (etcd's default --max-txn-ops suffices).
         '--max-request-bytes', String(64 * 1024 * 1024),
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },

@@ -8,13 +8,17 @@
  *
  * Layout under the key prefix (service names cannot contain "/"):
  *   <prefix>s/<name>          { head, owner, fileDigest?, op: 'put' | 'patch' }
- *   <prefix>e/<name>/<key>    an endpoint
+ *   <prefix>b/<name>/<nn>     one of 64 buckets of endpoints (buckets.ts), a JSON list
  * Every write rewrites the `s/` key, so its mod revision is the service's
  * revision, and `op` tells a watcher whether the transaction replaced the
- * service or patched some endpoints.
+ * service or patched some endpoints. With 64 buckets a PUT of any size is at
+ * most 65 operations, inside etcd's default --max-txn-ops (128); its bytes
+ * must fit --max-request-bytes (default 1.5 MiB, about 10k endpoints: raise it
+ * for larger services).
  */
 import { Etcd3, type IWatchResponse, type Watcher } from 'etcd3';
-import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
+import { endpointKey, sameEndpoint, type Endpoint, type ServiceSpec } from '../domain/service.js';
+import { bucketOf, splitIntoBuckets, touchedBuckets } from './buckets.js';
 import { toStored, type HeldService } from './local-store.js';
 import {
   headOf,
@@ -41,6 +45,7 @@ type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string
 
 /** How often a write whose compare failed because our view was stale is redone. */
 const ATTEMPTS = 50;
+const BUCKETS = 64;
 /** How many past events a late watcher can be replayed. */
 const HISTORY = 4096;
 
@@ -98,15 +103,11 @@ export class EtcdStore implements Store {
         op: 'put',
       };
       const ops: Op[] = [this.client.put(this.serviceKey(spec.name)).value(JSON.stringify(row))];
-      for (const key of current?.endpoints.keys() ?? []) {
-        if (!endpoints.has(key)) ops.push(this.client.delete().key(this.endpointKey(spec.name, key)));
-      }
-      for (const [key, ep] of endpoints) {
-        const old = current?.endpoints.get(key);
-        if (old === undefined || JSON.stringify(old) !== JSON.stringify(ep)) {
-          ops.push(this.client.put(this.endpointKey(spec.name, key)).value(JSON.stringify(ep)));
-        }
-      }
+      const before = current ? splitIntoBuckets(current.endpoints, BUCKETS) : [];
+      splitIntoBuckets(endpoints, BUCKETS).forEach((list, b) => {
+        if (list.length > 0) ops.push(this.client.put(this.bucketKey(spec.name, b)).value(JSON.stringify(list)));
+        else if ((before[b]?.length ?? 0) > 0) ops.push(this.client.delete().key(this.bucketKey(spec.name, b)));
+      });
       return ops;
     }).then((r) => r as number);
   }
@@ -121,14 +122,18 @@ export class EtcdStore implements Store {
       if (!current) return undefined;
       const row: Row = { ...rowOf(current), op: 'patch' };
       const ops: Op[] = [this.client.put(this.serviceKey(name)).value(JSON.stringify(row))];
-      const upserted = new Set<string>();
-      for (const ep of upserts) {
-        const key = endpointKey(ep);
-        upserted.add(key);
-        ops.push(this.client.put(this.endpointKey(name, key)).value(JSON.stringify(ep)));
-      }
-      for (const key of removals) {
-        if (current.endpoints.has(key) && !upserted.has(key)) ops.push(this.client.delete().key(this.endpointKey(name, key)));
+      const next = new Map(current.endpoints);
+      for (const key of removals) next.delete(key);
+      for (const ep of upserts) next.set(endpointKey(ep), ep);
+      const touched = touchedBuckets([...removals, ...upserts.map((e) => endpointKey(e))], BUCKETS);
+      const lists = new Map<number, Endpoint[]>([...touched].map((b) => [b, []]));
+      for (const [key, ep] of next) lists.get(bucketOf(key, BUCKETS))?.push(ep);
+      for (const [b, list] of lists) {
+        ops.push(
+          list.length > 0
+            ? this.client.put(this.bucketKey(name, b)).value(JSON.stringify(list))
+            : this.client.delete().key(this.bucketKey(name, b)),
+        );
       }
       return ops;
     });
@@ -139,7 +144,7 @@ export class EtcdStore implements Store {
       if (!current) return undefined;
       return [
         this.client.delete().key(this.serviceKey(name)),
-        this.client.delete().prefix(`${this.prefix}e/${name}/`),
+        this.client.delete().prefix(`${this.prefix}b/${name}/`),
       ];
     });
   }
@@ -244,10 +249,10 @@ export class EtcdStore implements Store {
     for (const kv of res.kvs) {
       const parsed = this.parseKey(kv.key.toString());
       if (parsed?.kind === 's') rows.push([parsed.name, JSON.parse(kv.value.toString()) as Row, Number(kv.mod_revision)]);
-      else if (parsed?.kind === 'e') {
+      else if (parsed?.kind === 'b') {
         let m = endpoints.get(parsed.name);
         if (!m) endpoints.set(parsed.name, (m = new Map()));
-        m.set(parsed.key, JSON.parse(kv.value.toString()) as Endpoint);
+        for (const ep of JSON.parse(kv.value.toString()) as Endpoint[]) m.set(endpointKey(ep), ep);
       }
     }
     for (const [name, row, revision] of rows) {
@@ -297,21 +302,18 @@ export class EtcdStore implements Store {
 
   private applyTransaction(revision: number, txn: IWatchResponse['events']): StoreEvent[] {
     const out: StoreEvent[] = [];
-    const touched = new Map<string, { row?: Row; deleted: boolean; upserts: Endpoint[]; removals: string[] }>();
-    const entry = (name: string) => {
-      let t = touched.get(name);
-      if (!t) touched.set(name, (t = { deleted: false, upserts: [], removals: [] }));
-      return t;
-    };
+    const touched = new Map<string, { row?: Row; deleted: boolean; buckets: Map<number, Endpoint[]> }>();
     for (const e of txn) {
       const parsed = this.parseKey(e.kv.key.toString());
       if (!parsed) continue;
-      const t = entry(parsed.name);
+      let t = touched.get(parsed.name);
+      if (!t) touched.set(parsed.name, (t = { deleted: false, buckets: new Map() }));
       if (parsed.kind === 's') {
         if (e.type === 'Delete') t.deleted = true;
         else t.row = JSON.parse(e.kv.value.toString()) as Row;
-      } else if (e.type === 'Delete') t.removals.push(parsed.key);
-      else t.upserts.push(JSON.parse(e.kv.value.toString()) as Endpoint);
+      } else {
+        t.buckets.set(parsed.bucket, e.type === 'Delete' ? [] : (JSON.parse(e.kv.value.toString()) as Endpoint[]));
+      }
     }
     for (const [name, t] of touched) {
       const current = this.services.get(name);
@@ -319,17 +321,40 @@ export class EtcdStore implements Store {
         if (this.services.delete(name)) out.push({ kind: 'delete', revision, name });
         continue;
       }
-      if (!t.row) continue; // endpoint keys without their service row: not one of our transactions
+      if (!t.row) continue; // bucket keys without their service row: not one of our transactions
+      // A bucket's new list replaces what the bucket held: the difference is the change.
       const endpoints = new Map(current?.endpoints ?? []);
-      for (const key of t.removals) endpoints.delete(key);
-      for (const ep of t.upserts) endpoints.set(endpointKey(ep), ep);
-      const held = heldOf(t.row, revision, endpoints);
-      this.services.set(name, held);
-      if (t.row.op === 'patch' && current) {
-        out.push({ kind: 'patch', revision, name, upserts: t.upserts, removals: t.removals });
-      } else {
-        out.push({ kind: 'put', revision, service: toStored(held) });
+      const upserts: Endpoint[] = [];
+      const removals: string[] = [];
+      const fresh = t.row.op === 'put' ? new Set(Array.from({ length: BUCKETS }, (_, b) => b)) : new Set(t.buckets.keys());
+      const held = new Map<number, Set<string>>();
+      for (const key of endpoints.keys()) {
+        const b = bucketOf(key, BUCKETS);
+        if (fresh.has(b)) (held.get(b) ?? held.set(b, new Set()).get(b)!).add(key);
       }
+      for (const b of fresh) {
+        const list = t.buckets.get(b) ?? [];
+        const stay = new Set<string>();
+        for (const ep of list) {
+          const key = endpointKey(ep);
+          stay.add(key);
+          const old = endpoints.get(key);
+          if (!old || !sameEndpoint(old, ep)) {
+            endpoints.set(key, ep);
+            upserts.push(ep);
+          }
+        }
+        for (const key of held.get(b) ?? []) {
+          if (!stay.has(key)) {
+            endpoints.delete(key);
+            removals.push(key);
+          }
+        }
+      }
+      const next = heldOf(t.row, revision, endpoints);
+      this.services.set(name, next);
+      if (t.row.op === 'patch' && current) out.push({ kind: 'patch', revision, name, upserts, removals });
+      else out.push({ kind: 'put', revision, service: toStored(next) });
     }
     return out;
   }
@@ -338,17 +363,18 @@ export class EtcdStore implements Store {
     return `${this.prefix}s/${name}`;
   }
 
-  private endpointKey(name: string, key: string): string {
-    return `${this.prefix}e/${name}/${key}`;
+  private bucketKey(name: string, bucket: number): string {
+    return `${this.prefix}b/${name}/${String(bucket).padStart(2, '0')}`;
   }
 
-  private parseKey(key: string): { kind: 's'; name: string } | { kind: 'e'; name: string; key: string } | undefined {
+  private parseKey(key: string): { kind: 's'; name: string } | { kind: 'b'; name: string; bucket: number } | undefined {
     if (!key.startsWith(this.prefix)) return undefined;
     const rest = key.slice(this.prefix.length);
     if (rest.startsWith('s/')) return { kind: 's', name: rest.slice(2) };
-    if (!rest.startsWith('e/')) return undefined;
+    if (!rest.startsWith('b/')) return undefined;
     const slash = rest.indexOf('/', 2);
-    return slash < 0 ? undefined : { kind: 'e', name: rest.slice(2, slash), key: rest.slice(slash + 1) };
+    const bucket = Number(rest.slice(slash + 1));
+    return slash < 0 || !Number.isInteger(bucket) ? undefined : { kind: 'b', name: rest.slice(2, slash), bucket };
   }
 }
 
