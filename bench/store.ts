@@ -1,5 +1,5 @@
 /**
- * `npm run bench:store [-- --runs=5]`: the store backends.
+ * `npm run bench:store [-- --runs=5] [--latency-only]`: the store backends.
  *
  *   1. A 100k-endpoint service into each durable backend and back: the PUT
  *      (one atomic write), then a cold open that loads it (LevelDB: a new
@@ -23,6 +23,7 @@ import type { Store } from '../server/src/store/store.js';
 import { failoverService, makeEndpoints } from './data.js';
 
 const runs = Number(process.argv.find((a) => a.startsWith('--runs='))?.slice('--runs='.length) ?? 5);
+const latencyOnly = process.argv.includes('--latency-only');
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
 
 function stats(xs: number[]) {
@@ -95,6 +96,21 @@ async function replicaLatency(etcd: EtcdProcess): Promise<void> {
 
 async function main(): Promise<void> {
   console.log(`node ${process.version}, ${os.cpus().length} cpus, ${runs} runs`);
+  if (!latencyOnly) await levelLoad();
+  if (!hasEtcd()) {
+    console.log('etcd: skipped (etcd-server is not installed)');
+    return;
+  }
+  const etcd = await startEtcd();
+  try {
+    if (!latencyOnly) await etcdLoad(etcd);
+    for (let r = 0; r < (latencyOnly ? runs : 1); r++) await replicaLatency(etcd);
+  } finally {
+    await etcd.destroy();
+  }
+}
+
+async function levelLoad(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-store-'));
   try {
     const level = async () => LocalStore.open(await LevelJournal.open(dir));
@@ -102,12 +118,10 @@ async function main(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  if (!hasEtcd()) {
-    console.log('etcd: skipped (etcd-server is not installed)');
-    return;
-  }
-  const etcd = await startEtcd();
-  try {
+}
+
+async function etcdLoad(etcd: EtcdProcess): Promise<void> {
+  {
     let n = 0;
     const prefix = () => `/bench-load-${n}/`;
     await loadBench(
@@ -118,9 +132,6 @@ async function main(): Promise<void> {
       },
       () => EtcdStore.open({ endpoints: [etcd.endpoint], prefix: prefix() }),
     );
-    await replicaLatency(etcd);
-  } finally {
-    await etcd.destroy();
   }
 }
 

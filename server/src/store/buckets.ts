@@ -4,7 +4,7 @@
  * hundred writes instead of one per endpoint (per-write cost dominates in
  * LevelDB and etcd alike), and a one-endpoint PATCH rewrites one bucket.
  */
-import { endpointKey, type Endpoint } from '../domain/service.js';
+import type { Endpoint } from '../domain/service.js';
 
 /** FNV-1a over the key's UTF-16 units: stable across runs, processes and replicas. */
 export function bucketOf(key: string, buckets: number): number {
@@ -26,5 +26,3 @@ export function touchedBuckets(keys: Iterable<string>, buckets: number): Set<num
   for (const k of keys) out.add(bucketOf(k, buckets));
   return out;
 }
-
-export { endpointKey };

@@ -17,6 +17,7 @@
  * for larger services).
  */
 import { Etcd3, type IWatchResponse, type Watcher } from 'etcd3';
+import { CanopyError } from '../domain/errors.js';
 import { endpointKey, sameEndpoint, type Endpoint, type ServiceSpec } from '../domain/service.js';
 import { bucketOf, splitIntoBuckets, touchedBuckets } from './buckets.js';
 import { toStored, type HeldService } from './local-store.js';
@@ -177,10 +178,8 @@ export class EtcdStore implements Store {
     ifRevision: number | undefined,
     build: (current: HeldService | undefined) => Op[] | undefined,
   ): Promise<number | undefined> {
-    const run = this.queue.then(
-      () => this.commitGuarded(name, ifRevision, build),
-      () => this.commitGuarded(name, ifRevision, build),
-    );
+    const attempt = () => this.commitGuarded(name, ifRevision, build).catch(unreachable);
+    const run = this.queue.then(attempt, attempt);
     this.queue = run.catch(() => {});
     return run;
   }
@@ -376,6 +375,12 @@ export class EtcdStore implements Store {
     const bucket = Number(rest.slice(slash + 1));
     return slash < 0 || !Number.isInteger(bucket) ? undefined : { kind: 'b', name: rest.slice(2, slash), bucket };
   }
+}
+
+/** etcd's own failures (down, no leader, timeouts) are a store that cannot be reached: 503, not a bug. */
+function unreachable(err: unknown): never {
+  if (err instanceof CanopyError) throw err;
+  throw new CanopyError('CANOPY_NOT_READY', `the store (etcd) cannot be written: ${(err as Error).message}`);
 }
 
 function heldOf(row: Row, revision: number, endpoints: Map<string, Endpoint>): HeldService {
