@@ -10,6 +10,8 @@ import { MeshFeed } from '../server/src/store/mesh-feed.js';
 import { StoreConflict, type Store } from '../server/src/store/store.js';
 import { addressesOf, eventually, service, storeContract } from '../server/test/support/store-contract.js';
 import { etcdSkip, startEtcd, type EtcdProcess } from './support/etcd-process.js';
+import { startTcpProxy } from './support/tcp-proxy.js';
+import { Etcd3 } from 'etcd3';
 
 const skip = etcdSkip();
 let etcd: EtcdProcess | undefined;
@@ -46,6 +48,36 @@ describe('etcd store', { skip }, () => {
     await b.delete('x');
     await eventually(async () => (await a.get('x')) === undefined);
     feedB.close();
+  });
+
+  it('a replica cut off while etcd compacts the history it would resume from reads the state again', async () => {
+    const prefix = `/canopy-gap-${++prefixes}/`;
+    const [host, port] = etcd!.endpoint.split(':');
+    const proxy = await startTcpProxy({ host: host!, port: Number(port) });
+    try {
+      const a = await open(prefix);
+      const b = await EtcdStore.open({ endpoints: [proxy.address], prefix });
+      opened.push(b);
+      const feedB = await MeshFeed.open(b);
+      await a.put(service('kept', ['10.0.0.1']), { owner: 'api' });
+      await a.put(service('gone', ['10.0.0.2']), { owner: 'api' });
+      await eventually(() => feedB.mesh.get('gone') !== undefined);
+      proxy.cut();
+      await a.put(service('kept', ['10.0.0.1', '10.0.0.3']), { owner: 'api' });
+      await a.delete('gone');
+      const last = await a.put(service('new', ['10.0.0.4']), { owner: 'api' });
+      // The history B would resume from is gone.
+      const admin = new Etcd3({ hosts: `http://${etcd!.endpoint}` });
+      await admin.kv.compact({ revision: String(last), physical: true });
+      admin.close();
+      proxy.heal();
+      await eventually(() => feedB.mesh.get('new') !== undefined && feedB.mesh.get('gone') === undefined, 20_000);
+      assert.deepEqual(addressesOf(feedB.mesh.get('kept')?.spec), ['10.0.0.1', '10.0.0.3']);
+      assert.equal(feedB.connected, true);
+      feedB.close();
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('concurrent writes from two replicas to one service: none is lost, a stale conditional write conflicts', async () => {

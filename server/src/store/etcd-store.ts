@@ -57,6 +57,7 @@ export class EtcdStore implements Store {
   private readonly history: StoreEvent[] = [];
   private watcher: Watcher | undefined;
   private healthy = true;
+  private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
 
   private constructor(
@@ -163,6 +164,7 @@ export class EtcdStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.watchers.clear();
     await this.watcher?.cancel().catch(() => {});
     this.client.close();
@@ -241,8 +243,14 @@ export class EtcdStore implements Store {
   }
 
   private async load(): Promise<void> {
+    const { revision, services } = await this.readAll();
+    this.revision = revision;
+    for (const [name, held] of services) this.services.set(name, held);
+  }
+
+  /** Everything under the prefix, at one revision. */
+  private async readAll(): Promise<{ revision: number; services: Map<string, HeldService> }> {
     const res = await this.client.getAll().prefix(this.prefix).exec();
-    this.revision = Number(res.header.revision);
     const endpoints = new Map<string, Map<string, Endpoint>>();
     const rows: [string, Row, number][] = [];
     for (const kv of res.kvs) {
@@ -254,9 +262,42 @@ export class EtcdStore implements Store {
         for (const ep of JSON.parse(kv.value.toString()) as Endpoint[]) m.set(endpointKey(ep), ep);
       }
     }
-    for (const [name, row, revision] of rows) {
-      this.services.set(name, heldOf(row, revision, endpoints.get(name) ?? new Map()));
+    const services = new Map<string, HeldService>();
+    for (const [name, row, revision] of rows) services.set(name, heldOf(row, revision, endpoints.get(name) ?? new Map()));
+    return { revision: Number(res.header.revision), services };
+  }
+
+  /**
+   * The watch was cancelled for good (etcd compacted the history it would
+   * resume from, after a long partition): read the whole state again, report
+   * the difference as events, and watch from there.
+   */
+  private async resync(): Promise<void> {
+    const { revision, services } = await this.readAll();
+    const events: StoreEvent[] = [];
+    for (const name of this.services.keys()) {
+      if (!services.has(name)) events.push({ kind: 'delete', revision, name });
     }
+    for (const [name, held] of services) {
+      if (this.services.get(name)?.revision !== held.revision) {
+        events.push({ kind: 'put', revision, service: toStored(held) });
+      }
+    }
+    this.services.clear();
+    for (const [name, held] of services) this.services.set(name, held);
+    this.revision = revision;
+    this.history.length = 0; // older revisions cannot be replayed across the gap
+    for (const w of [...this.watchers]) if (events.length > 0) w.onEvents(events);
+    await this.follow();
+    this.setHealthy(true);
+  }
+
+  private watchEnded(): void {
+    this.setHealthy(false);
+    if (this.closed) return;
+    setTimeout(() => {
+      if (!this.closed) this.resync().catch(() => this.watchEnded());
+    }, 1000).unref();
   }
 
   private async follow(): Promise<void> {
@@ -268,7 +309,8 @@ export class EtcdStore implements Store {
     this.watcher.on('data', (res) => this.applyWatch(res));
     this.watcher.on('disconnected', () => this.setHealthy(false));
     this.watcher.on('connected', () => this.setHealthy(true));
-    this.watcher.on('error', () => this.setHealthy(false));
+    // A cancelled watch never resumes by itself (etcd3 drops it): start over from a fresh read.
+    this.watcher.on('error', () => this.watchEnded());
   }
 
   private setHealthy(healthy: boolean): void {
