@@ -14,7 +14,7 @@ import { DEMO_USAGE, runDemoApp, runDemoCall } from './demo/cli-demo.js';
 import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_USAGE } from './serve-security.js';
 
 const USAGE = `usage:
-  canopy serve --config FILE [--data-dir DIR] [--host H] [--xds-host H] [--admin-host H]
+  canopy serve --config FILE [--data-dir DIR | --store etcd://HOST:PORT[,…][/prefix/]] [--host H] [--xds-host H] [--admin-host H]
                [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
 ${SECURITY_USAGE}
   canopy demo [--exit]      (in a terminal it stays up until Ctrl-C; --exit runs and exits)
@@ -22,7 +22,7 @@ ${IMPORT_USAGE}
 ${EXPLAIN_USAGE}
 ${DEMO_USAGE}
 ${AGENT_USAGE}
-env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
+env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_STORE, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
      CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL,
      ${SECURITY_ENV}
 --data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
@@ -55,6 +55,7 @@ async function main(argv: string[]): Promise<number> {
     options: {
       config: { type: 'string' },
       'data-dir': { type: 'string' },
+      store: { type: 'string' },
       host: { type: 'string' },
       'xds-host': { type: 'string' },
       'admin-host': { type: 'string' },
@@ -105,12 +106,13 @@ async function main(argv: string[]): Promise<number> {
   const host = values.host ?? env['CANOPY_HOST'];
   const xdsHost = values['xds-host'] ?? env['CANOPY_XDS_HOST'];
   const adminHost = values['admin-host'] ?? env['CANOPY_ADMIN_HOST'];
+  const storeUrl = values.store ?? env['CANOPY_STORE'];
   const dataDir = values['data-dir'] ?? env['CANOPY_DATA_DIR'] ?? DEFAULT_DATA_DIR;
   const logLevel = values['log-level'] ?? env['CANOPY_LOG_LEVEL'];
   const canopy = await startCanopy({
     config: loaded.value,
     configPath,
-    dataDir,
+    ...(storeUrl !== undefined ? { storeUrl } : { dataDir }),
     security,
     ...(host !== undefined ? { host } : {}),
     ...(xdsHost !== undefined ? { xdsHost } : {}),

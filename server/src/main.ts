@@ -36,6 +36,8 @@ export interface CanopyOptions {
    * database; neither keeps them in memory only (tests, the demo).
    */
   readonly store?: Store;
+  /** `etcd://host:port[,…][/prefix/]`: share services with other replicas through etcd. */
+  readonly storeUrl?: string;
   readonly dataDir?: string;
   /** Tokens, TLS and request limits (README, "Access control"); none by default. */
   readonly security?: Partial<ServeSecurity>;
@@ -83,7 +85,12 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     );
   }
 
-  const store = opts.store ?? (await openStore(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}));
+  const store =
+    opts.store ??
+    (await openStore({
+      ...(opts.storeUrl !== undefined ? { url: opts.storeUrl } : {}),
+      ...(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}),
+    }));
   const feed = await MeshFeed.open(store);
   const mesh = feed.mesh;
   const claCache = serverClaCache();
@@ -133,7 +140,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     clients: () => pipeline.clients(),
     registry,
     logger: logger.child({ component: 'admin' }),
-    ready: () => ready,
+    // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
+    ready: () => ready && feed.connected,
     access: {
       ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
       openReads: security.adminOpenReads ?? false,

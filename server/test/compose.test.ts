@@ -74,6 +74,17 @@ describe('docker-compose.yml', () => {
     assert.equal(opts.metricsHost, '0.0.0.0');
   });
 
+  it('runs two canopy replicas on one etcd store', () => {
+    const replicas = ['canopy', 'canopy-2'].map((n) => compose.services[n]);
+    const stores = replicas.map((r) => r?.command?.[(r.command?.indexOf('--store') ?? -2) + 1]);
+    assert.ok(stores[0]?.startsWith('etcd://etcd:'), `canopy uses etcd, got ${stores[0]}`);
+    assert.equal(stores[1], stores[0], 'both replicas share one store and prefix');
+    assert.ok(compose.services['etcd']?.image, 'an etcd service');
+    for (const r of replicas) assert.ok(r?.depends_on?.['etcd'], 'replicas start after etcd');
+    const published = replicas.flatMap((r) => (r?.ports ?? []).map((p) => p.split(':')[0]));
+    assert.equal(new Set(published).size, published.length, 'no host port published twice');
+  });
+
   it('the example mesh gives the agent something to intercept (an IPv4 VIP and a port)', () => {
     const config = parseConfig(parse(readFileSync(`${root}server/examples/mesh.yaml`, 'utf8')));
     assert.ok(config.ok);

@@ -9,13 +9,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { MeshChange } from '../src/domain/mesh.js';
-import type { Endpoint, ServiceSpec } from '../src/domain/service.js';
-import { parseServiceSpec } from '../src/domain/spec.js';
+import type { Endpoint } from '../src/domain/service.js';
 import { applyFileServices } from '../src/store/file-source.js';
 import { LevelJournal } from '../src/store/level-journal.js';
 import { LocalStore } from '../src/store/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
-import { StoreConflict, type Store, type StoreEvent } from '../src/store/store.js';
+import type { Store } from '../src/store/store.js';
+import { addressesOf, service, storeContract } from './support/store-contract.js';
 
 const dirs: string[] = [];
 after(() => {
@@ -27,82 +27,12 @@ function tmpDir(): string {
   return d;
 }
 
-function service(name: string, addresses: string[], extra: object = {}): ServiceSpec {
-  const r = parseServiceSpec({
-    name,
-    endpoints: addresses.map((address) => ({ address, port: 80, locality: { region: 'r1', zone: 'z1' } })),
-    ...extra,
-  });
-  assert.ok(r.ok, JSON.stringify(!r.ok && r.errors));
-  return r.value;
-}
-
-const addressesOf = (spec: ServiceSpec | undefined) => spec?.endpoints.map((e) => e.address).sort();
-
 const backends: [string, () => Promise<Store>][] = [
   ['memory', () => LocalStore.open()],
   ['level', async () => LocalStore.open(await LevelJournal.open(tmpDir()))],
 ];
 
-for (const [name, open] of backends) {
-  describe(`Store contract: ${name}`, () => {
-    it('puts, gets, lists, patches and deletes with increasing revisions', async () => {
-      const store = await open();
-      const r1 = await store.put(service('a', ['10.0.0.1', '10.0.0.2']), { owner: 'api' });
-      const r2 = await store.put(service('b', ['10.0.0.3']), { owner: 'file', fileDigest: 'd1' });
-      assert.ok(r2 > r1);
-      const a = await store.get('a');
-      assert.equal(a?.owner, 'api');
-      assert.equal(a?.revision, r1);
-      assert.deepEqual(addressesOf(a?.spec), ['10.0.0.1', '10.0.0.2']);
-      assert.equal((await store.get('b'))?.fileDigest, 'd1');
-
-      const ep = a!.spec.endpoints.find((e) => e.address === '10.0.0.1') as Endpoint;
-      const r3 = await store.patchEndpoints('a', [{ ...ep, health: 'unhealthy' }], ['10.0.0.2:80']);
-      assert.ok(r3 !== undefined && r3 > r2);
-      const patched = await store.get('a');
-      assert.deepEqual(patched?.spec.endpoints.map((e) => [e.address, e.health]), [['10.0.0.1', 'unhealthy']]);
-      assert.equal(patched?.owner, 'api', 'a patch keeps the owner');
-
-      assert.equal(await store.patchEndpoints('nope', [ep], []), undefined);
-      assert.equal(await store.delete('nope'), undefined);
-      const r4 = await store.delete('b');
-      const snapshot = await store.list();
-      assert.equal(snapshot.revision, r4);
-      assert.deepEqual(snapshot.services.map((s) => s.spec.name), ['a']);
-      await store.close();
-    });
-
-    it('refuses a write whose expected revision is stale, and changes nothing', async () => {
-      const store = await open();
-      const r1 = await store.put(service('a', ['10.0.0.1']), { owner: 'api', ifRevision: 0 });
-      await assert.rejects(store.put(service('a', ['10.0.0.9']), { owner: 'api', ifRevision: 0 }), StoreConflict);
-      await store.put(service('a', ['10.0.0.2']), { owner: 'api', ifRevision: r1 });
-      await assert.rejects(store.delete('a', { ifRevision: r1 }), StoreConflict);
-      assert.deepEqual(addressesOf((await store.get('a'))?.spec), ['10.0.0.2']);
-      await store.close();
-    });
-
-    it('watches from a revision: replays what came after it, then follows', async () => {
-      const store = await open();
-      const r1 = await store.put(service('a', ['10.0.0.1']), { owner: 'api' });
-      await store.put(service('b', ['10.0.0.2']), { owner: 'api' });
-      const seen: StoreEvent[] = [];
-      const stop = store.watch(r1, { onEvents: (events) => seen.push(...events) });
-      await store.delete('a');
-      stop();
-      await store.delete('b');
-      assert.deepEqual(
-        seen.map((e) => [e.kind, e.kind === 'put' ? e.service.spec.name : e.name]),
-        [
-          ['put', 'b'],
-          ['delete', 'a'],
-        ],
-      );
-      await store.close();
-    });
-  });
-}
+for (const [name, open] of backends) storeContract(name, open);
 
 describe('Store: the LevelDB backend keeps everything across a reopen', () => {
   it('reopens with the services, endpoints, owners and revision it had', async () => {

@@ -230,7 +230,7 @@ function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async () => {
-    if (!deps.ready()) throw new CanopyError('CANOPY_NOT_READY', 'starting or shutting down');
+    if (!deps.ready()) throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
     return { status: 'ready' };
   });
 

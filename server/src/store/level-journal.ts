@@ -4,34 +4,47 @@
  * a client has reached the disk. LevelDB's lock makes the data directory
  * this process's alone: a second `canopy serve` on it fails to start.
  *
+ * Endpoints are kept in 256 buckets per service (by a hash of the endpoint
+ * key), one value each: a 100k-endpoint PUT is 257 batch operations instead
+ * of 100k (LevelDB's per-operation cost dominated: ~6 s on the reference
+ * machine), and a one-endpoint PATCH rewrites one bucket (1/256 of the service).
+ *
  * Layout (keys are strings; service names cannot contain NUL):
- *   rev                      the store revision
- *   s NUL <name>             { head, owner, fileDigest?, revision }
- *   e NUL <name> NUL <key>   an endpoint
+ *   rev                        the store revision
+ *   s NUL <name>               { head, owner, fileDigest?, revision }
+ *   b NUL <name> NUL <bucket>  the bucket's endpoints, a JSON list
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
+import { bucketOf as bucketFor } from './buckets.js';
 import type { HeldService, Journal } from './local-store.js';
 import type { ServiceHead } from './store.js';
 
 type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; revision: number };
-type Op = { type: 'put'; key: string; value: unknown } | { type: 'del'; key: string };
+type Op = { type: 'put'; key: string; value: string } | { type: 'del'; key: string };
 
 const SEP = '\u0000';
+const BUCKETS = 256;
 const serviceKey = (name: string) => `s${SEP}${name}`;
-const endpointPrefix = (name: string) => `e${SEP}${name}${SEP}`;
+const bucketKey = (name: string, bucket: number) => `b${SEP}${name}${SEP}${String(bucket).padStart(3, '0')}`;
+
+const bucketOf = (key: string): number => bucketFor(key, BUCKETS);
 
 export class LevelJournal implements Journal {
+  /** Which endpoint keys each service's buckets hold, so a patch rewrites only its buckets. */
+  private readonly buckets = new Map<string, Set<string>[]>();
+
   private constructor(
-    private readonly db: ClassicLevel<string, unknown>,
+    private readonly db: ClassicLevel<string, string>,
     readonly description: string,
   ) {}
 
   static async open(dir: string): Promise<LevelJournal> {
     mkdirSync(dir, { recursive: true });
-    const db = new ClassicLevel<string, unknown>(dir, { valueEncoding: 'json' });
+    // JSON is encoded here rather than by valueEncoding 'json', which was ~3× slower for large batches.
+    const db = new ClassicLevel<string, string>(dir, { valueEncoding: 'utf8' });
     try {
       await db.open();
     } catch (err) {
@@ -45,24 +58,26 @@ export class LevelJournal implements Journal {
   }
 
   async load(): Promise<{ revision: number; services: HeldService[] }> {
-    const revision = ((await this.db.get('rev')) as number | undefined) ?? 0;
-    const rows = await this.db.iterator({ gt: `s${SEP}`, lt: `s\u0001` }).all();
+    const rev = await this.db.get('rev');
+    const revision = rev === undefined ? 0 : (JSON.parse(rev) as number);
+    const rows = (await this.db.iterator({ gt: `s${SEP}`, lt: `s\u0001` }).all()).map(
+      ([key, value]) => [key, JSON.parse(value) as Row] as const,
+    );
     const endpoints = new Map<string, Map<string, Endpoint>>();
-    for (const [, row] of rows) endpoints.set((row as Row).head.name, new Map());
-    // Keys sort by service, so one pass fills each service's map in order.
-    const iterator = this.db.iterator({ gt: `e${SEP}`, lt: `e\u0001` });
-    try {
-      for (;;) {
-        const batch = await iterator.nextv(4096);
-        if (batch.length === 0) break;
-        for (const [key, value] of batch) {
-          const name = key.slice(2, key.indexOf(SEP, 2));
-          const ep = value as Endpoint;
-          endpoints.get(name)?.set(endpointKey(ep), ep);
-        }
+    for (const [, row] of rows) {
+      endpoints.set((row as Row).head.name, new Map());
+      this.buckets.set((row as Row).head.name, emptyBuckets());
+    }
+    for (const [key, value] of await this.db.iterator({ gt: `b${SEP}`, lt: `b\u0001` }).all()) {
+      const name = key.slice(2, key.indexOf(SEP, 2));
+      const map = endpoints.get(name);
+      const sets = this.buckets.get(name);
+      if (!map || !sets) continue;
+      for (const ep of JSON.parse(value) as Endpoint[]) {
+        const k = endpointKey(ep);
+        map.set(k, ep);
+        sets[bucketOf(k)]?.add(k);
       }
-    } finally {
-      await iterator.close();
     }
     const services = rows.map(([, value]) => {
       const row = value as Row;
@@ -71,26 +86,52 @@ export class LevelJournal implements Journal {
     return { revision, services };
   }
 
-  put(revision: number, service: HeldService, removedKeys: readonly string[]): Promise<void> {
+  put(revision: number, service: HeldService, _removedKeys: readonly string[]): Promise<void> {
     const name = service.head.name;
+    const sets = emptyBuckets();
+    for (const key of service.endpoints.keys()) sets[bucketOf(key)]?.add(key);
+    const before = this.buckets.get(name);
     const ops: Op[] = [this.revisionOp(revision), this.rowOp(service)];
-    for (const key of removedKeys) ops.push({ type: 'del', key: endpointPrefix(name) + key });
-    for (const [key, ep] of service.endpoints) ops.push({ type: 'put', key: endpointPrefix(name) + key, value: ep });
-    return this.write(ops);
+    sets.forEach((keys, b) => {
+      if (keys.size > 0) ops.push(this.bucketOp(service, b, keys));
+      else if ((before?.[b]?.size ?? 0) > 0) ops.push({ type: 'del', key: bucketKey(name, b) });
+    });
+    return this.write(ops).then(() => {
+      this.buckets.set(name, sets);
+    });
   }
 
   patch(revision: number, service: HeldService, upserts: readonly Endpoint[], removals: readonly string[]): Promise<void> {
     const name = service.head.name;
+    const current = this.buckets.get(name) ?? emptyBuckets();
+    // Copies of the touched buckets only; swapped in once the write is durable.
+    const next = new Map<number, Set<string>>();
+    const bucket = (key: string): Set<string> => {
+      const b = bucketOf(key);
+      let set = next.get(b);
+      if (!set) next.set(b, (set = new Set(current[b])));
+      return set;
+    };
+    for (const ep of upserts) bucket(endpointKey(ep)).add(endpointKey(ep));
+    for (const key of removals) bucket(key).delete(key);
     const ops: Op[] = [this.revisionOp(revision), this.rowOp(service)];
-    for (const ep of upserts) ops.push({ type: 'put', key: endpointPrefix(name) + endpointKey(ep), value: ep });
-    for (const key of removals) ops.push({ type: 'del', key: endpointPrefix(name) + key });
-    return this.write(ops);
+    for (const [b, keys] of next) {
+      ops.push(keys.size > 0 ? this.bucketOp(service, b, keys) : { type: 'del', key: bucketKey(name, b) });
+    }
+    return this.write(ops).then(() => {
+      for (const [b, keys] of next) current[b] = keys;
+      this.buckets.set(name, current);
+    });
   }
 
-  delete(revision: number, name: string, endpointKeys: readonly string[]): Promise<void> {
+  delete(revision: number, name: string, _endpointKeys: readonly string[]): Promise<void> {
     const ops: Op[] = [this.revisionOp(revision), { type: 'del', key: serviceKey(name) }];
-    for (const key of endpointKeys) ops.push({ type: 'del', key: endpointPrefix(name) + key });
-    return this.write(ops);
+    (this.buckets.get(name) ?? []).forEach((keys, b) => {
+      if (keys.size > 0) ops.push({ type: 'del', key: bucketKey(name, b) });
+    });
+    return this.write(ops).then(() => {
+      this.buckets.delete(name);
+    });
   }
 
   close(): Promise<void> {
@@ -101,8 +142,17 @@ export class LevelJournal implements Journal {
     return this.db.batch(ops, { sync: true });
   }
 
+  private bucketOp(service: HeldService, bucket: number, keys: ReadonlySet<string>): Op {
+    const list: Endpoint[] = [];
+    for (const k of keys) {
+      const ep = service.endpoints.get(k);
+      if (ep) list.push(ep);
+    }
+    return { type: 'put', key: bucketKey(service.head.name, bucket), value: JSON.stringify(list) };
+  }
+
   private revisionOp(revision: number): Op {
-    return { type: 'put', key: 'rev', value: revision };
+    return { type: 'put', key: 'rev', value: String(revision) };
   }
 
   private rowOp(s: HeldService): Op {
@@ -112,6 +162,10 @@ export class LevelJournal implements Journal {
       ...(s.fileDigest !== undefined ? { fileDigest: s.fileDigest } : {}),
       revision: s.revision,
     };
-    return { type: 'put', key: serviceKey(s.head.name), value: row };
+    return { type: 'put', key: serviceKey(s.head.name), value: JSON.stringify(row) };
   }
+}
+
+function emptyBuckets(): Set<string>[] {
+  return Array.from({ length: BUCKETS }, () => new Set<string>());
 }

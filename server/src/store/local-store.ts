@@ -105,11 +105,25 @@ export class LocalStore implements Store {
       if (!current) return undefined;
       checkRevision(name, current, opts.ifRevision);
       const revision = this.revision + 1;
-      const endpoints = new Map(current.endpoints);
-      for (const e of upserts) endpoints.set(endpointKey(e), e);
-      const removed = removals.filter((k) => endpoints.delete(k));
+      // Changed in place (a copy would cost O(service) per patch), and put back if the journal fails.
+      const endpoints = current.endpoints;
+      const previous = new Map<string, Endpoint | undefined>();
+      const remember = (k: string) => previous.has(k) || previous.set(k, endpoints.get(k));
+      for (const e of upserts) {
+        remember(endpointKey(e));
+        endpoints.set(endpointKey(e), e);
+      }
+      const removed = removals.filter((k) => endpoints.has(k) && remember(k) && endpoints.delete(k));
       const held: HeldService = { ...current, revision, endpoints };
-      await this.journal?.patch(revision, held, upserts, removed);
+      try {
+        await this.journal?.patch(revision, held, upserts, removed);
+      } catch (err) {
+        for (const [k, e] of previous) {
+          if (e) endpoints.set(k, e);
+          else endpoints.delete(k);
+        }
+        throw err;
+      }
       this.services.set(name, held);
       this.commit({ kind: 'patch', revision, name, upserts, removals: removed });
       return revision;
@@ -176,7 +190,7 @@ function checkRevision(name: string, current: HeldService | undefined, expected:
   if (actual !== expected) throw new StoreConflict(name, expected, actual);
 }
 
-function toStored(held: HeldService): StoredService {
+export function toStored(held: HeldService): StoredService {
   return {
     spec: { ...held.head, endpoints: [...held.endpoints.values()] },
     owner: held.owner,

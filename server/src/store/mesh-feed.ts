@@ -64,8 +64,10 @@ export class MeshFeed {
 
   private apply(events: readonly StoreEvent[]): void {
     const changes: MeshChange[] = [];
+    // One batch may hold several events of one revision (a store's resync after a gap).
+    const from = this.applied;
     for (const e of events) {
-      if (e.revision <= this.applied) continue; // replayed after a reconnect
+      if (e.revision <= from) continue; // replayed after a reconnect
       const change =
         e.kind === 'put'
           ? this.mesh.put(e.service.spec)

@@ -1,17 +1,31 @@
 /**
- * Chooses and opens a backend: the embedded database in a data directory,
- * or memory only when no directory is given (tests, the demo).
+ * Chooses and opens a backend: etcd when a URL is given, else the embedded
+ * database in a data directory, else memory only (tests, the demo).
  */
+import { EtcdStore } from './etcd-store.js';
 import { LevelJournal } from './level-journal.js';
 import { LocalStore } from './local-store.js';
 import type { Store } from './store.js';
 
 export interface StoreOptions {
+  /** `etcd://host:port[,host:port…][/key/prefix/]`; the prefix defaults to `/canopy/`. */
+  readonly url?: string;
   /** The embedded database's directory; created when missing. */
   readonly dataDir?: string;
 }
 
 export async function openStore(opts: StoreOptions): Promise<Store> {
+  if (opts.url !== undefined) return EtcdStore.open(parseEtcdUrl(opts.url));
   if (opts.dataDir === undefined) return LocalStore.open();
   return LocalStore.open(await LevelJournal.open(opts.dataDir));
+}
+
+export function parseEtcdUrl(url: string): { endpoints: string[]; prefix: string } {
+  const m = /^etcd:\/\/([^/]+)(\/.*)?$/.exec(url);
+  const hosts = m?.[1]?.split(',').filter(Boolean) ?? [];
+  if (!m || hosts.length === 0 || !hosts.every((h) => /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(h))) {
+    throw new Error(`--store must be etcd://host:port[,host:port…][/prefix/], got "${url}"`);
+  }
+  const path = m[2] ?? '/canopy/';
+  return { endpoints: hosts, prefix: path.endsWith('/') ? path : `${path}/` };
 }

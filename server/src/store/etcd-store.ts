@@ -1,0 +1,440 @@
+/**
+ * The etcd backend, through the `etcd3` client: several `canopy serve`
+ * replicas on one etcd share their services. Each write is one etcd
+ * transaction guarded by the service's revision, so two replicas never lose
+ * each other's writes: a write computed against a stale view fails its
+ * compare and is redone against the fresh one (or is a StoreConflict when
+ * the caller asked for a revision). The store revision is etcd's.
+ *
+ * Layout under the key prefix (service names cannot contain "/"):
+ *   <prefix>s/<name>          { head, owner, fileDigest?, op: 'put' | 'patch' }
+ *   <prefix>b/<name>/<nn>     one of 64 buckets of endpoints (buckets.ts), a JSON list
+ * Every write rewrites the `s/` key, so its mod revision is the service's
+ * revision, and `op` tells a watcher whether the transaction replaced the
+ * service or patched some endpoints. With 64 buckets a PUT of any size is at
+ * most 65 operations, inside etcd's default --max-txn-ops (128); its bytes
+ * must fit --max-request-bytes (default 1.5 MiB, about 10k endpoints: raise it
+ * for larger services).
+ */
+import { Etcd3, type IWatchResponse, type Watcher } from 'etcd3';
+import { CanopyError } from '../domain/errors.js';
+import { endpointKey, sameEndpoint, type Endpoint, type ServiceSpec } from '../domain/service.js';
+import { bucketOf, splitIntoBuckets, touchedBuckets } from './buckets.js';
+import { toStored, type HeldService } from './local-store.js';
+import {
+  headOf,
+  StoreConflict,
+  type PutOptions,
+  type ServiceHead,
+  type Snapshot,
+  type Store,
+  type StoredService,
+  type StoreEvent,
+  type WatchHandlers,
+} from './store.js';
+
+type Op = ReturnType<Etcd3['put']> | ReturnType<Etcd3['delete']>;
+
+export interface EtcdStoreOptions {
+  /** host:port of each etcd member. */
+  readonly endpoints: readonly string[];
+  /** Key prefix, e.g. "/canopy/" (default); one per Canopy deployment sharing the etcd. */
+  readonly prefix?: string;
+}
+
+type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; op: 'put' | 'patch' };
+
+/** How often a write whose compare failed because our view was stale is redone. */
+const ATTEMPTS = 50;
+const BUCKETS = 64;
+/** How many past events a late watcher can be replayed. */
+const HISTORY = 4096;
+
+export class EtcdStore implements Store {
+  private readonly services = new Map<string, HeldService>();
+  private revision = 0;
+  private readonly watchers = new Set<WatchHandlers>();
+  private readonly history: StoreEvent[] = [];
+  private watcher: Watcher | undefined;
+  private healthy = true;
+  private closed = false;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly client: Etcd3,
+    private readonly prefix: string,
+    readonly description: string,
+  ) {}
+
+  static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
+    const prefix = opts.prefix ?? '/canopy/';
+    const client = new Etcd3({
+      hosts: opts.endpoints.map((h) => (h.includes('://') ? h : `http://${h}`)),
+      dialTimeout: 5000,
+      // A 100k-endpoint service arrives as one watch response far above gRPC's 4 MB default.
+      grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
+    });
+    const store = new EtcdStore(client, prefix, `etcd:${opts.endpoints.join(',')}${prefix}`);
+    try {
+      await store.load();
+    } catch (err) {
+      client.close();
+      throw new Error(`cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`);
+    }
+    await store.follow();
+    return store;
+  }
+
+  async get(name: string): Promise<StoredService | undefined> {
+    const held = this.services.get(name);
+    return held && toStored(held);
+  }
+
+  async list(): Promise<Snapshot> {
+    const names = [...this.services.keys()].sort();
+    return { revision: this.revision, services: names.map((n) => toStored(this.services.get(n)!)) };
+  }
+
+  put(spec: ServiceSpec, opts: PutOptions): Promise<number> {
+    return this.guarded(spec.name, opts.ifRevision, (current) => {
+      const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
+      const row: Row = {
+        head: headOf(spec),
+        owner: opts.owner,
+        ...(opts.fileDigest !== undefined ? { fileDigest: opts.fileDigest } : {}),
+        op: 'put',
+      };
+      const ops: Op[] = [this.client.put(this.serviceKey(spec.name)).value(JSON.stringify(row))];
+      const before = current ? splitIntoBuckets(current.endpoints, BUCKETS) : [];
+      splitIntoBuckets(endpoints, BUCKETS).forEach((list, b) => {
+        if (list.length > 0) ops.push(this.client.put(this.bucketKey(spec.name, b)).value(JSON.stringify(list)));
+        else if ((before[b]?.length ?? 0) > 0) ops.push(this.client.delete().key(this.bucketKey(spec.name, b)));
+      });
+      return ops;
+    }).then((r) => r as number);
+  }
+
+  patchEndpoints(
+    name: string,
+    upserts: readonly Endpoint[],
+    removals: readonly string[],
+    opts: { readonly ifRevision?: number } = {},
+  ): Promise<number | undefined> {
+    return this.guarded(name, opts.ifRevision, (current) => {
+      if (!current) return undefined;
+      const row: Row = { ...rowOf(current), op: 'patch' };
+      const ops: Op[] = [this.client.put(this.serviceKey(name)).value(JSON.stringify(row))];
+      const next = new Map(current.endpoints);
+      for (const key of removals) next.delete(key);
+      for (const ep of upserts) next.set(endpointKey(ep), ep);
+      const touched = touchedBuckets([...removals, ...upserts.map((e) => endpointKey(e))], BUCKETS);
+      const lists = new Map<number, Endpoint[]>([...touched].map((b) => [b, []]));
+      for (const [key, ep] of next) lists.get(bucketOf(key, BUCKETS))?.push(ep);
+      for (const [b, list] of lists) {
+        ops.push(
+          list.length > 0
+            ? this.client.put(this.bucketKey(name, b)).value(JSON.stringify(list))
+            : this.client.delete().key(this.bucketKey(name, b)),
+        );
+      }
+      return ops;
+    });
+  }
+
+  delete(name: string, opts: { readonly ifRevision?: number } = {}): Promise<number | undefined> {
+    return this.guarded(name, opts.ifRevision, (current) => {
+      if (!current) return undefined;
+      return [
+        this.client.delete().key(this.serviceKey(name)),
+        this.client.delete().prefix(`${this.prefix}b/${name}/`),
+      ];
+    });
+  }
+
+  watch(fromRevision: number, handlers: WatchHandlers): () => void {
+    const oldest = this.history[0]?.revision ?? this.revision + 1;
+    if (fromRevision < this.revision && fromRevision + 1 < oldest) {
+      throw new Error(`revision ${fromRevision} is older than the watch history (from ${oldest}); list again`);
+    }
+    const missed = this.history.filter((e) => e.revision > fromRevision);
+    if (missed.length > 0) handlers.onEvents(missed);
+    this.watchers.add(handlers);
+    handlers.onHealth?.(this.healthy);
+    return () => this.watchers.delete(handlers);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.watchers.clear();
+    await this.watcher?.cancel().catch(() => {});
+    this.client.close();
+  }
+
+  /**
+   * Commits `build`'s operations if the service is still at the revision they
+   * were computed against, else waits for the newer write and rebuilds. This
+   * replica's own writes go one at a time, so only other replicas contend.
+   */
+  private guarded(
+    name: string,
+    ifRevision: number | undefined,
+    build: (current: HeldService | undefined) => Op[] | undefined,
+  ): Promise<number | undefined> {
+    const attempt = () => this.commitGuarded(name, ifRevision, build).catch(unreachable);
+    const run = this.queue.then(attempt, attempt);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  private async commitGuarded(
+    name: string,
+    ifRevision: number | undefined,
+    build: (current: HeldService | undefined) => Op[] | undefined,
+  ): Promise<number | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      const current = this.services.get(name);
+      const seen = current?.revision ?? 0;
+      if (ifRevision !== undefined && ifRevision !== seen) {
+        // Our view may only be behind: read the truth before calling it a conflict.
+        const actual = await this.readRevision(name);
+        if (actual !== ifRevision) throw new StoreConflict(name, ifRevision, actual);
+        await this.caughtUpTo(actual);
+        continue;
+      }
+      const ops = build(current);
+      if (ops === undefined) return undefined;
+      const result = await this.client.if(this.serviceKey(name), 'Mod', '==', seen).then(...ops).commit();
+      if (result.succeeded) {
+        // Read-your-writes: the write is in this store's view before the caller hears of it.
+        const revision = Number(result.header.revision);
+        await this.caughtUpTo(revision);
+        return revision;
+      }
+      if (attempt >= ATTEMPTS) {
+        throw new StoreConflict(name, seen, await this.readRevision(name));
+      }
+      // Another replica wrote this service: wait until our watch has its write, then decide again.
+      await this.caughtUpTo(Number(result.header.revision));
+    }
+  }
+
+  private async readRevision(name: string): Promise<number> {
+    const r = await this.client.get(this.serviceKey(name)).exec();
+    return Number(r.kvs[0]?.mod_revision ?? 0);
+  }
+
+  private caughtUpTo(revision: number): Promise<void> {
+    if (this.revision >= revision) return Promise.resolve();
+    return new Promise((resolve) => {
+      const handlers: WatchHandlers = {
+        onEvents: () => {
+          if (this.revision < revision) return;
+          this.watchers.delete(handlers);
+          resolve();
+        },
+      };
+      this.watchers.add(handlers);
+      // Covers a revision that carried none of our keys (the watch then reports nothing for it).
+      setTimeout(() => {
+        this.watchers.delete(handlers);
+        resolve();
+      }, 500).unref();
+    });
+  }
+
+  private async load(): Promise<void> {
+    const { revision, services } = await this.readAll();
+    this.revision = revision;
+    for (const [name, held] of services) this.services.set(name, held);
+  }
+
+  /** Everything under the prefix, at one revision. */
+  private async readAll(): Promise<{ revision: number; services: Map<string, HeldService> }> {
+    const res = await this.client.getAll().prefix(this.prefix).exec();
+    const endpoints = new Map<string, Map<string, Endpoint>>();
+    const rows: [string, Row, number][] = [];
+    for (const kv of res.kvs) {
+      const parsed = this.parseKey(kv.key.toString());
+      if (parsed?.kind === 's') rows.push([parsed.name, JSON.parse(kv.value.toString()) as Row, Number(kv.mod_revision)]);
+      else if (parsed?.kind === 'b') {
+        let m = endpoints.get(parsed.name);
+        if (!m) endpoints.set(parsed.name, (m = new Map()));
+        for (const ep of JSON.parse(kv.value.toString()) as Endpoint[]) m.set(endpointKey(ep), ep);
+      }
+    }
+    const services = new Map<string, HeldService>();
+    for (const [name, row, revision] of rows) services.set(name, heldOf(row, revision, endpoints.get(name) ?? new Map()));
+    return { revision: Number(res.header.revision), services };
+  }
+
+  /**
+   * The watch was cancelled for good (etcd compacted the history it would
+   * resume from, after a long partition): read the whole state again, report
+   * the difference as events, and watch from there.
+   */
+  private async resync(): Promise<void> {
+    const { revision, services } = await this.readAll();
+    const events: StoreEvent[] = [];
+    for (const name of this.services.keys()) {
+      if (!services.has(name)) events.push({ kind: 'delete', revision, name });
+    }
+    for (const [name, held] of services) {
+      if (this.services.get(name)?.revision !== held.revision) {
+        events.push({ kind: 'put', revision, service: toStored(held) });
+      }
+    }
+    this.services.clear();
+    for (const [name, held] of services) this.services.set(name, held);
+    this.revision = revision;
+    this.history.length = 0; // older revisions cannot be replayed across the gap
+    for (const w of [...this.watchers]) if (events.length > 0) w.onEvents(events);
+    await this.follow();
+    this.setHealthy(true);
+  }
+
+  private watchEnded(): void {
+    this.setHealthy(false);
+    if (this.closed) return;
+    setTimeout(() => {
+      if (!this.closed) this.resync().catch(() => this.watchEnded());
+    }, 1000).unref();
+  }
+
+  private async follow(): Promise<void> {
+    this.watcher = await this.client
+      .watch()
+      .prefix(this.prefix)
+      .startRevision(String(this.revision + 1))
+      .create();
+    this.watcher.on('data', (res) => this.applyWatch(res));
+    this.watcher.on('disconnected', () => this.setHealthy(false));
+    this.watcher.on('connected', () => this.setHealthy(true));
+    // A cancelled watch never resumes by itself (etcd3 drops it): start over from a fresh read.
+    this.watcher.on('error', () => this.watchEnded());
+  }
+
+  private setHealthy(healthy: boolean): void {
+    if (this.healthy === healthy) return;
+    this.healthy = healthy;
+    for (const w of this.watchers) w.onHealth?.(healthy);
+  }
+
+  /** One watch response → one StoreEvent per transaction (events of one revision). */
+  private applyWatch(res: IWatchResponse): void {
+    const byRevision = new Map<number, IWatchResponse['events']>();
+    for (const e of res.events) {
+      const rev = Number(e.kv.mod_revision);
+      // A delete's kv carries the deletion revision as mod_revision.
+      let list = byRevision.get(rev);
+      if (!list) byRevision.set(rev, (list = []));
+      list.push(e);
+    }
+    const events: StoreEvent[] = [];
+    for (const [revision, txn] of [...byRevision].sort((a, b) => a[0] - b[0])) {
+      if (revision <= this.revision) continue;
+      events.push(...this.applyTransaction(revision, txn));
+      this.revision = revision;
+    }
+    if (events.length === 0) return;
+    this.history.push(...events);
+    if (this.history.length > HISTORY) this.history.splice(0, this.history.length - HISTORY);
+    for (const w of [...this.watchers]) w.onEvents(events);
+  }
+
+  private applyTransaction(revision: number, txn: IWatchResponse['events']): StoreEvent[] {
+    const out: StoreEvent[] = [];
+    const touched = new Map<string, { row?: Row; deleted: boolean; buckets: Map<number, Endpoint[]> }>();
+    for (const e of txn) {
+      const parsed = this.parseKey(e.kv.key.toString());
+      if (!parsed) continue;
+      let t = touched.get(parsed.name);
+      if (!t) touched.set(parsed.name, (t = { deleted: false, buckets: new Map() }));
+      if (parsed.kind === 's') {
+        if (e.type === 'Delete') t.deleted = true;
+        else t.row = JSON.parse(e.kv.value.toString()) as Row;
+      } else {
+        t.buckets.set(parsed.bucket, e.type === 'Delete' ? [] : (JSON.parse(e.kv.value.toString()) as Endpoint[]));
+      }
+    }
+    for (const [name, t] of touched) {
+      const current = this.services.get(name);
+      if (t.deleted) {
+        if (this.services.delete(name)) out.push({ kind: 'delete', revision, name });
+        continue;
+      }
+      if (!t.row) continue; // bucket keys without their service row: not one of our transactions
+      // A bucket's new list replaces what the bucket held: the difference is the change.
+      const endpoints = new Map(current?.endpoints ?? []);
+      const upserts: Endpoint[] = [];
+      const removals: string[] = [];
+      const fresh = t.row.op === 'put' ? new Set(Array.from({ length: BUCKETS }, (_, b) => b)) : new Set(t.buckets.keys());
+      const held = new Map<number, Set<string>>();
+      for (const key of endpoints.keys()) {
+        const b = bucketOf(key, BUCKETS);
+        if (fresh.has(b)) (held.get(b) ?? held.set(b, new Set()).get(b)!).add(key);
+      }
+      for (const b of fresh) {
+        const list = t.buckets.get(b) ?? [];
+        const stay = new Set<string>();
+        for (const ep of list) {
+          const key = endpointKey(ep);
+          stay.add(key);
+          const old = endpoints.get(key);
+          if (!old || !sameEndpoint(old, ep)) {
+            endpoints.set(key, ep);
+            upserts.push(ep);
+          }
+        }
+        for (const key of held.get(b) ?? []) {
+          if (!stay.has(key)) {
+            endpoints.delete(key);
+            removals.push(key);
+          }
+        }
+      }
+      const next = heldOf(t.row, revision, endpoints);
+      this.services.set(name, next);
+      if (t.row.op === 'patch' && current) out.push({ kind: 'patch', revision, name, upserts, removals });
+      else out.push({ kind: 'put', revision, service: toStored(next) });
+    }
+    return out;
+  }
+
+  private serviceKey(name: string): string {
+    return `${this.prefix}s/${name}`;
+  }
+
+  private bucketKey(name: string, bucket: number): string {
+    return `${this.prefix}b/${name}/${String(bucket).padStart(2, '0')}`;
+  }
+
+  private parseKey(key: string): { kind: 's'; name: string } | { kind: 'b'; name: string; bucket: number } | undefined {
+    if (!key.startsWith(this.prefix)) return undefined;
+    const rest = key.slice(this.prefix.length);
+    if (rest.startsWith('s/')) return { kind: 's', name: rest.slice(2) };
+    if (!rest.startsWith('b/')) return undefined;
+    const slash = rest.indexOf('/', 2);
+    const bucket = Number(rest.slice(slash + 1));
+    return slash < 0 || !Number.isInteger(bucket) ? undefined : { kind: 'b', name: rest.slice(2, slash), bucket };
+  }
+}
+
+/** etcd's own failures (down, no leader, timeouts) are a store that cannot be reached: 503, not a bug. */
+function unreachable(err: unknown): never {
+  if (err instanceof CanopyError) throw err;
+  throw new CanopyError('CANOPY_NOT_READY', `the store (etcd) cannot be written: ${(err as Error).message}`);
+}
+
+function heldOf(row: Row, revision: number, endpoints: Map<string, Endpoint>): HeldService {
+  return {
+    head: row.head,
+    owner: row.owner,
+    ...(row.fileDigest !== undefined ? { fileDigest: row.fileDigest } : {}),
+    revision,
+    endpoints,
+  };
+}
+
+function rowOf(held: HeldService): Omit<Row, 'op'> {
+  return { head: held.head, owner: held.owner, ...(held.fileDigest !== undefined ? { fileDigest: held.fileDigest } : {}) };
+}
