@@ -54,7 +54,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   const store = new ServiceStore();
   const claCache = serverClaCache();
-  const resources = canopyResources(store.mesh, claCache);
+  const resources = canopyResources(store.mesh, claCache, server.lazyXds);
   const registry = new Registry();
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),

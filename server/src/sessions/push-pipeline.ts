@@ -115,6 +115,7 @@ export class PushPipeline {
       },
       closed: () => {
         if (!this.conns.delete(id)) return;
+        session.closed?.();
         if (opened) this.observer.streamClosed(conn.state.nodeId);
         this.log.info({ stream: id, node: conn.state.nodeId }, 'xds stream closed');
       },

@@ -33,6 +33,8 @@ export interface Session<Request> {
   refresh(shared?: SharedResponses): OutgoingResponse[];
   concerns(touched: TouchedNames): boolean;
   status(): ClientStatus;
+  /** The stream ended: what it had subscribed to by name is no longer in use (lazy xDS). */
+  closed?(): void;
 }
 
 /** Ranks after every served type: a type URL the server does not know. */
