@@ -11,7 +11,7 @@ import { serverClaCache } from '../server/src/resources/endpoint.js';
 import { canopyResources } from '../server/src/resources/registry.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from '../server/src/resources/type-urls.js';
 import { DeltaSession } from '../server/src/sessions/delta-session.js';
-import type { OutgoingResponse } from '../server/src/sessions/session.js';
+import { handleNow, type OutgoingResponse } from '../server/src/sessions/session.js';
 import { SotwSession } from '../server/src/sessions/sotw-session.js';
 import type { NodeInfo } from '../server/src/wire/request.js';
 
@@ -27,7 +27,12 @@ function mesh(): Mesh {
       port: 8080,
       vip: `10.${(i >> 8) & 255}.${i & 255}.1`,
       outboundPort: 20000 + i,
-      loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: true, overprovisioningFactor: 140 },
+      loadBalancing: {
+        mode: 'failover',
+        routingPreference: ['region', 'zone', 'subzone'],
+        crossNetworkFailover: true,
+        overprovisioningFactor: 140,
+      },
       endpoints: REGIONS.map((region, k) => ({
         address: `10.${100 + k}.${(i >> 8) & 255}.${i & 255}`,
         port: 8080,
@@ -63,7 +68,7 @@ interface Figures {
 
 function add(f: Figures, rs: readonly OutgoingResponse[]): void {
   for (const r of rs) {
-    f.resources += r.resources;
+    f.resources += r.names.length;
     f.bytes += r.bytes.length;
   }
 }
@@ -72,14 +77,14 @@ function sotw(lazy: boolean): Figures {
   const s = new SotwSession(1, 'bench', canopyResources(mesh(), serverClaCache()));
   const f: Figures = { resources: 0, bytes: 0 };
   const n = node(lazy);
-  const cds = s.handle({ versionInfo: '', node: n, resourceNames: [], typeUrl: CLUSTER_TYPE, responseNonce: '' });
+  const cds = handleNow(s, { versionInfo: '', node: n, resourceNames: [], typeUrl: CLUSTER_TYPE, responseNonce: '' });
   add(f, cds.responses);
-  const clusters = cds.responses[0]!.resources;
+  const clusters = cds.responses[0]!.names.length;
   const names = (s.status().types[0]?.resources ?? []).map((r) => r.name);
-  add(f, s.handle({ versionInfo: '', resourceNames: names, typeUrl: ENDPOINT_TYPE, responseNonce: '' }).responses);
-  const lds = s.handle({ versionInfo: '', resourceNames: [], typeUrl: LISTENER_TYPE, responseNonce: '' });
+  add(f, handleNow(s, { versionInfo: '', resourceNames: names, typeUrl: ENDPOINT_TYPE, responseNonce: '' }).responses);
+  const lds = handleNow(s, { versionInfo: '', resourceNames: [], typeUrl: LISTENER_TYPE, responseNonce: '' });
   add(f, lds.responses);
-  add(f, s.handle({ versionInfo: '', resourceNames: names, typeUrl: ROUTE_TYPE, responseNonce: '' }).responses);
+  add(f, handleNow(s, { versionInfo: '', resourceNames: names, typeUrl: ROUTE_TYPE, responseNonce: '' }).responses);
   if (clusters !== names.length) throw new Error('cluster names do not match');
   return f;
 }
@@ -89,7 +94,14 @@ function delta(lazy: boolean): Figures {
   const f: Figures = { resources: 0, bytes: 0 };
   const n = node(lazy);
   const req = (typeUrl: string, subscribe: string[], withNode = false) =>
-    s.handle({ ...(withNode ? { node: n } : {}), typeUrl, subscribe, unsubscribe: [], initialVersions: {}, responseNonce: '' });
+    handleNow(s, {
+      ...(withNode ? { node: n } : {}),
+      typeUrl,
+      subscribe,
+      unsubscribe: [],
+      initialVersions: {},
+      responseNonce: '',
+    });
   add(f, req(CLUSTER_TYPE, ['*'], true).responses);
   const names = (s.status().types[0]?.resources ?? []).map((r) => r.name);
   add(f, req(ENDPOINT_TYPE, names).responses);
@@ -102,7 +114,9 @@ const rows: [string, Figures, Figures][] = [
   ['SotW', sotw(false), sotw(true)],
   ['delta', delta(false), delta(true)],
 ];
-process.stdout.write(`Lazy xDS: one Envoy sidecar using ${USED} of ${SERVICES} services (initial sync: CDS, EDS, LDS, RDS)\n`);
+process.stdout.write(
+  `Lazy xDS: one Envoy sidecar using ${USED} of ${SERVICES} services (initial sync: CDS, EDS, LDS, RDS)\n`,
+);
 process.stdout.write('protocol | full resources | full bytes | lazy resources | lazy bytes | bytes saved\n');
 for (const [name, full, lazy] of rows) {
   const saved = (100 * (1 - lazy.bytes / full.bytes)).toFixed(1);

@@ -72,21 +72,39 @@ class RawStream<Req, Res> {
   private readonly client: grpc.Client;
   private readonly call: grpc.ClientDuplexStream<Req, Res>;
 
-  constructor(address: string, methodName: string, options: grpc.ClientOptions = {}) {
+  /** The call's final status, once the server ends the stream. */
+  readonly status: Promise<grpc.StatusObject>;
+  private reading = false;
+
+  /** `stalled`: read nothing the server sends until `resume()` (a client that stopped reading). */
+  constructor(address: string, methodName: string, options: grpc.ClientOptions = {}, stalled = false) {
     const Ctor = adsClientCtor();
     this.client = new Ctor(address, grpc.credentials.createInsecure(), options);
     const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<Req, Res>>)[methodName];
     this.call = method!.call(this.client);
+    this.call.on('error', () => {});
+    this.status = new Promise((resolve) => this.call.on('status', resolve));
+    if (!stalled) this.resume();
+  }
+
+  /** Starts (or goes on) reading responses. */
+  resume(): void {
+    if (this.reading) return;
+    this.reading = true;
     this.call.on('data', (r: Res) => {
       const w = this.waiters.shift();
       if (w) w(r);
       else this.queue.push(r);
     });
-    this.call.on('error', () => {});
   }
 
   send(req: Req): void {
     this.call.write(req);
+  }
+
+  /** Writes and resolves once the request has been handed to the transport (for loops of many requests). */
+  sendAndFlush(req: Req): Promise<void> {
+    return new Promise((resolve) => this.call.write(req, () => resolve()));
   }
 
   next(timeoutMs = 3000): Promise<Res> {
@@ -122,8 +140,8 @@ class RawStream<Req, Res> {
 
 /** StreamAggregatedResources: the state-of-the-world protocol. */
 export class RawAdsStream extends RawStream<RawRequest, RawResponse> {
-  constructor(address: string, options: grpc.ClientOptions = {}) {
-    super(address, 'StreamAggregatedResources', options);
+  constructor(address: string, options: grpc.ClientOptions = {}, stalled = false) {
+    super(address, 'StreamAggregatedResources', options, stalled);
   }
 }
 

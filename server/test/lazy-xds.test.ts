@@ -13,7 +13,7 @@ import { canopyResources } from '../src/resources/registry.js';
 import { CLUSTER_TYPE, LISTENER_TYPE } from '../src/resources/type-urls.js';
 import { DeltaSession } from '../src/sessions/delta-session.js';
 import { SotwSession } from '../src/sessions/sotw-session.js';
-import type { OutgoingResponse } from '../src/sessions/session.js';
+import { handleNow, refreshNow, type OutgoingResponse } from '../src/sessions/session.js';
 import type { NodeInfo } from '../src/wire/request.js';
 import { ep, service } from './support/builders.js';
 import { envoyType } from './support/envoy-protos.js';
@@ -69,7 +69,7 @@ describe('DemandSet', () => {
 describe('lazy xDS in the sessions', () => {
   it('is off by default: a wildcard CDS gets every service', () => {
     const s = new SotwSession(1, 't', registry());
-    const { responses } = s.handle({
+    const { responses } = handleNow(s, {
       versionInfo: '',
       node: node('n', { 'canopy.demand': 'svc-1' }),
       resourceNames: [],
@@ -82,7 +82,7 @@ describe('lazy xDS in the sessions', () => {
   it('SotW: a lazy node gets only what it declares; the per-node override turns it off', () => {
     const reg = registry(ON);
     const lazy = new SotwSession(1, 't', reg);
-    const r = lazy.handle({
+    const r = handleNow(lazy, {
       versionInfo: '',
       node: node('a', { 'canopy.demand': ['svc-1', 'svc-2'] }),
       resourceNames: [],
@@ -91,7 +91,7 @@ describe('lazy xDS in the sessions', () => {
     });
     assert.deepEqual(sotwNames(r.responses[0]), ['svc-1', 'svc-2']);
     const full = new SotwSession(2, 't', reg);
-    const f = full.handle({
+    const f = handleNow(full, {
       versionInfo: '',
       node: node('b', { 'canopy.lazy': false }),
       resourceNames: [],
@@ -105,7 +105,7 @@ describe('lazy xDS in the sessions', () => {
     const reg = registry({ enabled: true, unusedTimeoutMs: 0 });
     const n = node('sidecar', { 'canopy.demand': 'svc-1' });
     const s = new DeltaSession(1, 't', reg);
-    const first = s.handle({
+    const first = handleNow(s, {
       node: n,
       typeUrl: CLUSTER_TYPE,
       subscribe: ['*'],
@@ -116,7 +116,7 @@ describe('lazy xDS in the sessions', () => {
     assert.deepEqual(delta(first.responses[0]).names, ['svc-1']);
     const nonce1 = first.responses[0]!.nonce;
     // On-demand CDS: Envoy subscribes to a cluster by name.
-    const od = s.handle({
+    const od = handleNow(s, {
       typeUrl: CLUSTER_TYPE,
       subscribe: ['svc-7'],
       unsubscribe: [],
@@ -125,7 +125,7 @@ describe('lazy xDS in the sessions', () => {
     });
     assert.deepEqual(delta(od.responses[0]).names, ['svc-7']);
     // Listeners follow the same demand set.
-    const l = s.handle({
+    const l = handleNow(s, {
       typeUrl: LISTENER_TYPE,
       subscribe: ['*'],
       unsubscribe: [],
@@ -135,7 +135,7 @@ describe('lazy xDS in the sessions', () => {
     assert.deepEqual(delta(l.responses[0]).names, ['svc-1', 'svc-7']);
     // A reconnect: the new stream's wildcard still holds svc-7 (named by the old stream, not released yet).
     const again = new DeltaSession(2, 't', reg);
-    const r2 = again.handle({
+    const r2 = handleNow(again, {
       node: n,
       typeUrl: CLUSTER_TYPE,
       subscribe: ['*'],
@@ -145,7 +145,7 @@ describe('lazy xDS in the sessions', () => {
     });
     assert.deepEqual(delta(r2.responses[0]).names, ['svc-1', 'svc-7']);
     // Unsubscribed on the old stream and that stream gone: unused (timeout 0), so removed at the next push.
-    s.handle({
+    handleNow(s, {
       typeUrl: CLUSTER_TYPE,
       subscribe: [],
       unsubscribe: ['svc-7'],
@@ -153,7 +153,7 @@ describe('lazy xDS in the sessions', () => {
       responseNonce: od.responses[0]!.nonce,
     });
     s.closed();
-    const pushed = again.refresh();
+    const pushed = refreshNow(again);
     assert.deepEqual(delta(pushed[0]).removed, ['svc-7']);
   });
 });

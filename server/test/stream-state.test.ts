@@ -10,6 +10,7 @@ import type { DiscoveryRequest } from '../src/wire/request.js';
 import { makeResource, type Resource } from '../src/resources/resource.js';
 import { ResourceRegistry } from '../src/resources/registry.js';
 import type { ResourceType } from '../src/resources/resource-type.js';
+import { handleNow, refreshNow } from '../src/sessions/session.js';
 import { SotwSession, type OutgoingResponse } from '../src/sessions/sotw-session.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 
@@ -51,13 +52,13 @@ class Harness {
 
   request(req: Partial<DiscoveryRequest> & { typeUrl: string }) {
     const full: DiscoveryRequest = { versionInfo: '', resourceNames: [], responseNonce: '', ...req };
-    const result = this.stream.handle(full);
+    const result = handleNow(this.stream, full);
     this.check(result.responses, req.typeUrl);
     return result;
   }
 
   refresh(): OutgoingResponse[] {
-    const out = this.stream.refresh();
+    const out = refreshNow(this.stream);
     this.check(out);
     return out;
   }
@@ -81,7 +82,7 @@ describe('SotwSession', () => {
     h.source.set(CLUSTER_TYPE, 'b', 'B1');
     const first = h.request({ typeUrl: CLUSTER_TYPE, node: nodeAt('r1') });
     assert.equal(first.outcome.kind, 'initial');
-    assert.equal(first.responses[0]?.resources, 2);
+    assert.equal(first.responses[0]?.names.length, 2);
     const r = first.responses[0]!;
     const ack = h.request({ typeUrl: CLUSTER_TYPE, versionInfo: r.version, responseNonce: r.nonce });
     assert.equal(ack.outcome.kind, 'ack');
@@ -89,7 +90,7 @@ describe('SotwSession', () => {
     assert.deepEqual(h.refresh(), []);
     h.source.set(CLUSTER_TYPE, 'b', 'B2');
     const pushed = h.refresh();
-    assert.equal(pushed[0]?.resources, 2, 'LDS/CDS responses carry full state');
+    assert.equal(pushed[0]?.names.length, 2, 'LDS/CDS responses carry full state');
     assert.equal(h.stream.status().types[0]?.versionAcked, r.version);
   });
 
@@ -98,14 +99,14 @@ describe('SotwSession', () => {
     h.source.set(ENDPOINT_TYPE, 'a', 'A1');
     h.source.set(ENDPOINT_TYPE, 'b', 'B1');
     const r1 = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a', 'b'] }).responses[0]!;
-    assert.equal(r1.resources, 2);
+    assert.equal(r1.names.length, 2);
     h.source.set(ENDPOINT_TYPE, 'a', 'A2');
     const [r2] = h.refresh();
-    assert.equal(r2?.resources, 1);
+    assert.equal(r2?.names.length, 1);
     assert.notEqual(r2?.version, r1.version);
     h.source.set(ENDPOINT_TYPE, 'c', 'C1');
     const sub = h.request({ typeUrl: ENDPOINT_TYPE, versionInfo: r2!.version, responseNonce: r2!.nonce, resourceNames: ['a', 'b', 'c'] });
-    assert.equal(sub.responses[0]?.resources, 1, 'only the newly subscribed c');
+    assert.equal(sub.responses[0]?.names.length, 1, 'only the newly subscribed c');
   });
 
   it('a stale nonce is ignored, subscription changes included', () => {
@@ -149,7 +150,7 @@ describe('SotwSession', () => {
     h.source.set(CLUSTER_TYPE, 'b', 'B1');
     h.request({ typeUrl: CLUSTER_TYPE, resourceNames: [] });
     h.source.set(CLUSTER_TYPE, 'b', undefined);
-    assert.equal(h.refresh()[0]?.resources, 1);
+    assert.equal(h.refresh()[0]?.names.length, 1);
   });
 
   it('an ACK that keeps the subscription resolves nothing; a change still reaches the stream by refresh', () => {
@@ -181,15 +182,15 @@ describe('SotwSession', () => {
       h.source.set(ENDPOINT_TYPE, 'x', 'X2');
     }
     const shared = new Map<string, Buffer>();
-    const ra = a.stream.refresh(shared)[0]!;
-    const rb = b.stream.refresh(shared)[0]!;
+    const ra = refreshNow(a.stream, shared)[0]!;
+    const rb = refreshNow(b.stream, shared)[0]!;
     assert.equal(ra.bytes, rb.bytes, 'one buffer for both');
     assert.equal(shared.size, 1);
     // Without the map each stream encodes its own, with the same content.
     a.source.set(ENDPOINT_TYPE, 'x', 'X3');
     b.source.set(ENDPOINT_TYPE, 'x', 'X3');
-    const ca = a.stream.refresh()[0]!;
-    const cb = b.stream.refresh()[0]!;
+    const ca = refreshNow(a.stream)[0]!;
+    const cb = refreshNow(b.stream)[0]!;
     assert.notEqual(ca.bytes, cb.bytes);
     assert.deepEqual(ca.bytes, cb.bytes);
   });

@@ -65,6 +65,18 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
     registers,
   });
   const streams = new Counter({ name: 'canopy_xds_streams_opened_total', help: 'ADS streams opened', registers });
+  const refused = new Counter({
+    name: 'canopy_xds_refused_requests_total',
+    help: 'Requests refused: for a type not served (ignored, no state kept) or over a stream limit (stream ended)',
+    labelNames: ['reason'],
+    registers,
+  });
+  const oversized = new Counter({
+    name: 'canopy_xds_oversized_responses_total',
+    help: "Responses over gRPC's default 4 MiB receive limit (a default client ends its stream)",
+    labelNames: ['type'],
+    registers,
+  });
   // The cache owns its counters; these mirror them at scrape time.
   new Counter({
     name: 'canopy_cla_cache_hits_total',
@@ -113,5 +125,7 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
     acked: (typeUrl) => acks.inc({ type: shortTypeName(typeUrl) }),
     nacked: (typeUrl) => nacks.inc({ type: shortTypeName(typeUrl) }),
     staleNonce: (typeUrl) => stale.inc({ type: shortTypeName(typeUrl) }),
+    requestRefused: (reason) => refused.inc({ reason }),
+    oversizedResponse: (typeUrl) => oversized.inc({ type: shortTypeName(typeUrl) }),
   };
 }

@@ -35,6 +35,8 @@ export interface CanopyConfig {
 
 export const DEFAULT_OVERPROVISIONING = 140;
 export const MAX_ENDPOINT_WEIGHT = 1_000_000;
+/** uint32: the most a locality's load_balancing_weight, or a priority's total, can carry. */
+export const MAX_TOTAL_WEIGHT = 0xffff_ffff;
 const MAX_OVERPROVISIONING = 100_000;
 const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
@@ -130,6 +132,14 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
   const vip = r.optional(o, 'vip', path, r.ip);
   const loadBalancing = readLoadBalancing(r, o['loadBalancing'], join(path, 'loadBalancing'));
   const endpoints = r.optional(o, 'endpoints', path, (x, p) => readEndpoints(r, x, p)) ?? [];
+  const totalWeight = endpoints.reduce((n, e) => n + e.weight, 0);
+  if (totalWeight > MAX_TOTAL_WEIGHT) {
+    r.fail(
+      join(path, 'endpoints'),
+      `weights sum to ${totalWeight}; xDS carries a locality's weight and a priority's total as uint32, ` +
+        `so a service's endpoint weights may sum to at most ${MAX_TOTAL_WEIGHT}`,
+    );
+  }
   const sidecar = readSidecarSettings(r, o, path);
   if (r.errors.length > before || name === undefined) return undefined;
   return {

@@ -68,6 +68,26 @@ interface GroupBody {
   readonly weight: number;
 }
 
+const UINT32_MAX = 0xffff_ffff;
+let clampedWeights = 0;
+
+/** How many locality weights were over uint32 and sent as its maximum (a decoder would wrap them). */
+export function clampedWeightCount(): number {
+  return clampedWeights;
+}
+
+/**
+ * load_balancing_weight is a uint32: a bigger sum would be truncated by every
+ * decoder (4,295 endpoints of weight 1,000,000 would arrive as 32,704). Config
+ * validation keeps a service's total within uint32; this is the last guard,
+ * for a sum reached another way (endpoint PATCHes): clamp, never wrap.
+ */
+export function localityWeight(sum: number): number {
+  if (sum <= UINT32_MAX) return sum;
+  clampedWeights++;
+  return UINT32_MAX;
+}
+
 /** A one-leaf group's body, encoded once per version of that leaf (keyed by its endpoint array). */
 const leafBodyCache = new WeakMap<readonly Endpoint[], GroupBody>();
 
@@ -81,12 +101,13 @@ function groupBody(g: ClaGroup): Uint8Array {
   const locality = optionalFieldSize(1, region.length) + optionalFieldSize(2, zone.length) + optionalFieldSize(3, subzone.length);
   // One leaf: its endpoints' fields go straight into the body (no per-leaf concatenation to copy again).
   const endpoints = single || !g.runs ? g.endpoints.map(lbEndpointField) : g.runs.map(runField);
-  let size = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, g.weight));
+  const weight = localityWeight(g.weight);
+  let size = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, weight));
   for (const e of endpoints) size += e.length;
   const w = new WireWriter(size).open(1, locality);
   w.optionalBytes(1, region).optionalBytes(2, zone).optionalBytes(3, subzone);
   for (const e of endpoints) w.raw(e);
-  w.open(3, varintFieldSize(1, g.weight)).uint(1, g.weight);
+  w.open(3, varintFieldSize(1, weight)).uint(1, weight);
   const bytes = w.finish();
   if (single) leafBodyCache.set(single, { bytes, weight: g.weight });
   return bytes;

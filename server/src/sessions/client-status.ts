@@ -18,6 +18,15 @@ export interface ResourceStatus {
   readonly state: ResourceState;
 }
 
+export interface OversizedRecord {
+  readonly typeUrl: string;
+  readonly bytes: number;
+  readonly names: readonly string[];
+  readonly at: string;
+  /** How many responses to this client were over the limit. */
+  readonly count: number;
+}
+
 export interface TypeStatus {
   readonly typeUrl: string;
   /** Names subscribed, or '*' for a wildcard subscription. */
@@ -34,6 +43,10 @@ export interface ClientStatus {
   readonly streamId: number;
   /** Optional only so that status fixtures written before delta existed still type-check. */
   readonly protocol?: 'sotw' | 'delta';
+  /** Requests for types this server does not serve (or with no type), ignored without keeping state. */
+  readonly ignoredRequests?: number;
+  /** The last response over the default gRPC receive limit (4 MiB) sent to this client. */
+  readonly oversized?: OversizedRecord;
   readonly nodeId: string;
   readonly cluster: string;
   readonly peer: string;

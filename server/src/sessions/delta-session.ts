@@ -25,10 +25,15 @@ import type { DeltaDiscoveryRequest, NodeInfo } from '../wire/request.js';
 import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
 import { placementOf } from './placement.js';
 import {
-  UNKNOWN_RANK,
+  DEFAULT_LIMITS,
+  inPushOrder,
+  overLimits,
+  unservedType,
   type OutgoingResponse,
+  type Received,
   type RequestOutcome,
   type Session,
+  type SessionLimits,
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
@@ -68,25 +73,38 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
   readonly connectedAt = new Date().toISOString();
   private readonly subscriptions = new Map<string, DeltaTypeState>();
   private nonces = 0;
+  /** Requests for types this server does not serve: counted, never stored. */
+  private ignored = 0;
 
   constructor(
     readonly id: number,
     readonly peer: string,
     private readonly types: ResourceTypes,
+    private readonly limits: SessionLimits = DEFAULT_LIMITS,
   ) {}
 
   get nodeId(): string {
     return this.node?.id ?? '';
   }
 
-  handle(req: DeltaDiscoveryRequest): { outcome: RequestOutcome; responses: OutgoingResponse[] } {
+  receive(req: DeltaDiscoveryRequest): Received {
     if (!this.node && req.node) {
       this.node = req.node;
       const demand = this.types.demandFor?.(req.node);
       this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}) };
     }
     const typeUrl = req.typeUrl;
+    const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);
+    if (unserved) {
+      this.ignored++;
+      return { outcome: { kind: 'ignored', typeUrl, detail: unserved } };
+    }
     let state = this.subscriptions.get(typeUrl);
+    const initial = Object.keys(req.initialVersions);
+    const refused =
+      overLimits(req.subscribe, (state?.names.size ?? 0) + req.subscribe.length, this.limits) ??
+      overLimits(initial, initial.length, this.limits);
+    if (refused) return { outcome: { kind: 'rejected', typeUrl, detail: `resource_names_subscribe: ${refused}` } };
     let outcome: RequestOutcome;
     if (!state) {
       state = newState();
@@ -102,20 +120,17 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
     const changed = this.subscribe(state, typeUrl, req.subscribe, req.unsubscribe, first);
     // Versions held of resources not subscribed to are of no use.
     if (first && !state.wildcard) for (const n of [...state.held.keys()]) if (!state.names.has(n)) forget(state, n);
-    if (!first && !changed) return { outcome, responses: [] };
-    const response = this.respond(typeUrl, state, first);
-    return { outcome, responses: response ? [response] : [] };
+    if (!first && !changed) return { outcome };
+    return { outcome, answer: first };
   }
 
-  refresh(shared?: SharedResponses): OutgoingResponse[] {
-    const out: OutgoingResponse[] = [];
-    const rank = (typeUrl: string): number => this.types.get(typeUrl)?.pushRank ?? UNKNOWN_RANK;
-    const ordered = [...this.subscriptions].sort((a, b) => rank(a[0]) - rank(b[0]));
-    for (const [typeUrl, state] of ordered) {
-      const r = this.respond(typeUrl, state, false, shared);
-      if (r) out.push(r);
-    }
-    return out;
+  respond(typeUrl: string, mustAnswer: boolean, shared?: SharedResponses): OutgoingResponse | undefined {
+    const state = this.subscriptions.get(typeUrl);
+    return state ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
+  }
+
+  pushOrder(): string[] {
+    return inPushOrder(this.subscriptions.keys(), (t) => this.types.get(t)?.pushRank);
   }
 
   concerns(touched: TouchedNames): boolean {
@@ -135,22 +150,23 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
     }
   }
 
-  status(): ClientStatus {
+  status(maxNames = Infinity): ClientStatus {
     const types: TypeStatus[] = [];
     for (const [typeUrl, s] of this.subscriptions) {
       types.push({
         typeUrl,
-        subscribed: s.wildcard ? '*' : [...s.names].sort(),
+        subscribed: s.wildcard ? '*' : [...s.names].sort().slice(0, maxNames),
         versionSent: s.systemVersionSent,
         nonceSent: s.nonceSent,
         versionAcked: s.systemVersionAcked,
         ...(s.lastNack ? { lastNack: s.lastNack } : {}),
-        resources: resourceStatuses(s),
+        resources: resourceStatuses(s).slice(0, maxNames),
       });
     }
     return {
       streamId: this.id,
       protocol: 'delta',
+      ignoredRequests: this.ignored,
       nodeId: this.nodeId,
       cluster: this.node?.cluster ?? '',
       peer: this.peer,
@@ -227,7 +243,7 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
     return changed || state.wildcard !== wildcardBefore;
   }
 
-  private respond(
+  private respondType(
     typeUrl: string,
     state: DeltaTypeState,
     mustAnswer: boolean,
@@ -274,7 +290,7 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
       bytes = held ?? encode();
       if (!held) shared.set(key, bytes);
     } else bytes = encode();
-    return { typeUrl, version: systemVersion, nonce, resources: resources.length, bytes };
+    return { typeUrl, version: systemVersion, nonce, names: resources.map((r) => r.name), bytes };
   }
 
   /** Explicit names; with a wildcard, every existing name and every name the client holds too. */

@@ -12,6 +12,10 @@ export interface XdsObserver {
   acked(typeUrl: string): void;
   nacked(typeUrl: string, nodeId: string, detail: string): void;
   staleNonce(typeUrl: string): void;
+  /** A request refused: for a type not served here (no state kept), or over a stream's limits (stream ended). */
+  requestRefused?(reason: 'unserved_type' | 'over_limit'): void;
+  /** A response over gRPC's default 4 MiB receive limit was written. */
+  oversizedResponse?(typeUrl: string): void;
 }
 
 export const nullObserver: XdsObserver = {
@@ -34,5 +38,7 @@ export function teeObserver(...observers: readonly XdsObserver[]): XdsObserver {
     acked: (typeUrl) => observers.forEach((o) => o.acked(typeUrl)),
     nacked: (typeUrl, nodeId, detail) => observers.forEach((o) => o.nacked(typeUrl, nodeId, detail)),
     staleNonce: (typeUrl) => observers.forEach((o) => o.staleNonce(typeUrl)),
+    requestRefused: (reason) => observers.forEach((o) => o.requestRefused?.(reason)),
+    oversizedResponse: (typeUrl) => observers.forEach((o) => o.oversizedResponse?.(typeUrl)),
   };
 }

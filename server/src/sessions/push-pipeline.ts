@@ -1,27 +1,35 @@
 /**
- * The ADS push pipeline, without gRPC: streams come and go through `open`,
- * changes arrive through `notify`, are debounced and merged, and each affected
- * stream gets at most one pending push, written when its transport can take it.
+ * The ADS push pipeline, without gRPC: streams come and go through `open` and
+ * `openDelta`, changes arrive through `notify`, are debounced and merged, and
+ * each stream has at most one response in the transport at a time: the next
+ * one (an answer to the client's own request, or the next type of a push) is
+ * computed only when the previous write has been flushed. A client that stops
+ * reading therefore holds one response, however many changes or requests
+ * come; what it missed is computed from the current state when it reads again.
  */
 import type { ResourceRegistry } from '../resources/registry.js';
 import { shortTypeName } from '../resources/type-urls.js';
 import type { DeltaDiscoveryRequest, DiscoveryRequest, NodeInfo } from '../wire/request.js';
-import type { ClientStatus } from './client-status.js';
+import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
 import { nullObserver, type XdsObserver } from './observer.js';
-import type { OutgoingResponse, Session, SharedResponses } from './session.js';
+import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits, type SharedResponses } from './session.js';
 import { SotwSession } from './sotw-session.js';
+
+/** gRPC's default receive limit: a bigger response ends the stream of a client that kept the default. */
+export const DEFAULT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
 
 /** What the transport gives the pipeline for one stream. */
 export interface StreamSink {
-  /** Returns false when the transport's buffer is full; `drained` is then called once it empties. */
-  write(bytes: Buffer): boolean;
+  /** Hands one response to the transport; `flushed` is called once it has left the transport's queue. */
+  write(bytes: Buffer, flushed: () => void): void;
   end(): void;
+  /** Ends the stream with an error status (INVALID_ARGUMENT) carrying `detail`. */
+  reject(detail: string): void;
 }
 
 export interface StreamHandle<Request = DiscoveryRequest> {
   receive(req: Request): void;
-  drained(): void;
   closed(): void;
 }
 
@@ -42,6 +50,10 @@ export interface PushPipelineOptions {
   readonly debounceMs?: number;
   /** A push is never held back longer than this by a steady stream of changes (default 10 × debounce). */
   readonly maxDelayMs?: number;
+  /** What one stream may hold (names per type, name length). */
+  readonly limits?: SessionLimits;
+  /** Responses over this size are reported (default 4 MiB, gRPC's default receive limit). */
+  readonly warnResponseBytes?: number;
 }
 
 /** What the pipeline reads of a request of either protocol. */
@@ -50,13 +62,21 @@ interface AnyRequest {
 }
 
 interface Conn {
-  readonly state: Session<never>;
+  readonly session: Session<never>;
   readonly sink: StreamSink;
-  blocked: boolean;
-  /** The one pending push: set when a change concerns this stream. */
-  pending: boolean;
+  /** A response is in the transport: nothing more is written until it is flushed. */
+  writing: boolean;
+  closed: boolean;
+  /** Types whose answer to the client's own request is due: true when due even if nothing changed. */
+  readonly due: Map<string, boolean>;
+  /** The one pending push: the types it has still to bring up to date, in push order. */
+  pushTypes: string[] | undefined;
+  /** The encodings shared by the streams of the push this stream is in. */
+  shared: SharedResponses | undefined;
   /** When the oldest change not yet sent to this stream happened. */
   changeAt: number | undefined;
+  ignoredWarned: boolean;
+  oversized: OversizedRecord | undefined;
 }
 
 export class PushPipeline {
@@ -67,6 +87,8 @@ export class PushPipeline {
   private readonly log: XdsLog;
   private readonly debounceMs: number;
   private readonly maxDelayMs: number;
+  private readonly limits: SessionLimits;
+  private readonly warnResponseBytes: number;
   private changed = new Set<string>();
   private firstChangeAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -78,6 +100,8 @@ export class PushPipeline {
     this.log = opts.log ?? silent;
     this.debounceMs = opts.debounceMs ?? 100;
     this.maxDelayMs = opts.maxDelayMs ?? this.debounceMs * 10;
+    this.limits = opts.limits ?? DEFAULT_LIMITS;
+    this.warnResponseBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
   }
 
   get connected(): number {
@@ -86,40 +110,12 @@ export class PushPipeline {
 
   /** A state-of-the-world stream (StreamAggregatedResources). */
   open(peer: string, sink: StreamSink): StreamHandle<DiscoveryRequest> {
-    return this.openSession(new SotwSession(this.nextId++, peer, this.resources), peer, sink);
+    return this.openSession(new SotwSession(this.nextId++, peer, this.resources, this.limits), peer, sink);
   }
 
   /** An incremental stream (DeltaAggregatedResources). */
   openDelta(peer: string, sink: StreamSink): StreamHandle<DeltaDiscoveryRequest> {
-    return this.openSession(new DeltaSession(this.nextId++, peer, this.resources), peer, sink);
-  }
-
-  private openSession<R extends AnyRequest>(session: Session<R>, peer: string, sink: StreamSink): StreamHandle<R> {
-    const id = session.id;
-    const conn: Conn = { state: session as Session<never>, sink, blocked: false, pending: false, changeAt: undefined };
-    this.conns.set(id, conn);
-    let opened = false;
-    return {
-      receive: (req) => {
-        if (this.closing) return;
-        if (!opened && req.node) {
-          opened = true;
-          this.observer.streamOpened(req.node.id);
-          this.log.info({ stream: id, node: req.node.id, peer, locality: req.node.locality }, 'xds stream opened');
-        }
-        this.receive(conn, session, req);
-      },
-      drained: () => {
-        conn.blocked = false;
-        if (conn.pending) this.push(conn);
-      },
-      closed: () => {
-        if (!this.conns.delete(id)) return;
-        session.closed?.();
-        if (opened) this.observer.streamClosed(conn.state.nodeId);
-        this.log.info({ stream: id, node: conn.state.nodeId }, 'xds stream closed');
-      },
-    };
+    return this.openSession(new DeltaSession(this.nextId++, peer, this.resources, this.limits), peer, sink);
   }
 
   /** Services whose resources may have changed; pushed after the debounce. */
@@ -145,15 +141,21 @@ export class PushPipeline {
     // Streams in the same state get byte-identical responses: encode each once for this push.
     const shared: SharedResponses = new Map();
     for (const conn of this.conns.values()) {
-      if (!conn.state.concerns(touched)) continue;
-      conn.pending = true;
+      if (!conn.session.concerns(touched)) continue;
+      // Merged into the pending push, if any: it starts over from the first type, with the state as it is now.
+      conn.pushTypes = conn.session.pushOrder();
+      conn.shared = shared;
       conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
-      if (!conn.blocked) this.push(conn, shared);
+      this.drive(conn);
     }
   }
 
-  clients(): ClientStatus[] {
-    return [...this.conns.values()].map((c) => c.state.status());
+  /** Every stream's state; at most `maxNames` names and resources listed per type (bounded for /debug/clients). */
+  clients(maxNames = 1000): ClientStatus[] {
+    return [...this.conns.values()].map((c) => {
+      const status = c.session.status(maxNames);
+      return c.oversized ? { ...status, oversized: c.oversized } : status;
+    });
   }
 
   /** Ends every stream (clients reconnect elsewhere) and stops pushing. */
@@ -163,43 +165,134 @@ export class PushPipeline {
     for (const conn of this.conns.values()) conn.sink.end();
   }
 
+  private openSession<R extends AnyRequest>(session: Session<R>, peer: string, sink: StreamSink): StreamHandle<R> {
+    const id = session.id;
+    const conn: Conn = {
+      session: session as Session<never>,
+      sink,
+      writing: false,
+      closed: false,
+      due: new Map(),
+      pushTypes: undefined,
+      shared: undefined,
+      changeAt: undefined,
+      ignoredWarned: false,
+      oversized: undefined,
+    };
+    this.conns.set(id, conn);
+    let opened = false;
+    return {
+      receive: (req) => {
+        if (this.closing || conn.closed) return;
+        if (!opened && req.node) {
+          opened = true;
+          this.observer.streamOpened(req.node.id);
+          this.log.info({ stream: id, node: req.node.id, peer, locality: req.node.locality }, 'xds stream opened');
+        }
+        this.receive(conn, session, req);
+      },
+      closed: () => {
+        conn.closed = true;
+        if (!this.conns.delete(id)) return;
+        conn.session.closed?.();
+        if (opened) this.observer.streamClosed(conn.session.nodeId);
+        this.log.info({ stream: id, node: conn.session.nodeId }, 'xds stream closed');
+      },
+    };
+  }
+
   private receive<R>(conn: Conn, session: Session<R>, req: R): void {
-    const { outcome, responses } = session.handle(req);
+    const { outcome, answer } = session.receive(req);
+    const stream = conn.session.id;
+    const node = conn.session.nodeId;
     const type = shortTypeName(outcome.typeUrl);
     switch (outcome.kind) {
       case 'ack':
         this.observer.acked(outcome.typeUrl);
         break;
       case 'nack':
-        this.observer.nacked(outcome.typeUrl, conn.state.nodeId, outcome.detail);
+        this.observer.nacked(outcome.typeUrl, node, outcome.detail);
         this.log.warn(
-          { stream: conn.state.id, node: conn.state.nodeId, type, detail: outcome.detail },
+          { stream, node, type, detail: outcome.detail },
           'xds NACK: the client rejected the last response and keeps its previous config',
         );
         break;
       case 'stale':
         this.observer.staleNonce(outcome.typeUrl);
-        this.log.debug({ stream: conn.state.id, type, nonce: outcome.nonce }, 'stale nonce ignored');
+        this.log.debug({ stream, type, nonce: outcome.nonce }, 'stale nonce ignored');
         break;
+      case 'ignored':
+        this.observer.requestRefused?.('unserved_type');
+        // Once per stream: a client looping over junk types must not flood the log either.
+        if (!conn.ignoredWarned) {
+          conn.ignoredWarned = true;
+          this.log.warn({ stream, node, typeUrl: outcome.typeUrl.slice(0, 200) }, `xds request ignored: ${outcome.detail.slice(0, 300)}`);
+        }
+        return;
+      case 'rejected':
+        this.observer.requestRefused?.('over_limit');
+        this.log.warn({ stream, node, type, detail: outcome.detail }, 'xds stream ended: request over the limits');
+        conn.closed = true;
+        conn.sink.reject(outcome.detail);
+        return;
       default:
-        this.log.debug({ stream: conn.state.id, type, kind: outcome.kind }, 'xds subscribe');
+        this.log.debug({ stream, type, kind: outcome.kind }, 'xds subscribe');
     }
-    this.write(conn, responses, undefined);
+    if (answer === undefined) return;
+    conn.due.set(outcome.typeUrl, answer || conn.due.get(outcome.typeUrl) === true);
+    this.drive(conn);
   }
 
-  private push(conn: Conn, shared?: SharedResponses): void {
-    conn.pending = false;
-    const at = conn.changeAt;
-    conn.changeAt = undefined;
-    this.write(conn, conn.state.refresh(shared), at);
+  /** Writes the next response when the transport holds none; continues when that one is flushed. */
+  private drive(conn: Conn): void {
+    while (!conn.writing && !conn.closed) {
+      const next = this.next(conn);
+      if (!next) return;
+      const { response, changeAt } = next;
+      conn.writing = true;
+      let inside = true;
+      conn.sink.write(response.bytes, () => {
+        conn.writing = false;
+        // Called back later (the usual case): carry on from here; called at once: the loop carries on.
+        if (!inside) this.drive(conn);
+      });
+      inside = false;
+      this.observer.responseSent(response.typeUrl, response.names.length);
+      if (changeAt !== undefined) this.observer.pushed(response.typeUrl, (Date.now() - changeAt) / 1000);
+      if (response.bytes.length > this.warnResponseBytes) this.oversized(conn, response);
+    }
   }
 
-  private write(conn: Conn, responses: readonly OutgoingResponse[], changeAt: number | undefined): void {
-    for (const r of responses) {
-      const ok = conn.sink.write(r.bytes);
-      this.observer.responseSent(r.typeUrl, r.resources);
-      if (changeAt !== undefined) this.observer.pushed(r.typeUrl, (Date.now() - changeAt) / 1000);
-      if (!ok) conn.blocked = true;
+  /** Answers to the client's own requests first, then the next type of the pending push. */
+  private next(conn: Conn): { response: OutgoingResponse; changeAt: number | undefined } | undefined {
+    for (const [typeUrl, mustAnswer] of conn.due) {
+      conn.due.delete(typeUrl);
+      const response = conn.session.respond(typeUrl, mustAnswer);
+      if (response) return { response, changeAt: undefined };
     }
+    while (conn.pushTypes && conn.pushTypes.length > 0) {
+      const typeUrl = conn.pushTypes.shift()!;
+      const response = conn.session.respond(typeUrl, false, conn.shared);
+      if (response) return { response, changeAt: conn.changeAt };
+    }
+    conn.pushTypes = conn.shared = conn.changeAt = undefined;
+    return undefined;
+  }
+
+  private oversized(conn: Conn, r: OutgoingResponse): void {
+    const names = r.names.slice(0, 10);
+    conn.oversized = {
+      typeUrl: r.typeUrl,
+      bytes: r.bytes.length,
+      names,
+      at: new Date().toISOString(),
+      count: (conn.oversized?.count ?? 0) + 1,
+    };
+    this.observer.oversizedResponse?.(r.typeUrl);
+    this.log.warn(
+      { stream: conn.session.id, node: conn.session.nodeId, type: shortTypeName(r.typeUrl), bytes: r.bytes.length, resources: names },
+      `xds response of ${r.bytes.length} bytes is over ${this.warnResponseBytes}: a gRPC client with the default ` +
+        'receive limit (4 MiB) ends its stream; raise grpc.max_receive_message_length on that client',
+    );
   }
 }

@@ -20,10 +20,15 @@ import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './cli
 import { placementOf } from './placement.js';
 
 import {
-  UNKNOWN_RANK,
+  DEFAULT_LIMITS,
+  inPushOrder,
+  overLimits,
+  unservedType,
   type OutgoingResponse,
+  type Received,
   type RequestOutcome,
   type Session,
+  type SessionLimits,
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
@@ -47,28 +52,38 @@ export class SotwSession implements Session<DiscoveryRequest> {
   readonly connectedAt = new Date().toISOString();
   private readonly subscriptions = new Map<string, TypeState>();
   private nonces = 0;
+  /** Requests for types this server does not serve: counted, never stored. */
+  private ignored = 0;
 
   constructor(
     readonly id: number,
     readonly peer: string,
     private readonly types: ResourceTypes,
+    private readonly limits: SessionLimits = DEFAULT_LIMITS,
   ) {}
 
   get nodeId(): string {
     return this.node?.id ?? '';
   }
 
-  /** Applies one request; returns what it was and the responses it calls for. */
-  handle(req: DiscoveryRequest): { outcome: RequestOutcome; responses: OutgoingResponse[] } {
+  /** Applies one request; returns what it was and whether it calls for a response. */
+  receive(req: DiscoveryRequest): Received {
     if (!this.node && req.node) {
       this.node = req.node;
       const demand = this.types.demandFor?.(req.node);
       this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}) };
     }
     const typeUrl = req.typeUrl;
+    const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);
+    if (unserved) {
+      this.ignored++;
+      return { outcome: { kind: 'ignored', typeUrl, detail: unserved } };
+    }
+    const refused = overLimits(req.resourceNames, req.resourceNames.length, this.limits);
+    if (refused) return { outcome: { kind: 'rejected', typeUrl, detail: `resource_names: ${refused}` } };
     let state = this.subscriptions.get(typeUrl);
     if (state && req.responseNonce !== '' && req.responseNonce !== state.nonceSent) {
-      return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce }, responses: [] };
+      return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce } };
     }
     let outcome: RequestOutcome;
     if (!state) {
@@ -92,28 +107,23 @@ export class SotwSession implements Session<DiscoveryRequest> {
     // since the last response are already on their way (every change schedules a push), so there is
     // nothing to resolve.
     if (outcome.kind === 'ack' && state.wildcard === wildcardBefore && sameSet(before, state.names)) {
-      return { outcome, responses: [] };
+      return { outcome };
     }
-    const mustAnswer = outcome.kind === 'initial' || outcome.kind === 'subscribe' || added;
-    const response = this.respond(typeUrl, state, mustAnswer);
-    return { outcome, responses: response ? [response] : [] };
+    return { outcome, answer: outcome.kind === 'initial' || outcome.kind === 'subscribe' || added };
   }
 
   /**
-   * After a change: the responses that bring this client up to date. Streams
-   * refreshed with one `shared` map (one push to many streams) share the
-   * encoding of identical responses: same type, version, nonce and resources.
+   * The response that brings one type up to date. Streams answered with one
+   * `shared` map (one push to many streams) share the encoding of identical
+   * responses: same type, version, nonce and resources.
    */
-  refresh(shared?: SharedResponses): OutgoingResponse[] {
-    const out: OutgoingResponse[] = [];
-    // Clusters and their endpoints before the listeners and routes that use them.
-    const rank = (typeUrl: string): number => this.types.get(typeUrl)?.pushRank ?? UNKNOWN_RANK;
-    const ordered = [...this.subscriptions].sort((a, b) => rank(a[0]) - rank(b[0]));
-    for (const [typeUrl, state] of ordered) {
-      const r = this.respond(typeUrl, state, false, shared);
-      if (r) out.push(r);
-    }
-    return out;
+  respond(typeUrl: string, mustAnswer: boolean, shared?: SharedResponses): OutgoingResponse | undefined {
+    const state = this.subscriptions.get(typeUrl);
+    return state ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
+  }
+
+  pushOrder(): string[] {
+    return inPushOrder(this.subscriptions.keys(), (t) => this.types.get(t)?.pushRank);
   }
 
   /** Does this stream hold or want any of these names? */
@@ -134,22 +144,23 @@ export class SotwSession implements Session<DiscoveryRequest> {
     }
   }
 
-  status(): ClientStatus {
+  status(maxNames = Infinity): ClientStatus {
     const types: TypeStatus[] = [];
     for (const [typeUrl, s] of this.subscriptions) {
       types.push({
         typeUrl,
-        subscribed: s.wildcard ? '*' : [...s.names].sort(),
+        subscribed: s.wildcard ? '*' : [...s.names].sort().slice(0, maxNames),
         versionSent: s.versionSent,
         nonceSent: s.nonceSent,
         versionAcked: s.versionAcked,
         ...(s.lastNack ? { lastNack: s.lastNack } : {}),
-        resources: resourceStatuses(s),
+        resources: resourceStatuses(s).slice(0, maxNames),
       });
     }
     return {
       streamId: this.id,
       protocol: 'sotw',
+      ignoredRequests: this.ignored,
       nodeId: this.nodeId,
       cluster: this.node?.cluster ?? '',
       peer: this.peer,
@@ -179,7 +190,7 @@ export class SotwSession implements Session<DiscoveryRequest> {
     return added;
   }
 
-  private respond(
+  private respondType(
     typeUrl: string,
     state: TypeState,
     mustAnswer: boolean,
@@ -215,7 +226,7 @@ export class SotwSession implements Session<DiscoveryRequest> {
       bytes = held ?? encode();
       if (!held) shared.set(key, bytes);
     } else bytes = encode();
-    return { typeUrl, version, nonce: state.nonceSent, resources: resources.length, bytes };
+    return { typeUrl, version, nonce: state.nonceSent, names: resources.map((r) => r.name), bytes };
   }
 
   private resolveAll(type: ResourceType, state: TypeState): Map<string, Resource> {

@@ -87,15 +87,24 @@ function serveStream<R>(
 ): void {
   let ended = false;
   const handle = open({
-    write: (bytes) => (ended ? true : call.write(bytes)),
+    // The callback runs once grpc-js has handed the message on (the client's flow control lets it):
+    // the pipeline writes nothing more to this stream until then.
+    write: (bytes, flushed) => {
+      if (ended) return;
+      call.write(bytes, () => flushed());
+    },
     end: () => {
       if (ended) return;
       ended = true;
       call.end();
     },
+    reject: (detail) => {
+      if (ended) return;
+      ended = true;
+      call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
+    },
   });
   call.on('data', (req: R) => handle.receive(req));
-  call.on('drain', () => handle.drained());
   const close = (): void => {
     ended = true;
     handle.closed();
