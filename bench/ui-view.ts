@@ -13,9 +13,10 @@ import { Registry } from 'prom-client';
 import { buildAdminApp } from '../server/src/admin/app.js';
 import { placeClients, treeView } from '../server/src/admin/ui-view.js';
 import { ClaCache } from '../server/src/domain/cla-cache.js';
-import { ServiceStore } from '../server/src/store/service-store.js';
-import type { ClientStatus } from '../server/src/xds/client-status.js';
-import { ENDPOINT_TYPE } from '../server/src/xds/type-urls.js';
+import { LocalStore } from '../server/src/store/local-store.js';
+import { MeshFeed } from '../server/src/store/mesh-feed.js';
+import type { ClientStatus } from '../server/src/sessions/client-status.js';
+import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { failoverService, makeClients, makeEndpoints, median, quiesce, round } from './data.js';
 
 const ENDPOINTS = 100_000;
@@ -24,8 +25,9 @@ const RUNS = 15;
 
 async function main(): Promise<void> {
   const endpoints = makeEndpoints(ENDPOINTS);
-  const store = new ServiceStore();
-  store.put(failoverService('big', endpoints));
+  const store = await LocalStore.open();
+  const feed = await MeshFeed.open(store);
+  await feed.caughtUp(await store.put(failoverService('big', endpoints), { owner: 'api' }));
   // Streams as /debug/clients reports them: data, not a test double of any behaviour measured here.
   const clients: ClientStatus[] = makeClients(CLIENTS, 100).map((placement, i) => ({
     streamId: i,
@@ -38,6 +40,8 @@ async function main(): Promise<void> {
   }));
   const app = buildAdminApp({
     store,
+    mesh: feed.mesh,
+    caughtUp: (revision) => feed.caughtUp(revision),
     claCache: new ClaCache(() => new Uint8Array()),
     registry: new Registry(),
     clients: () => clients,
@@ -56,7 +60,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < RUNS; i++) {
     const ep = endpoints[i];
     if (!ep) break;
-    store.patch('big', [{ ...ep, health: 'unhealthy' }]);
+    await feed.caughtUp((await store.patchEndpoints('big', [{ ...ep, health: 'unhealthy' }], []))!);
     await quiesce();
     let etag = '';
     changed.push(
@@ -72,7 +76,7 @@ async function main(): Promise<void> {
         if (res.statusCode !== 304) throw new Error(`an unchanged view answered ${res.statusCode}`);
       }),
     );
-    const service = store.mesh.get('big');
+    const service = feed.mesh.get('big');
     if (!service) throw new Error('no service');
     await quiesce();
     baseline.push(

@@ -94,7 +94,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const feed = await MeshFeed.open(store);
   const mesh = feed.mesh;
   const claCache = serverClaCache();
-  const resources = canopyResources(mesh, claCache);
+  const resources = canopyResources(mesh, claCache, server.lazyXds);
   const registry = new Registry();
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),

@@ -7,6 +7,7 @@
  * - `agent`: Canopy's node agent; asks for locality trees only.
  * Pure.
  */
+import type { DemandSet } from './demand.js';
 import type { Placement } from './locality.js';
 
 export type ClientKind = 'grpc' | 'envoy' | 'agent';
@@ -21,6 +22,8 @@ export interface Client extends Placement {
    * of the service's VIP.
    */
   readonly outboundAddress?: string;
+  /** Lazy xDS: the services this node gets in wildcard LDS/CDS; absent = all of them. */
+  readonly demand?: DemandSet;
 }
 
 export function kindOf(client: Client): ClientKind {

@@ -20,6 +20,7 @@ import {
 } from './service.js';
 import { policyToJson } from './policy.js';
 import { readPolicy } from './policy-spec.js';
+import { DEFAULT_LAZY, type LazySettings } from './demand.js';
 import { DEFAULT_HEALTH_CHECK, DEFAULT_OUTLIER_DETECTION, PROTOCOLS, type Protocol } from './upstream.js';
 
 export interface ServerSettings {
@@ -27,6 +28,8 @@ export interface ServerSettings {
   readonly xdsPort?: number;
   readonly adminPort?: number;
   readonly debounceMs?: number;
+  /** Lazy xDS for sidecars (default off: full LDS/CDS). */
+  readonly lazyXds?: LazySettings;
 }
 
 export interface CanopyConfig {
@@ -49,7 +52,7 @@ const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SI
 const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
-const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs'];
+const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds'];
 const PATCH_KEYS = ['health', 'weight'];
 
 type Obj = Record<string, unknown>;
@@ -184,7 +187,9 @@ function readServer(r: Reader, v: unknown): ServerSettings {
   const xdsPort = r.optional(o, 'xdsPort', 'server', port);
   const adminPort = r.optional(o, 'adminPort', 'server', port);
   const debounceMs = r.optional(o, 'debounceMs', 'server', (x, p) => r.int(x, p, 0, MAX_DEBOUNCE_MS));
+  const lazyXds = r.optional(o, 'lazyXds', 'server', (x, p) => readLazy(r, x, p));
   return {
+    ...(lazyXds !== undefined ? { lazyXds } : {}),
     ...(host !== undefined ? { host } : {}),
     ...(xdsPort !== undefined ? { xdsPort } : {}),
     ...(adminPort !== undefined ? { adminPort } : {}),
@@ -207,7 +212,6 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
   const vip = r.optional(o, 'vip', path, r.ip);
   const loadBalancing = readLoadBalancing(r, o['loadBalancing'], join(path, 'loadBalancing'));
   const endpoints = r.optional(o, 'endpoints', path, (x, p) => readEndpoints(r, x, p)) ?? [];
-  const sidecar = readSidecarSettings(r, o, path);
   const totalWeight = endpoints.reduce((n, e) => n + e.weight, 0);
   if (totalWeight > MAX_TOTAL_WEIGHT) {
     r.fail(
@@ -216,6 +220,7 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
         `so a service's endpoint weights may sum to at most ${MAX_TOTAL_WEIGHT}`,
     );
   }
+  const sidecar = readSidecarSettings(r, o, path);
   if (r.errors.length > before || name === undefined) return undefined;
   return {
     name,
@@ -397,6 +402,15 @@ function readSidecarSettings(r: Reader, o: Obj, path: string): SidecarSettings {
     ...(outlierDetection !== undefined ? { outlierDetection } : {}),
     ...(healthCheck !== undefined ? { healthCheck } : {}),
     ...(outboundPort !== undefined ? { outboundPort } : {}),
+  };
+}
+
+function readLazy(r: Reader, v: unknown, path: string): LazySettings | undefined {
+  const o = r.object(v, path, ['enabled', 'unusedTimeoutMs']);
+  if (!o) return undefined;
+  return {
+    enabled: r.optional(o, 'enabled', path, r.bool) ?? DEFAULT_LAZY.enabled,
+    unusedTimeoutMs: r.optional(o, 'unusedTimeoutMs', path, (x, p) => r.int(x, p, 0, 86_400_000)) ?? DEFAULT_LAZY.unusedTimeoutMs,
   };
 }
 

@@ -29,6 +29,7 @@ export function clusterType(mesh: Mesh): ResourceType {
     typeUrl: CLUSTER_TYPE,
     shortName: 'CDS',
     fullStateInSotw: true,
+    demandScoped: true,
     pushRank: 0,
     names: () => mesh.list().map((s) => s.name),
     resolve(name, client) {

@@ -39,6 +39,7 @@ export function listenerType(mesh: Mesh): ResourceType {
     typeUrl: LISTENER_TYPE,
     shortName: 'LDS',
     fullStateInSotw: true,
+    demandScoped: true,
     pushRank: 2,
     names: () => mesh.list().map((s) => s.name),
     resolve(name, client) {

@@ -2,7 +2,10 @@
  * The resource types a server serves, by type URL. Adding a type is adding
  * one module beside this one and listing it in `canopyResources`.
  */
+import { DEFAULT_LAZY, type DemandSet, type LazySettings } from '../domain/demand.js';
 import type { Mesh } from '../domain/mesh.js';
+import type { NodeInfo } from '../wire/request.js';
+import { DemandRegistry } from './demand-registry.js';
 import { clusterType } from './cluster.js';
 import { endpointType, type ServerClaCache } from './endpoint.js';
 import { listenerType } from './listener.js';
@@ -13,7 +16,10 @@ import { routeType } from './route.js';
 export class ResourceRegistry implements ResourceTypes {
   private readonly byUrl = new Map<string, ResourceType>();
 
-  constructor(types: Iterable<ResourceType>) {
+  constructor(
+    types: Iterable<ResourceType>,
+    private readonly demand?: DemandRegistry,
+  ) {
     for (const t of types) {
       if (this.byUrl.has(t.typeUrl)) throw new Error(`resource type ${t.typeUrl} registered twice`);
       this.byUrl.set(t.typeUrl, t);
@@ -22,6 +28,10 @@ export class ResourceRegistry implements ResourceTypes {
 
   get(typeUrl: string): ResourceType | undefined {
     return this.byUrl.get(typeUrl);
+  }
+
+  demandFor(node: NodeInfo | undefined): DemandSet | undefined {
+    return this.demand?.forNode(node);
   }
 
   types(): readonly ResourceType[] {
@@ -42,12 +52,15 @@ export class ResourceRegistry implements ResourceTypes {
 }
 
 /** Every type Canopy serves: Envoy's four and the node agents' locality tree. */
-export function canopyResources(mesh: Mesh, claCache: ServerClaCache): ResourceRegistry {
-  return new ResourceRegistry([
+export function canopyResources(mesh: Mesh, claCache: ServerClaCache, lazy: LazySettings = DEFAULT_LAZY): ResourceRegistry {
+  return new ResourceRegistry(
+    [
     listenerType(mesh),
     routeType(mesh),
     clusterType(mesh),
     endpointType(mesh, claCache),
     localityTreeType(mesh),
-  ]);
+    ],
+    new DemandRegistry(lazy),
+  );
 }

@@ -5,6 +5,8 @@
  * delta) see resource types only through this interface and the registry.
  */
 import type { Client } from '../domain/client.js';
+import type { DemandSet } from '../domain/demand.js';
+import type { NodeInfo } from '../wire/request.js';
 import type { Resource } from './resource.js';
 
 export interface ResourceType {
@@ -17,6 +19,8 @@ export interface ResourceType {
   readonly pushRank: number;
   /** Every name of this type, for wildcard subscriptions. */
   names(): readonly string[];
+  /** Lazy xDS narrows this type's wildcard to the node's demand set (LDS, CDS). */
+  readonly demandScoped?: boolean;
   /** The resource as this client sees it, or undefined when it does not exist. */
   resolve(name: string, client: Client): Resource | undefined;
   /** The names of this type that a change to these services may have changed. */
@@ -28,6 +32,8 @@ export interface ResourceType {
 /** Looks a type up by URL; undefined for a type this server does not serve. */
 export interface ResourceTypes {
   get(typeUrl: string): ResourceType | undefined;
+  /** Lazy xDS: the node's demand set, or undefined for full LDS/CDS. */
+  demandFor?(node: NodeInfo | undefined): DemandSet | undefined;
 }
 
 /** Resource names are service names for every type Canopy serves today. */

@@ -90,7 +90,8 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
   receive(req: DeltaDiscoveryRequest): Received {
     if (!this.node && req.node) {
       this.node = req.node;
-      this.placement = placementOf(req.node);
+      const demand = this.types.demandFor?.(req.node);
+      this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}) };
     }
     const typeUrl = req.typeUrl;
     const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);
@@ -140,6 +141,13 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
       for (const n of names) if (state.names.has(n) || state.held.has(n)) return true;
     }
     return false;
+  }
+
+  closed(): void {
+    const now = Date.now();
+    for (const [typeUrl, state] of this.subscriptions) {
+      if (this.types.get(typeUrl)?.demandScoped) this.placement.demand?.release(state.names, now);
+    }
   }
 
   status(maxNames = Infinity): ClientStatus {
@@ -213,13 +221,17 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
       state.wildcard = state.legacyWildcard = false;
     }
     if (unsubscribe.includes('*')) state.wildcard = state.legacyWildcard = false;
+    // Lazy xDS: on-demand names are in use while subscribed; an unsubscribed one starts its unused timeout.
+    const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
     for (const n of named) {
       if (state.names.has(n)) continue;
       state.names.add(n);
+      demand?.use([n]);
       changed = true;
     }
     for (const n of unsubscribe) {
       if (n === '*' || !state.names.delete(n)) continue;
+      demand?.release([n], Date.now());
       changed = true;
       state.absent.delete(n);
       // The client forgets what it unsubscribed from, unless the wildcard still brings it.
@@ -242,8 +254,12 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
     const resources: DeltaResource[] = [];
     const removed: string[] = [];
     const versions = new Map<string, string | null>();
+    const lazy = type?.demandScoped ? this.placement.demand : undefined;
+    const now = Date.now();
     for (const name of this.wanted(type, state)) {
-      const r = type?.resolve(name, this.placement);
+      // A held name that left the node's demand set is removed like a deleted one.
+      const dropped = lazy !== undefined && !state.names.has(name) && !lazy.has(name, now);
+      const r = dropped ? undefined : type?.resolve(name, this.placement);
       if (r) {
         current.set(name, r);
         state.absent.delete(name);
@@ -280,7 +296,10 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
   /** Explicit names; with a wildcard, every existing name and every name the client holds too. */
   private wanted(type: ResourceType | undefined, state: DeltaTypeState): Iterable<string> {
     if (!state.wildcard) return state.names;
-    return new Set([...state.names, ...(type?.names() ?? []), ...state.held.keys()]);
+    const demand = type?.demandScoped ? this.placement.demand : undefined;
+    const all = type?.names() ?? [];
+    // Lazy: what the node holds stays wanted, so a name leaving the demand set is sent as removed.
+    return new Set([...state.names, ...(demand ? demand.filter(all, Date.now()) : all), ...state.held.keys()]);
   }
 }
 

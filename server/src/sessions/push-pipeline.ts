@@ -194,6 +194,7 @@ export class PushPipeline {
       closed: () => {
         conn.closed = true;
         if (!this.conns.delete(id)) return;
+        conn.session.closed?.();
         if (opened) this.observer.streamClosed(conn.session.nodeId);
         this.log.info({ stream: id, node: conn.session.nodeId }, 'xds stream closed');
       },

@@ -48,6 +48,8 @@ export interface Session<Request> {
   concerns(touched: TouchedNames): boolean;
   /** `maxNames`: at most this many names and resources listed per type. */
   status(maxNames?: number): ClientStatus;
+  /** The stream ended: what it had subscribed to by name is no longer in use (lazy xDS). */
+  closed?(): void;
 }
 
 /** What one stream may hold: bounds memory whatever a client sends. */

@@ -70,7 +70,8 @@ export class SotwSession implements Session<DiscoveryRequest> {
   receive(req: DiscoveryRequest): Received {
     if (!this.node && req.node) {
       this.node = req.node;
-      this.placement = placementOf(req.node);
+      const demand = this.types.demandFor?.(req.node);
+      this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}) };
     }
     const typeUrl = req.typeUrl;
     const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);
@@ -136,6 +137,13 @@ export class SotwSession implements Session<DiscoveryRequest> {
     return false;
   }
 
+  closed(): void {
+    const now = Date.now();
+    for (const [typeUrl, state] of this.subscriptions) {
+      if (this.types.get(typeUrl)?.demandScoped) this.placement.demand?.release(state.names, now);
+    }
+  }
+
   status(maxNames = Infinity): ClientStatus {
     const types: TypeStatus[] = [];
     for (const [typeUrl, s] of this.subscriptions) {
@@ -172,6 +180,12 @@ export class SotwSession implements Session<DiscoveryRequest> {
     const next = new Set(explicit);
     for (const n of next) if (!state.names.has(n)) added = true;
     for (const n of state.names) if (!next.has(n)) state.sent.delete(n);
+    const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
+    if (demand) {
+      // Lazy xDS: a name asked for is in use; a name dropped starts its unused timeout.
+      demand.use([...next].filter((n) => !state.names.has(n)));
+      demand.release([...state.names].filter((n) => !next.has(n)), Date.now());
+    }
     state.names = next;
     return added;
   }
@@ -217,7 +231,9 @@ export class SotwSession implements Session<DiscoveryRequest> {
 
   private resolveAll(type: ResourceType, state: TypeState): Map<string, Resource> {
     const current = new Map<string, Resource>();
-    const wanted = state.wildcard ? new Set([...type.names(), ...state.names]) : state.names;
+    const demand = type.demandScoped ? this.placement.demand : undefined;
+    const all = state.wildcard ? type.names() : [];
+    const wanted = state.wildcard ? new Set([...(demand ? demand.filter(all, Date.now()) : all), ...state.names]) : state.names;
     for (const name of wanted) {
       const r = type.resolve(name, this.placement);
       if (r) current.set(name, r);
