@@ -5,6 +5,7 @@
 import type { Mesh } from '../domain/mesh.js';
 import { clusterType } from './cluster.js';
 import { endpointType, type ServerClaCache } from './endpoint.js';
+import { Incarnations } from './incarnations.js';
 import { listenerType } from './listener.js';
 import { localityTreeType } from './locality-tree.js';
 import type { ResourceType, ResourceTypes } from './resource-type.js';
@@ -13,7 +14,10 @@ import { routeType } from './route.js';
 export class ResourceRegistry implements ResourceTypes {
   private readonly byUrl = new Map<string, ResourceType>();
 
-  constructor(types: Iterable<ResourceType>) {
+  constructor(
+    types: Iterable<ResourceType>,
+    private readonly incarnations = new Incarnations(),
+  ) {
     for (const t of types) {
       if (this.byUrl.has(t.typeUrl)) throw new Error(`resource type ${t.typeUrl} registered twice`);
       this.byUrl.set(t.typeUrl, t);
@@ -37,17 +41,22 @@ export class ResourceRegistry implements ResourceTypes {
 
   /** Forgets what a deleted service left behind, in every type. */
   forget(service: string): void {
+    this.incarnations.deleted(service);
     for (const t of this.byUrl.values()) t.forget(service);
   }
 }
 
 /** Every type Canopy serves: Envoy's four and the node agents' locality tree. */
 export function canopyResources(mesh: Mesh, claCache: ServerClaCache): ResourceRegistry {
-  return new ResourceRegistry([
-    listenerType(mesh),
-    routeType(mesh),
+  const incarnations = new Incarnations();
+  return new ResourceRegistry(
+    [
+    listenerType(mesh, incarnations),
+    routeType(mesh, incarnations),
     clusterType(mesh),
     endpointType(mesh, claCache),
     localityTreeType(mesh),
-  ]);
+    ],
+    incarnations,
+  );
 }
