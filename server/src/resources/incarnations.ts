@@ -1,9 +1,10 @@
 /**
  * How many times a service of each name was deleted in this process. A
- * re-created service's resources carry it, so their bytes and versions differ
- * from the deleted ones: a client that still holds the old resources (gRPC
- * C-core does) sees new ones and recovers. Replicas agree until one of them
- * sees a deletion the other did not (then versions differ once).
+ * re-created service's RouteConfiguration carries it, so it differs from the
+ * deleted one in what clients parse: gRPC C-core keeps a route it saw, ignores
+ * an identical one, and would never leave the "listener does not exist" state.
+ * Replicas agree until one of them sees a deletion the other did not (then RDS
+ * versions differ once).
  */
 const MAX_REMEMBERED = 10_000;
 

@@ -5,7 +5,6 @@
  */
 import type { Mesh } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
-import type { Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
 import { LISTENER_TYPE } from './type-urls.js';
@@ -14,11 +13,10 @@ const HCM_TYPE =
   'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
 const ROUTER_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router';
 
-/** `incarnation` > 0 (a re-created service, see incarnations.ts) goes into the stat prefix. */
-export function encodeListener(name: string, routeConfigName: string, incarnation = 0): Uint8Array {
+export function encodeListener(name: string, routeConfigName: string): Uint8Array {
   const router = encodeMessage('envoy.extensions.filters.http.router.v3.Router', {});
   const hcm = encodeMessage('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', {
-    stat_prefix: incarnation > 0 ? `${name}.incarnation-${incarnation}` : name,
+    stat_prefix: name,
     rds: { config_source: { ads: {}, resource_api_version: 'V3' }, route_config_name: routeConfigName },
     http_filters: [{ name: 'envoy.filters.http.router', typed_config: { type_url: ROUTER_TYPE, value: router } }],
   });
@@ -28,8 +26,8 @@ export function encodeListener(name: string, routeConfigName: string, incarnatio
   });
 }
 
-export function listenerType(mesh: Mesh, incarnations: Incarnations): ResourceType {
-  // Depends on the name (and incarnation) alone: encoded once per service.
+export function listenerType(mesh: Mesh): ResourceType {
+  // Depends on the name alone: encoded once per service.
   const held = new Map<string, Resource>();
   return {
     typeUrl: LISTENER_TYPE,
@@ -40,7 +38,7 @@ export function listenerType(mesh: Mesh, incarnations: Incarnations): ResourceTy
     resolve(name) {
       if (!mesh.get(name)) return undefined;
       let r = held.get(name);
-      if (!r) held.set(name, (r = makeResource(name, LISTENER_TYPE, encodeListener(name, name, incarnations.of(name)))));
+      if (!r) held.set(name, (r = makeResource(name, LISTENER_TYPE, encodeListener(name, name))));
       return r;
     },
     touchedBy: servicesAsNames,

@@ -51,7 +51,7 @@ export function canopyResources(mesh: Mesh, claCache: ServerClaCache): ResourceR
   const incarnations = new Incarnations();
   return new ResourceRegistry(
     [
-    listenerType(mesh, incarnations),
+    listenerType(mesh),
     routeType(mesh, incarnations),
     clusterType(mesh),
     endpointType(mesh, claCache),

@@ -2,7 +2,7 @@
  * RouteConfiguration: one virtual host per service that every request goes
  * to the service's cluster from, matched by the service's name, name:port,
  * VIP:port, VIP, and '*'.
- * A re-created service's incarnation (incarnations.ts) is the route's name.
+ * A re-created service's incarnation (incarnations.ts) is one more domain.
  */
 import type { Mesh, ServiceState } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
@@ -17,10 +17,12 @@ export function encodeRouteConfiguration(
   clusterName: string,
   incarnation = 0,
 ): Uint8Array {
-  const route = { match: { prefix: '' }, route: { cluster: clusterName } };
+  // Clients compare what they parse (gRPC C-core ignores a route's name): the incarnation goes in as
+  // one more domain, under .invalid, which no request's authority carries.
+  const all = incarnation > 0 ? [...domains, `incarnation-${incarnation}.${name}.canopy.invalid`] : domains;
   return encodeMessage('envoy.config.route.v3.RouteConfiguration', {
     name,
-    virtual_hosts: [{ name, domains, routes: [incarnation > 0 ? { name: `incarnation-${incarnation}`, ...route } : route] }],
+    virtual_hosts: [{ name, domains: all, routes: [{ match: { prefix: '' }, route: { cluster: clusterName } }] }],
   });
 }
 
