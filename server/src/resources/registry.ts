@@ -8,6 +8,7 @@ import type { NodeInfo } from '../wire/request.js';
 import { DemandRegistry } from './demand-registry.js';
 import { clusterType } from './cluster.js';
 import { endpointType, type ServerClaCache } from './endpoint.js';
+import { Incarnations } from './incarnations.js';
 import { listenerType } from './listener.js';
 import { localityTreeType } from './locality-tree.js';
 import type { ResourceType, ResourceTypes } from './resource-type.js';
@@ -18,6 +19,7 @@ export class ResourceRegistry implements ResourceTypes {
 
   constructor(
     types: Iterable<ResourceType>,
+    private readonly incarnations = new Incarnations(),
     private readonly demand?: DemandRegistry,
   ) {
     for (const t of types) {
@@ -47,20 +49,23 @@ export class ResourceRegistry implements ResourceTypes {
 
   /** Forgets what a deleted service left behind, in every type. */
   forget(service: string): void {
+    this.incarnations.deleted(service);
     for (const t of this.byUrl.values()) t.forget(service);
   }
 }
 
 /** Every type Canopy serves: Envoy's four and the node agents' locality tree. */
 export function canopyResources(mesh: Mesh, claCache: ServerClaCache, lazy: LazySettings = DEFAULT_LAZY): ResourceRegistry {
+  const incarnations = new Incarnations();
   return new ResourceRegistry(
     [
     listenerType(mesh),
-    routeType(mesh),
+    routeType(mesh, incarnations),
     clusterType(mesh),
     endpointType(mesh, claCache),
     localityTreeType(mesh),
     ],
+    incarnations,
     new DemandRegistry(lazy),
   );
 }

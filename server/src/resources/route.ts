@@ -2,21 +2,14 @@
  * RouteConfiguration: one virtual host per service that every request goes
  * to the service's cluster from, matched by the service's name, name:port,
  * VIP:port, VIP, and '*'.
- *
- * A service deleted and created again gets a new incarnation, written as the
- * route's name, so its RouteConfiguration differs in bytes and version from
- * the one before: a client that held the old one (gRPC C-core does) sees a new
- * resource and recovers. The count is this process's: replicas agree until one
- * of them sees a deletion the other did not (then RDS versions differ once).
+ * A re-created service's incarnation (incarnations.ts) is one more domain.
  */
 import type { Mesh, ServiceState } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
+import type { Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
 import { ROUTE_TYPE } from './type-urls.js';
-
-/** Deleted names remembered for their incarnation; the oldest are forgotten past this. */
-const MAX_INCARNATIONS = 10_000;
 
 export function encodeRouteConfiguration(
   name: string,
@@ -24,18 +17,18 @@ export function encodeRouteConfiguration(
   clusterName: string,
   incarnation = 0,
 ): Uint8Array {
-  const route = { match: { prefix: '' }, route: { cluster: clusterName } };
+  // Clients compare what they parse (gRPC C-core ignores a route's name): the incarnation goes in as
+  // one more domain, under .invalid, which no request's authority carries.
+  const all = incarnation > 0 ? [...domains, `incarnation-${incarnation}.${name}.canopy.invalid`] : domains;
   return encodeMessage('envoy.config.route.v3.RouteConfiguration', {
     name,
-    virtual_hosts: [{ name, domains, routes: [incarnation > 0 ? { name: `incarnation-${incarnation}`, ...route } : route] }],
+    virtual_hosts: [{ name, domains: all, routes: [{ match: { prefix: '' }, route: { cluster: clusterName } }] }],
   });
 }
 
-export function routeType(mesh: Mesh): ResourceType {
+export function routeType(mesh: Mesh, incarnations: Incarnations): ResourceType {
   // Encoded again only when the domains change (port or VIP).
   const held = new Map<string, { shape: string; resource: Resource }>();
-  /** name → how many times a service of that name was deleted. */
-  const incarnations = new Map<string, number>();
   return {
     typeUrl: ROUTE_TYPE,
     shortName: 'RDS',
@@ -48,19 +41,13 @@ export function routeType(mesh: Mesh): ResourceType {
       const shape = `${service.spec.port ?? ''}|${service.spec.vip ?? ''}`;
       const hit = held.get(name);
       if (hit?.shape === shape) return hit.resource;
-      const bytes = encodeRouteConfiguration(name, routeDomains(service), name, incarnations.get(name) ?? 0);
+      const bytes = encodeRouteConfiguration(name, routeDomains(service), name, incarnations.of(name));
       const resource = makeResource(name, ROUTE_TYPE, bytes);
       held.set(name, { shape, resource });
       return resource;
     },
     touchedBy: servicesAsNames,
-    forget(service) {
-      held.delete(service);
-      const next = (incarnations.get(service) ?? 0) + 1;
-      incarnations.delete(service);
-      incarnations.set(service, next);
-      if (incarnations.size > MAX_INCARNATIONS) incarnations.delete(incarnations.keys().next().value!);
-    },
+    forget: (service) => held.delete(service),
   };
 }
 
