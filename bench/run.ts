@@ -12,6 +12,7 @@
  *   6. Kernel: publish (batch vs single), ns per connect() with and without the program
  *   1b. CLA work vs baselines memoized by client locality (same output, rank loop)
  *   7. Config load: `canopy serve` on a 100k-endpoint file, ready time and RSS
+ *   8. Server macro run: `canopy serve` and a bare grpc-js server as processes, streams from a client process
  *
  * Benchmarks measure; they never fail. A section that cannot run here says why.
  */
@@ -25,6 +26,7 @@ import { incrementalUpdate } from './incremental.js';
 import { runKernelBench, type KernelFigures } from './kernel.js';
 import { configLoad, type ConfigLoadFigures } from './config-load.js';
 import { memoizedComparison, type MemoizedFigures } from './memoized.js';
+import { serverMacro, type ServerFigures } from './server.js';
 import { show } from './stats.js';
 
 const quick = process.argv.includes('--quick');
@@ -150,6 +152,19 @@ async function main() {
     }
     results['configLoad'] = configs;
   }
+  let macro: ServerFigures | { skipped: string } | undefined;
+  if (wants('server')) {
+    const shape = quick
+      ? { streams: 200, endpoints: 1000, localities: 100 }
+      : { streams: 2000, endpoints: 10000, localities: 1000 };
+    log(`8. server macro run: canopy serve, ${shape.streams} streams, ${shape.endpoints} endpoints…`);
+    try {
+      macro = await serverMacro(shape);
+    } catch (err) {
+      macro = { skipped: (err as Error).message };
+    }
+    results['server'] = macro;
+  }
   results['seconds'] = Math.round((Date.now() - started) / 1000);
 
   // ------------------------------------------------------------ report
@@ -218,6 +233,29 @@ async function main() {
           })),
     );
   }
+  if (macro) {
+    if ('skipped' in macro) console.log(`\n8. Server macro run skipped: ${macro.skipped}`);
+    else {
+      console.log(
+        `\n8. Server macro run: ${macro.streams} streams over ${macro.localities} localities, ${macro.endpoints} endpoints, ${macro.claBytes}-byte CLAs,\n` +
+          `   ${macro.rounds} rounds per burst; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
+      );
+      const row = (side: string, f: (typeof macro)['canopy']) => ({
+        side,
+        'initial CPU ms': f.initialCpuMs,
+        'initial wall ms': f.initialWallMs,
+        'RSS KB/stream': f.rssPerStreamKB,
+        ...Object.fromEntries(
+          f.bursts.flatMap((b) => [
+            [`${b.changes}-change p50/p99/max ms`, `${b.p50Ms}/${b.p99Ms}/${b.maxMs}`],
+            [`${b.changes}-change pushes/stream`, show(b.pushesPerStream)],
+            [`${b.changes}-change peak RSS KB/stream`, b.peakRssPerStreamKB],
+          ]),
+        ),
+      });
+      console.table([row('canopy', macro.canopy), row('bare grpc-js', macro.bare)]);
+    }
+  }
   if (incremental) {
     console.log(
       `\n2. Incremental update: ${incremental.endpoints} endpoints, ${incremental.clients} clients over ${incremental.localities} localities, ${incremental.claEntries} CLAs; µs until every CLA is ready (${incremental.rounds} rounds)`,
@@ -262,7 +300,7 @@ async function main() {
     console.table(kernel);
   }
 
-  const goals = [...goalReport(cla, incremental, fanout, wire), ...scaleGoals(memo, configs)];
+  const goals = [...goalReport(cla, incremental, fanout, wire), ...scaleGoals(memo, configs, macro)];
   results['goals'] = goals;
   console.log('\nGoals');
   console.table(goals);
@@ -334,8 +372,38 @@ function goalReport(
 }
 
 /** Issue 13's goals that these sections measure. */
-function scaleGoals(memo: readonly MemoizedFigures[], configs: ConfigLoadFigures[] | { skipped: string } | undefined) {
+function scaleGoals(
+  memo: readonly MemoizedFigures[],
+  configs: ConfigLoadFigures[] | { skipped: string } | undefined,
+  macro: ServerFigures | { skipped: string } | undefined,
+) {
   const out: { goal: string; figure: string; met: string }[] = [];
+  if (macro && !('skipped' in macro)) {
+    const c = macro.canopy;
+    const b = macro.bare;
+    const initial = c.initialCpuMs / b.initialCpuMs;
+    out.push({
+      goal: 'initial serve CPU ≤ 1.2× bare grpc-js for the same bytes',
+      figure: `${c.initialCpuMs} vs ${b.initialCpuMs} ms (${initial.toPrecision(2)}×) at ${macro.streams} streams`,
+      met: initial <= 1.2 ? 'met' : 'NOT met',
+    });
+    const one = c.bursts.find((x) => x.changes === 1);
+    const oneBare = b.bursts.find((x) => x.changes === 1);
+    if (one && oneBare) {
+      const r = one.p99Ms / oneBare.p99Ms;
+      out.push({
+        goal: 'one change, SotW: p99 to all-ACK ≤ 1.2× the bare write of the same bytes',
+        figure: `${one.p99Ms} vs ${oneBare.p99Ms} ms (${r.toPrecision(2)}×) at ${macro.streams} streams, debounce included`,
+        met: r <= 1.2 ? 'met' : 'NOT met',
+      });
+    }
+    const peak = Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB));
+    out.push({
+      goal: `RSS per stream ≤ 60 KB, steady and peak (${macro.claBytes}-byte CLAs)`,
+      figure: `steady ${c.rssPerStreamKB} KB, peak ${peak} KB`,
+      met: c.rssPerStreamKB <= 60 && peak <= 60 ? 'met' : 'NOT met',
+    });
+  }
   if (memo.length) {
     out.push({
       goal: "CLA work ≥ 10× cheaper than the memoized same-output builder (100 and 1,000 localities)",
