@@ -46,20 +46,38 @@ function adsClientCtor(): grpc.ServiceClientConstructor {
   return ctor;
 }
 
-export class RawAdsStream {
-  private readonly queue: RawResponse[] = [];
-  private waiters: ((r: RawResponse) => void)[] = [];
-  private readonly client: grpc.Client;
-  private readonly call: grpc.ClientDuplexStream<RawRequest, RawResponse>;
+/** A DeltaDiscoveryResponse as proto-loader decodes it. */
+export interface RawDeltaResponse {
+  system_version_info: string;
+  type_url: string;
+  nonce: string;
+  resources: { name: string; version: string; resource: { type_url: string; value: Buffer } | null }[];
+  removed_resources: string[];
+}
 
-  constructor(address: string) {
+export interface RawDeltaRequest {
+  node?: object;
+  type_url: string;
+  resource_names_subscribe?: string[];
+  resource_names_unsubscribe?: string[];
+  initial_resource_versions?: Record<string, string>;
+  response_nonce?: string;
+  error_detail?: { code: number; message: string };
+}
+
+/** One ADS stream (SotW or delta) with a queue of what arrived and awaitable reads. */
+class RawStream<Req, Res> {
+  private readonly queue: Res[] = [];
+  private waiters: ((r: Res) => void)[] = [];
+  private readonly client: grpc.Client;
+  private readonly call: grpc.ClientDuplexStream<Req, Res>;
+
+  constructor(address: string, methodName: string, options: grpc.ClientOptions = {}) {
     const Ctor = adsClientCtor();
-    this.client = new Ctor(address, grpc.credentials.createInsecure());
-    const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<RawRequest, RawResponse>>)[
-      'StreamAggregatedResources'
-    ];
+    this.client = new Ctor(address, grpc.credentials.createInsecure(), options);
+    const method = (this.client as unknown as Record<string, () => grpc.ClientDuplexStream<Req, Res>>)[methodName];
     this.call = method!.call(this.client);
-    this.call.on('data', (r: RawResponse) => {
+    this.call.on('data', (r: Res) => {
       const w = this.waiters.shift();
       if (w) w(r);
       else this.queue.push(r);
@@ -67,11 +85,11 @@ export class RawAdsStream {
     this.call.on('error', () => {});
   }
 
-  send(req: RawRequest): void {
+  send(req: Req): void {
     this.call.write(req);
   }
 
-  next(timeoutMs = 3000): Promise<RawResponse> {
+  next(timeoutMs = 3000): Promise<Res> {
     const queued = this.queue.shift();
     if (queued) return Promise.resolve(queued);
     return new Promise((resolve, reject) => {
@@ -79,7 +97,7 @@ export class RawAdsStream {
         this.waiters = this.waiters.filter((w) => w !== waiter);
         reject(new Error(`no DiscoveryResponse within ${timeoutMs} ms`));
       }, timeoutMs);
-      const waiter = (r: RawResponse): void => {
+      const waiter = (r: Res): void => {
         clearTimeout(timer);
         resolve(r);
       };
@@ -88,7 +106,7 @@ export class RawAdsStream {
   }
 
   /** Resolves with the response if one arrives within `ms`, else undefined. */
-  async maybeNext(ms: number): Promise<RawResponse | undefined> {
+  async maybeNext(ms: number): Promise<Res | undefined> {
     try {
       return await this.next(ms);
     } catch {
@@ -99,5 +117,19 @@ export class RawAdsStream {
   close(): void {
     this.call.end();
     this.client.close();
+  }
+}
+
+/** StreamAggregatedResources: the state-of-the-world protocol. */
+export class RawAdsStream extends RawStream<RawRequest, RawResponse> {
+  constructor(address: string, options: grpc.ClientOptions = {}) {
+    super(address, 'StreamAggregatedResources', options);
+  }
+}
+
+/** DeltaAggregatedResources: the incremental protocol. */
+export class RawDeltaStream extends RawStream<RawDeltaRequest, RawDeltaResponse> {
+  constructor(address: string, options: grpc.ClientOptions = {}) {
+    super(address, 'DeltaAggregatedResources', options);
   }
 }

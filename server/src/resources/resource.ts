@@ -56,3 +56,11 @@ export function versionOf(resources: ReadonlyMap<string, Resource>): string {
 }
 
 const versions = new Map<string, string>();
+
+/**
+ * A resource's version as a string: its content hash, the same one SotW
+ * versions are made of, so it is equal on every replica and in both protocols.
+ */
+export function versionText(hash: string | number): string {
+  return typeof hash === 'string' ? hash : hash.toString(36);
+}

@@ -8,6 +8,16 @@ export interface NackRecord {
   readonly at: string;
 }
 
+/** A resource's state on one client, as CSDS names it. */
+export type ResourceState = 'REQUESTED' | 'DOES_NOT_EXIST' | 'ACKED' | 'NACKED';
+
+export interface ResourceStatus {
+  readonly name: string;
+  /** The version last sent (the content hash); '' when none was. */
+  readonly version: string;
+  readonly state: ResourceState;
+}
+
 export interface TypeStatus {
   readonly typeUrl: string;
   /** Names subscribed, or '*' for a wildcard subscription. */
@@ -16,10 +26,14 @@ export interface TypeStatus {
   readonly nonceSent: string;
   readonly versionAcked: string;
   readonly lastNack?: NackRecord;
+  /** Each resource subscribed or sent, by name (always set by the server). */
+  readonly resources?: readonly ResourceStatus[];
 }
 
 export interface ClientStatus {
   readonly streamId: number;
+  /** Optional only so that status fixtures written before delta existed still type-check. */
+  readonly protocol?: 'sotw' | 'delta';
   readonly nodeId: string;
   readonly cluster: string;
   readonly peer: string;

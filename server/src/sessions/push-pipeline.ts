@@ -5,10 +5,12 @@
  */
 import type { ResourceRegistry } from '../resources/registry.js';
 import { shortTypeName } from '../resources/type-urls.js';
-import type { DiscoveryRequest } from '../wire/request.js';
+import type { DeltaDiscoveryRequest, DiscoveryRequest, NodeInfo } from '../wire/request.js';
 import type { ClientStatus } from './client-status.js';
+import { DeltaSession } from './delta-session.js';
 import { nullObserver, type XdsObserver } from './observer.js';
-import { SotwSession, type OutgoingResponse, type SharedResponses } from './sotw-session.js';
+import type { OutgoingResponse, Session, SharedResponses } from './session.js';
+import { SotwSession } from './sotw-session.js';
 
 /** What the transport gives the pipeline for one stream. */
 export interface StreamSink {
@@ -17,8 +19,8 @@ export interface StreamSink {
   end(): void;
 }
 
-export interface StreamHandle {
-  receive(req: DiscoveryRequest): void;
+export interface StreamHandle<Request = DiscoveryRequest> {
+  receive(req: Request): void;
   drained(): void;
   closed(): void;
 }
@@ -42,8 +44,13 @@ export interface PushPipelineOptions {
   readonly maxDelayMs?: number;
 }
 
+/** What the pipeline reads of a request of either protocol. */
+interface AnyRequest {
+  readonly node?: NodeInfo;
+}
+
 interface Conn {
-  readonly state: SotwSession;
+  readonly state: Session<never>;
   readonly sink: StreamSink;
   blocked: boolean;
   /** The one pending push: set when a change concerns this stream. */
@@ -77,9 +84,19 @@ export class PushPipeline {
     return this.conns.size;
   }
 
-  open(peer: string, sink: StreamSink): StreamHandle {
-    const id = this.nextId++;
-    const conn: Conn = { state: new SotwSession(id, peer, this.resources), sink, blocked: false, pending: false, changeAt: undefined };
+  /** A state-of-the-world stream (StreamAggregatedResources). */
+  open(peer: string, sink: StreamSink): StreamHandle<DiscoveryRequest> {
+    return this.openSession(new SotwSession(this.nextId++, peer, this.resources), peer, sink);
+  }
+
+  /** An incremental stream (DeltaAggregatedResources). */
+  openDelta(peer: string, sink: StreamSink): StreamHandle<DeltaDiscoveryRequest> {
+    return this.openSession(new DeltaSession(this.nextId++, peer, this.resources), peer, sink);
+  }
+
+  private openSession<R extends AnyRequest>(session: Session<R>, peer: string, sink: StreamSink): StreamHandle<R> {
+    const id = session.id;
+    const conn: Conn = { state: session as Session<never>, sink, blocked: false, pending: false, changeAt: undefined };
     this.conns.set(id, conn);
     let opened = false;
     return {
@@ -90,7 +107,7 @@ export class PushPipeline {
           this.observer.streamOpened(req.node.id);
           this.log.info({ stream: id, node: req.node.id, peer, locality: req.node.locality }, 'xds stream opened');
         }
-        this.receive(conn, req);
+        this.receive(conn, session, req);
       },
       drained: () => {
         conn.blocked = false;
@@ -145,8 +162,8 @@ export class PushPipeline {
     for (const conn of this.conns.values()) conn.sink.end();
   }
 
-  private receive(conn: Conn, req: DiscoveryRequest): void {
-    const { outcome, responses } = conn.state.handle(req);
+  private receive<R>(conn: Conn, session: Session<R>, req: R): void {
+    const { outcome, responses } = session.handle(req);
     const type = shortTypeName(outcome.typeUrl);
     switch (outcome.kind) {
       case 'ack':
@@ -155,16 +172,16 @@ export class PushPipeline {
       case 'nack':
         this.observer.nacked(outcome.typeUrl, conn.state.nodeId, outcome.detail);
         this.log.warn(
-          { stream: conn.state.id, node: conn.state.nodeId, type, version: req.versionInfo, detail: outcome.detail },
+          { stream: conn.state.id, node: conn.state.nodeId, type, detail: outcome.detail },
           'xds NACK: the client rejected the last response and keeps its previous config',
         );
         break;
       case 'stale':
         this.observer.staleNonce(outcome.typeUrl);
-        this.log.debug({ stream: conn.state.id, type, nonce: req.responseNonce }, 'stale nonce ignored');
+        this.log.debug({ stream: conn.state.id, type, nonce: outcome.nonce }, 'stale nonce ignored');
         break;
       default:
-        this.log.debug({ stream: conn.state.id, type, names: req.resourceNames }, 'xds subscribe');
+        this.log.debug({ stream: conn.state.id, type, kind: outcome.kind }, 'xds subscribe');
     }
     this.write(conn, responses, undefined);
   }

@@ -12,28 +12,23 @@
  *   only the resources whose bytes the client does not already hold.
  */
 import type { Placement } from '../domain/locality.js';
-import { versionOf, type Resource } from '../resources/resource.js';
+import { versionOf, versionText, type Resource } from '../resources/resource.js';
 import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
 import { encodeDiscoveryResponse } from '../wire/envelope.js';
 import type { DiscoveryRequest, NodeInfo } from '../wire/request.js';
-import type { ClientStatus, NackRecord, TypeStatus } from './client-status.js';
+import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
 import { placementOf } from './placement.js';
 
-/** Encoded responses shared by the streams of one push, by type, version, nonce and resource names. */
-export type SharedResponses = Map<string, Buffer>;
+import {
+  UNKNOWN_RANK,
+  type OutgoingResponse,
+  type RequestOutcome,
+  type Session,
+  type SharedResponses,
+  type TouchedNames,
+} from './session.js';
 
-export interface OutgoingResponse {
-  readonly typeUrl: string;
-  readonly version: string;
-  readonly nonce: string;
-  readonly resources: number;
-  readonly bytes: Buffer;
-}
-
-export type RequestOutcome =
-  | { readonly kind: 'initial' | 'ack' | 'subscribe'; readonly typeUrl: string }
-  | { readonly kind: 'nack'; readonly typeUrl: string; readonly detail: string }
-  | { readonly kind: 'stale'; readonly typeUrl: string };
+export type { OutgoingResponse, RequestOutcome, SharedResponses, TouchedNames } from './session.js';
 
 interface TypeState {
   wildcard: boolean;
@@ -46,13 +41,7 @@ interface TypeState {
   lastNack?: NackRecord;
 }
 
-/** Names touched by a change, per type URL. */
-export type TouchedNames = ReadonlyMap<string, ReadonlySet<string>>;
-
-/** Ranks after every served type: a type URL the server does not know. */
-const UNKNOWN_RANK = 1000;
-
-export class SotwSession {
+export class SotwSession implements Session<DiscoveryRequest> {
   node: NodeInfo | undefined;
   placement: Placement = placementOf(undefined);
   readonly connectedAt = new Date().toISOString();
@@ -78,7 +67,7 @@ export class SotwSession {
     const typeUrl = req.typeUrl;
     let state = this.subscriptions.get(typeUrl);
     if (state && req.responseNonce !== '' && req.responseNonce !== state.nonceSent) {
-      return { outcome: { kind: 'stale', typeUrl }, responses: [] };
+      return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce }, responses: [] };
     }
     let outcome: RequestOutcome;
     if (!state) {
@@ -147,10 +136,12 @@ export class SotwSession {
         nonceSent: s.nonceSent,
         versionAcked: s.versionAcked,
         ...(s.lastNack ? { lastNack: s.lastNack } : {}),
+        resources: resourceStatuses(s),
       });
     }
     return {
       streamId: this.id,
+      protocol: 'sotw',
       nodeId: this.nodeId,
       cluster: this.node?.cluster ?? '',
       peer: this.peer,
@@ -222,6 +213,19 @@ export class SotwSession {
     }
     return current;
   }
+}
+
+/** Per resource: what was sent, and whether the response that carried it was acknowledged. */
+function resourceStatuses(s: TypeState): ResourceStatus[] {
+  const nacked = s.lastNack !== undefined && s.lastNack.nonce === s.nonceSent;
+  const sentState = nacked ? 'NACKED' : s.versionAcked === s.versionSent ? 'ACKED' : 'REQUESTED';
+  const out: ResourceStatus[] = [];
+  for (const [name, hash] of s.sent) out.push({ name, version: versionText(hash), state: sentState });
+  for (const name of s.names) {
+    if (s.sent.has(name)) continue;
+    out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
+  }
+  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {

@@ -4,8 +4,13 @@
  * response serializer is the identity.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { PushPipeline } from '../sessions/push-pipeline.js';
-import { decodeDiscoveryRequest, type DiscoveryRequest } from '../wire/request.js';
+import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
+import {
+  decodeDeltaDiscoveryRequest,
+  decodeDiscoveryRequest,
+  type DeltaDiscoveryRequest,
+  type DiscoveryRequest,
+} from '../wire/request.js';
 
 const ADS_SERVICE: grpc.ServiceDefinition = {
   StreamAggregatedResources: {
@@ -17,6 +22,16 @@ const ADS_SERVICE: grpc.ServiceDefinition = {
     responseSerialize: (bytes: Buffer): Buffer => bytes,
     responseDeserialize: (bytes: Buffer): Buffer => bytes,
     originalName: 'streamAggregatedResources',
+  },
+  DeltaAggregatedResources: {
+    path: '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources',
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: () => Buffer.alloc(0),
+    requestDeserialize: (bytes: Buffer): DeltaDiscoveryRequest => decodeDeltaDiscoveryRequest(bytes),
+    responseSerialize: (bytes: Buffer): Buffer => bytes,
+    responseDeserialize: (bytes: Buffer): Buffer => bytes,
+    originalName: 'deltaAggregatedResources',
   },
 };
 
@@ -39,7 +54,10 @@ export async function startGrpcTransport(opts: {
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   });
   server.addService(ADS_SERVICE, {
-    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) => serveStream(opts.ads, call),
+    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
+      serveStream(call, (sink) => opts.ads.open(call.getPeer(), sink)),
+    DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest, Buffer>) =>
+      serveStream(call, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
   });
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(hostPort(opts.host, opts.port), grpc.ServerCredentials.createInsecure(), (err, bound) =>
@@ -63,9 +81,12 @@ export async function startGrpcTransport(opts: {
   };
 }
 
-function serveStream(ads: PushPipeline, call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>): void {
+function serveStream<R>(
+  call: grpc.ServerDuplexStream<R, Buffer>,
+  open: (sink: StreamSink) => StreamHandle<R>,
+): void {
   let ended = false;
-  const handle = ads.open(call.getPeer(), {
+  const handle = open({
     write: (bytes) => (ended ? true : call.write(bytes)),
     end: () => {
       if (ended) return;
@@ -73,7 +94,7 @@ function serveStream(ads: PushPipeline, call: grpc.ServerDuplexStream<DiscoveryR
       call.end();
     },
   });
-  call.on('data', (req: DiscoveryRequest) => handle.receive(req));
+  call.on('data', (req: R) => handle.receive(req));
   call.on('drain', () => handle.drained());
   const close = (): void => {
     ended = true;

@@ -73,3 +73,39 @@ function writeField(dst: Uint8Array, at: number, field: number, body: Rope): num
   return body.copyTo(dst, at);
 }
 
+
+/** One envoy.service.discovery.v3.Resource of a delta response: name, version and the Any. */
+export interface DeltaResource {
+  readonly name: string;
+  readonly version: string;
+  readonly any: Bytes;
+}
+
+export function encodeDeltaDiscoveryResponse(r: {
+  readonly systemVersionInfo: string;
+  readonly typeUrl: string;
+  readonly nonce: string;
+  readonly resources: readonly DeltaResource[];
+  readonly removed: readonly string[];
+}): Buffer {
+  const sys = utf8Bytes(r.systemVersionInfo);
+  const type = utf8Bytes(r.typeUrl);
+  const nonce = utf8Bytes(r.nonce);
+  const bodies = r.resources.map((res) => {
+    const name = utf8Bytes(res.name);
+    const version = utf8Bytes(res.version);
+    const size = optionalFieldSize(3, name.length) + optionalFieldSize(1, version.length) + fieldSize(2, res.any.length);
+    return { name, version, any: res.any, size };
+  });
+  const removed = r.removed.map(utf8Bytes);
+  let size = optionalFieldSize(1, sys.length) + optionalFieldSize(4, type.length) + optionalFieldSize(5, nonce.length);
+  for (const b of bodies) size += fieldSize(2, b.size);
+  for (const n of removed) size += fieldSize(6, n.length);
+  const w = new WireWriter(size).optionalBytes(1, sys);
+  // Resource fields in field-number order: version (1), resource (2), name (3).
+  for (const b of bodies) w.open(2, b.size).optionalBytes(1, b.version).part(2, b.any).optionalBytes(3, b.name);
+  w.optionalBytes(4, type).optionalBytes(5, nonce);
+  for (const n of removed) w.bytes(6, n);
+  const out = w.finish();
+  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+}

@@ -21,15 +21,29 @@ export interface DiscoveryRequest {
   readonly errorDetail?: { readonly code: number; readonly message: string };
 }
 
+/** A delta request: subscription changes, not the full list; versions per resource on reconnect. */
+export interface DeltaDiscoveryRequest {
+  readonly node?: NodeInfo;
+  readonly typeUrl: string;
+  readonly subscribe: readonly string[];
+  readonly unsubscribe: readonly string[];
+  /** What the client already holds, name → version (the first request of a type on a new stream). */
+  readonly initialVersions: Readonly<Record<string, string>>;
+  readonly responseNonce: string;
+  readonly errorDetail?: { readonly code: number; readonly message: string };
+}
+
+interface RawNode {
+  id?: string;
+  cluster?: string;
+  metadata?: { fields?: Record<string, StructValue> };
+  locality?: { region?: string; zone?: string; sub_zone?: string };
+  user_agent_name?: string;
+}
+
 interface RawRequest {
   version_info?: string;
-  node?: {
-    id?: string;
-    cluster?: string;
-    metadata?: { fields?: Record<string, StructValue> };
-    locality?: { region?: string; zone?: string; sub_zone?: string };
-    user_agent_name?: string;
-  };
+  node?: RawNode;
   resource_names?: string[];
   type_url?: string;
   response_nonce?: string;
@@ -46,36 +60,58 @@ interface StructValue {
   listValue?: { values?: StructValue[] };
 }
 
+interface RawDeltaRequest {
+  node?: RawNode;
+  type_url?: string;
+  resource_names_subscribe?: string[];
+  resource_names_unsubscribe?: string[];
+  initial_resource_versions?: Record<string, string>;
+  response_nonce?: string;
+  error_detail?: { code?: number; message?: string };
+}
+
 let requestType: ReturnType<typeof messageType> | undefined;
+let deltaRequestType: ReturnType<typeof messageType> | undefined;
 
 export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
   // Every ACK goes through here: look the Type up once.
   const type = (requestType ??= messageType('envoy.service.discovery.v3.DiscoveryRequest'));
   const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawRequest;
-  const n = raw.node;
   return {
     versionInfo: raw.version_info ?? '',
-    ...(n
-      ? {
-          node: {
-            id: n.id ?? '',
-            cluster: n.cluster ?? '',
-            locality: {
-              region: n.locality?.region ?? '',
-              zone: n.locality?.zone ?? '',
-              subzone: n.locality?.sub_zone ?? '',
-            },
-            metadata: structToJson(n.metadata?.fields),
-            userAgentName: n.user_agent_name ?? '',
-          },
-        }
-      : {}),
+    ...(raw.node ? { node: nodeInfo(raw.node) } : {}),
     resourceNames: raw.resource_names ?? [],
     typeUrl: raw.type_url ?? '',
     responseNonce: raw.response_nonce ?? '',
     ...(raw.error_detail
       ? { errorDetail: { code: raw.error_detail.code ?? 0, message: raw.error_detail.message ?? '' } }
       : {}),
+  };
+}
+
+export function decodeDeltaDiscoveryRequest(buf: Uint8Array): DeltaDiscoveryRequest {
+  const type = (deltaRequestType ??= messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest'));
+  const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawDeltaRequest;
+  return {
+    ...(raw.node ? { node: nodeInfo(raw.node) } : {}),
+    typeUrl: raw.type_url ?? '',
+    subscribe: raw.resource_names_subscribe ?? [],
+    unsubscribe: raw.resource_names_unsubscribe ?? [],
+    initialVersions: raw.initial_resource_versions ?? {},
+    responseNonce: raw.response_nonce ?? '',
+    ...(raw.error_detail
+      ? { errorDetail: { code: raw.error_detail.code ?? 0, message: raw.error_detail.message ?? '' } }
+      : {}),
+  };
+}
+
+function nodeInfo(n: RawNode): NodeInfo {
+  return {
+    id: n.id ?? '',
+    cluster: n.cluster ?? '',
+    locality: { region: n.locality?.region ?? '', zone: n.locality?.zone ?? '', subzone: n.locality?.sub_zone ?? '' },
+    metadata: structToJson(n.metadata?.fields),
+    userAgentName: n.user_agent_name ?? '',
   };
 }
 

@@ -1,0 +1,304 @@
+/**
+ * The incremental (delta) protocol for one ADS stream, without gRPC, over the
+ * same resource types as SotW:
+ *
+ * - Each resource's version is its content hash, the one SotW versions are
+ *   built from, so versions agree across protocols and replicas.
+ * - Subscriptions change by `subscribe`/`unsubscribe` in any request;
+ *   wildcard is `*`, or an empty first request for LDS, CDS or the tree type
+ *   (legacy wildcard, which ends when the client names resources without `*`).
+ * - A response carries only resources the client does not hold at that
+ *   version, plus `removed_resources`: deleted resources it held, and
+ *   subscribed names that do not exist (once, until they are created).
+ * - `initial_resource_versions` on a reconnect is what the client holds:
+ *   matching versions are not sent again.
+ * - ACK or NACK by error_detail, for a nonce this stream sent. A NACKed
+ *   version is recorded and not sent again; subscription changes carried by
+ *   a NACK, or by a request with a stale nonce, are still applied (in delta a
+ *   lost subscription change would never be repeated).
+ */
+import type { Placement } from '../domain/locality.js';
+import { versionOf, versionText, type Resource } from '../resources/resource.js';
+import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
+import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
+import type { DeltaDiscoveryRequest, NodeInfo } from '../wire/request.js';
+import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
+import { placementOf } from './placement.js';
+import {
+  UNKNOWN_RANK,
+  type OutgoingResponse,
+  type RequestOutcome,
+  type Session,
+  type SharedResponses,
+  type TouchedNames,
+} from './session.js';
+
+/** Responses not yet acknowledged that an ACK may still name, per type (older ones are forgotten). */
+const MAX_OUTSTANDING = 16;
+
+interface SentResponse {
+  readonly systemVersion: string;
+  /** name → version sent, or null for a name sent as removed. */
+  readonly versions: ReadonlyMap<string, string | null>;
+}
+
+interface DeltaTypeState {
+  wildcard: boolean;
+  /** Wildcard because the first request named nothing; ends when the client names resources. */
+  legacyWildcard: boolean;
+  names: Set<string>;
+  /** name → version the client holds: what it was sent, or what it said it held on reconnect. */
+  held: Map<string, string>;
+  /** Subscribed names reported as not existing; reported again only after they existed. */
+  absent: Set<string>;
+  /** name → version the client acknowledged. */
+  acked: Map<string, string>;
+  /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
+  nacked: Set<string>;
+  outstanding: Map<string, SentResponse>;
+  systemVersionSent: string;
+  nonceSent: string;
+  systemVersionAcked: string;
+  lastNack?: NackRecord;
+}
+
+export class DeltaSession implements Session<DeltaDiscoveryRequest> {
+  node: NodeInfo | undefined;
+  placement: Placement = placementOf(undefined);
+  readonly connectedAt = new Date().toISOString();
+  private readonly subscriptions = new Map<string, DeltaTypeState>();
+  private nonces = 0;
+
+  constructor(
+    readonly id: number,
+    readonly peer: string,
+    private readonly types: ResourceTypes,
+  ) {}
+
+  get nodeId(): string {
+    return this.node?.id ?? '';
+  }
+
+  handle(req: DeltaDiscoveryRequest): { outcome: RequestOutcome; responses: OutgoingResponse[] } {
+    if (!this.node && req.node) {
+      this.node = req.node;
+      this.placement = placementOf(req.node);
+    }
+    const typeUrl = req.typeUrl;
+    let state = this.subscriptions.get(typeUrl);
+    let outcome: RequestOutcome;
+    if (!state) {
+      state = newState();
+      for (const [name, version] of Object.entries(req.initialVersions)) state.held.set(name, version);
+      this.subscriptions.set(typeUrl, state);
+      outcome = { kind: 'initial', typeUrl };
+    } else if (req.responseNonce === '') {
+      outcome = { kind: 'subscribe', typeUrl };
+    } else {
+      outcome = this.acknowledge(state, typeUrl, req);
+    }
+    const first = outcome.kind === 'initial';
+    const changed = this.subscribe(state, typeUrl, req.subscribe, req.unsubscribe, first);
+    // Versions held of resources not subscribed to are of no use.
+    if (first && !state.wildcard) for (const n of [...state.held.keys()]) if (!state.names.has(n)) forget(state, n);
+    if (!first && !changed) return { outcome, responses: [] };
+    const response = this.respond(typeUrl, state, first);
+    return { outcome, responses: response ? [response] : [] };
+  }
+
+  refresh(shared?: SharedResponses): OutgoingResponse[] {
+    const out: OutgoingResponse[] = [];
+    const rank = (typeUrl: string): number => this.types.get(typeUrl)?.pushRank ?? UNKNOWN_RANK;
+    const ordered = [...this.subscriptions].sort((a, b) => rank(a[0]) - rank(b[0]));
+    for (const [typeUrl, state] of ordered) {
+      const r = this.respond(typeUrl, state, false, shared);
+      if (r) out.push(r);
+    }
+    return out;
+  }
+
+  concerns(touched: TouchedNames): boolean {
+    for (const [typeUrl, state] of this.subscriptions) {
+      const names = touched.get(typeUrl);
+      if (!names || names.size === 0) continue;
+      if (state.wildcard) return true;
+      for (const n of names) if (state.names.has(n) || state.held.has(n)) return true;
+    }
+    return false;
+  }
+
+  status(): ClientStatus {
+    const types: TypeStatus[] = [];
+    for (const [typeUrl, s] of this.subscriptions) {
+      types.push({
+        typeUrl,
+        subscribed: s.wildcard ? '*' : [...s.names].sort(),
+        versionSent: s.systemVersionSent,
+        nonceSent: s.nonceSent,
+        versionAcked: s.systemVersionAcked,
+        ...(s.lastNack ? { lastNack: s.lastNack } : {}),
+        resources: resourceStatuses(s),
+      });
+    }
+    return {
+      streamId: this.id,
+      protocol: 'delta',
+      nodeId: this.nodeId,
+      cluster: this.node?.cluster ?? '',
+      peer: this.peer,
+      connectedAt: this.connectedAt,
+      placement: this.placement,
+      types,
+    };
+  }
+
+  /** An ACK or NACK of a response this stream sent, or a stale nonce (recorded as neither). */
+  private acknowledge(state: DeltaTypeState, typeUrl: string, req: DeltaDiscoveryRequest): RequestOutcome {
+    const sent = state.outstanding.get(req.responseNonce);
+    if (!sent) return { kind: 'stale', typeUrl, nonce: req.responseNonce };
+    // This response and every older one are settled.
+    for (const nonce of state.outstanding.keys()) {
+      state.outstanding.delete(nonce);
+      if (nonce === req.responseNonce) break;
+    }
+    if (req.errorDetail) {
+      const detail = req.errorDetail.message;
+      state.lastNack = { version: sent.systemVersion, nonce: req.responseNonce, detail, at: new Date().toISOString() };
+      state.nacked = new Set([...sent.versions].filter(([, v]) => v !== null).map(([n]) => n));
+      return { kind: 'nack', typeUrl, detail };
+    }
+    state.systemVersionAcked = sent.systemVersion;
+    for (const [name, version] of sent.versions) {
+      state.nacked.delete(name);
+      if (version === null) state.acked.delete(name);
+      else state.acked.set(name, version);
+    }
+    return { kind: 'ack', typeUrl };
+  }
+
+  /** Applies subscription changes; returns whether anything changed. */
+  private subscribe(
+    state: DeltaTypeState,
+    typeUrl: string,
+    subscribe: readonly string[],
+    unsubscribe: readonly string[],
+    first: boolean,
+  ): boolean {
+    const wildcardBefore = state.wildcard;
+    let changed = false;
+    const named = subscribe.filter((n) => n !== '*');
+    if (first && subscribe.length === 0 && this.types.get(typeUrl)?.fullStateInSotw === true) {
+      state.wildcard = state.legacyWildcard = true;
+    }
+    if (subscribe.includes('*')) {
+      state.wildcard = true;
+      state.legacyWildcard = false;
+    } else if (state.legacyWildcard && named.length > 0) {
+      state.wildcard = state.legacyWildcard = false;
+    }
+    if (unsubscribe.includes('*')) state.wildcard = state.legacyWildcard = false;
+    for (const n of named) {
+      if (state.names.has(n)) continue;
+      state.names.add(n);
+      changed = true;
+    }
+    for (const n of unsubscribe) {
+      if (n === '*' || !state.names.delete(n)) continue;
+      changed = true;
+      state.absent.delete(n);
+      // The client forgets what it unsubscribed from, unless the wildcard still brings it.
+      if (!state.wildcard) forget(state, n);
+    }
+    if (wildcardBefore && !state.wildcard) {
+      for (const n of [...state.held.keys()]) if (!state.names.has(n)) forget(state, n);
+    }
+    return changed || state.wildcard !== wildcardBefore;
+  }
+
+  private respond(
+    typeUrl: string,
+    state: DeltaTypeState,
+    mustAnswer: boolean,
+    shared?: SharedResponses,
+  ): OutgoingResponse | undefined {
+    const type = this.types.get(typeUrl);
+    const current = new Map<string, Resource>();
+    const resources: DeltaResource[] = [];
+    const removed: string[] = [];
+    const versions = new Map<string, string | null>();
+    for (const name of this.wanted(type, state)) {
+      const r = type?.resolve(name, this.placement);
+      if (r) {
+        current.set(name, r);
+        state.absent.delete(name);
+        const version = versionText(r.hash);
+        if (state.held.get(name) === version) continue;
+        state.held.set(name, version);
+        resources.push({ name, version, any: r.any });
+        versions.set(name, version);
+      } else if (state.held.delete(name) || (state.names.has(name) && !state.absent.has(name))) {
+        if (state.names.has(name)) state.absent.add(name);
+        removed.push(name);
+        versions.set(name, null);
+      }
+    }
+    if (resources.length === 0 && removed.length === 0 && !mustAnswer) return undefined;
+    const systemVersion = versionOf(current);
+    const nonce = String(++this.nonces);
+    state.nonceSent = nonce;
+    state.systemVersionSent = systemVersion;
+    state.outstanding.set(nonce, { systemVersion, versions });
+    if (state.outstanding.size > MAX_OUTSTANDING) state.outstanding.delete(state.outstanding.keys().next().value!);
+    const encode = (): Buffer =>
+      encodeDeltaDiscoveryResponse({ systemVersionInfo: systemVersion, typeUrl, nonce, resources, removed });
+    let bytes: Buffer;
+    if (shared) {
+      const key = `delta\n${typeUrl}\n${nonce}\n${resources.map((r) => `${r.name}=${r.version}`).join('\n')}\n-\n${removed.join('\n')}`;
+      const held = shared.get(key);
+      bytes = held ?? encode();
+      if (!held) shared.set(key, bytes);
+    } else bytes = encode();
+    return { typeUrl, version: systemVersion, nonce, resources: resources.length, bytes };
+  }
+
+  /** Explicit names; with a wildcard, every existing name and every name the client holds too. */
+  private wanted(type: ResourceType | undefined, state: DeltaTypeState): Iterable<string> {
+    if (!state.wildcard) return state.names;
+    return new Set([...state.names, ...(type?.names() ?? []), ...state.held.keys()]);
+  }
+}
+
+function newState(): DeltaTypeState {
+  return {
+    wildcard: false,
+    legacyWildcard: false,
+    names: new Set(),
+    held: new Map(),
+    absent: new Set(),
+    acked: new Map(),
+    nacked: new Set(),
+    outstanding: new Map(),
+    systemVersionSent: '',
+    nonceSent: '',
+    systemVersionAcked: '',
+  };
+}
+
+function forget(state: DeltaTypeState, name: string): void {
+  state.held.delete(name);
+  state.acked.delete(name);
+  state.nacked.delete(name);
+}
+
+function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
+  const out: ResourceStatus[] = [];
+  for (const [name, version] of s.held) {
+    const state = s.nacked.has(name) ? 'NACKED' : s.acked.get(name) === version ? 'ACKED' : 'REQUESTED';
+    out.push({ name, version, state });
+  }
+  for (const name of s.names) {
+    if (s.held.has(name)) continue;
+    out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
+  }
+  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
