@@ -9,7 +9,8 @@ import type { DeltaDiscoveryRequest, DiscoveryRequest, NodeInfo } from '../wire/
 import type { ClientStatus } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
 import { nullObserver, type XdsObserver } from './observer.js';
-import type { OutgoingResponse, Session, SharedResponses } from './session.js';
+import type { OutgoingResponse, Session } from './session.js';
+import { WeakResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
 
 /** What the transport gives the pipeline for one stream. */
@@ -71,6 +72,8 @@ export class PushPipeline {
   private firstChangeAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closing = false;
+  /** Streams in the same state get byte-identical responses: each is encoded once while any stream holds it. */
+  private readonly shared = new WeakResponses();
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
@@ -141,13 +144,11 @@ export class PushPipeline {
     this.firstChangeAt = undefined;
     if (changed.size === 0) return;
     const touched = this.resources.touchedBy(changed);
-    // Streams in the same state get byte-identical responses: encode each once for this push.
-    const shared: SharedResponses = new Map();
     for (const conn of this.conns.values()) {
       if (!conn.state.concerns(touched)) continue;
       conn.pending = true;
       conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
-      if (!conn.blocked) this.push(conn, shared);
+      if (!conn.blocked) this.push(conn);
     }
   }
 
@@ -163,7 +164,7 @@ export class PushPipeline {
   }
 
   private receive<R>(conn: Conn, session: Session<R>, req: R): void {
-    const { outcome, responses } = session.handle(req);
+    const { outcome, responses } = session.handle(req, this.shared);
     const type = shortTypeName(outcome.typeUrl);
     switch (outcome.kind) {
       case 'ack':
@@ -186,11 +187,11 @@ export class PushPipeline {
     this.write(conn, responses, undefined);
   }
 
-  private push(conn: Conn, shared?: SharedResponses): void {
+  private push(conn: Conn): void {
     conn.pending = false;
     const at = conn.changeAt;
     conn.changeAt = undefined;
-    this.write(conn, conn.state.refresh(shared), at);
+    this.write(conn, conn.state.refresh(this.shared), at);
   }
 
   private write(conn: Conn, responses: readonly OutgoingResponse[], changeAt: number | undefined): void {

@@ -5,8 +5,11 @@
  */
 import type { ClientStatus } from './client-status.js';
 
-/** Encoded responses shared by the streams of one push, keyed by everything that makes their bytes. */
-export type SharedResponses = Map<string, Buffer>;
+/** Encoded responses shared by streams, keyed by everything that makes their bytes (a Map will do). */
+export interface SharedResponses {
+  get(key: string): Buffer | undefined;
+  set(key: string, bytes: Buffer): unknown;
+}
 
 /** Names touched by a change, per type URL. */
 export type TouchedNames = ReadonlyMap<string, ReadonlySet<string>>;
@@ -29,7 +32,8 @@ export type RequestOutcome =
 export interface Session<Request> {
   readonly id: number;
   readonly nodeId: string;
-  handle(req: Request): { outcome: RequestOutcome; responses: OutgoingResponse[] };
+  /** `shared`: identical responses made while handling requests of other streams, reused as they are. */
+  handle(req: Request, shared?: SharedResponses): { outcome: RequestOutcome; responses: OutgoingResponse[] };
   refresh(shared?: SharedResponses): OutgoingResponse[];
   concerns(touched: TouchedNames): boolean;
   status(): ClientStatus;

@@ -59,7 +59,7 @@ export class SotwSession implements Session<DiscoveryRequest> {
   }
 
   /** Applies one request; returns what it was and the responses it calls for. */
-  handle(req: DiscoveryRequest): { outcome: RequestOutcome; responses: OutgoingResponse[] } {
+  handle(req: DiscoveryRequest, shared?: SharedResponses): { outcome: RequestOutcome; responses: OutgoingResponse[] } {
     if (!this.node && req.node) {
       this.node = req.node;
       this.placement = placementOf(req.node);
@@ -94,7 +94,7 @@ export class SotwSession implements Session<DiscoveryRequest> {
       return { outcome, responses: [] };
     }
     const mustAnswer = outcome.kind === 'initial' || outcome.kind === 'subscribe' || added;
-    const response = this.respond(typeUrl, state, mustAnswer);
+    const response = this.respond(typeUrl, state, mustAnswer, shared);
     return { outcome, responses: response ? [response] : [] };
   }
 
