@@ -78,3 +78,92 @@ describe('shared responses', () => {
     assert.equal(cache.get('other'), undefined);
   });
 });
+
+describe('the push window', () => {
+  /** Streams of one region each; `ack(i)` answers stream i's last response. */
+  function windowed(streams: number, pushWindow: number, pushWindowTimeoutMs = 10_000) {
+    let revision = 1;
+    const registry = new ResourceRegistry([
+      {
+        typeUrl: ENDPOINT_TYPE,
+        shortName: 'EDS',
+        fullStateInSotw: false,
+        pushRank: 1,
+        names: () => ['svc'],
+        resolve: (name: string) => makeResource(name, ENDPOINT_TYPE, new TextEncoder().encode(`rev ${revision}`)),
+        touchedBy: (services) => services,
+        forget: () => {},
+      },
+    ]);
+    const ads = new PushPipeline({ resources: registry, debounceMs: 0, pushWindow, pushWindowTimeoutMs });
+    const nonces: string[][] = [];
+    const handles = Array.from({ length: streams }, (_, i) => {
+      nonces.push([]);
+      const h = ads.open('test', {
+        // The nonce is the last field of the response: read it back as the client would.
+        write: (b) => nonces[i]!.push(b.toString('latin1').split('*').pop()!.slice(1)) > 0,
+        end: () => {},
+      });
+      h.receive({
+        versionInfo: '',
+        node: {
+          id: `n${i}`,
+          cluster: '',
+          locality: { region: 'r', zone: '', subzone: '' },
+          metadata: {},
+          userAgentName: '',
+        },
+        resourceNames: ['svc'],
+        typeUrl: ENDPOINT_TYPE,
+        responseNonce: '',
+      });
+      return h;
+    });
+    const ack = (i: number) =>
+      handles[i]!.receive({
+        versionInfo: '',
+        resourceNames: ['svc'],
+        typeUrl: ENDPOINT_TYPE,
+        responseNonce: nonces[i]!.at(-1)!,
+      });
+    for (let i = 0; i < streams; i++) ack(i);
+    const change = () => {
+      revision++;
+      ads.notify(['svc']);
+      ads.flush();
+    };
+    const received = () => nonces.map((n) => n.length - 1);
+    return { ads, handles, ack, change, received };
+  }
+
+  it('writes at most K pushes, then one more per answer, in order', () => {
+    const w = windowed(5, 2);
+    w.change();
+    assert.deepEqual(w.received(), [1, 1, 0, 0, 0]);
+    assert.equal(w.ads.pushesInFlight, 2);
+    w.ack(1);
+    assert.deepEqual(w.received(), [1, 1, 1, 0, 0]);
+    w.ack(0);
+    w.ack(2);
+    assert.deepEqual(w.received(), [1, 1, 1, 1, 1]);
+    w.ack(3);
+    w.ack(4);
+    assert.equal(w.ads.pushesInFlight, 0);
+  });
+
+  it('frees the slot of a stream that closes, and of one that never answers', async () => {
+    const w = windowed(3, 1, 30);
+    w.change();
+    assert.deepEqual(w.received(), [1, 0, 0]);
+    w.handles[0]!.closed();
+    assert.deepEqual(w.received(), [1, 1, 0]);
+    await new Promise((r) => setTimeout(r, 80));
+    assert.deepEqual(w.received(), [1, 1, 1]);
+  });
+
+  it('sends everyone at once with the window off', () => {
+    const w = windowed(4, 0);
+    w.change();
+    assert.deepEqual(w.received(), [1, 1, 1, 1]);
+  });
+});

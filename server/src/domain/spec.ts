@@ -23,6 +23,8 @@ export interface ServerSettings {
   readonly xdsPort?: number;
   readonly adminPort?: number;
   readonly debounceMs?: number;
+  /** Streams with a push in flight at once (0: no limit). */
+  readonly pushWindow?: number;
 }
 
 export interface CanopyConfig {
@@ -40,7 +42,7 @@ const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints'];
 const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
-const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs'];
+const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'pushWindow'];
 const PATCH_KEYS = ['health', 'weight'];
 
 type Obj = Record<string, unknown>;
@@ -101,11 +103,13 @@ function readServer(r: Reader, v: unknown): ServerSettings {
   const xdsPort = r.optional(o, 'xdsPort', 'server', port);
   const adminPort = r.optional(o, 'adminPort', 'server', port);
   const debounceMs = r.optional(o, 'debounceMs', 'server', (x, p) => r.int(x, p, 0, MAX_DEBOUNCE_MS));
+  const pushWindow = r.optional(o, 'pushWindow', 'server', (x, p) => r.int(x, p, 0, 1_000_000));
   return {
     ...(host !== undefined ? { host } : {}),
     ...(xdsPort !== undefined ? { xdsPort } : {}),
     ...(adminPort !== undefined ? { adminPort } : {}),
     ...(debounceMs !== undefined ? { debounceMs } : {}),
+    ...(pushWindow !== undefined ? { pushWindow } : {}),
   };
 }
 

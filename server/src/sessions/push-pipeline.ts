@@ -43,6 +43,15 @@ export interface PushPipelineOptions {
   readonly debounceMs?: number;
   /** A push is never held back longer than this by a steady stream of changes (default 10 × debounce). */
   readonly maxDelayMs?: number;
+  /**
+   * At most this many streams have a push in flight (written, not yet ACKed or
+   * NACKed) at once; the others wait in order and start as slots free, so memory
+   * stays flat and the first streams finish early. 0 turns the window off.
+   * Default 256.
+   */
+  readonly pushWindow?: number;
+  /** A slot whose stream has not answered by then is freed anyway (default 10 s). */
+  readonly pushWindowTimeoutMs?: number;
 }
 
 /** What the pipeline reads of a request of either protocol. */
@@ -58,6 +67,10 @@ interface Conn {
   pending: boolean;
   /** When the oldest change not yet sent to this stream happened. */
   changeAt: number | undefined;
+  /** Holds a slot of the push window until the client answers (or the slot times out). */
+  slot: NodeJS.Timeout | undefined;
+  /** Waiting in the window's queue. */
+  queued: boolean;
 }
 
 export class PushPipeline {
@@ -74,6 +87,10 @@ export class PushPipeline {
   private closing = false;
   /** Streams in the same state get byte-identical responses: each is encoded once while any stream holds it. */
   private readonly shared = new WeakResponses();
+  private readonly window: number;
+  private readonly windowTimeoutMs: number;
+  private inFlight = 0;
+  private readonly waiting: Conn[] = [];
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
@@ -81,6 +98,13 @@ export class PushPipeline {
     this.log = opts.log ?? silent;
     this.debounceMs = opts.debounceMs ?? 100;
     this.maxDelayMs = opts.maxDelayMs ?? this.debounceMs * 10;
+    this.window = opts.pushWindow ?? 256;
+    this.windowTimeoutMs = opts.pushWindowTimeoutMs ?? 10_000;
+  }
+
+  /** Pushes written and not yet answered (at most `pushWindow`). */
+  get pushesInFlight(): number {
+    return this.inFlight;
   }
 
   get connected(): number {
@@ -99,7 +123,15 @@ export class PushPipeline {
 
   private openSession<R extends AnyRequest>(session: Session<R>, peer: string, sink: StreamSink): StreamHandle<R> {
     const id = session.id;
-    const conn: Conn = { state: session as Session<never>, sink, blocked: false, pending: false, changeAt: undefined };
+    const conn: Conn = {
+      state: session as Session<never>,
+      sink,
+      blocked: false,
+      pending: false,
+      changeAt: undefined,
+      slot: undefined,
+      queued: false,
+    };
     this.conns.set(id, conn);
     let opened = false;
     return {
@@ -114,10 +146,11 @@ export class PushPipeline {
       },
       drained: () => {
         conn.blocked = false;
-        if (conn.pending) this.push(conn);
+        if (conn.pending) this.schedule(conn);
       },
       closed: () => {
         if (!this.conns.delete(id)) return;
+        this.release(conn);
         if (opened) this.observer.streamClosed(conn.state.nodeId);
         this.log.info({ stream: id, node: conn.state.nodeId }, 'xds stream closed');
       },
@@ -148,7 +181,7 @@ export class PushPipeline {
       if (!conn.state.concerns(touched)) continue;
       conn.pending = true;
       conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
-      if (!conn.blocked) this.push(conn);
+      this.schedule(conn);
     }
   }
 
@@ -169,8 +202,10 @@ export class PushPipeline {
     switch (outcome.kind) {
       case 'ack':
         this.observer.acked(outcome.typeUrl);
+        this.release(conn);
         break;
       case 'nack':
+        this.release(conn);
         this.observer.nacked(outcome.typeUrl, conn.state.nodeId, outcome.detail);
         this.log.warn(
           { stream: conn.state.id, node: conn.state.nodeId, type, detail: outcome.detail },
@@ -187,11 +222,44 @@ export class PushPipeline {
     this.write(conn, responses, undefined);
   }
 
+  /** Pushes now if the stream can take it and the window has room; otherwise it waits its turn. */
+  private schedule(conn: Conn): void {
+    // Blocked: its drain pushes. Holding a slot: its answer frees the slot and pushes what is pending.
+    if (conn.blocked || conn.slot !== undefined || conn.queued) return;
+    if (this.window > 0 && this.inFlight >= this.window) {
+      conn.queued = true;
+      this.waiting.push(conn);
+      return;
+    }
+    this.push(conn);
+  }
+
   private push(conn: Conn): void {
     conn.pending = false;
     const at = conn.changeAt;
     conn.changeAt = undefined;
-    this.write(conn, conn.state.refresh(this.shared), at);
+    const responses = conn.state.refresh(this.shared);
+    if (this.window > 0 && responses.length > 0) {
+      this.inFlight++;
+      conn.slot = setTimeout(() => this.release(conn), this.windowTimeoutMs);
+      conn.slot.unref();
+    }
+    this.write(conn, responses, at);
+  }
+
+  /** The stream answered (or closed, or timed out): its slot goes to the next stream waiting. */
+  private release(conn: Conn): void {
+    if (conn.slot === undefined) return;
+    clearTimeout(conn.slot);
+    conn.slot = undefined;
+    this.inFlight--;
+    // Streams already waiting go first; this one, if changed again meanwhile, queues behind them.
+    while (this.inFlight < this.window && this.waiting.length > 0) {
+      const next = this.waiting.shift() as Conn;
+      next.queued = false;
+      if (next.pending && this.conns.has(next.state.id)) this.schedule(next);
+    }
+    if (conn.pending && this.conns.has(conn.state.id)) this.schedule(conn);
   }
 
   private write(conn: Conn, responses: readonly OutgoingResponse[], changeAt: number | undefined): void {

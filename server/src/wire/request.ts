@@ -133,7 +133,6 @@ function valueToJson(v: StructValue): unknown {
   return null;
 }
 
-
 const utf8 = new TextDecoder('utf-8');
 
 /**
