@@ -125,7 +125,12 @@ function say(obj: object): void {
   process.stdout.write(`${JSON.stringify(obj)}\n`);
 }
 
-function open(i: number): void {
+/** Whether stream i has ACKed its first CLA (a reopened stream is counted once). */
+const counted: boolean[] = [];
+/** Reopens per stream after a connection error (a loaded machine resets a few connects). */
+const MAX_REOPENS = 5;
+
+function open(i: number, reopens = 0): void {
   // A local subchannel pool: every client its own connection, as separate workloads would have.
   const client = new grpc.Client(target, grpc.credentials.createInsecure(), {
     'grpc.use_local_subchannel_pool': 1,
@@ -137,22 +142,27 @@ function open(i: number): void {
     (b: Buffer) => b,
     (b: Buffer) => b,
   );
-  let first = true;
   call.on('data', (buf: Buffer) => {
     const { version, nonce } = envelope(buf);
     call.write(request({ version, nonce }));
     burst.counts[i] = (burst.counts[i] ?? 0) + 1;
     burst.last[i] = performance.now() - burst.t0;
     burst.lastAny = performance.now();
-    if (first) {
-      first = false;
+    if (!counted[i]) {
+      counted[i] = true;
       if (++acked === streams && !ready) {
         ready = true;
         say({ event: 'ready', streams, ms: Date.now() - started });
       }
     }
   });
-  call.on('error', (err: Error) => say({ event: 'error', stream: i, detail: err.message }));
+  call.on('error', (err: Error) => {
+    say({ event: 'error', stream: i, detail: err.message });
+    if (reopens < MAX_REOPENS && !stopping) {
+      client.close();
+      setTimeout(() => open(i, reopens + 1), 200);
+    }
+  });
   const p = placements[i]!;
   call.write(
     request({
@@ -172,7 +182,9 @@ function openBatch(): void {
 }
 openBatch();
 
+let stopping = false;
 function shutdown(): void {
+  stopping = true;
   for (const c of clients) c.close();
   process.exit(0);
 }

@@ -30,8 +30,13 @@ import { serverMacro, type ServerFigures } from './server.js';
 import { show } from './stats.js';
 
 const quick = process.argv.includes('--quick');
-const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+const only = process.argv
+  .find((a) => a.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',');
 const wants = (section: string): boolean => !only || only.includes(section);
+/** Sections that spawn servers and clients: left out of --quick unless named in --only. */
+const wantsProcesses = (section: string): boolean => (only ? only.includes(section) : !quick);
 
 function shapes(): Shape[] {
   if (quick) {
@@ -92,7 +97,9 @@ async function main() {
           { endpoints: 10000, clients: 2000, localities: 1000 },
         ];
     for (const s of memoShapes) {
-      log(`1b. CLA work vs memoized baselines, ${s.endpoints} endpoints × ${s.clients} clients × ${s.localities} localities…`);
+      log(
+        `1b. CLA work vs memoized baselines, ${s.endpoints} endpoints × ${s.clients} clients × ${s.localities} localities…`,
+      );
       memo.push(await memoizedComparison(s));
     }
     results['memoized'] = memo;
@@ -101,14 +108,23 @@ async function main() {
   let incremental: ReturnType<typeof incrementalUpdate> | undefined;
   if (wants('incremental')) {
     log('2. incremental update at 100k endpoints…');
-    incremental = incrementalUpdate({ endpoints: 100_000, clients: 10_000, localities: 1000, rounds: quick ? 20 : 100, rebuilds: quick ? 1 : 3 });
+    incremental = incrementalUpdate({
+      endpoints: 100_000,
+      clients: 10_000,
+      localities: 1000,
+      rounds: quick ? 20 : 100,
+      rebuilds: quick ? 1 : 3,
+    });
     results['incrementalUpdate'] = incremental;
   }
 
   const fanout: (FanoutFigures | { streams: number; endpoints: number; skipped: string })[] = [];
   if (wants('fanout')) {
     const runs = quick
-      ? [{ streams: 100, endpoints: 1000 }, { streams: 1000, endpoints: 1000 }]
+      ? [
+          { streams: 100, endpoints: 1000 },
+          { streams: 1000, endpoints: 1000 },
+        ]
       : [
           { streams: 100, endpoints: 1000 },
           { streams: 1000, endpoints: 1000 },
@@ -143,7 +159,7 @@ async function main() {
     results['kernel'] = kernel;
   }
   let configs: ConfigLoadFigures[] | { skipped: string } | undefined;
-  if (wants('config')) {
+  if (wantsProcesses('config')) {
     log('7. config load: canopy serve on big config files…');
     try {
       configs = await configLoad(quick);
@@ -153,7 +169,7 @@ async function main() {
     results['configLoad'] = configs;
   }
   let macro: ServerFigures | { skipped: string } | undefined;
-  if (wants('server')) {
+  if (wantsProcesses('server')) {
     const shape = quick
       ? { streams: 200, endpoints: 1000, localities: 100 }
       : { streams: 2000, endpoints: 10000, localities: 1000 };
@@ -201,8 +217,8 @@ async function main() {
   }
   if (memo.length) {
     console.log(
-      '\n1b. CLA work, endpoints → every stream\'s bytes, CPU ms: median (min–max) of 5 runs. Canopy includes the tree\n' +
-        '    build and one contiguous copy per distinct CLA; both baselines memoize by client locality (Istio\'s EDS cache)',
+      "\n1b. CLA work, endpoints → every stream's bytes, CPU ms: median (min–max) of 5 runs. Canopy includes the tree\n" +
+        "    build and one contiguous copy per distinct CLA; both baselines memoize by client locality (Istio's EDS cache)",
     );
     console.table(
       memo.map((m) => ({
@@ -220,7 +236,9 @@ async function main() {
     );
   }
   if (configs) {
-    console.log('\n7. Config load: `canopy serve --config FILE` spawned → "canopy ready"; ms and RSS added (MB) vs no services, median (min–max) of 5');
+    console.log(
+      '\n7. Config load: `canopy serve --config FILE` spawned → "canopy ready"; ms and RSS added (MB) vs no services, median (min–max) of 5',
+    );
     console.table(
       'skipped' in configs
         ? configs
@@ -229,6 +247,7 @@ async function main() {
             format: c.format,
             'file MB': c.fileMB,
             'ready ms': show(c.readyMs),
+            'server CPU ms': show(c.cpuMs),
             'RSS added MB': show(c.rssAddedMB),
           })),
     );
@@ -266,7 +285,9 @@ async function main() {
     );
   }
   if (fanout.length) {
-    console.log('\n3/4. Fan-out: one endpoint change → every stream ACKed (ms, at the server); raw = same bytes written by a bare grpc-js server');
+    console.log(
+      '\n3/4. Fan-out: one endpoint change → every stream ACKed (ms, at the server); raw = same bytes written by a bare grpc-js server',
+    );
     console.table(
       fanout.map((f) =>
         'skipped' in f
@@ -310,7 +331,9 @@ async function main() {
   const json = `${JSON.stringify(results, null, 2)}\n`;
   writeFileSync(`${dir}latest.json`, json);
   if (!quick && !only) writeFileSync(`${dir}full.json`, json);
-  console.log(`\nwrote bench/results/latest.json${!quick && !only ? ' and bench/results/full.json' : ''} (${results['seconds']} s)`);
+  console.log(
+    `\nwrote bench/results/latest.json${!quick && !only ? ' and bench/results/full.json' : ''} (${results['seconds']} s)`,
+  );
 }
 
 function goalReport(
@@ -327,7 +350,10 @@ function goalReport(
     out.push({
       goal: '≥100× less CPU than the rank loop at 10k clients × 10k endpoints',
       figure: at10k
-        .map((r) => `L=${r.localities}: ${r.speedupVsRankLoop}× cold, ${r.speedupVsRankLoopFlat}× cold+flat, ${r.speedupVsRankLoopWarm}× warm`)
+        .map(
+          (r) =>
+            `L=${r.localities}: ${r.speedupVsRankLoop}× cold, ${r.speedupVsRankLoopFlat}× cold+flat, ${r.speedupVsRankLoopWarm}× warm`,
+        )
         .join('; '),
       met: `${verdict(worst >= 100)} cold; ${verdict(Math.min(...at10k.map((r) => r.speedupVsRankLoopWarm)) >= 100)} warm`,
     });
@@ -345,14 +371,22 @@ function goalReport(
   const at5k = ran.filter((f) => f.streams === 5000);
   out.push({
     goal: 'p99 change-to-ACK < 1 s at 5k streams',
-    figure: at5k.map((f) => `${f.canopy.p99Ms} ms (${f.endpoints} endpoints, raw ${f.rawWrite.p99Ms} ms)`).join('; ') || 'run the full bench',
-    met: at5k.length ? at5k.map((f) => `${verdict(f.canopy.p99Ms < 1000)} at ${f.endpoints} endpoints`).join(', ') : 'not measured',
+    figure:
+      at5k.map((f) => `${f.canopy.p99Ms} ms (${f.endpoints} endpoints, raw ${f.rawWrite.p99Ms} ms)`).join('; ') ||
+      'run the full bench',
+    met: at5k.length
+      ? at5k.map((f) => `${verdict(f.canopy.p99Ms < 1000)} at ${f.endpoints} endpoints`).join(', ')
+      : 'not measured',
   });
   const mem = ran.filter((f) => f.streams >= 1000 && f.endpoints === 1000);
   out.push({
     goal: '≤ 50 KB per connected client',
-    figure: mem.map((f) => `${f.streams} streams: RSS ${f.memory.rssPerStreamKB} KB, heap ${f.memory.heapPerStreamKB} KB`).join('; '),
-    met: mem.length ? mem.map((f) => `${verdict(f.memory.rssPerStreamKB <= 50)} by RSS at ${f.streams}`).join(', ') : 'not measured',
+    figure: mem
+      .map((f) => `${f.streams} streams: RSS ${f.memory.rssPerStreamKB} KB, heap ${f.memory.heapPerStreamKB} KB`)
+      .join('; '),
+    met: mem.length
+      ? mem.map((f) => `${verdict(f.memory.rssPerStreamKB <= 50)} by RSS at ${f.streams}`).join(', ')
+      : 'not measured',
   });
   out.push({
     goal: 'fan-out within 2× of the raw write',
@@ -406,8 +440,10 @@ function scaleGoals(
   }
   if (memo.length) {
     out.push({
-      goal: "CLA work ≥ 10× cheaper than the memoized same-output builder (100 and 1,000 localities)",
-      figure: memo.map((m) => `L=${m.localities}: ${m.timesCheaperThanSameOutput}×${m.sameBytes ? '' : ' (bytes differ!)'}`).join('; '),
+      goal: 'CLA work ≥ 10× cheaper than the memoized same-output builder (100 and 1,000 localities)',
+      figure: memo
+        .map((m) => `L=${m.localities}: ${m.timesCheaperThanSameOutput}×${m.sameBytes ? '' : ' (bytes differ!)'}`)
+        .join('; '),
       met: memo.map((m) => `${m.timesCheaperThanSameOutput >= 10 ? 'met' : 'NOT met'} at L=${m.localities}`).join(', '),
     });
   }
@@ -417,10 +453,19 @@ function scaleGoals(
     out.push({
       goal: '100k-endpoint config serving in ≤ 1 s with ≤ 300 MB RSS added',
       figure:
-        big.map((c) => `${c.config} ${c.format}: ${c.readyMs.median} ms, +${c.rssAddedMB.median} MB`).join('; ') +
-        ` (process start with no services: ${floor} ms)`,
+        big
+          .map(
+            (c) =>
+              `${c.config} ${c.format}: ${c.readyMs.median} ms (CPU ${c.cpuMs.median} ms), +${c.rssAddedMB.median} MB`,
+          )
+          .join('; ') + ` (process start with no services: ${floor} ms)`,
       met: big.length
-        ? big.map((c) => `${c.readyMs.median <= 1000 && c.rssAddedMB.median <= 300 ? 'met' : 'NOT met'} ${c.config} ${c.format}`).join(', ')
+        ? big
+            .map(
+              (c) =>
+                `${c.readyMs.median <= 1000 && c.rssAddedMB.median <= 300 ? 'met' : 'NOT met'} ${c.config} ${c.format}`,
+            )
+            .join(', ')
         : 'run the full bench',
     });
   }

@@ -168,7 +168,8 @@ async function measureSide(
     'clients',
   );
   try {
-    const ready = await clients.next('ready');
+    // Thousands of 256 KB first responses take a while on a loaded 2-core machine.
+    const ready = await clients.next('ready', 600_000);
     const initialCpuMs = cpuMs(pid) - cpu0;
     await sleep(500);
     const rssPerStreamKB = sig2((statusKB(pid, 'VmRSS') - rss0) / opts.streams);
