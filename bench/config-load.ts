@@ -24,6 +24,8 @@ export interface ConfigLoadFigures {
   readonly endpoints: number;
   readonly fileMB: number;
   readonly readyMs: Spread;
+  /** The server process's CPU (user + system, all threads) from spawn to ready: steadier than wall on a shared machine. */
+  readonly cpuMs: Spread;
   readonly rssAddedMB: Spread;
 }
 
@@ -47,7 +49,7 @@ function configText(shape: Shape, format: 'json' | 'yaml'): string {
 }
 
 /** Starts the server once: ms from spawn to "canopy ready", and its RSS then (MB). */
-async function startOnce(file: string): Promise<{ ms: number; rssMB: number }> {
+async function startOnce(file: string): Promise<{ ms: number; cpuMs: number; rssMB: number }> {
   const t0 = performance.now();
   const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--log-level', 'info'], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -60,7 +62,11 @@ async function startOnce(file: string): Promise<{ ms: number; rssMB: number }> {
         clearTimeout(timer);
         const ms = performance.now() - t0;
         const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
-        resolve({ ms, rssMB: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024 });
+        const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        // utime and stime, in clock ticks of 10 ms (USER_HZ 100).
+        const cpuMs = (Number(f[11]) + Number(f[12])) * 10;
+        resolve({ ms, cpuMs, rssMB: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024 });
       });
       child.on('exit', (code) => reject(new Error(`canopy serve ${file} exited with ${code}`)));
     });
@@ -81,10 +87,11 @@ export async function configLoad(quick: boolean): Promise<ConfigLoadFigures[]> {
   try {
     const empty = path.join(dir, 'empty.json');
     writeFileSync(empty, JSON.stringify({ server: { host: '127.0.0.1', xdsPort: 0, adminPort: 0 }, services: [] }));
-    const idle = { ms: [] as number[], rss: [] as number[] };
+    const idle = { ms: [] as number[], cpu: [] as number[], rss: [] as number[] };
     for (let i = 0; i < runs; i++) {
       const r = await startOnce(empty);
       idle.ms.push(r.ms);
+      idle.cpu.push(r.cpuMs);
       idle.rss.push(r.rssMB);
     }
     const idleRss = spread(idle.rss).median;
@@ -96,6 +103,7 @@ export async function configLoad(quick: boolean): Promise<ConfigLoadFigures[]> {
         endpoints: 0,
         fileMB: 0,
         readyMs: spread(idle.ms),
+        cpuMs: spread(idle.cpu),
         rssAddedMB: spread([0]),
       },
     ];
@@ -105,10 +113,12 @@ export async function configLoad(quick: boolean): Promise<ConfigLoadFigures[]> {
         const text = configText(shape, format);
         writeFileSync(file, text);
         const ms: number[] = [];
+        const cpu: number[] = [];
         const rss: number[] = [];
         for (let i = 0; i < runs; i++) {
           const r = await startOnce(file);
           ms.push(r.ms);
+          cpu.push(r.cpuMs);
           rss.push(r.rssMB - idleRss);
         }
         out.push({
@@ -117,6 +127,7 @@ export async function configLoad(quick: boolean): Promise<ConfigLoadFigures[]> {
           endpoints: shape.services * shape.perService,
           fileMB: Math.round(Buffer.byteLength(text) / 1e5) / 10,
           readyMs: spread(ms),
+          cpuMs: spread(cpu),
           rssAddedMB: spread(rss),
         });
       }

@@ -9,8 +9,16 @@
  * stdout, JSON lines: {"event":"ready","streams":K,"ms":…} once every stream
  * has ACKed its first CLA; {"event":"error","detail":…} on a stream error.
  * It runs until killed or until stdin closes.
+ *
+ * stdin, lines, for bursts timed here (the server may be another process):
+ *   `mark` → {"event":"marked"}: from now on, count each stream's responses and
+ *     the time of its last one;
+ *   `settle QUIET_MS TIMEOUT_MS` → {"event":"settled","lastMs":[…],"counts":[…]}
+ *     once every stream has had a response since the mark and none has arrived
+ *     for QUIET_MS (or TIMEOUT_MS passed: "timedOut":true).
  */
 import * as grpc from '@grpc/grpc-js';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { utf8Bytes, WireWriter, fieldSize, optionalFieldSize } from '../server/src/wire/wire.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
@@ -46,7 +54,11 @@ function request(opts: {
   let node: Uint8Array | undefined;
   if (opts.node) {
     const id = utf8Bytes(opts.node.id);
-    const [r, z, s] = [opts.node.region, opts.node.zone, opts.node.subzone].map(utf8Bytes) as [Uint8Array, Uint8Array, Uint8Array];
+    const [r, z, s] = [opts.node.region, opts.node.zone, opts.node.subzone].map(utf8Bytes) as [
+      Uint8Array,
+      Uint8Array,
+      Uint8Array,
+    ];
     const loc = optionalFieldSize(1, r.length) + optionalFieldSize(2, z.length) + optionalFieldSize(3, s.length);
     node = new WireWriter(fieldSize(1, id.length) + fieldSize(4, loc))
       .bytes(1, id)
@@ -102,6 +114,8 @@ function envelope(buf: Buffer): { version: string; nonce: string } {
 }
 
 const started = Date.now();
+/** Responses per stream since the last `mark`, and when each stream's last one arrived (ms after the mark). */
+const burst = { t0: 0, lastAny: 0, counts: [] as number[], last: [] as number[] };
 const placements = makeClients(streams, Number(values.localities));
 let acked = 0;
 let ready = false;
@@ -111,7 +125,12 @@ function say(obj: object): void {
   process.stdout.write(`${JSON.stringify(obj)}\n`);
 }
 
-function open(i: number): void {
+/** Whether stream i has ACKed its first CLA (a reopened stream is counted once). */
+const counted: boolean[] = [];
+/** Reopens per stream after a connection error (a loaded machine resets a few connects). */
+const MAX_REOPENS = 5;
+
+function open(i: number, reopens = 0): void {
   // A local subchannel pool: every client its own connection, as separate workloads would have.
   const client = new grpc.Client(target, grpc.credentials.createInsecure(), {
     'grpc.use_local_subchannel_pool': 1,
@@ -123,19 +142,27 @@ function open(i: number): void {
     (b: Buffer) => b,
     (b: Buffer) => b,
   );
-  let first = true;
   call.on('data', (buf: Buffer) => {
     const { version, nonce } = envelope(buf);
     call.write(request({ version, nonce }));
-    if (first) {
-      first = false;
+    burst.counts[i] = (burst.counts[i] ?? 0) + 1;
+    burst.last[i] = performance.now() - burst.t0;
+    burst.lastAny = performance.now();
+    if (!counted[i]) {
+      counted[i] = true;
       if (++acked === streams && !ready) {
         ready = true;
         say({ event: 'ready', streams, ms: Date.now() - started });
       }
     }
   });
-  call.on('error', (err: Error) => say({ event: 'error', stream: i, detail: err.message }));
+  call.on('error', (err: Error) => {
+    say({ event: 'error', stream: i, detail: err.message });
+    if (reopens < MAX_REOPENS && !stopping) {
+      client.close();
+      setTimeout(() => open(i, reopens + 1), 200);
+    }
+  });
   const p = placements[i]!;
   call.write(
     request({
@@ -155,10 +182,36 @@ function openBatch(): void {
 }
 openBatch();
 
+let stopping = false;
 function shutdown(): void {
+  stopping = true;
   for (const c of clients) c.close();
   process.exit(0);
 }
+function settle(quietMs: number, timeoutMs: number): void {
+  const deadline = performance.now() + timeoutMs;
+  const check = (): void => {
+    const now = performance.now();
+    let all = true;
+    for (let i = 0; i < streams && all; i++) all = (burst.counts[i] ?? 0) > 0;
+    if ((all && now - burst.lastAny >= quietMs) || now > deadline) {
+      const counts = Array.from({ length: streams }, (_, i) => burst.counts[i] ?? 0);
+      const lastMs = Array.from({ length: streams }, (_, i) => Math.round((burst.last[i] ?? NaN) * 10) / 10);
+      say({ event: 'settled', counts, lastMs, timedOut: !all });
+    } else setTimeout(check, 20);
+  };
+  check();
+}
+
+createInterface({ input: process.stdin }).on('line', (line) => {
+  const [cmd, a, b] = line.trim().split(/\s+/);
+  if (cmd === 'mark') {
+    burst.t0 = performance.now();
+    burst.lastAny = burst.t0;
+    burst.counts = [];
+    burst.last = [];
+    say({ event: 'marked' });
+  } else if (cmd === 'settle') settle(Number(a), Number(b));
+});
 process.stdin.on('end', shutdown);
-process.stdin.resume();
 process.on('SIGTERM', shutdown);

@@ -44,6 +44,8 @@ export interface CanopyOptions {
   readonly xdsPort?: number;
   readonly adminPort?: number;
   readonly debounceMs?: number;
+  /** Streams with a push in flight at once (default 256; 0: no limit). */
+  readonly pushWindow?: number;
   readonly logger?: Logger;
   readonly logLevel?: string;
   /** How long shutdown waits for streams and requests before forcing (default 5 s). */
@@ -103,7 +105,14 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     connectedClients: () => pipeline.connected,
   });
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
-  const pipeline = new PushPipeline({ resources, observer, log: logger.child({ component: 'xds' }), debounceMs });
+  const pushWindow = opts.pushWindow ?? server.pushWindow;
+  const pipeline = new PushPipeline({
+    resources,
+    observer,
+    log: logger.child({ component: 'xds' }),
+    debounceMs,
+    ...(pushWindow !== undefined ? { pushWindow } : {}),
+  });
 
   const kernelGaps = new Map<string, string>();
   feed.subscribe((changes) => {

@@ -389,11 +389,11 @@ describe('parseConfig', () => {
   it('reads services and server settings, port 0 included', () => {
     const config = valueOf(
       parseConfig({
-        server: { host: '::', xdsPort: 0, adminPort: 9000, debounceMs: 10 },
+        server: { host: '::', xdsPort: 0, adminPort: 9000, debounceMs: 10, pushWindow: 64 },
         services: [{ name: 'a' }, { name: 'b' }],
       }),
     );
-    assert.deepEqual(config.server, { host: '::', xdsPort: 0, adminPort: 9000, debounceMs: 10 });
+    assert.deepEqual(config.server, { host: '::', xdsPort: 0, adminPort: 9000, debounceMs: 10, pushWindow: 64 });
     assert.deepEqual(
       config.services.map((s) => s.name),
       ['a', 'b'],
@@ -416,6 +416,7 @@ describe('parseConfig', () => {
       ['server.xdsPort', 'server.adminPort'],
     ],
     ['debounce', { services: [], server: { debounceMs: 1.5 } }, ['server.debounceMs']],
+    ['push window', { services: [], server: { pushWindow: -1 } }, ['server.pushWindow']],
     ['duplicate names', { services: [{ name: 'a' }, { name: 'b' }, { name: 'a' }] }, ['services[2].name']],
     [
       'a duplicate name on an invalid entry',

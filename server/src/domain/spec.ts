@@ -30,6 +30,8 @@ export interface ServerSettings {
   readonly debounceMs?: number;
   /** Lazy xDS for sidecars (default off: full LDS/CDS). */
   readonly lazyXds?: LazySettings;
+  /** Streams with a push in flight at once (0: no limit). */
+  readonly pushWindow?: number;
 }
 
 export interface CanopyConfig {
@@ -52,7 +54,7 @@ const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SI
 const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
-const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds'];
+const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow'];
 const PATCH_KEYS = ['health', 'weight'];
 
 type Obj = Record<string, unknown>;
@@ -188,12 +190,14 @@ function readServer(r: Reader, v: unknown): ServerSettings {
   const adminPort = r.optional(o, 'adminPort', 'server', port);
   const debounceMs = r.optional(o, 'debounceMs', 'server', (x, p) => r.int(x, p, 0, MAX_DEBOUNCE_MS));
   const lazyXds = r.optional(o, 'lazyXds', 'server', (x, p) => readLazy(r, x, p));
+  const pushWindow = r.optional(o, 'pushWindow', 'server', (x, p) => r.int(x, p, 0, 1_000_000));
   return {
     ...(lazyXds !== undefined ? { lazyXds } : {}),
     ...(host !== undefined ? { host } : {}),
     ...(xdsPort !== undefined ? { xdsPort } : {}),
     ...(adminPort !== undefined ? { adminPort } : {}),
     ...(debounceMs !== undefined ? { debounceMs } : {}),
+    ...(pushWindow !== undefined ? { pushWindow } : {}),
   };
 }
 

@@ -6,6 +6,11 @@
  * computed only when the previous write has been flushed. A client that stops
  * reading therefore holds one response, however many changes or requests
  * come; what it missed is computed from the current state when it reads again.
+ *
+ * Responses are encoded once and shared by every stream that needs the same
+ * bytes (a weakly held cache, on the initial path as well as pushes), and at
+ * most `pushWindow` streams have a push written and not yet answered: the
+ * others wait in order and start as ACKs, NACKs, closes or a timeout free slots.
  */
 import type { ResourceRegistry } from '../resources/registry.js';
 import { shortTypeName } from '../resources/type-urls.js';
@@ -13,7 +18,8 @@ import type { DeltaDiscoveryRequest, DiscoveryRequest, NodeInfo } from '../wire/
 import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
 import { nullObserver, type XdsObserver } from './observer.js';
-import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits, type SharedResponses } from './session.js';
+import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
+import { WeakResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
 
 /** gRPC's default receive limit: a bigger response ends the stream of a client that kept the default. */
@@ -54,6 +60,15 @@ export interface PushPipelineOptions {
   readonly limits?: SessionLimits;
   /** Responses over this size are reported (default 4 MiB, gRPC's default receive limit). */
   readonly warnResponseBytes?: number;
+  /**
+   * At most this many streams have a push in flight (written, not yet ACKed or
+   * NACKed) at once; the others wait in order and start as slots free, so memory
+   * stays flat and the first streams finish early. 0 turns the window off.
+   * Default 256.
+   */
+  readonly pushWindow?: number;
+  /** A slot whose stream has not answered by then is freed anyway (default 10 s). */
+  readonly pushWindowTimeoutMs?: number;
 }
 
 /** What the pipeline reads of a request of either protocol. */
@@ -71,12 +86,16 @@ interface Conn {
   readonly due: Map<string, boolean>;
   /** The one pending push: the types it has still to bring up to date, in push order. */
   pushTypes: string[] | undefined;
-  /** The encodings shared by the streams of the push this stream is in. */
-  shared: SharedResponses | undefined;
+  /** Whether the pending push has written a response yet (a push that writes nothing gives its slot back). */
+  pushWritten: boolean;
   /** When the oldest change not yet sent to this stream happened. */
   changeAt: number | undefined;
   ignoredWarned: boolean;
   oversized: OversizedRecord | undefined;
+  /** Holds a slot of the push window until the client answers (or the slot times out). */
+  slot: NodeJS.Timeout | undefined;
+  /** Waiting in the window's queue. */
+  queued: boolean;
 }
 
 export class PushPipeline {
@@ -93,6 +112,13 @@ export class PushPipeline {
   private firstChangeAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closing = false;
+  /** Streams in the same state get byte-identical responses: each is encoded once while any stream holds it. */
+  private readonly shared = new WeakResponses();
+  private readonly window: number;
+  private readonly windowTimeoutMs: number;
+  private inFlight = 0;
+  private readonly waiting: Conn[] = [];
+  private waking = false;
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
@@ -102,6 +128,13 @@ export class PushPipeline {
     this.maxDelayMs = opts.maxDelayMs ?? this.debounceMs * 10;
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     this.warnResponseBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
+    this.window = opts.pushWindow ?? 256;
+    this.windowTimeoutMs = opts.pushWindowTimeoutMs ?? 10_000;
+  }
+
+  /** Pushes written and not yet answered (at most `pushWindow`). */
+  get pushesInFlight(): number {
+    return this.inFlight;
   }
 
   get connected(): number {
@@ -138,13 +171,11 @@ export class PushPipeline {
     this.firstChangeAt = undefined;
     if (changed.size === 0) return;
     const touched = this.resources.touchedBy(changed);
-    // Streams in the same state get byte-identical responses: encode each once for this push.
-    const shared: SharedResponses = new Map();
     for (const conn of this.conns.values()) {
       if (!conn.session.concerns(touched)) continue;
       // Merged into the pending push, if any: it starts over from the first type, with the state as it is now.
+      if (conn.pushTypes === undefined) conn.pushWritten = false;
       conn.pushTypes = conn.session.pushOrder();
-      conn.shared = shared;
       conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
       this.drive(conn);
     }
@@ -174,10 +205,12 @@ export class PushPipeline {
       closed: false,
       due: new Map(),
       pushTypes: undefined,
-      shared: undefined,
+      pushWritten: false,
       changeAt: undefined,
       ignoredWarned: false,
       oversized: undefined,
+      slot: undefined,
+      queued: false,
     };
     this.conns.set(id, conn);
     let opened = false;
@@ -194,6 +227,7 @@ export class PushPipeline {
       closed: () => {
         conn.closed = true;
         if (!this.conns.delete(id)) return;
+        this.release(conn);
         conn.session.closed?.();
         if (opened) this.observer.streamClosed(conn.session.nodeId);
         this.log.info({ stream: id, node: conn.session.nodeId }, 'xds stream closed');
@@ -209,8 +243,10 @@ export class PushPipeline {
     switch (outcome.kind) {
       case 'ack':
         this.observer.acked(outcome.typeUrl);
+        this.answered(conn);
         break;
       case 'nack':
+        this.answered(conn);
         this.observer.nacked(outcome.typeUrl, node, outcome.detail);
         this.log.warn(
           { stream, node, type, detail: outcome.detail },
@@ -233,6 +269,7 @@ export class PushPipeline {
         this.observer.requestRefused?.('over_limit');
         this.log.warn({ stream, node, type, detail: outcome.detail }, 'xds stream ended: request over the limits');
         conn.closed = true;
+        this.release(conn);
         conn.sink.reject(outcome.detail);
         return;
       default:
@@ -267,16 +304,66 @@ export class PushPipeline {
   private next(conn: Conn): { response: OutgoingResponse; changeAt: number | undefined } | undefined {
     for (const [typeUrl, mustAnswer] of conn.due) {
       conn.due.delete(typeUrl);
-      const response = conn.session.respond(typeUrl, mustAnswer);
+      const response = conn.session.respond(typeUrl, mustAnswer, this.shared);
       if (response) return { response, changeAt: undefined };
     }
     while (conn.pushTypes && conn.pushTypes.length > 0) {
+      // The push waits its turn in the window; answers to the client's own requests above never do.
+      if (!this.takeSlot(conn)) return undefined;
       const typeUrl = conn.pushTypes.shift()!;
-      const response = conn.session.respond(typeUrl, false, conn.shared);
-      if (response) return { response, changeAt: conn.changeAt };
+      const response = conn.session.respond(typeUrl, false, this.shared);
+      if (response) {
+        conn.pushWritten = true;
+        return { response, changeAt: conn.changeAt };
+      }
     }
-    conn.pushTypes = conn.shared = conn.changeAt = undefined;
+    const wrote = conn.pushWritten;
+    conn.pushTypes = conn.changeAt = undefined;
+    conn.pushWritten = false;
+    // A push that had nothing to send waits for no answer.
+    if (!wrote) this.release(conn);
     return undefined;
+  }
+
+  /** True when the stream may push now: it holds a slot, takes a free one, or the window is off. */
+  private takeSlot(conn: Conn): boolean {
+    if (this.window === 0 || conn.slot !== undefined) return true;
+    if (this.inFlight >= this.window) {
+      if (!conn.queued) {
+        conn.queued = true;
+        this.waiting.push(conn);
+      }
+      return false;
+    }
+    this.inFlight++;
+    conn.slot = setTimeout(() => this.release(conn), this.windowTimeoutMs);
+    conn.slot.unref();
+    return true;
+  }
+
+  /** An ACK or NACK: the slot is freed once the push has nothing more to write. */
+  private answered(conn: Conn): void {
+    if (conn.pushTypes === undefined || conn.pushTypes.length === 0) this.release(conn);
+  }
+
+  /** The stream answered (or closed, or timed out): its slot goes to the next stream waiting. */
+  private release(conn: Conn): void {
+    if (conn.slot === undefined) return;
+    clearTimeout(conn.slot);
+    conn.slot = undefined;
+    this.inFlight--;
+    // Not re-entered: a stream woken here that has nothing to push releases at once, and this loop goes on.
+    if (this.waking) return;
+    this.waking = true;
+    try {
+      while (this.inFlight < this.window && this.waiting.length > 0) {
+        const next = this.waiting.shift()!;
+        next.queued = false;
+        if (!next.closed && this.conns.has(next.session.id)) this.drive(next);
+      }
+    } finally {
+      this.waking = false;
+    }
   }
 
   private oversized(conn: Conn, r: OutgoingResponse): void {

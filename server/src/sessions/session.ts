@@ -6,8 +6,11 @@
  */
 import type { ClientStatus } from './client-status.js';
 
-/** Encoded responses shared by the streams of one push, keyed by everything that makes their bytes. */
-export type SharedResponses = Map<string, Buffer>;
+/** Encoded responses shared by streams, keyed by everything that makes their bytes (a Map will do). */
+export interface SharedResponses {
+  get(key: string): Buffer | undefined;
+  set(key: string, bytes: Buffer): unknown;
+}
 
 /** Names touched by a change, per type URL. */
 export type TouchedNames = ReadonlyMap<string, ReadonlySet<string>>;

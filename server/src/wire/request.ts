@@ -74,7 +74,10 @@ let requestType: ReturnType<typeof messageType> | undefined;
 let deltaRequestType: ReturnType<typeof messageType> | undefined;
 
 export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
-  // Every ACK goes through here: look the Type up once.
+  // Most requests are ACKs (strings only): read those by hand; anything with a node or an error goes to protobufjs.
+  const plain = decodePlainRequest(buf);
+  if (plain) return plain;
+  // Look the Type up once.
   const type = (requestType ??= messageType('envoy.service.discovery.v3.DiscoveryRequest'));
   const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawRequest;
   return {
@@ -130,3 +133,38 @@ function valueToJson(v: StructValue): unknown {
   return null;
 }
 
+const utf8 = new TextDecoder('utf-8');
+
+/**
+ * A DiscoveryRequest that carries only strings (version_info, resource_names,
+ * type_url, response_nonce), read without protobufjs; undefined when any
+ * other field is present, or the bytes are not well formed, so the full
+ * decoder takes it (and reports what is wrong).
+ */
+export function decodePlainRequest(buf: Uint8Array): DiscoveryRequest | undefined {
+  let versionInfo = '';
+  let typeUrl = '';
+  let responseNonce = '';
+  const resourceNames: string[] = [];
+  let pos = 0;
+  while (pos < buf.length) {
+    const tag = buf[pos++] as number;
+    // Fields 1, 3, 4, 5 as length-delimited: one-byte tags 0x0a, 0x1a, 0x22, 0x2a.
+    if (tag !== 0x0a && tag !== 0x1a && tag !== 0x22 && tag !== 0x2a) return undefined;
+    let len = 0;
+    for (let shift = 0; ; shift += 7) {
+      if (pos >= buf.length || shift > 28) return undefined;
+      const b = buf[pos++] as number;
+      len += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+    }
+    if (pos + len > buf.length) return undefined;
+    const text = utf8.decode(buf.subarray(pos, pos + len));
+    pos += len;
+    if (tag === 0x0a) versionInfo = text;
+    else if (tag === 0x1a) resourceNames.push(text);
+    else if (tag === 0x22) typeUrl = text;
+    else responseNonce = text;
+  }
+  return { versionInfo, resourceNames, typeUrl, responseNonce };
+}

@@ -1,0 +1,120 @@
+/**
+ * The bare grpc-js baseline of the server macro run, as its own process: the
+ * same ADS method on grpc-js, whose response serializer is the identity (as
+ * Canopy's is), writing the same CLA bytes Canopy would send, pre-encoded
+ * per client locality before any timing. It does no xDS bookkeeping at all:
+ * what it costs is the floor of writing and ACKing those bytes here.
+ *
+ *   node dist/bench/bare-server.js --config FILE --service NAME
+ *
+ * stdout, JSON lines: {"event":"ready","address":…}. stdin, lines:
+ *   `prepare START COUNT` flips the health of endpoints START… of the service
+ *     (as the macro run's admin PATCHes do to Canopy) and pre-encodes every
+ *     connected stream's next response → {"event":"prepared"};
+ *   `write N` writes each stream its prepared response N times → {"event":"written"}.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import type { Locality } from '../server/src/domain/locality.js';
+import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
+import type { Endpoint } from '../server/src/domain/service.js';
+import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { makeResource } from '../server/src/resources/resource.js';
+import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
+import { loadConfigFile } from '../server/src/store/config-file.js';
+import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
+import { decodeDiscoveryRequest, type DiscoveryRequest } from '../server/src/wire/request.js';
+
+const ADS_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
+const { values } = parseArgs({ options: { config: { type: 'string' }, service: { type: 'string', default: 'svc' } } });
+const service = values.service ?? 'svc';
+
+const loaded = await loadConfigFile(values.config ?? '');
+if (!loaded.ok) throw new Error(`bare server: bad config: ${JSON.stringify(loaded.errors)}`);
+const mesh = new Mesh();
+for (const s of loaded.value.services) mesh.put(s);
+const state = (): ServiceState => mesh.get(service) as ServiceState;
+
+let version = 0;
+let encoded = new Map<string, Buffer>();
+function bytesFor(l: Locality): Buffer {
+  const key = `${l.region}/${l.zone}/${l.subzone}`;
+  let b = encoded.get(key);
+  if (!b) {
+    const entry = serverClaCache().lookup(state(), { locality: l, network: '', node: '', cluster: '', labels: {} });
+    const any = makeResource(service, ENDPOINT_TYPE, entry.bytes).any;
+    b = encodeDiscoveryResponse({
+      versionInfo: `v${version}`,
+      typeUrl: ENDPOINT_TYPE,
+      nonce: `n${version}`,
+      resources: [any],
+    });
+    encoded.set(key, b);
+  }
+  return b;
+}
+
+interface Stream {
+  readonly call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>;
+  readonly locality: Locality;
+}
+const streams: Stream[] = [];
+const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
+server.addService(
+  {
+    StreamAggregatedResources: {
+      path: ADS_PATH,
+      requestStream: true,
+      responseStream: true,
+      requestSerialize: () => Buffer.alloc(0),
+      requestDeserialize: (b: Buffer) => decodeDiscoveryRequest(b),
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: (b: Buffer) => b,
+    },
+  },
+  {
+    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) => {
+      call.on('data', (req: DiscoveryRequest) => {
+        if (!req.node) return; // an ACK: nothing to do
+        const locality = req.node.locality ?? { region: '', zone: '', subzone: '' };
+        streams.push({ call, locality });
+        call.write(bytesFor(locality));
+      });
+      call.on('error', () => {});
+    },
+  },
+);
+const port = await new Promise<number>((resolve, reject) =>
+  server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+    err ? reject(err) : resolve(p),
+  ),
+);
+const say = (o: object): void => void process.stdout.write(`${JSON.stringify(o)}\n`);
+say({ event: 'ready', address: `127.0.0.1:${port}` });
+
+let prepared: Buffer[] = [];
+createInterface({ input: process.stdin }).on('line', (line) => {
+  const [cmd, a, b] = line.trim().split(/\s+/);
+  if (cmd === 'prepare') {
+    const endpoints = [...state().endpoints.values()];
+    const start = Number(a);
+    const flips: Endpoint[] = [];
+    for (let i = start; i < start + Number(b); i++) {
+      const e = endpoints[i % endpoints.length] as Endpoint;
+      flips.push({ ...e, health: e.health === 'healthy' ? 'unhealthy' : 'healthy' });
+    }
+    mesh.patch(service, flips);
+    version++;
+    encoded = new Map();
+    prepared = streams.map((s) => bytesFor(s.locality));
+    say({ event: 'prepared' });
+  } else if (cmd === 'write') {
+    for (let n = 0; n < Number(a); n++) streams.forEach((s, i) => s.call.write(prepared[i] as Buffer));
+    say({ event: 'written' });
+  }
+});
+process.stdin.on('end', () => {
+  server.forceShutdown();
+  process.exit(0);
+});

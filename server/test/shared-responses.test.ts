@@ -1,0 +1,180 @@
+/**
+ * Flatten once, share everywhere: streams in the same state are handed the
+ * same Buffer, on the initial path and on pushes; streams in another state
+ * get their own bytes.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Placement } from '../src/domain/locality.js';
+import { ResourceRegistry } from '../src/resources/registry.js';
+import { makeResource } from '../src/resources/resource.js';
+import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
+import { PushPipeline } from '../src/sessions/push-pipeline.js';
+import { WeakResponses } from '../src/sessions/shared-responses.js';
+import type { DiscoveryRequest } from '../src/wire/request.js';
+
+/** A CLA per region: the body names the region and a revision bumped by `change`. */
+function pipeline() {
+  let revision = 1;
+  const registry = new ResourceRegistry([
+    {
+      typeUrl: ENDPOINT_TYPE,
+      shortName: 'EDS',
+      fullStateInSotw: false,
+      pushRank: 1,
+      names: () => ['svc'],
+      resolve: (name: string, client: Placement) =>
+        makeResource(name, ENDPOINT_TYPE, new TextEncoder().encode(`${client.locality.region}@${revision}`)),
+      touchedBy: (services) => services,
+      forget: () => {},
+    },
+  ]);
+  const ads = new PushPipeline({ resources: registry, debounceMs: 0 });
+  const open = (region: string) => {
+    const written: Buffer[] = [];
+    const handle = ads.open('test', {
+      write: (b, flushed) => {
+        written.push(b);
+        flushed();
+      },
+      end: () => {},
+      reject: () => {},
+    });
+    const req: DiscoveryRequest = {
+      versionInfo: '',
+      node: { id: region, cluster: '', locality: { region, zone: '', subzone: '' }, metadata: {}, userAgentName: '' },
+      resourceNames: ['svc'],
+      typeUrl: ENDPOINT_TYPE,
+      responseNonce: '',
+    };
+    handle.receive(req);
+    return written;
+  };
+  return {
+    open,
+    change: () => {
+      revision++;
+      ads.notify(['svc']);
+      ads.flush();
+    },
+  };
+}
+
+describe('shared responses', () => {
+  it('hands streams in the same state one Buffer on the initial path and on a push', () => {
+    const p = pipeline();
+    const a = p.open('r1');
+    const b = p.open('r1');
+    const c = p.open('r2');
+    assert.equal(a.length, 1);
+    assert.equal(a[0], b[0], 'the same Buffer object for two r1 streams');
+    assert.notEqual(a[0], c[0]);
+    assert.notDeepEqual(a[0], c[0], 'r2 gets its own bytes');
+    p.change();
+    assert.equal(a.length, 2);
+    assert.equal(a[1], b[1]);
+    assert.notEqual(a[1], a[0]);
+    assert.ok(a[1]?.includes(Buffer.from('r1@2')));
+  });
+
+  it('holds a response weakly: the key stays while the Buffer is referenced', () => {
+    const cache = new WeakResponses();
+    const bytes = Buffer.from('response');
+    cache.set('k', bytes);
+    assert.equal(cache.get('k'), bytes);
+    assert.equal(cache.get('other'), undefined);
+  });
+});
+
+describe('the push window', () => {
+  /** Streams of one region each; `ack(i)` answers stream i's last response. */
+  function windowed(streams: number, pushWindow: number, pushWindowTimeoutMs = 10_000) {
+    let revision = 1;
+    const registry = new ResourceRegistry([
+      {
+        typeUrl: ENDPOINT_TYPE,
+        shortName: 'EDS',
+        fullStateInSotw: false,
+        pushRank: 1,
+        names: () => ['svc'],
+        resolve: (name: string) => makeResource(name, ENDPOINT_TYPE, new TextEncoder().encode(`rev ${revision}`)),
+        touchedBy: (services) => services,
+        forget: () => {},
+      },
+    ]);
+    const ads = new PushPipeline({ resources: registry, debounceMs: 0, pushWindow, pushWindowTimeoutMs });
+    const nonces: string[][] = [];
+    const handles = Array.from({ length: streams }, (_, i) => {
+      nonces.push([]);
+      const h = ads.open('test', {
+        // The nonce is the last field of the response: read it back as the client would.
+        write: (b, flushed) => {
+          nonces[i]!.push(b.toString('latin1').split('*').pop()!.slice(1));
+          flushed();
+        },
+        end: () => {},
+        reject: () => {},
+      });
+      h.receive({
+        versionInfo: '',
+        node: {
+          id: `n${i}`,
+          cluster: '',
+          locality: { region: 'r', zone: '', subzone: '' },
+          metadata: {},
+          userAgentName: '',
+        },
+        resourceNames: ['svc'],
+        typeUrl: ENDPOINT_TYPE,
+        responseNonce: '',
+      });
+      return h;
+    });
+    const ack = (i: number) =>
+      handles[i]!.receive({
+        versionInfo: '',
+        resourceNames: ['svc'],
+        typeUrl: ENDPOINT_TYPE,
+        responseNonce: nonces[i]!.at(-1)!,
+      });
+    for (let i = 0; i < streams; i++) ack(i);
+    const change = () => {
+      revision++;
+      ads.notify(['svc']);
+      ads.flush();
+    };
+    const received = () => nonces.map((n) => n.length - 1);
+    return { ads, handles, ack, change, received };
+  }
+
+  it('writes at most K pushes, then one more per answer, in order', () => {
+    const w = windowed(5, 2);
+    w.change();
+    assert.deepEqual(w.received(), [1, 1, 0, 0, 0]);
+    assert.equal(w.ads.pushesInFlight, 2);
+    w.ack(1);
+    assert.deepEqual(w.received(), [1, 1, 1, 0, 0]);
+    w.ack(0);
+    w.ack(2);
+    assert.deepEqual(w.received(), [1, 1, 1, 1, 1]);
+    w.ack(3);
+    w.ack(4);
+    assert.equal(w.ads.pushesInFlight, 0);
+  });
+
+  it('frees the slot of a stream that closes, and of one that never answers', async () => {
+    const w = windowed(3, 1, 30);
+    w.change();
+    assert.deepEqual(w.received(), [1, 0, 0]);
+    w.handles[0]!.closed();
+    assert.deepEqual(w.received(), [1, 1, 0]);
+    await new Promise((r) => setTimeout(r, 80));
+    assert.deepEqual(w.received(), [1, 1, 1]);
+  });
+
+  it('sends everyone at once with the window off', () => {
+    const w = windowed(4, 0);
+    w.change();
+    assert.deepEqual(w.received(), [1, 1, 1, 1]);
+  });
+});
