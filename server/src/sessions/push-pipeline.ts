@@ -15,8 +15,11 @@ import { SotwSession } from './sotw-session.js';
 
 /** What the transport gives the pipeline for one stream. */
 export interface StreamSink {
-  /** Returns false when the transport's buffer is full; `drained` is then called once it empties. */
-  write(bytes: Buffer): boolean;
+  /**
+   * Returns false when the transport's buffer is full; `drained` is then called once it empties.
+   * `flushed`, when given, is called once the bytes have gone out to the client.
+   */
+  write(bytes: Buffer, flushed?: () => void): boolean;
   end(): void;
 }
 
@@ -44,10 +47,10 @@ export interface PushPipelineOptions {
   /** A push is never held back longer than this by a steady stream of changes (default 10 × debounce). */
   readonly maxDelayMs?: number;
   /**
-   * At most this many streams have a push in flight (written, not yet ACKed or
-   * NACKed) at once; the others wait in order and start as slots free, so memory
-   * stays flat and the first streams finish early. 0 turns the window off.
-   * Default 256.
+   * At most this many streams have a push in flight (handed to the transport,
+   * not yet flushed to the client) at once; the others wait in order and start
+   * as slots free, so memory stays flat and the first streams finish early.
+   * 0 turns the window off. Default 256.
    */
   readonly pushWindow?: number;
   /** A slot whose stream has not answered by then is freed anyway (default 10 s). */
@@ -67,7 +70,7 @@ interface Conn {
   pending: boolean;
   /** When the oldest change not yet sent to this stream happened. */
   changeAt: number | undefined;
-  /** Holds a slot of the push window until the client answers (or the slot times out). */
+  /** Holds a slot of the push window until its push is flushed (or the stream closes, or the slot times out). */
   slot: NodeJS.Timeout | undefined;
   /** Waiting in the window's queue. */
   queued: boolean;
@@ -202,10 +205,8 @@ export class PushPipeline {
     switch (outcome.kind) {
       case 'ack':
         this.observer.acked(outcome.typeUrl);
-        this.release(conn);
         break;
       case 'nack':
-        this.release(conn);
         this.observer.nacked(outcome.typeUrl, conn.state.nodeId, outcome.detail);
         this.log.warn(
           { stream: conn.state.id, node: conn.state.nodeId, type, detail: outcome.detail },
@@ -244,10 +245,10 @@ export class PushPipeline {
       conn.slot = setTimeout(() => this.release(conn), this.windowTimeoutMs);
       conn.slot.unref();
     }
-    this.write(conn, responses, at);
+    this.write(conn, responses, at, conn.slot ? () => this.release(conn) : undefined);
   }
 
-  /** The stream answered (or closed, or timed out): its slot goes to the next stream waiting. */
+  /** The push went out (or the stream closed, or the slot timed out): the slot goes to the next stream waiting. */
   private release(conn: Conn): void {
     if (conn.slot === undefined) return;
     clearTimeout(conn.slot);
@@ -262,9 +263,14 @@ export class PushPipeline {
     if (conn.pending && this.conns.has(conn.state.id)) this.schedule(conn);
   }
 
-  private write(conn: Conn, responses: readonly OutgoingResponse[], changeAt: number | undefined): void {
-    for (const r of responses) {
-      const ok = conn.sink.write(r.bytes);
+  private write(
+    conn: Conn,
+    responses: readonly OutgoingResponse[],
+    changeAt: number | undefined,
+    flushed?: () => void,
+  ): void {
+    for (const [i, r] of responses.entries()) {
+      const ok = conn.sink.write(r.bytes, i === responses.length - 1 ? flushed : undefined);
       this.observer.responseSent(r.typeUrl, r.resources);
       if (changeAt !== undefined) this.observer.pushed(r.typeUrl, (Date.now() - changeAt) / 1000);
       if (!ok) conn.blocked = true;

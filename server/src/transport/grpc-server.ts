@@ -81,13 +81,17 @@ export async function startGrpcTransport(opts: {
   };
 }
 
-function serveStream<R>(
-  call: grpc.ServerDuplexStream<R, Buffer>,
-  open: (sink: StreamSink) => StreamHandle<R>,
-): void {
+function serveStream<R>(call: grpc.ServerDuplexStream<R, Buffer>, open: (sink: StreamSink) => StreamHandle<R>): void {
   let ended = false;
   const handle = open({
-    write: (bytes) => (ended ? true : call.write(bytes)),
+    write: (bytes, flushed) => {
+      if (ended) {
+        flushed?.();
+        return true;
+      }
+      // grpc-js calls back once the message is written to the HTTP/2 stream, flow control permitting.
+      return flushed ? call.write(bytes, () => flushed()) : call.write(bytes);
+    },
     end: () => {
       if (ended) return;
       ended = true;
