@@ -87,7 +87,7 @@ describe('shared responses', () => {
 });
 
 describe('the push window', () => {
-  /** Streams of one region each; `ack(i)` answers stream i's last response. */
+  /** Streams of one region each; `flush(i)` tells that stream's last write went out; `ack(i)` answers it. */
   function windowed(streams: number, pushWindow: number, pushWindowTimeoutMs = 10_000) {
     let revision = 1;
     const registry = new ResourceRegistry([
@@ -104,13 +104,14 @@ describe('the push window', () => {
     ]);
     const ads = new PushPipeline({ resources: registry, debounceMs: 0, pushWindow, pushWindowTimeoutMs });
     const nonces: string[][] = [];
+    const flushed: ((() => void) | undefined)[] = [];
     const handles = Array.from({ length: streams }, (_, i) => {
       nonces.push([]);
       const h = ads.open('test', {
         // The nonce is the last field of the response: read it back as the client would.
-        write: (b, flushed) => {
+        write: (b, done) => {
+          flushed[i] = done;
           nonces[i]!.push(b.toString('latin1').split('*').pop()!.slice(1));
-          flushed();
         },
         end: () => {},
         reject: () => {},
@@ -137,32 +138,56 @@ describe('the push window', () => {
         typeUrl: ENDPOINT_TYPE,
         responseNonce: nonces[i]!.at(-1)!,
       });
-    for (let i = 0; i < streams; i++) ack(i);
+    // Each write is flushed once, when the test says so (as grpc-js calls back once).
+    const flush = (i: number) => {
+      const done = flushed[i];
+      flushed[i] = undefined;
+      done?.();
+    };
+    // The answers to the streams' own requests go out; the window holds pushes only.
+    for (let i = 0; i < streams; i++) {
+      flush(i);
+      ack(i);
+    }
     const change = () => {
       revision++;
       ads.notify(['svc']);
       ads.flush();
     };
     const received = () => nonces.map((n) => n.length - 1);
-    return { ads, handles, ack, change, received };
+    return { ads, handles, ack, flush, change, received };
   }
 
-  it('writes at most K pushes, then one more per answer, in order', () => {
+  it('writes at most K pushes, then one more per push that goes out, in order', () => {
     const w = windowed(5, 2);
     w.change();
     assert.deepEqual(w.received(), [1, 1, 0, 0, 0]);
     assert.equal(w.ads.pushesInFlight, 2);
-    w.ack(1);
+    w.ack(1); // an ACK alone does not free the slot: the write may still be going out
+    assert.deepEqual(w.received(), [1, 1, 0, 0, 0]);
+    w.flush(1);
     assert.deepEqual(w.received(), [1, 1, 1, 0, 0]);
-    w.ack(0);
-    w.ack(2);
+    w.flush(0);
+    w.flush(2);
     assert.deepEqual(w.received(), [1, 1, 1, 1, 1]);
-    w.ack(3);
-    w.ack(4);
+    w.flush(3);
+    w.flush(4);
     assert.equal(w.ads.pushesInFlight, 0);
   });
 
-  it('frees the slot of a stream that closes, and of one that never answers', async () => {
+  it('pushes a stream changed again while its slot is held once the slot frees, behind those waiting', () => {
+    const w = windowed(3, 1);
+    w.change();
+    assert.deepEqual(w.received(), [1, 0, 0]);
+    w.change(); // stream 0 still holds the slot: its second push waits
+    w.flush(0);
+    assert.deepEqual(w.received(), [1, 1, 0]);
+    w.flush(1);
+    w.flush(2);
+    assert.deepEqual(w.received(), [2, 1, 1]);
+  });
+
+  it('frees the slot of a stream that closes, and of one whose write never completes', async () => {
     const w = windowed(3, 1, 30);
     w.change();
     assert.deepEqual(w.received(), [1, 0, 0]);

@@ -9,8 +9,10 @@
  *
  * Responses are encoded once and shared by every stream that needs the same
  * bytes (a weakly held cache, on the initial path as well as pushes), and at
- * most `pushWindow` streams have a push written and not yet answered: the
- * others wait in order and start as ACKs, NACKs, closes or a timeout free slots.
+ * most `pushWindow` streams have a push in the transport (written, its last
+ * response not yet flushed): the others wait in order and start as pushes go
+ * out, streams close or a slot times out. Answers to a client's own requests
+ * never wait for the window.
  */
 import type { ResourceRegistry } from '../resources/registry.js';
 import { shortTypeName } from '../resources/type-urls.js';
@@ -61,13 +63,13 @@ export interface PushPipelineOptions {
   /** Responses over this size are reported (default 4 MiB, gRPC's default receive limit). */
   readonly warnResponseBytes?: number;
   /**
-   * At most this many streams have a push in flight (written, not yet ACKed or
-   * NACKed) at once; the others wait in order and start as slots free, so memory
-   * stays flat and the first streams finish early. 0 turns the window off.
-   * Default 256.
+   * At most this many streams have a push in flight (handed to the transport,
+   * not yet flushed to the client) at once; the others wait in order and start
+   * as slots free, so memory stays flat and the first streams finish early.
+   * 0 turns the window off. Default 256.
    */
   readonly pushWindow?: number;
-  /** A slot whose stream has not answered by then is freed anyway (default 10 s). */
+  /** A slot whose push has not gone out by then is freed anyway (default 10 s). */
   readonly pushWindowTimeoutMs?: number;
 }
 
@@ -86,13 +88,13 @@ interface Conn {
   readonly due: Map<string, boolean>;
   /** The one pending push: the types it has still to bring up to date, in push order. */
   pushTypes: string[] | undefined;
-  /** Whether the pending push has written a response yet (a push that writes nothing gives its slot back). */
-  pushWritten: boolean;
+  /** Changed again while holding a slot: the slot is given back before the new push, which queues behind those waiting. */
+  requeue: boolean;
   /** When the oldest change not yet sent to this stream happened. */
   changeAt: number | undefined;
   ignoredWarned: boolean;
   oversized: OversizedRecord | undefined;
-  /** Holds a slot of the push window until the client answers (or the slot times out). */
+  /** Holds a slot of the push window until its push is flushed (or the stream closes, or the slot times out). */
   slot: NodeJS.Timeout | undefined;
   /** Waiting in the window's queue. */
   queued: boolean;
@@ -132,7 +134,7 @@ export class PushPipeline {
     this.windowTimeoutMs = opts.pushWindowTimeoutMs ?? 10_000;
   }
 
-  /** Pushes written and not yet answered (at most `pushWindow`). */
+  /** Streams with a push in the transport, its last response not yet flushed (at most `pushWindow`). */
   get pushesInFlight(): number {
     return this.inFlight;
   }
@@ -174,7 +176,7 @@ export class PushPipeline {
     for (const conn of this.conns.values()) {
       if (!conn.session.concerns(touched)) continue;
       // Merged into the pending push, if any: it starts over from the first type, with the state as it is now.
-      if (conn.pushTypes === undefined) conn.pushWritten = false;
+      if (conn.slot !== undefined) conn.requeue = true;
       conn.pushTypes = conn.session.pushOrder();
       conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
       this.drive(conn);
@@ -205,7 +207,7 @@ export class PushPipeline {
       closed: false,
       due: new Map(),
       pushTypes: undefined,
-      pushWritten: false,
+      requeue: false,
       changeAt: undefined,
       ignoredWarned: false,
       oversized: undefined,
@@ -243,10 +245,8 @@ export class PushPipeline {
     switch (outcome.kind) {
       case 'ack':
         this.observer.acked(outcome.typeUrl);
-        this.answered(conn);
         break;
       case 'nack':
-        this.answered(conn);
         this.observer.nacked(outcome.typeUrl, node, outcome.detail);
         this.log.warn(
           { stream, node, type, detail: outcome.detail },
@@ -307,21 +307,20 @@ export class PushPipeline {
       const response = conn.session.respond(typeUrl, mustAnswer, this.shared);
       if (response) return { response, changeAt: undefined };
     }
+    if (conn.requeue) {
+      conn.requeue = false;
+      this.release(conn);
+    }
     while (conn.pushTypes && conn.pushTypes.length > 0) {
       // The push waits its turn in the window; answers to the client's own requests above never do.
       if (!this.takeSlot(conn)) return undefined;
       const typeUrl = conn.pushTypes.shift()!;
       const response = conn.session.respond(typeUrl, false, this.shared);
-      if (response) {
-        conn.pushWritten = true;
-        return { response, changeAt: conn.changeAt };
-      }
+      if (response) return { response, changeAt: conn.changeAt };
     }
-    const wrote = conn.pushWritten;
     conn.pushTypes = conn.changeAt = undefined;
-    conn.pushWritten = false;
-    // A push that had nothing to send waits for no answer.
-    if (!wrote) this.release(conn);
+    // The push's last response has been flushed (or it had nothing to send): its slot goes to the next stream.
+    this.release(conn);
     return undefined;
   }
 
@@ -341,12 +340,7 @@ export class PushPipeline {
     return true;
   }
 
-  /** An ACK or NACK: the slot is freed once the push has nothing more to write. */
-  private answered(conn: Conn): void {
-    if (conn.pushTypes === undefined || conn.pushTypes.length === 0) this.release(conn);
-  }
-
-  /** The stream answered (or closed, or timed out): its slot goes to the next stream waiting. */
+  /** The push went out (or the stream closed, or the slot timed out): the slot goes to the next stream waiting. */
   private release(conn: Conn): void {
     if (conn.slot === undefined) return;
     clearTimeout(conn.slot);
