@@ -1,7 +1,8 @@
 /**
  * Kernel datapath figures, each against a baseline in the same run:
  * - publish time of one tree of N endpoints: batch updates vs one syscall per entry;
- * - map writes and apply time for one endpoint change (a health flip) in that tree;
+ * - map writes and apply time for one endpoint change (a health flip) in that tree,
+ *   written in place (in-place.ts) — the full fill + switch above is its baseline;
  * - ns per connect() with the program attached (to a VIP: the tree walk; to
  *   any other address: one lookup) vs a cgroup without it;
  * - map lookups per VIP connect, counted by the program itself;
@@ -31,8 +32,11 @@ export interface KernelFigures {
   readonly publishRatio?: number;
   /** One endpoint leaves (or comes back to) the N-endpoint tree: map writes and apply ms, median and range. */
   readonly oneChangeMapWrites?: number;
+  readonly oneChangeMapWritesRange?: string;
   readonly oneChangeApplyMs?: number;
   readonly oneChangeApplyMsRange?: string;
+  readonly oneChangeApplyCpuMs?: number;
+  readonly oneChangeApplyCpuMsRange?: string;
   /** IPv6 VIPs are not served by the kernel program yet (no connect6). */
   readonly nsConnectVipV6?: string;
   readonly nsConnectWithout?: number;
@@ -92,32 +96,44 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
   try {
     dp = Datapath.open({ pinDir: cg.pinDir, cgroup: on, graceMs: 10 });
     dp.setWorkloads({ locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} }, []);
-    // Publish: alternate two versions so each apply is a full fill + switch; batch vs single, interleaved.
+    // Publish: the service is removed between rounds so each apply is a full fill + switch; batch vs single.
     const batchMs: number[] = [];
     const singleMs: number[] = [];
     const rounds = quick ? 3 : 5;
     for (let r = 0; r < rounds; r++) {
+      dp.apply([]);
+      await dp.settle();
       batchMs.push(dp.apply([r % 2 ? reversed : tree]).ms);
       await dp.settle();
     }
     // One endpoint change, back and forth.
     const changeMs: number[] = [];
     const changeWrites: number[] = [];
+    const changeCpuMs: number[] = [];
     dp.apply([tree]);
     await dp.settle();
-    for (let r = 0; r < rounds * 2; r++) {
+    for (let r = 0; r < (quick ? 6 : 11); r++) {
+      const cpu = process.cpuUsage();
       const res = dp.apply([r % 2 ? tree : minusOne]);
+      const used = process.cpuUsage(cpu);
+      changeCpuMs.push((used.user + used.system) / 1000);
       changeMs.push(res.ms);
       changeWrites.push(res.mapWrites);
       await dp.settle();
     }
     figures['oneChangeMapWrites'] = median(changeWrites);
+    figures['oneChangeMapWritesRange'] = `${Math.min(...changeWrites)}–${Math.max(...changeWrites)}`;
     figures['oneChangeApplyMs'] = median(changeMs);
     figures['oneChangeApplyMsRange'] = `${Math.min(...changeMs).toFixed(1)}–${Math.max(...changeMs).toFixed(1)}`;
+    // CPU time of the agent process in apply: what the wall time is without other processes' share of the cores.
+    figures['oneChangeApplyCpuMs'] = median(changeCpuMs);
+    figures['oneChangeApplyCpuMsRange'] = `${Math.min(...changeCpuMs).toFixed(1)}–${Math.max(...changeCpuMs).toFixed(1)}`;
     dp.close();
     single = Datapath.open({ pinDir: cg.pinDir, cgroup: on, graceMs: 10, batchUpdates: false });
     single.setWorkloads({ locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} }, []);
     for (let r = 0; r < rounds; r++) {
+      single.apply([]);
+      await single.settle();
       singleMs.push(single.apply([r % 2 ? tree : reversed]).ms);
       await single.settle();
     }

@@ -245,10 +245,20 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	}
 	res->lookups++;
 	struct canopy_backend *be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
-	if (!be || be->ip == 0)
+	if (!be)
 		return CANOPY_REFUSE;
-	res->ip = be->ip;
-	res->port = be->port;
+	/* ip and port in one 8-byte load: the agent rewrites a live slot in place
+	 * (O(change) republish), and this read takes both from the same value. */
+	__u64 addr = *(volatile __u64 *)be;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	res->ip = (__u32)addr;
+	res->port = (__u16)(addr >> 32);
+#else
+	res->ip = (__u32)(addr >> 32);
+	res->port = (__u16)(addr >> 16);
+#endif
+	if (res->ip == 0)
+		return CANOPY_REFUSE;
 	return CANOPY_REWRITE;
 }
 

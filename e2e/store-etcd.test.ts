@@ -73,7 +73,8 @@ describe('etcd store', { skip }, () => {
       proxy.heal();
       await eventually(() => feedB.mesh.get('new') !== undefined && feedB.mesh.get('gone') === undefined, 20_000);
       assert.deepEqual(addressesOf(feedB.mesh.get('kept')?.spec), ['10.0.0.1', '10.0.0.3']);
-      assert.equal(feedB.connected, true);
+      // Healthy again once the new watch is in place.
+      await eventually(() => feedB.connected);
       feedB.close();
     } finally {
       await proxy.close();

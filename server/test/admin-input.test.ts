@@ -191,6 +191,17 @@ describe('admin access: Host header, token, rate limit', () => {
     assert.equal((await app.inject({ url: '/api/v1/services', headers: { authorization: 'bearer s3cret-token' } })).statusCode, 200);
   });
 
+  it('with a token: the web view page loads without it, its JSON needs it', async () => {
+    const { app } = await setup({ access: { token: 's3cret-token' } });
+    assert.equal((await app.inject({ url: '/' })).statusCode, 302);
+    for (const url of ['/ui/', '/ui/app.js', '/ui/app.css']) {
+      assert.notEqual((await app.inject({ url })).statusCode, 401, url);
+    }
+    errorOf(await app.inject({ url: '/ui/api/services' }), 401, 'CANOPY_UNAUTHORIZED');
+    const ok = await app.inject({ url: '/ui/api/services', headers: { authorization: 'Bearer s3cret-token' } });
+    assert.equal(ok.statusCode, 200);
+  });
+
   it('with a token and open reads: GETs pass without it, writes still need it', async () => {
     const { app } = await setup({ access: { token: 't', openReads: true } });
     assert.equal((await app.inject({ url: '/api/v1/services' })).statusCode, 200);

@@ -172,3 +172,85 @@ describe('planner', () => {
     assert.equal(state.scopes.size, 1);
   });
 });
+
+describe('planner: in-place versions (O(change))', () => {
+  /** Two zones of `per` backends each under one region; `drop` leaves those backend indexes out. */
+  function zoned(per: number, drop: readonly number[] = [], extra?: { zone: number; ipv4: number }): IncomingTree {
+    const backends: TreeMessage['backends'][number][] = [];
+    const nodes: { parent: number; value: string; start: number; end: number }[] = [];
+    for (let z = 0; z < 2; z++) {
+      const start = backends.length;
+      for (let i = 0; i < per; i++) if (!drop.includes(z * per + i)) backends.push({ ipv4: 0x0a010000 + z * per + i, port: 8080, weight: 1 });
+      if (extra?.zone === z) backends.push({ ipv4: extra.ipv4, port: 8080, weight: 1 });
+      nodes.push({ parent: 1, value: `z${z}`, start, end: backends.length });
+    }
+    const t: TreeMessage = {
+      service: 'a',
+      vip: 0x0a000001,
+      port: 80,
+      mode: 'failover',
+      networkFirst: false,
+      scopes: ['region', 'zone'],
+      nodes: [{ parent: 0, value: '', start: 0, end: backends.length }, { parent: 0, value: 'r1', start: 0, end: backends.length }, ...nodes.map((n) => ({ ...n }))],
+      backends,
+    };
+    return { tree: t, hash: JSON.stringify(t) };
+  }
+  const slotIps = (p: ReturnType<typeof plan>) => {
+    const pt = p.patches[0]!;
+    return Array.from({ length: pt.count }, (_, i) => ({ slot: pt.keys.readUInt32LE(i * 4), ip: pt.values.readUInt32BE(i * LAYOUT.canopy_backend.size) }));
+  };
+
+  it('writes one endpoint slot for a backend that leaves, and no node, fill or switch', () => {
+    const first = plan(empty(), [zoned(16)]);
+    const flip = plan(first.next, [zoned(16, [3])]);
+    assert.deepEqual([flip.fills.length, flip.publish.length, flip.retire.length, flip.patches.length], [0, 0, 0, 1]);
+    const w = slotIps(flip);
+    assert.equal(w.length, 1);
+    assert.equal(w[0]!.slot, 3, 'the slot backend 3 held');
+    assert.notEqual(w[0]!.ip, 0x0a010003, 'it now holds a copy of a live backend');
+    assert.ok(w[0]!.ip >= 0x0a010000 && w[0]!.ip < 0x0a010010 && w[0]!.ip !== 0x0a010003, 'of the same zone');
+    assert.equal(flip.patches[0]!.previous.readUInt32BE(0), 0x0a010003, 'what it held, for a rollback');
+    assert.equal(flip.next.services.get('167772161:80')!.tree, 1, 'same tree id');
+  });
+
+  it('puts a backend that comes back into a filler slot, and a new one too', () => {
+    const first = plan(empty(), [zoned(16)]);
+    const gone = plan(first.next, [zoned(16, [3])]);
+    const back = plan(gone.next, [zoned(16)]);
+    assert.deepEqual(slotIps(back), [{ slot: 3, ip: 0x0a010003 }]);
+    const swapped = plan(gone.next, [zoned(16, [3], { zone: 0, ipv4: 0x0a0200ff })]);
+    assert.deepEqual(slotIps(swapped), [{ slot: 3, ip: 0x0a0200ff }]);
+  });
+
+  it('rewrites a filler whose copied backend leaves too', () => {
+    const first = plan(empty(), [zoned(16)]);
+    let state = plan(first.next, [zoned(16, [3])]).next;
+    const copied = Math.floor(state.services.get('167772161:80')!.layout!.slotKeys[3]! / 65536) - 0x0a010000;
+    const next = plan(state, [zoned(16, [3, copied])]);
+    const w = slotIps(next);
+    assert.equal(w.length, 2, 'the leaving backend and the filler that copied it');
+    for (const { ip } of w) assert.ok(ip !== 0x0a010003 && ip !== 0x0a010000 + copied);
+    state = next.next;
+    assert.equal(state.services.get('167772161:80')!.layout!.filler.reduce((a, b) => a + b, 0), 2);
+  });
+
+  it('goes the full way when a node would run out of backends, of slots, or hold too many fillers, or the shape changes', () => {
+    const first = plan(empty(), [zoned(16)]);
+    const full = (p: ReturnType<typeof plan>) => [p.patches.length, p.fills.length, p.publish.length];
+    assert.deepEqual(full(plan(first.next, [zoned(16, [0, 1, 2])])), [0, 1, 1], '3 fillers in 16 slots is more than one in 8');
+    assert.deepEqual(full(plan(first.next, [zoned(16, [], { zone: 1, ipv4: 0x0a0300ff })])), [0, 1, 1], 'no filler to take');
+    assert.deepEqual(full(plan(first.next, [tree('a', { backends: 16 })])), [0, 1, 1], 'another node set');
+    const small = plan(empty(), [zoned(1)]);
+    assert.deepEqual(full(plan(small.next, [zoned(1, [0])])), [0, 1, 1], 'a zone left empty');
+  });
+
+  it('keeps weighted and network-first services on the full path', () => {
+    const w = zoned(16);
+    const weighted = { tree: { ...w.tree, backends: w.tree.backends.map((b, i) => ({ ...b, weight: i === 0 ? 9 : 1 })) }, hash: 'w' };
+    const first = plan(empty(), [weighted]);
+    assert.equal(first.next.services.get('167772161:80')!.layout, undefined);
+    const again = plan(first.next, [{ ...weighted, hash: 'w2' }]);
+    assert.deepEqual([again.patches.length, again.fills.length], [0, 1]);
+  });
+});

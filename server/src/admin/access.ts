@@ -2,7 +2,10 @@
  * Who may do what on the admin port, checked in one onRequest hook before a
  * body is read, so a refused request changes nothing:
  *
- * - /healthz, /readyz and /metrics are always open (probes, scrapers);
+ * - /healthz, /readyz and /metrics are always open (probes, scrapers), and so
+ *   is the web view's bundle (/, /ui/, its script and style: no data in them,
+ *   and a browser cannot add a header to a navigation); its JSON (/ui/api/…)
+ *   is a read like /debug;
  * - writes need `Authorization: Bearer <token>` when a token is configured,
  *   and reads of /api and /debug too unless reads are left open;
  * - writes whose Host header is a DNS name the server was not told to answer
@@ -24,7 +27,7 @@ export interface AccessPolicy {
   readonly hostnames?: readonly string[];
 }
 
-const OPEN = new Set(['/healthz', '/readyz', '/metrics']);
+const OPEN = new Set(['/healthz', '/readyz', '/metrics', '/', '/ui', '/ui/', '/ui/index.html', '/ui/app.js', '/ui/app.css']);
 
 export function isWrite(req: FastifyRequest): boolean {
   return req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'OPTIONS';
@@ -35,7 +38,7 @@ export function registerAccessControl(app: FastifyInstance, policy: AccessPolicy
   const token = policy.token !== undefined ? Buffer.from(policy.token) : undefined;
   app.addHook('onRequest', async (req, reply) => {
     const path = req.url.split('?', 1)[0] ?? '';
-    if (OPEN.has(path)) return;
+    if (OPEN.has(path) && !isWrite(req)) return;
     const write = isWrite(req);
     if (write && !hostAllowed(req.headers.host, hostnames)) {
       throw new CanopyError(

@@ -295,6 +295,11 @@ export class Datapath {
         writes += this.batch(this.fds.endpoints, f.endpoints.keys, f.endpoints.values, f.endpoints.count, 4, LAYOUT.canopy_backend.size);
         writes += this.batch(this.fds.nodes, f.nodes.keys, f.nodes.values, f.nodes.count, LAYOUT.canopy_node_key.size, LAYOUT.canopy_node.size);
       }
+      // In place: endpoint slots only (planner.ts, in-place.ts).
+      for (const pt of p.patches) {
+        undo.push(() => this.batch(this.fds.endpoints, pt.keys, pt.previous, pt.count, 4, LAYOUT.canopy_backend.size));
+        writes += this.batch(this.fds.endpoints, pt.keys, pt.values, pt.count, 4, LAYOUT.canopy_backend.size);
+      }
       // The switch: one write per service.
       for (const pub of p.publish) {
         this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
@@ -315,7 +320,7 @@ export class Datapath {
     this.scheduleRetire(p.retire);
     return {
       rejected: p.rejected,
-      changed: p.publish.length,
+      changed: p.publish.length + p.patches.length,
       removed: p.unpublish.length,
       unchanged: p.unchanged,
       mapWrites: writes,

@@ -36,6 +36,7 @@ import {
   writeSlot,
   type SvcKey,
 } from './abi.js';
+import { fullLayout, inPlace, keyIp, keyPort, type Layout } from './in-place.js';
 import { mergedTree } from './merged-tree.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 
@@ -60,6 +61,8 @@ export interface Published {
   readonly nodeCount: number;
   /** Content hash of the tree it was loaded from ('' after a restart: unknown). */
   readonly hash: string;
+  /** Its slots, for a later version written in place (unweighted, not network-first; unknown after a restart). */
+  readonly layout?: Layout;
 }
 
 export interface Limits {
@@ -91,6 +94,16 @@ export interface Fill {
   readonly nodes: { readonly keys: Buffer; readonly values: Buffer; readonly count: number };
 }
 
+/** An unchanged-shape version written into the service's own slots (in-place.ts). */
+export interface Patch {
+  readonly service: string;
+  readonly keys: Buffer;
+  readonly values: Buffer;
+  /** What those slots held, for a rollback. */
+  readonly previous: Buffer;
+  readonly count: number;
+}
+
 export interface Rejected {
   readonly service: string;
   readonly detail: string;
@@ -100,6 +113,8 @@ export interface Plan {
   /** New scope slots (canopy_scopes) — workload entries must be rewritten before anything is published. */
   readonly newScopes: readonly { readonly scope: string; readonly slot: number }[];
   readonly fills: readonly Fill[];
+  /** In-place versions: endpoint slot writes only, no switch needed (each connect reads one slot). */
+  readonly patches: readonly Patch[];
   /** `previous`: the value it replaces, if any (for a rollback). */
   readonly publish: readonly { readonly service: string; readonly key: Buffer; readonly value: Buffer; readonly previous?: Buffer }[];
   readonly unpublish: readonly { readonly service: string; readonly key: Buffer; readonly previous: Buffer }[];
@@ -167,6 +182,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
   let nextTree = state.nextTree;
   let nodesHeld = state.nodesHeld;
   const fills: Fill[] = [];
+  const patches: Patch[] = [];
   const publish: { service: string; key: Buffer; value: Buffer; previous?: Buffer }[] = [];
   let unchanged = 0;
 
@@ -182,12 +198,20 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       unchanged++;
       continue;
     }
-    const weighted = t.backends.some((b) => b.weight !== t.backends[0]!.weight);
-    const totalWeight = t.backends.reduce((sum, b) => sum + b.weight, 0);
+    const { weighted, totalWeight } = weights(t.backends);
     if (totalWeight > 0xffffffff) {
       reject(t, `endpoint weights add up to ${totalWeight}, more than 2^32 - 1`);
       continue;
     }
+    if (held?.layout && !weighted && held.name === t.service && sameSlots(held.slots, slots.levels)) {
+      const r = inPlace(held.layout, t);
+      if (typeof r !== 'string') {
+        patches.push(patchOf(t.service, held.range.start, r.writes));
+        services.set(ks, { ...held, hash, layout: r.layout });
+        continue;
+      }
+    }
+    // (An in-place version has the node values its full write was checked with.)
     const clash = siblingClash(t);
     if (clash !== undefined) {
       reject(t, clash);
@@ -264,7 +288,8 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     });
     publish.push({ service: t.service, key: svcKey(t), value, ...(held ? { previous: held.value } : {}) });
     if (held) retire.push(held);
-    services.set(ks, { name: t.service, key: { vip: t.vip, port: t.port }, tree: treeId, range, value, slots: slots.levels, nodeKeys, nodeCount, hash });
+    const layout = !weighted && !merged ? fullLayout(t) : undefined;
+    services.set(ks, { name: t.service, key: { vip: t.vip, port: t.port }, tree: treeId, range, value, slots: slots.levels, nodeKeys, nodeCount, hash, ...(layout ? { layout } : {}) });
   }
 
   // 4. A dynamic scope no service uses any more gives its slot back.
@@ -274,6 +299,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
   return {
     newScopes,
     fills,
+    patches,
     publish,
     unpublish,
     retire,
@@ -281,6 +307,36 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     unchanged,
     next: { services, allocator, nextTree, scopes, nodesHeld, limits: state.limits },
   };
+}
+
+function weights(backends: TreeMessage['backends']): { weighted: boolean; totalWeight: number } {
+  let weighted = false;
+  let totalWeight = 0;
+  const first = backends[0]?.weight;
+  for (let i = 0; i < backends.length; i++) {
+    const w = backends[i]!.weight;
+    totalWeight += w;
+    if (w !== first) weighted = true;
+  }
+  return { weighted, totalWeight };
+}
+
+function sameSlots(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((s, i) => s === b[i]);
+}
+
+function patchOf(service: string, base: number, w: { slots: readonly number[]; keys: readonly number[]; previous: readonly number[] }): Patch {
+  const vs = LAYOUT.canopy_backend.size;
+  const count = w.slots.length;
+  const keys = Buffer.alloc(count * 4);
+  const values = Buffer.alloc(count * vs);
+  const previous = Buffer.alloc(count * vs);
+  w.slots.forEach((s, i) => {
+    writeSlot(keys, i * 4, base + s);
+    writeBackend(values, i * vs, keyIp(w.keys[i]!), keyPort(w.keys[i]!));
+    writeBackend(previous, i * vs, keyIp(w.previous[i]!), keyPort(w.previous[i]!));
+  });
+  return { service, keys, values, previous, count };
 }
 
 /** The first problem of a tree on its own, or undefined. */

@@ -2,8 +2,13 @@
  * `npm start`: the bundled example mesh (server/examples/mesh.yaml) for real
  * on loopback. Canopy serves it; gRPC backends listen at its addresses;
  * proxyless gRPC clients in three localities show where their requests go,
- * before and after a zone is marked unhealthy through the admin API.
+ * before and after a zone is marked unhealthy through the admin API. Services
+ * are kept in the embedded database (LevelDB), in a fresh directory per run so
+ * that one run's admin changes never carry into the next.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { formatLocality, parseLocality, type Locality } from '../domain/locality.js';
@@ -48,8 +53,10 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
     ...example,
     endpoints: example.endpoints.map((ep, i) => ({ ...ep, port: backends[i]?.port ?? ep.port })),
   };
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-demo-'));
   const canopy = await startCanopy({
     config: { services: [service], server: {} },
+    dataDir,
     host: '127.0.0.1',
     xdsPort: 0,
     adminPort: 0,
@@ -64,7 +71,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
   );
 
   try {
-    log(`Canopy demo: xDS on ${canopy.xdsAddress}, admin API on http://${canopy.adminAddress}`);
+    log(`Canopy demo: xDS on ${canopy.xdsAddress}, admin API on http://${canopy.adminAddress}, store ${canopy.store.description}`);
     log(
       `service "${service.name}": ${backends.length} gRPC backends, mode ${service.loadBalancing.mode} over [${service.loadBalancing.routingPreference.join(', ')}]`,
     );
@@ -108,6 +115,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
     for (const c of clients) c.close();
     await canopy.stop();
     await Promise.all(backends.map((b) => b.stop()));
+    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

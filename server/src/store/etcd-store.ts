@@ -18,14 +18,14 @@
  */
 import { Etcd3, type IWatchResponse, type Watcher } from 'etcd3';
 import { CanopyError } from '../domain/errors.js';
-import { endpointKey, sameEndpoint, type Endpoint, type ServiceSpec } from '../domain/service.js';
+import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
 import { bucketOf, splitIntoBuckets, touchedBuckets } from './buckets.js';
+import { applyTransaction, BUCKETS, EtcdLayout, heldOf, rowOf, type Row } from './etcd-layout.js';
 import { toStored, type HeldService } from './local-store.js';
 import {
   headOf,
   StoreConflict,
   type PutOptions,
-  type ServiceHead,
   type Snapshot,
   type Store,
   type StoredService,
@@ -42,11 +42,9 @@ export interface EtcdStoreOptions {
   readonly prefix?: string;
 }
 
-type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; op: 'put' | 'patch' };
 
 /** How often a write whose compare failed because our view was stale is redone. */
 const ATTEMPTS = 50;
-const BUCKETS = 64;
 /** How many past events a late watcher can be replayed. */
 const HISTORY = 4096;
 
@@ -60,11 +58,15 @@ export class EtcdStore implements Store {
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
 
+  private readonly layout: EtcdLayout;
+
   private constructor(
     private readonly client: Etcd3,
     private readonly prefix: string,
     readonly description: string,
-  ) {}
+  ) {
+    this.layout = new EtcdLayout(prefix);
+  }
 
   static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
     const prefix = opts.prefix ?? '/canopy/';
@@ -104,11 +106,11 @@ export class EtcdStore implements Store {
         ...(opts.fileDigest !== undefined ? { fileDigest: opts.fileDigest } : {}),
         op: 'put',
       };
-      const ops: Op[] = [this.client.put(this.serviceKey(spec.name)).value(JSON.stringify(row))];
+      const ops: Op[] = [this.client.put(this.layout.serviceKey(spec.name)).value(JSON.stringify(row))];
       const before = current ? splitIntoBuckets(current.endpoints, BUCKETS) : [];
       splitIntoBuckets(endpoints, BUCKETS).forEach((list, b) => {
-        if (list.length > 0) ops.push(this.client.put(this.bucketKey(spec.name, b)).value(JSON.stringify(list)));
-        else if ((before[b]?.length ?? 0) > 0) ops.push(this.client.delete().key(this.bucketKey(spec.name, b)));
+        if (list.length > 0) ops.push(this.client.put(this.layout.bucketKey(spec.name, b)).value(JSON.stringify(list)));
+        else if ((before[b]?.length ?? 0) > 0) ops.push(this.client.delete().key(this.layout.bucketKey(spec.name, b)));
       });
       return ops;
     }).then((r) => r as number);
@@ -123,7 +125,7 @@ export class EtcdStore implements Store {
     return this.guarded(name, opts.ifRevision, (current) => {
       if (!current) return undefined;
       const row: Row = { ...rowOf(current), op: 'patch' };
-      const ops: Op[] = [this.client.put(this.serviceKey(name)).value(JSON.stringify(row))];
+      const ops: Op[] = [this.client.put(this.layout.serviceKey(name)).value(JSON.stringify(row))];
       const next = new Map(current.endpoints);
       for (const key of removals) next.delete(key);
       for (const ep of upserts) next.set(endpointKey(ep), ep);
@@ -133,8 +135,8 @@ export class EtcdStore implements Store {
       for (const [b, list] of lists) {
         ops.push(
           list.length > 0
-            ? this.client.put(this.bucketKey(name, b)).value(JSON.stringify(list))
-            : this.client.delete().key(this.bucketKey(name, b)),
+            ? this.client.put(this.layout.bucketKey(name, b)).value(JSON.stringify(list))
+            : this.client.delete().key(this.layout.bucketKey(name, b)),
         );
       }
       return ops;
@@ -145,7 +147,7 @@ export class EtcdStore implements Store {
     return this.guarded(name, opts.ifRevision, (current) => {
       if (!current) return undefined;
       return [
-        this.client.delete().key(this.serviceKey(name)),
+        this.client.delete().key(this.layout.serviceKey(name)),
         this.client.delete().prefix(`${this.prefix}b/${name}/`),
       ];
     });
@@ -203,7 +205,7 @@ export class EtcdStore implements Store {
       }
       const ops = build(current);
       if (ops === undefined) return undefined;
-      const result = await this.client.if(this.serviceKey(name), 'Mod', '==', seen).then(...ops).commit();
+      const result = await this.client.if(this.layout.serviceKey(name), 'Mod', '==', seen).then(...ops).commit();
       if (result.succeeded) {
         // Read-your-writes: the write is in this store's view before the caller hears of it.
         const revision = Number(result.header.revision);
@@ -219,7 +221,7 @@ export class EtcdStore implements Store {
   }
 
   private async readRevision(name: string): Promise<number> {
-    const r = await this.client.get(this.serviceKey(name)).exec();
+    const r = await this.client.get(this.layout.serviceKey(name)).exec();
     return Number(r.kvs[0]?.mod_revision ?? 0);
   }
 
@@ -254,7 +256,7 @@ export class EtcdStore implements Store {
     const endpoints = new Map<string, Map<string, Endpoint>>();
     const rows: [string, Row, number][] = [];
     for (const kv of res.kvs) {
-      const parsed = this.parseKey(kv.key.toString());
+      const parsed = this.layout.parseKey(kv.key.toString());
       if (parsed?.kind === 's') rows.push([parsed.name, JSON.parse(kv.value.toString()) as Row, Number(kv.mod_revision)]);
       else if (parsed?.kind === 'b') {
         let m = endpoints.get(parsed.name);
@@ -332,7 +334,7 @@ export class EtcdStore implements Store {
     const events: StoreEvent[] = [];
     for (const [revision, txn] of [...byRevision].sort((a, b) => a[0] - b[0])) {
       if (revision <= this.revision) continue;
-      events.push(...this.applyTransaction(revision, txn));
+      events.push(...applyTransaction(this.services, this.layout, revision, txn));
       this.revision = revision;
     }
     if (events.length === 0) return;
@@ -341,82 +343,7 @@ export class EtcdStore implements Store {
     for (const w of [...this.watchers]) w.onEvents(events);
   }
 
-  private applyTransaction(revision: number, txn: IWatchResponse['events']): StoreEvent[] {
-    const out: StoreEvent[] = [];
-    const touched = new Map<string, { row?: Row; deleted: boolean; buckets: Map<number, Endpoint[]> }>();
-    for (const e of txn) {
-      const parsed = this.parseKey(e.kv.key.toString());
-      if (!parsed) continue;
-      let t = touched.get(parsed.name);
-      if (!t) touched.set(parsed.name, (t = { deleted: false, buckets: new Map() }));
-      if (parsed.kind === 's') {
-        if (e.type === 'Delete') t.deleted = true;
-        else t.row = JSON.parse(e.kv.value.toString()) as Row;
-      } else {
-        t.buckets.set(parsed.bucket, e.type === 'Delete' ? [] : (JSON.parse(e.kv.value.toString()) as Endpoint[]));
-      }
-    }
-    for (const [name, t] of touched) {
-      const current = this.services.get(name);
-      if (t.deleted) {
-        if (this.services.delete(name)) out.push({ kind: 'delete', revision, name });
-        continue;
-      }
-      if (!t.row) continue; // bucket keys without their service row: not one of our transactions
-      // A bucket's new list replaces what the bucket held: the difference is the change.
-      const endpoints = new Map(current?.endpoints ?? []);
-      const upserts: Endpoint[] = [];
-      const removals: string[] = [];
-      const fresh = t.row.op === 'put' ? new Set(Array.from({ length: BUCKETS }, (_, b) => b)) : new Set(t.buckets.keys());
-      const held = new Map<number, Set<string>>();
-      for (const key of endpoints.keys()) {
-        const b = bucketOf(key, BUCKETS);
-        if (fresh.has(b)) (held.get(b) ?? held.set(b, new Set()).get(b)!).add(key);
-      }
-      for (const b of fresh) {
-        const list = t.buckets.get(b) ?? [];
-        const stay = new Set<string>();
-        for (const ep of list) {
-          const key = endpointKey(ep);
-          stay.add(key);
-          const old = endpoints.get(key);
-          if (!old || !sameEndpoint(old, ep)) {
-            endpoints.set(key, ep);
-            upserts.push(ep);
-          }
-        }
-        for (const key of held.get(b) ?? []) {
-          if (!stay.has(key)) {
-            endpoints.delete(key);
-            removals.push(key);
-          }
-        }
-      }
-      const next = heldOf(t.row, revision, endpoints);
-      this.services.set(name, next);
-      if (t.row.op === 'patch' && current) out.push({ kind: 'patch', revision, name, upserts, removals });
-      else out.push({ kind: 'put', revision, service: toStored(next) });
-    }
-    return out;
-  }
 
-  private serviceKey(name: string): string {
-    return `${this.prefix}s/${name}`;
-  }
-
-  private bucketKey(name: string, bucket: number): string {
-    return `${this.prefix}b/${name}/${String(bucket).padStart(2, '0')}`;
-  }
-
-  private parseKey(key: string): { kind: 's'; name: string } | { kind: 'b'; name: string; bucket: number } | undefined {
-    if (!key.startsWith(this.prefix)) return undefined;
-    const rest = key.slice(this.prefix.length);
-    if (rest.startsWith('s/')) return { kind: 's', name: rest.slice(2) };
-    if (!rest.startsWith('b/')) return undefined;
-    const slash = rest.indexOf('/', 2);
-    const bucket = Number(rest.slice(slash + 1));
-    return slash < 0 || !Number.isInteger(bucket) ? undefined : { kind: 'b', name: rest.slice(2, slash), bucket };
-  }
 }
 
 /** etcd's own failures (down, no leader, timeouts) are a store that cannot be reached: 503, not a bug. */
@@ -425,16 +352,3 @@ function unreachable(err: unknown): never {
   throw new CanopyError('CANOPY_NOT_READY', `the store (etcd) cannot be written: ${(err as Error).message}`);
 }
 
-function heldOf(row: Row, revision: number, endpoints: Map<string, Endpoint>): HeldService {
-  return {
-    head: row.head,
-    owner: row.owner,
-    ...(row.fileDigest !== undefined ? { fileDigest: row.fileDigest } : {}),
-    revision,
-    endpoints,
-  };
-}
-
-function rowOf(held: HeldService): Omit<Row, 'op'> {
-  return { head: held.head, owner: held.owner, ...(held.fileDigest !== undefined ? { fileDigest: held.fileDigest } : {}) };
-}
