@@ -7,7 +7,10 @@
  *   stale and ignored.
  * - A NACKed version is recorded and not sent again; the next change sends a
  *   new version.
- * - Versions are content hashes, so unchanged content sends nothing.
+ * - Versions are content hashes, so unchanged content sends nothing; that holds
+ *   across streams too: a first request whose version_info is the version the
+ *   server would send now (a client reconnecting, to this replica or another)
+ *   is answered with nothing until something changes.
  * - LDS, CDS and LocalityTree responses carry the full subscribed state; RDS and EDS carry
  *   only the resources whose bytes the client does not already hold.
  */
@@ -43,6 +46,8 @@ interface TypeState {
   versionSent: string;
   nonceSent: string;
   versionAcked: string;
+  /** The version a first request said the client already holds (from an earlier stream), until answered. */
+  versionHeld?: string;
   lastNack?: NackRecord;
 }
 
@@ -88,6 +93,7 @@ export class SotwSession implements Session<DiscoveryRequest> {
     let outcome: RequestOutcome;
     if (!state) {
       state = { wildcard: false, names: new Set(), sent: new Map(), versionSent: '', nonceSent: '', versionAcked: '' };
+      if (req.versionInfo !== '') state.versionHeld = req.versionInfo;
       this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
     } else if (req.errorDetail && req.responseNonce !== '') {
@@ -199,6 +205,15 @@ export class SotwSession implements Session<DiscoveryRequest> {
     const type = this.types.get(typeUrl);
     const current = type ? this.resolveAll(type, state) : new Map<string, Resource>();
     const version = versionOf(current);
+    const held = state.versionHeld;
+    delete state.versionHeld;
+    if (held === version && state.nonceSent === '') {
+      // A reconnecting client already holds exactly this: nothing to send, as if it had been sent and ACKed.
+      state.sent = hashesOf(current);
+      state.versionSent = version;
+      state.versionAcked = version;
+      return undefined;
+    }
     if (version === state.versionSent && !mustAnswer) return undefined;
     let resources: Resource[];
     if (type?.fullStateInSotw) {
