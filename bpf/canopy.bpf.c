@@ -27,6 +27,14 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CANOPY_MAX_SERVICES);
+	__type(key, struct canopy_svc_key6);
+	__type(value, struct canopy_svc);
+} canopy_services6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, CANOPY_MAX_NODES);
 	__type(key, struct canopy_node_key);
 	__type(value, struct canopy_node);
@@ -73,6 +81,7 @@ struct canopy_result {
 	__u16 port;
 	__u32 matched;
 	__u32 lookups;
+	__u32 slot; /* the chosen endpoint slot */
 };
 
 /*
@@ -159,22 +168,15 @@ static __always_inline struct canopy_locality *canopy_ancestor_locality(struct c
  * service VIP, so a connect to anything else costs one map lookup and no
  * helper call. The test harness passes 0 and supplies both.
  */
-static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
-					 struct canopy_result *res)
+static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgroup, __u32 rnd, const int live,
+				       struct canopy_result *res)
 {
-	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
-	struct canopy_svc *svcp;
 	struct canopy_svc svc;
 	struct canopy_locality *loc = 0;
 	__u32 start = 0, count, slot, base;
 	__u64 zero_cg = 0;
 	int i;
 
-	res->lookups = 1;
-	res->matched = 0;
-	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
-	if (!svcp)
-		return CANOPY_PASS;
 	/* One copy: later reads see this version even if the entry is replaced meanwhile. */
 	__builtin_memcpy(&svc, svcp, sizeof(svc));
 	count = svc.ep_count;
@@ -243,6 +245,28 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	} else {
 		slot = base + start + rnd % count;
 	}
+	res->slot = slot;
+	return CANOPY_REWRITE;
+}
+
+/* IPv4: the service of vip:port, a pick in its tree, and the chosen backend's address. */
+static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
+					 struct canopy_result *res)
+{
+	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
+	struct canopy_svc *svcp;
+	__u32 slot;
+	int verdict;
+
+	res->lookups = 1;
+	res->matched = 0;
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
+		return CANOPY_PASS;
+	verdict = canopy_pick(svcp, cgroup, rnd, live, res);
+	if (verdict != CANOPY_REWRITE)
+		return verdict;
+	slot = res->slot;
 	res->lookups++;
 	struct canopy_backend *be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
 	if (!be)
@@ -291,6 +315,45 @@ int canopy_connect4(struct bpf_sock_addr *ctx)
 		return 0; /* connect() fails with EPERM */
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
+	return 1;
+}
+
+/* IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend. */
+SEC("cgroup/connect6")
+int canopy_connect6(struct bpf_sock_addr *ctx)
+{
+	struct canopy_svc_key6 skey = {};
+	struct canopy_result res = {};
+	struct canopy_backend *be;
+	struct canopy_svc *svcp;
+	__u32 slot;
+	int verdict;
+
+	skey.vip[0] = ctx->user_ip6[0];
+	skey.vip[1] = ctx->user_ip6[1];
+	skey.vip[2] = ctx->user_ip6[2];
+	skey.vip[3] = ctx->user_ip6[3];
+	skey.port = (__u16)ctx->user_port;
+	res.lookups = 1;
+	svcp = bpf_map_lookup_elem(&canopy_services6, &skey);
+	if (!svcp)
+		return 1;
+	verdict = canopy_pick(svcp, 0, 0, 1, &res);
+	if (verdict == CANOPY_REWRITE) {
+		slot = res.slot;
+		res.lookups++;
+		be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
+		if (!be || (be->ip6[0] | be->ip6[1] | be->ip6[2] | be->ip6[3]) == 0)
+			verdict = CANOPY_REFUSE;
+	}
+	canopy_count(verdict, res.lookups);
+	if (verdict != CANOPY_REWRITE)
+		return 0; /* connect() fails with EPERM */
+	ctx->user_ip6[0] = be->ip6[0];
+	ctx->user_ip6[1] = be->ip6[1];
+	ctx->user_ip6[2] = be->ip6[2];
+	ctx->user_ip6[3] = be->ip6[3];
+	ctx->user_port = be->port;
 	return 1;
 }
 

@@ -329,7 +329,22 @@ static int open_cgroup(napi_env env, napi_value v, char *path, size_t size)
 }
 
 /*
- * replaceConnect4(newProgFd, oldProgFd, cgroupPath): swaps one attached
+ * The connect hook a call is about: an optional trailing argument `family`
+ * at index `at`, 6 for cgroup/connect6, else (4 or absent) cgroup/connect4.
+ */
+static enum bpf_attach_type connect_type(napi_env env, napi_callback_info info, size_t at)
+{
+	napi_value argv[4];
+	size_t argc = 4;
+	int32_t family = 4;
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc > at)
+		napi_get_value_int32(env, argv[at], &family);
+	return family == 6 ? BPF_CGROUP_INET6_CONNECT : BPF_CGROUP_INET4_CONNECT;
+}
+
+/*
+ * replaceConnect4(newProgFd, oldProgFd, cgroupPath[, family]): swaps one attached
  * connect4 program for another in a single step (BPF_F_REPLACE), so no
  * connect() runs with neither or both.
  */
@@ -348,7 +363,7 @@ static napi_value replace_connect4(napi_env env, napi_callback_info info)
 		return NULL;
 	opts.flags = BPF_F_ALLOW_MULTI | BPF_F_REPLACE;
 	opts.replace_prog_fd = old_fd;
-	err = bpf_prog_attach_opts(new_fd, cg, BPF_CGROUP_INET4_CONNECT, &opts);
+	err = bpf_prog_attach_opts(new_fd, cg, connect_type(env, info, 3), &opts);
 	if (err) {
 		int e = errno;
 
@@ -372,8 +387,8 @@ static napi_value connect4_op(napi_env env, napi_callback_info info, bool attach
 	cg = open_cgroup(env, argv[1], path, sizeof(path));
 	if (cg < 0)
 		return NULL;
-	err = attach ? bpf_prog_attach(prog_fd, cg, BPF_CGROUP_INET4_CONNECT, BPF_F_ALLOW_MULTI)
-		     : bpf_prog_detach2(prog_fd, cg, BPF_CGROUP_INET4_CONNECT);
+	err = attach ? bpf_prog_attach(prog_fd, cg, connect_type(env, info, 2), BPF_F_ALLOW_MULTI)
+		     : bpf_prog_detach2(prog_fd, cg, connect_type(env, info, 2));
 	if (err) {
 		int e = errno;
 
@@ -385,19 +400,19 @@ static napi_value connect4_op(napi_env env, napi_callback_info info, bool attach
 	return NULL;
 }
 
-/* attachConnect4(progFd, cgroupPath) */
+/* attachConnect4(progFd, cgroupPath[, family]) */
 static napi_value attach_connect4(napi_env env, napi_callback_info info)
 {
 	return connect4_op(env, info, true);
 }
 
-/* detachConnect4(progFd, cgroupPath) */
+/* detachConnect4(progFd, cgroupPath[, family]) */
 static napi_value detach_connect4(napi_env env, napi_callback_info info)
 {
 	return connect4_op(env, info, false);
 }
 
-/* queryConnect4(cgroupPath) -> [program ids attached directly to the cgroup] */
+/* queryConnect4(cgroupPath[, family]) -> [program ids attached directly to the cgroup] */
 static napi_value query_connect4(napi_env env, napi_callback_info info)
 {
 	napi_value argv[1], out;
@@ -410,7 +425,7 @@ static napi_value query_connect4(napi_env env, napi_callback_info info)
 	cg = open_cgroup(env, argv[0], path, sizeof(path));
 	if (cg < 0)
 		return NULL;
-	if (bpf_prog_query(cg, BPF_CGROUP_INET4_CONNECT, 0, &flags, ids, &count)) {
+	if (bpf_prog_query(cg, connect_type(env, info, 1), 0, &flags, ids, &count)) {
 		int e = errno;
 
 		close(cg);

@@ -22,10 +22,11 @@ export interface BpfAddon {
   objPin(fd: number, path: string): void;
   progId(fd: number): number;
   progTag(fd: number): string;
-  replaceConnect4(newProgFd: number, oldProgFd: number, cgroupPath: string): void;
-  attachConnect4(progFd: number, cgroupPath: string): void;
-  detachConnect4(progFd: number, cgroupPath: string): void;
-  queryConnect4(cgroupPath: string): number[];
+  /** `family` 6: the cgroup/connect6 hook; 4 (the default): cgroup/connect4. */
+  replaceConnect4(newProgFd: number, oldProgFd: number, cgroupPath: string, family?: 4 | 6): void;
+  attachConnect4(progFd: number, cgroupPath: string, family?: 4 | 6): void;
+  detachConnect4(progFd: number, cgroupPath: string, family?: 4 | 6): void;
+  queryConnect4(cgroupPath: string, family?: 4 | 6): number[];
   close(fd: number): void;
   mapUpdate(fd: number, key: Buffer, value: Buffer, flags: number): void;
   mapLookup(fd: number, key: Buffer, valueOut: Buffer): boolean;

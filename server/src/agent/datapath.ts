@@ -85,6 +85,8 @@ export class Datapath {
   /** Bit l: a workload cgroup sits at level l (what the kernel's ancestor walk looks at). */
   private workloadLevels = 0;
   private closed = false;
+  /** The cgroup/connect6 program (IPv6 VIPs). */
+  private prog6Fd = -1;
 
   private constructor(
     private readonly bpf: BpfAddon,
@@ -160,9 +162,11 @@ export class Datapath {
     }
     const id = bpf.progId(progFd);
     if (!bpf.queryConnect4(opts.cgroup).includes(id)) bpf.attachConnect4(progFd, opts.cgroup);
+    const six = installConnect6(bpf, fd(PROGRAM.connect6, loaded.programs), path.join(opts.pinDir, PROGRAM.connect6), opts.cgroup);
     const size = (name: string, dflt: number) => loaded.maxEntries[name] ?? dflt;
     const limits = { services: size(MAP.services, DEFAULT_MAX.services), nodes: size(MAP.nodes, DEFAULT_MAX.nodes) };
-    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced, opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
+    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced || six.replaced, opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
+    dp.prog6Fd = six.fd;
     dp.recover();
     return dp;
   }
@@ -174,16 +178,22 @@ export class Datapath {
 
   /** Rebuilds the agent's bookkeeping from the pinned maps, and drops half-written trees. */
   private recover(): void {
-    const svcKeyBuf = Buffer.alloc(LAYOUT.canopy_svc_key.size);
     const svcVal = Buffer.alloc(LAYOUT.canopy_svc.size);
     const live = new Map<number, { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue>; raw: Buffer }>();
     let prev: Buffer | null = null;
-    while (this.bpf.mapNextKey(this.fds.services, prev, svcKeyBuf)) {
-      const k = Buffer.from(svcKeyBuf);
-      if (this.bpf.mapLookup(this.fds.services, k, svcVal)) {
-        live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal), raw: Buffer.from(svcVal) });
+    for (const [fd, size] of [
+      [this.fds.services, LAYOUT.canopy_svc_key.size],
+      [this.fds.services6, LAYOUT.canopy_svc_key6.size],
+    ] as const) {
+      const svcKeyBuf = Buffer.alloc(size);
+      prev = null;
+      while (this.bpf.mapNextKey(fd, prev, svcKeyBuf)) {
+        const k = Buffer.from(svcKeyBuf);
+        if (this.bpf.mapLookup(fd, k, svcVal)) {
+          live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal), raw: Buffer.from(svcVal) });
+        }
+        prev = k;
       }
-      prev = k;
     }
     // Node keys by tree; those of no live tree are leftovers of an interrupted apply.
     const byTree = new Map<number, Buffer[]>();
@@ -302,14 +312,16 @@ export class Datapath {
       }
       // The switch: one write per service.
       for (const pub of p.publish) {
-        this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
+        const fd = this.servicesFd(pub.key);
+        this.bpf.mapUpdate(fd, pub.key, pub.value, BPF_ANY);
         const previous = pub.previous;
-        undo.push(previous ? () => this.bpf.mapUpdate(this.fds.services, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(this.fds.services, pub.key));
+        undo.push(previous ? () => this.bpf.mapUpdate(fd, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(fd, pub.key));
         writes++;
       }
       for (const u of p.unpublish) {
-        this.bpf.mapDelete(this.fds.services, u.key);
-        undo.push(() => this.bpf.mapUpdate(this.fds.services, u.key, u.previous, BPF_ANY));
+        const fd = this.servicesFd(u.key);
+        this.bpf.mapDelete(fd, u.key);
+        undo.push(() => this.bpf.mapUpdate(fd, u.key, u.previous, BPF_ANY));
         writes++;
       }
     } catch (err) {
@@ -377,11 +389,12 @@ export class Datapath {
     if (opts.detach && opts.cgroup) {
       try {
         this.bpf.detachConnect4(this.progFd, opts.cgroup);
+        this.bpf.detachConnect4(this.prog6Fd, opts.cgroup, 6);
       } catch {
         // already detached
       }
     }
-    for (const fd of [...Object.values(this.fds), this.progFd, this.testProgFd]) this.bpf.close(fd);
+    for (const fd of [...Object.values(this.fds), this.progFd, this.prog6Fd, this.testProgFd]) this.bpf.close(fd);
   }
 
   /** Takes back the slots of recovered scopes by name; true when one was taken (workload entries need it). */
@@ -420,6 +433,11 @@ export class Datapath {
     // Levels last: an ancestor walk never looks for an entry not yet written.
     this.bpf.mapUpdate(this.fds.config, u32Key(0), configValue(this.workloadLevels), BPF_ANY);
     return this.workloads.length + drop.length + 1;
+  }
+
+  /** canopy_services, or canopy_services6 for an IPv6 key. */
+  private servicesFd(key: Buffer): number {
+    return key.length === LAYOUT.canopy_svc_key6.size ? this.fds.services6 : this.fds.services;
   }
 
   private batch(fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
@@ -463,9 +481,35 @@ export class Datapath {
   }
 }
 
+/**
+ * Pins and attaches the cgroup/connect6 program as open() does connect4: a
+ * pinned program of the same build is kept, one of another build is swapped
+ * for this one in a single step (BPF_F_REPLACE).
+ */
+function installConnect6(bpf: BpfAddon, fd: number, pin: string, cgroup: string): { fd: number; replaced: boolean } {
+  let replaced = false;
+  if (existsSync(pin)) {
+    const pinned = bpf.objGet(pin);
+    if (bpf.progTag(pinned) === bpf.progTag(fd)) {
+      bpf.close(fd);
+      fd = pinned;
+    } else {
+      if (bpf.queryConnect4(cgroup, 6).includes(bpf.progId(pinned))) bpf.replaceConnect4(fd, pinned, cgroup, 6);
+      bpf.close(pinned);
+      repin(bpf, fd, pin);
+      replaced = true;
+    }
+  } else {
+    bpf.objPin(fd, pin);
+  }
+  if (!bpf.queryConnect4(cgroup, 6).includes(bpf.progId(fd))) bpf.attachConnect4(fd, cgroup, 6);
+  return { fd, replaced };
+}
+
 function mapFds(get: (name: string) => number): Fds {
   return {
     services: get(MAP.services),
+    services6: get(MAP.services6),
     nodes: get(MAP.nodes),
     endpoints: get(MAP.endpoints),
     workloads: get(MAP.workloads),

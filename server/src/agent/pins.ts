@@ -15,16 +15,20 @@ export function repin(bpf: BpfAddon, fd: number, pin: string): void {
   renameSync(tmp, pin);
 }
 
-/** Detaches connect4 from the cgroup and removes the pins (the maps go with their last reference). */
+/** Detaches connect4 and connect6 from the cgroup and removes the pins (the maps go with their last reference). */
 export function uninstall(bpf: BpfAddon, opts: { pinDir: string; cgroup: string }): string[] {
   const done: string[] = [];
-  const progPin = path.join(opts.pinDir, PROGRAM.connect4);
-  if (existsSync(progPin)) {
+  for (const [name, family] of [
+    [PROGRAM.connect4, 4],
+    [PROGRAM.connect6, 6],
+  ] as const) {
+    const progPin = path.join(opts.pinDir, name);
+    if (!existsSync(progPin)) continue;
     const progFd = bpf.objGet(progPin);
     try {
-      if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup).includes(bpf.progId(progFd))) {
-        bpf.detachConnect4(progFd, opts.cgroup);
-        done.push(`detached connect4 from ${opts.cgroup}`);
+      if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup, family).includes(bpf.progId(progFd))) {
+        bpf.detachConnect4(progFd, opts.cgroup, family);
+        done.push(`detached connect${family} from ${opts.cgroup}`);
       }
     } finally {
       bpf.close(progFd);
