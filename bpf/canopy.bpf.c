@@ -76,6 +76,13 @@ struct {
 	__type(value, struct canopy_stats);
 } canopy_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct canopy_peer);
+} canopy_peers SEC(".maps");
+
 struct canopy_result {
 	__u32 ip;
 	__u16 port;
@@ -313,8 +320,69 @@ int canopy_connect4(struct bpf_sock_addr *ctx)
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* connect() fails with EPERM */
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (peer) {
+		peer->vip[0] = ctx->user_ip4;
+		peer->port = (__u16)ctx->user_port;
+		peer->backend[0] = res.ip;
+		peer->bport = res.port;
+	}
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
+	return 1;
+}
+
+/* The peer of a socket connected through a VIP is the VIP (getpeername, and recvmsg of connected UDP). */
+static __always_inline void canopy_peer4(struct bpf_sock_addr *ctx)
+{
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+
+	if (peer && peer->backend[0] == ctx->user_ip4 && peer->bport == (__u16)ctx->user_port) {
+		ctx->user_ip4 = peer->vip[0];
+		ctx->user_port = peer->port;
+	}
+}
+
+static __always_inline void canopy_peer6(struct bpf_sock_addr *ctx)
+{
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+
+	if (peer && peer->backend[0] == ctx->user_ip6[0] && peer->backend[1] == ctx->user_ip6[1] &&
+	    peer->backend[2] == ctx->user_ip6[2] && peer->backend[3] == ctx->user_ip6[3] &&
+	    peer->bport == (__u16)ctx->user_port) {
+		ctx->user_ip6[0] = peer->vip[0];
+		ctx->user_ip6[1] = peer->vip[1];
+		ctx->user_ip6[2] = peer->vip[2];
+		ctx->user_ip6[3] = peer->vip[3];
+		ctx->user_port = peer->port;
+	}
+}
+
+SEC("cgroup/getpeername4")
+int canopy_getpeername4(struct bpf_sock_addr *ctx)
+{
+	canopy_peer4(ctx);
+	return 1;
+}
+
+SEC("cgroup/recvmsg4")
+int canopy_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	canopy_peer4(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int canopy_getpeername6(struct bpf_sock_addr *ctx)
+{
+	canopy_peer6(ctx);
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int canopy_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	canopy_peer6(ctx);
 	return 1;
 }
 
@@ -349,6 +417,13 @@ int canopy_connect6(struct bpf_sock_addr *ctx)
 	canopy_count(verdict, res.lookups);
 	if (verdict != CANOPY_REWRITE)
 		return 0; /* connect() fails with EPERM */
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (peer) {
+		__builtin_memcpy(peer->vip, skey.vip, sizeof(peer->vip));
+		peer->port = skey.port;
+		__builtin_memcpy(peer->backend, be->ip6, sizeof(peer->backend));
+		peer->bport = be->port;
+	}
 	ctx->user_ip6[0] = be->ip6[0];
 	ctx->user_ip6[1] = be->ip6[1];
 	ctx->user_ip6[2] = be->ip6[2];

@@ -115,6 +115,16 @@ struct canopy_backend {
 	__u32 ip6[4]; /* an IPv6 service's backend, network byte order (ip is 0) */
 };
 
+/* canopy_peers: BPF_MAP_TYPE_SK_STORAGE. A socket whose connect() was sent to a
+ * backend remembers the VIP, so getpeername() and recvmsg() (connected UDP)
+ * report the VIP the application asked for, not the backend. */
+struct canopy_peer {
+	__u32 vip[4];     /* IPv4 in vip[0], or IPv6; network byte order */
+	__u32 backend[4]; /* the same for the backend */
+	__u16 port;       /* the VIP's port, network byte order */
+	__u16 bport;      /* the backend's port, network byte order */
+};
+
 /* canopy_workloads: BPF_MAP_TYPE_HASH, key __u64 cgroup id; id 0 holds the node's own locality. */
 struct canopy_locality {
 	__u64 value[CANOPY_MAX_SCOPES]; /* FNV-1a 64 per scope slot, 0 = unset */

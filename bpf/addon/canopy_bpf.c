@@ -329,17 +329,38 @@ static int open_cgroup(napi_env env, napi_value v, char *path, size_t size)
 }
 
 /*
- * The connect hook a call is about: an optional trailing argument `family`
- * at index `at`, 6 for cgroup/connect6, else (4 or absent) cgroup/connect4.
+ * The cgroup hook a call is about: an optional trailing argument at index
+ * `at`, 6 for cgroup/connect6, a hook name ("getpeername4", "recvmsg6", ...),
+ * else (4 or absent) cgroup/connect4.
  */
 static enum bpf_attach_type connect_type(napi_env env, napi_callback_info info, size_t at)
 {
+	static const struct {
+		const char *name;
+		enum bpf_attach_type type;
+	} hooks[] = {
+		{ "connect4", BPF_CGROUP_INET4_CONNECT },	 { "connect6", BPF_CGROUP_INET6_CONNECT },
+		{ "getpeername4", BPF_CGROUP_INET4_GETPEERNAME }, { "getpeername6", BPF_CGROUP_INET6_GETPEERNAME },
+		{ "recvmsg4", BPF_CGROUP_UDP4_RECVMSG },	 { "recvmsg6", BPF_CGROUP_UDP6_RECVMSG },
+	};
 	napi_value argv[4];
+	napi_valuetype t;
 	size_t argc = 4;
 	int32_t family = 4;
+	char name[32];
 
-	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) == napi_ok && argc > at)
-		napi_get_value_int32(env, argv[at], &family);
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc <= at)
+		return BPF_CGROUP_INET4_CONNECT;
+	if (napi_typeof(env, argv[at], &t) == napi_ok && t == napi_string) {
+		size_t len = 0;
+
+		if (napi_get_value_string_utf8(env, argv[at], name, sizeof(name), &len) == napi_ok)
+			for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++)
+				if (strcmp(hooks[i].name, name) == 0)
+					return hooks[i].type;
+		return BPF_CGROUP_INET4_CONNECT;
+	}
+	napi_get_value_int32(env, argv[at], &family);
 	return family == 6 ? BPF_CGROUP_INET6_CONNECT : BPF_CGROUP_INET4_CONNECT;
 }
 

@@ -38,9 +38,19 @@ export const MAP = {
   scopes: 'canopy_scopes',
   config: 'canopy_config',
   stats: 'canopy_stats',
+  peers: 'canopy_peers',
 } as const;
 
 export const PROGRAM = { connect4: 'canopy_connect4', connect6: 'canopy_connect6', selectTest: 'canopy_select_test' } as const;
+
+/** Programs beside connect4 (which open() handles on its own), each with its cgroup hook. */
+export const HOOK_PROGRAMS = [
+  { name: 'canopy_connect6', hook: 6 },
+  { name: 'canopy_getpeername4', hook: 'getpeername4' },
+  { name: 'canopy_getpeername6', hook: 'getpeername6' },
+  { name: 'canopy_recvmsg4', hook: 'recvmsg4' },
+  { name: 'canopy_recvmsg6', hook: 'recvmsg6' },
+] as const;
 
 /** struct layouts: size and field offsets, in the header's order. */
 export const LAYOUT = {
@@ -50,6 +60,7 @@ export const LAYOUT = {
   canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
   canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
   canopy_backend: { size: 28, fields: { ip: 0, port: 4, pad: 6, cum: 8, ip6: 12 } },
+  canopy_peer: { size: 36, fields: { vip: 0, backend: 16, port: 32, bport: 34 } },
   canopy_config: { size: 8, fields: { workload_levels: 0, pad: 4 } },
   canopy_locality: { size: 128, fields: { value: 0 } },
   canopy_stats: { size: 32, fields: { connects: 0, rewritten: 8, refused: 16, lookups: 24 } },

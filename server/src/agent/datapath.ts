@@ -12,6 +12,7 @@ import {
   cgroupKey,
   configValue,
   DEFAULT_MAX,
+  HOOK_PROGRAMS,
   LAYOUT,
   localityValue,
   MAP,
@@ -29,7 +30,7 @@ import {
   valueHash,
   type Stats,
 } from './abi.js';
-import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon } from './bpf.js';
+import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { cgroupId, cgroupLevel } from './cgroups.js';
 import { repin, uninstall } from './pins.js';
 import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Limits, type Published, type Rejected } from './planner.js';
@@ -85,8 +86,8 @@ export class Datapath {
   /** Bit l: a workload cgroup sits at level l (what the kernel's ancestor walk looks at). */
   private workloadLevels = 0;
   private closed = false;
-  /** The cgroup/connect6 program (IPv6 VIPs). */
-  private prog6Fd = -1;
+  /** connect6 (IPv6 VIPs), getpeername4/6 and recvmsg4/6 (the peer is the VIP). */
+  private hooks: { fd: number; hook: Hook }[] = [];
 
   private constructor(
     private readonly bpf: BpfAddon,
@@ -162,11 +163,11 @@ export class Datapath {
     }
     const id = bpf.progId(progFd);
     if (!bpf.queryConnect4(opts.cgroup).includes(id)) bpf.attachConnect4(progFd, opts.cgroup);
-    const six = installConnect6(bpf, fd(PROGRAM.connect6, loaded.programs), path.join(opts.pinDir, PROGRAM.connect6), opts.cgroup);
+    const hooks = HOOK_PROGRAMS.map((p) => ({ hook: p.hook, ...installHook(bpf, fd(p.name, loaded.programs), path.join(opts.pinDir, p.name), opts.cgroup, p.hook) }));
     const size = (name: string, dflt: number) => loaded.maxEntries[name] ?? dflt;
     const limits = { services: size(MAP.services, DEFAULT_MAX.services), nodes: size(MAP.nodes, DEFAULT_MAX.nodes) };
-    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced || six.replaced, opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
-    dp.prog6Fd = six.fd;
+    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced || hooks.some((h) => h.replaced), opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
+    dp.hooks = hooks;
     dp.recover();
     return dp;
   }
@@ -389,12 +390,12 @@ export class Datapath {
     if (opts.detach && opts.cgroup) {
       try {
         this.bpf.detachConnect4(this.progFd, opts.cgroup);
-        this.bpf.detachConnect4(this.prog6Fd, opts.cgroup, 6);
+        for (const h of this.hooks) this.bpf.detachConnect4(h.fd, opts.cgroup, h.hook);
       } catch {
         // already detached
       }
     }
-    for (const fd of [...Object.values(this.fds), this.progFd, this.prog6Fd, this.testProgFd]) this.bpf.close(fd);
+    for (const fd of [...Object.values(this.fds), this.progFd, ...this.hooks.map((h) => h.fd), this.testProgFd]) this.bpf.close(fd);
   }
 
   /** Takes back the slots of recovered scopes by name; true when one was taken (workload entries need it). */
@@ -482,11 +483,11 @@ export class Datapath {
 }
 
 /**
- * Pins and attaches the cgroup/connect6 program as open() does connect4: a
+ * Pins and attaches a program on its cgroup hook as open() does connect4: a
  * pinned program of the same build is kept, one of another build is swapped
  * for this one in a single step (BPF_F_REPLACE).
  */
-function installConnect6(bpf: BpfAddon, fd: number, pin: string, cgroup: string): { fd: number; replaced: boolean } {
+function installHook(bpf: BpfAddon, fd: number, pin: string, cgroup: string, hook: Hook): { fd: number; replaced: boolean } {
   let replaced = false;
   if (existsSync(pin)) {
     const pinned = bpf.objGet(pin);
@@ -494,7 +495,7 @@ function installConnect6(bpf: BpfAddon, fd: number, pin: string, cgroup: string)
       bpf.close(fd);
       fd = pinned;
     } else {
-      if (bpf.queryConnect4(cgroup, 6).includes(bpf.progId(pinned))) bpf.replaceConnect4(fd, pinned, cgroup, 6);
+      if (bpf.queryConnect4(cgroup, hook).includes(bpf.progId(pinned))) bpf.replaceConnect4(fd, pinned, cgroup, hook);
       bpf.close(pinned);
       repin(bpf, fd, pin);
       replaced = true;
@@ -502,7 +503,7 @@ function installConnect6(bpf: BpfAddon, fd: number, pin: string, cgroup: string)
   } else {
     bpf.objPin(fd, pin);
   }
-  if (!bpf.queryConnect4(cgroup, 6).includes(bpf.progId(fd))) bpf.attachConnect4(fd, cgroup, 6);
+  if (!bpf.queryConnect4(cgroup, hook).includes(bpf.progId(fd))) bpf.attachConnect4(fd, cgroup, hook);
   return { fd, replaced };
 }
 
@@ -515,6 +516,7 @@ function mapFds(get: (name: string) => number): Fds {
     workloads: get(MAP.workloads),
     scopes: get(MAP.scopes),
     stats: get(MAP.stats),
+    peers: get(MAP.peers),
     config: get(MAP.config),
   };
 }

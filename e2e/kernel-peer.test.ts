@@ -1,0 +1,110 @@
+/**
+ * The peer is the VIP: a socket whose connect() the kernel sent to a backend
+ * reports the VIP from getpeername() (cgroup/getpeername4), and a connected
+ * UDP socket receives the backend's replies from the VIP (cgroup/recvmsg4).
+ * The client is a real process in a workload cgroup.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import dgram from 'node:dgram';
+import { after, before, describe, it } from 'node:test';
+import { Datapath } from '../server/src/agent/datapath.js';
+import { Mesh } from '../server/src/domain/mesh.js';
+import type { ServiceSpec } from '../server/src/domain/service.js';
+import { contentHash } from '../server/src/resources/resource.js';
+import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
+import { idBackend, kernelEnv, testCgroup } from './support/kernel.js';
+import { placementOf, spec } from './support/kernel-fixtures.js';
+
+const env = kernelEnv();
+const VIP = '127.100.6.1';
+const PORT = 8095;
+const BACKEND = '127.0.6.1';
+
+/** Connects from inside `cgroup` and reports what the socket says its peer is. */
+const CLIENT = `
+import net from 'node:net';
+import dgram from 'node:dgram';
+const [host, port, proto] = process.argv.slice(1);
+const done = (o) => { console.log(JSON.stringify(o)); process.exit(0); };
+setTimeout(() => done({ error: 'timeout' }), 5000);
+if (proto === 'udp') {
+  const s = dgram.createSocket('udp4');
+  s.connect(Number(port), host, () => {
+    s.once('message', (m, r) => done({ id: String(m), peer: s.remoteAddress(), from: { address: r.address, port: r.port } }));
+    s.send('hi');
+  });
+} else {
+  const c = net.connect(Number(port), host);
+  let id = '';
+  let peer;
+  c.on('connect', () => { peer = { address: c.remoteAddress, port: c.remotePort }; });
+  c.on('data', (d) => { id += d; });
+  c.on('end', () => done({ id, peer }));
+  c.on('error', (e) => done({ error: e.code }));
+}`;
+
+interface Seen {
+  id?: string;
+  peer?: { address: string; port: number };
+  from?: { address: string; port: number };
+  error?: string;
+}
+
+/** (Asynchronous: the backends live in this process.) */
+async function client(cgroup: string, host: string, port: number, proto: 'tcp' | 'udp'): Promise<Seen> {
+  const { stdout: out } = await promisify(execFile)('sh', ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${process.execPath}" --input-type=module -e "$0" "$1" "$2" "$3"`, CLIENT, host, String(port), proto], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  return JSON.parse(out.trim().split('\n').pop()!) as Seen;
+}
+
+describe('the peer of a socket sent to a backend is the VIP', { skip: env.reason }, () => {
+  let cg: ReturnType<typeof testCgroup>;
+  let dp: Datapath;
+  let dir: string;
+
+  before(() => {
+    cg = testCgroup('peer');
+    dir = cg.child('w');
+    dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 20 });
+    dp.setWorkloads(placementOf('r1/z1/s1'), []);
+    const s: ServiceSpec = spec('peer', VIP, PORT, 'failover', [['b1', BACKEND, 'r1/z1/s1']]);
+    const mesh = new Mesh();
+    mesh.put(s);
+    const st = mesh.get('peer')!;
+    const bytes = encodeLocalityTree(st.spec, st.tree.compile());
+    assert.deepEqual(dp.apply([{ tree: decodeLocalityTree(bytes), hash: contentHash(bytes) }]).rejected, []);
+  });
+
+  after(() => {
+    dp?.close({ detach: true, cgroup: cg.dir });
+    cg?.cleanup();
+  });
+
+  it('TCP: getpeername() reports the VIP, while the backend answered', async () => {
+    const server = await idBackend(BACKEND, PORT, 'b1');
+    try {
+      const r = await client(dir, VIP, PORT, 'tcp');
+      assert.deepEqual(r, { id: 'b1', peer: { address: VIP, port: PORT } });
+      // Not through a VIP: the peer is what was connected to.
+      assert.deepEqual(await client(dir, BACKEND, PORT, 'tcp'), { id: 'b1', peer: { address: BACKEND, port: PORT } });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('connected UDP: replies arrive from the VIP, and getpeername() reports it', async () => {
+    const server = dgram.createSocket('udp4');
+    server.on('message', (_m, r) => server.send('b1', r.port, r.address));
+    await new Promise<void>((resolve) => server.bind(PORT, BACKEND, () => resolve()));
+    try {
+      const r = await client(dir, VIP, PORT, 'udp');
+      assert.deepEqual(r, { id: 'b1', peer: { address: VIP, port: PORT, family: 'IPv4' }, from: { address: VIP, port: PORT } });
+    } finally {
+      server.close();
+    }
+  });
+});
