@@ -358,6 +358,42 @@ static __always_inline void canopy_peer6(struct bpf_sock_addr *ctx)
 	}
 }
 
+/*
+ * Unconnected UDP: a sendto() a VIP goes to a backend. The socket keeps the
+ * backend it was given for that VIP (in canopy_peers), so its datagrams go to
+ * one backend and recvmsg4 reports the replies as the VIP's; a sendto()
+ * another VIP picks again.
+ */
+SEC("cgroup/sendmsg4")
+int canopy_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	struct canopy_result res = {};
+	int verdict;
+
+	if (peer && peer->vip[0] == ctx->user_ip4 && peer->port == (__u16)ctx->user_port && peer->backend[0]) {
+		ctx->user_ip4 = peer->backend[0];
+		ctx->user_port = peer->bport;
+		return 1;
+	}
+	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 1, &res);
+	if (verdict == CANOPY_PASS)
+		return 1;
+	canopy_count(verdict, res.lookups);
+	if (verdict == CANOPY_REFUSE)
+		return 0; /* sendmsg() fails with EPERM */
+	peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (peer) {
+		peer->vip[0] = ctx->user_ip4;
+		peer->port = (__u16)ctx->user_port;
+		peer->backend[0] = res.ip;
+		peer->bport = res.port;
+	}
+	ctx->user_ip4 = res.ip;
+	ctx->user_port = res.port;
+	return 1;
+}
+
 SEC("cgroup/getpeername4")
 int canopy_getpeername4(struct bpf_sock_addr *ctx)
 {

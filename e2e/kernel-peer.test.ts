@@ -29,7 +29,15 @@ import dgram from 'node:dgram';
 const [host, port, proto] = process.argv.slice(1);
 const done = (o) => { console.log(JSON.stringify(o)); process.exit(0); };
 setTimeout(() => done({ error: 'timeout' }), 5000);
-if (proto === 'udp') {
+if (proto === 'sendto') {
+  const s = dgram.createSocket('udp4');
+  const got = [];
+  s.on('message', (m, r) => {
+    got.push({ id: String(m), from: { address: r.address, port: r.port } });
+    if (got.length === 3) done({ replies: got });
+  });
+  for (let i = 0; i < 3; i++) s.send('hi', Number(port), host);
+} else if (proto === 'udp') {
   const s = dgram.createSocket('udp4');
   s.connect(Number(port), host, () => {
     s.once('message', (m, r) => done({ id: String(m), peer: s.remoteAddress(), from: { address: r.address, port: r.port } }));
@@ -50,10 +58,11 @@ interface Seen {
   peer?: { address: string; port: number };
   from?: { address: string; port: number };
   error?: string;
+  replies?: { id: string; from: { address: string; port: number } }[];
 }
 
 /** (Asynchronous: the backends live in this process.) */
-async function client(cgroup: string, host: string, port: number, proto: 'tcp' | 'udp'): Promise<Seen> {
+async function client(cgroup: string, host: string, port: number, proto: 'tcp' | 'udp' | 'sendto'): Promise<Seen> {
   const { stdout: out } = await promisify(execFile)('sh', ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${process.execPath}" --input-type=module -e "$0" "$1" "$2" "$3"`, CLIENT, host, String(port), proto], {
     encoding: 'utf8',
     timeout: 10_000,
@@ -103,6 +112,9 @@ describe('the peer of a socket sent to a backend is the VIP', { skip: env.reason
     try {
       const r = await client(dir, VIP, PORT, 'udp');
       assert.deepEqual(r, { id: 'b1', peer: { address: VIP, port: PORT, family: 'IPv4' }, from: { address: VIP, port: PORT } });
+      // Unconnected: three sendto() the VIP reach the backend (sendmsg4) and every reply comes from the VIP.
+      const u = await client(dir, VIP, PORT, 'sendto');
+      assert.deepEqual(u, { replies: Array.from({ length: 3 }, () => ({ id: 'b1', from: { address: VIP, port: PORT } })) });
     } finally {
       server.close();
     }

@@ -50,6 +50,7 @@ export const HOOK_PROGRAMS = [
   { name: 'canopy_getpeername6', hook: 'getpeername6' },
   { name: 'canopy_recvmsg4', hook: 'recvmsg4' },
   { name: 'canopy_recvmsg6', hook: 'recvmsg6' },
+  { name: 'canopy_sendmsg4', hook: 'sendmsg4' },
 ] as const;
 
 /** struct layouts: size and field offsets, in the header's order. */
