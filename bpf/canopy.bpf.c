@@ -422,9 +422,11 @@ int canopy_recvmsg6(struct bpf_sock_addr *ctx)
 	return 1;
 }
 
-/* IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend. */
-SEC("cgroup/connect6")
-int canopy_connect6(struct bpf_sock_addr *ctx)
+/*
+ * IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend.
+ * `sticky` (sendmsg6): a socket that was given a backend for this VIP keeps it.
+ */
+static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky)
 {
 	struct canopy_svc_key6 skey = {};
 	struct canopy_result res = {};
@@ -438,6 +440,19 @@ int canopy_connect6(struct bpf_sock_addr *ctx)
 	skey.vip[2] = ctx->user_ip6[2];
 	skey.vip[3] = ctx->user_ip6[3];
 	skey.port = (__u16)ctx->user_port;
+	if (sticky) {
+		struct canopy_peer *had = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+
+		if (had && had->vip[0] == skey.vip[0] && had->vip[1] == skey.vip[1] && had->vip[2] == skey.vip[2] &&
+		    had->vip[3] == skey.vip[3] && had->port == skey.port && had->bport) {
+			ctx->user_ip6[0] = had->backend[0];
+			ctx->user_ip6[1] = had->backend[1];
+			ctx->user_ip6[2] = had->backend[2];
+			ctx->user_ip6[3] = had->backend[3];
+			ctx->user_port = had->bport;
+			return 1;
+		}
+	}
 	res.lookups = 1;
 	svcp = bpf_map_lookup_elem(&canopy_services6, &skey);
 	if (!svcp)
@@ -466,6 +481,18 @@ int canopy_connect6(struct bpf_sock_addr *ctx)
 	ctx->user_ip6[3] = be->ip6[3];
 	ctx->user_port = be->port;
 	return 1;
+}
+
+SEC("cgroup/connect6")
+int canopy_connect6(struct bpf_sock_addr *ctx)
+{
+	return canopy_v6(ctx, 0);
+}
+
+SEC("cgroup/sendmsg6")
+int canopy_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return canopy_v6(ctx, 1);
 }
 
 /* BPF_PROG_TEST_RUN harness: the same selection, with the cgroup and the random number given. */

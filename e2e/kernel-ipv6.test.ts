@@ -12,7 +12,8 @@ import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
 import { contentHash } from '../server/src/resources/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
-import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
+import dgram from 'node:dgram';
+import { Connector, counts, idBackend, kernelEnv, peerClient, testCgroup } from './support/kernel.js';
 import { placementOf, spec } from './support/kernel-fixtures.js';
 
 const VIP = 'fd00:c::100';
@@ -81,10 +82,38 @@ describe('IPv6 VIPs in the kernel (cgroup/connect6)', { skip: reason }, () => {
       // A connect to an IPv6 address that is no VIP is left alone.
       const direct = await conn.connect('fd00:c::21', PORT, 3);
       assert.deepEqual(counts(direct.ids), { f1: 3 });
-    } finally {
+      // The peer is the VIP (getpeername6), while a near backend answered.
+      load(spec('web6', VIP, PORT, 'failover', BACKENDS));
       dp.setWorkloads(placementOf('r9/z9/s9'), [{ cgroup: dir, placement: placementOf('r1/z1/s1') }]);
+      const seen = await peerClient(dir, VIP, PORT, 'tcp');
+      assert.ok(seen.id === 'n1' || seen.id === 'n2', JSON.stringify(seen));
+      assert.deepEqual(seen.peer, { address: VIP, port: PORT });
+    } finally {
       conn.close();
       for (const s of servers) await s.close();
+      dp.setWorkloads(placementOf('r9/z9/s9'), [{ cgroup: dir, placement: placementOf('r1/z1/s1') }]);
+    }
+  });
+
+  it('UDP to an IPv6 VIP: sendto() reaches a near backend (sendmsg6), replies come from the VIP (recvmsg6)', async () => {
+    load(spec('web6', VIP, PORT, 'failover', BACKENDS));
+    const servers = ADDED.map((ip, i) => {
+      const s = dgram.createSocket('udp6');
+      s.on('message', (_m, r) => s.send(BACKENDS[i]![0], r.port, r.address));
+      return { s, ready: new Promise<void>((resolve) => s.bind(PORT, ip, () => resolve())) };
+    });
+    await Promise.all(servers.map((x) => x.ready));
+    try {
+      const u = await peerClient(dir, VIP, PORT, 'sendto');
+      assert.equal(u.replies?.length, 3, JSON.stringify(u));
+      const ids = new Set(u.replies!.map((r) => r.id));
+      assert.equal(ids.size, 1, 'one backend per socket and VIP');
+      assert.ok(ids.has('n1') || ids.has('n2'));
+      for (const r of u.replies!) assert.deepEqual(r.from, { address: VIP, port: PORT });
+      const c = await peerClient(dir, VIP, PORT, 'udp');
+      assert.deepEqual(c.from, { address: VIP, port: PORT }, JSON.stringify(c));
+    } finally {
+      for (const x of servers) x.s.close();
     }
   });
 });

@@ -5,8 +5,6 @@
  * The client is a real process in a workload cgroup.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import dgram from 'node:dgram';
 import { after, before, describe, it } from 'node:test';
 import { Datapath } from '../server/src/agent/datapath.js';
@@ -14,61 +12,13 @@ import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
 import { contentHash } from '../server/src/resources/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
-import { idBackend, kernelEnv, testCgroup } from './support/kernel.js';
+import { peerClient as client, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
 import { placementOf, spec } from './support/kernel-fixtures.js';
 
 const env = kernelEnv();
 const VIP = '127.100.6.1';
 const PORT = 8095;
 const BACKEND = '127.0.6.1';
-
-/** Connects from inside `cgroup` and reports what the socket says its peer is. */
-const CLIENT = `
-import net from 'node:net';
-import dgram from 'node:dgram';
-const [host, port, proto] = process.argv.slice(1);
-const done = (o) => { console.log(JSON.stringify(o)); process.exit(0); };
-setTimeout(() => done({ error: 'timeout' }), 5000);
-if (proto === 'sendto') {
-  const s = dgram.createSocket('udp4');
-  const got = [];
-  s.on('message', (m, r) => {
-    got.push({ id: String(m), from: { address: r.address, port: r.port } });
-    if (got.length === 3) done({ replies: got });
-  });
-  for (let i = 0; i < 3; i++) s.send('hi', Number(port), host);
-} else if (proto === 'udp') {
-  const s = dgram.createSocket('udp4');
-  s.connect(Number(port), host, () => {
-    s.once('message', (m, r) => done({ id: String(m), peer: s.remoteAddress(), from: { address: r.address, port: r.port } }));
-    s.send('hi');
-  });
-} else {
-  const c = net.connect(Number(port), host);
-  let id = '';
-  let peer;
-  c.on('connect', () => { peer = { address: c.remoteAddress, port: c.remotePort }; });
-  c.on('data', (d) => { id += d; });
-  c.on('end', () => done({ id, peer }));
-  c.on('error', (e) => done({ error: e.code }));
-}`;
-
-interface Seen {
-  id?: string;
-  peer?: { address: string; port: number };
-  from?: { address: string; port: number };
-  error?: string;
-  replies?: { id: string; from: { address: string; port: number } }[];
-}
-
-/** (Asynchronous: the backends live in this process.) */
-async function client(cgroup: string, host: string, port: number, proto: 'tcp' | 'udp' | 'sendto'): Promise<Seen> {
-  const { stdout: out } = await promisify(execFile)('sh', ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${process.execPath}" --input-type=module -e "$0" "$1" "$2" "$3"`, CLIENT, host, String(port), proto], {
-    encoding: 'utf8',
-    timeout: 10_000,
-  });
-  return JSON.parse(out.trim().split('\n').pop()!) as Seen;
-}
 
 describe('the peer of a socket sent to a backend is the VIP', { skip: env.reason }, () => {
   let cg: ReturnType<typeof testCgroup>;

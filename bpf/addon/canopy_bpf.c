@@ -342,7 +342,7 @@ static enum bpf_attach_type connect_type(napi_env env, napi_callback_info info, 
 		{ "connect4", BPF_CGROUP_INET4_CONNECT },	 { "connect6", BPF_CGROUP_INET6_CONNECT },
 		{ "getpeername4", BPF_CGROUP_INET4_GETPEERNAME }, { "getpeername6", BPF_CGROUP_INET6_GETPEERNAME },
 		{ "recvmsg4", BPF_CGROUP_UDP4_RECVMSG },	 { "recvmsg6", BPF_CGROUP_UDP6_RECVMSG },
-		{ "sendmsg4", BPF_CGROUP_UDP4_SENDMSG },
+		{ "sendmsg4", BPF_CGROUP_UDP4_SENDMSG },	 { "sendmsg6", BPF_CGROUP_UDP6_SENDMSG },
 	};
 	napi_value argv[4];
 	napi_valuetype t;

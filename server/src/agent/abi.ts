@@ -51,6 +51,7 @@ export const HOOK_PROGRAMS = [
   { name: 'canopy_recvmsg4', hook: 'recvmsg4' },
   { name: 'canopy_recvmsg6', hook: 'recvmsg6' },
   { name: 'canopy_sendmsg4', hook: 'sendmsg4' },
+  { name: 'canopy_sendmsg6', hook: 'sendmsg6' },
 ] as const;
 
 /** struct layouts: size and field offsets, in the header's order. */

@@ -17,7 +17,7 @@ export interface LoadedObject {
 }
 
 /** A cgroup hook the addon attaches to (4 and 6 are connect4 and connect6). */
-export type Hook = 4 | 6 | 'getpeername4' | 'getpeername6' | 'recvmsg4' | 'recvmsg6' | 'sendmsg4';
+export type Hook = 4 | 6 | 'getpeername4' | 'getpeername6' | 'recvmsg4' | 'recvmsg6' | 'sendmsg4' | 'sendmsg6';
 
 export interface BpfAddon {
   load(objectPath: string, pinDir: string, maxEntries: Readonly<Record<string, number>>): LoadedObject;
