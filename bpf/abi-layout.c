@@ -20,12 +20,14 @@ int main(void)
 
 	printf("{\"layout\":{");
 	BEGIN(canopy_svc_key); FIELD(canopy_svc_key, vip); FIELD(canopy_svc_key, port); FIELD(canopy_svc_key, pad); END();
+	BEGIN(canopy_svc_key6); FIELD(canopy_svc_key6, vip); FIELD(canopy_svc_key6, port); FIELD(canopy_svc_key6, pad); END();
 	BEGIN(canopy_svc); FIELD(canopy_svc, tree); FIELD(canopy_svc, ep_base); FIELD(canopy_svc, ep_count);
 	FIELD(canopy_svc, mode); FIELD(canopy_svc, depth); FIELD(canopy_svc, flags); FIELD(canopy_svc, level_scope);
 	FIELD(canopy_svc, alt_base); END();
 	BEGIN(canopy_node_key); FIELD(canopy_node_key, tree); FIELD(canopy_node_key, parent); FIELD(canopy_node_key, value); END();
 	BEGIN(canopy_node); FIELD(canopy_node, id); FIELD(canopy_node, start); FIELD(canopy_node, count); FIELD(canopy_node, pad); END();
-	BEGIN(canopy_backend); FIELD(canopy_backend, ip); FIELD(canopy_backend, port); FIELD(canopy_backend, pad); FIELD(canopy_backend, cum); END();
+	BEGIN(canopy_backend); FIELD(canopy_backend, ip); FIELD(canopy_backend, port); FIELD(canopy_backend, pad); FIELD(canopy_backend, cum); FIELD(canopy_backend, ip6); END();
+	BEGIN(canopy_peer); FIELD(canopy_peer, vip); FIELD(canopy_peer, backend); FIELD(canopy_peer, port); FIELD(canopy_peer, bport); END();
 	BEGIN(canopy_config); FIELD(canopy_config, workload_levels); FIELD(canopy_config, pad); END();
 	BEGIN(canopy_locality); FIELD(canopy_locality, value); END();
 	BEGIN(canopy_stats); FIELD(canopy_stats, connects); FIELD(canopy_stats, rewritten); FIELD(canopy_stats, refused);

@@ -27,6 +27,14 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CANOPY_MAX_SERVICES);
+	__type(key, struct canopy_svc_key6);
+	__type(value, struct canopy_svc);
+} canopy_services6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, CANOPY_MAX_NODES);
 	__type(key, struct canopy_node_key);
 	__type(value, struct canopy_node);
@@ -68,11 +76,19 @@ struct {
 	__type(value, struct canopy_stats);
 } canopy_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct canopy_peer);
+} canopy_peers SEC(".maps");
+
 struct canopy_result {
 	__u32 ip;
 	__u16 port;
 	__u32 matched;
 	__u32 lookups;
+	__u32 slot; /* the chosen endpoint slot */
 };
 
 /*
@@ -159,22 +175,15 @@ static __always_inline struct canopy_locality *canopy_ancestor_locality(struct c
  * service VIP, so a connect to anything else costs one map lookup and no
  * helper call. The test harness passes 0 and supplies both.
  */
-static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
-					 struct canopy_result *res)
+static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgroup, __u32 rnd, const int live,
+				       struct canopy_result *res)
 {
-	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
-	struct canopy_svc *svcp;
 	struct canopy_svc svc;
 	struct canopy_locality *loc = 0;
 	__u32 start = 0, count, slot, base;
 	__u64 zero_cg = 0;
 	int i;
 
-	res->lookups = 1;
-	res->matched = 0;
-	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
-	if (!svcp)
-		return CANOPY_PASS;
 	/* One copy: later reads see this version even if the entry is replaced meanwhile. */
 	__builtin_memcpy(&svc, svcp, sizeof(svc));
 	count = svc.ep_count;
@@ -243,6 +252,28 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	} else {
 		slot = base + start + rnd % count;
 	}
+	res->slot = slot;
+	return CANOPY_REWRITE;
+}
+
+/* IPv4: the service of vip:port, a pick in its tree, and the chosen backend's address. */
+static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
+					 struct canopy_result *res)
+{
+	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
+	struct canopy_svc *svcp;
+	__u32 slot;
+	int verdict;
+
+	res->lookups = 1;
+	res->matched = 0;
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
+		return CANOPY_PASS;
+	verdict = canopy_pick(svcp, cgroup, rnd, live, res);
+	if (verdict != CANOPY_REWRITE)
+		return verdict;
+	slot = res->slot;
 	res->lookups++;
 	struct canopy_backend *be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
 	if (!be)
@@ -289,9 +320,179 @@ int canopy_connect4(struct bpf_sock_addr *ctx)
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* connect() fails with EPERM */
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (peer) {
+		peer->vip[0] = ctx->user_ip4;
+		peer->port = (__u16)ctx->user_port;
+		peer->backend[0] = res.ip;
+		peer->bport = res.port;
+	}
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
 	return 1;
+}
+
+/* The peer of a socket connected through a VIP is the VIP (getpeername, and recvmsg of connected UDP). */
+static __always_inline void canopy_peer4(struct bpf_sock_addr *ctx)
+{
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+
+	if (peer && peer->backend[0] == ctx->user_ip4 && peer->bport == (__u16)ctx->user_port) {
+		ctx->user_ip4 = peer->vip[0];
+		ctx->user_port = peer->port;
+	}
+}
+
+static __always_inline void canopy_peer6(struct bpf_sock_addr *ctx)
+{
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+
+	if (peer && peer->backend[0] == ctx->user_ip6[0] && peer->backend[1] == ctx->user_ip6[1] &&
+	    peer->backend[2] == ctx->user_ip6[2] && peer->backend[3] == ctx->user_ip6[3] &&
+	    peer->bport == (__u16)ctx->user_port) {
+		ctx->user_ip6[0] = peer->vip[0];
+		ctx->user_ip6[1] = peer->vip[1];
+		ctx->user_ip6[2] = peer->vip[2];
+		ctx->user_ip6[3] = peer->vip[3];
+		ctx->user_port = peer->port;
+	}
+}
+
+/*
+ * Unconnected UDP: a sendto() a VIP goes to a backend. The socket keeps the
+ * backend it was given for that VIP (in canopy_peers), so its datagrams go to
+ * one backend and recvmsg4 reports the replies as the VIP's; a sendto()
+ * another VIP picks again.
+ */
+SEC("cgroup/sendmsg4")
+int canopy_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	struct canopy_result res = {};
+	int verdict;
+
+	if (peer && peer->vip[0] == ctx->user_ip4 && peer->port == (__u16)ctx->user_port && peer->backend[0]) {
+		ctx->user_ip4 = peer->backend[0];
+		ctx->user_port = peer->bport;
+		return 1;
+	}
+	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 1, &res);
+	if (verdict == CANOPY_PASS)
+		return 1;
+	canopy_count(verdict, res.lookups);
+	if (verdict == CANOPY_REFUSE)
+		return 0; /* sendmsg() fails with EPERM */
+	peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (peer) {
+		peer->vip[0] = ctx->user_ip4;
+		peer->port = (__u16)ctx->user_port;
+		peer->backend[0] = res.ip;
+		peer->bport = res.port;
+	}
+	ctx->user_ip4 = res.ip;
+	ctx->user_port = res.port;
+	return 1;
+}
+
+SEC("cgroup/getpeername4")
+int canopy_getpeername4(struct bpf_sock_addr *ctx)
+{
+	canopy_peer4(ctx);
+	return 1;
+}
+
+SEC("cgroup/recvmsg4")
+int canopy_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	canopy_peer4(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int canopy_getpeername6(struct bpf_sock_addr *ctx)
+{
+	canopy_peer6(ctx);
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int canopy_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	canopy_peer6(ctx);
+	return 1;
+}
+
+/*
+ * IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend.
+ * `sticky` (sendmsg6): a socket that was given a backend for this VIP keeps it.
+ */
+static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky)
+{
+	struct canopy_svc_key6 skey = {};
+	struct canopy_result res = {};
+	struct canopy_backend *be;
+	struct canopy_svc *svcp;
+	__u32 slot;
+	int verdict;
+
+	skey.vip[0] = ctx->user_ip6[0];
+	skey.vip[1] = ctx->user_ip6[1];
+	skey.vip[2] = ctx->user_ip6[2];
+	skey.vip[3] = ctx->user_ip6[3];
+	skey.port = (__u16)ctx->user_port;
+	if (sticky) {
+		struct canopy_peer *had = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+
+		if (had && had->vip[0] == skey.vip[0] && had->vip[1] == skey.vip[1] && had->vip[2] == skey.vip[2] &&
+		    had->vip[3] == skey.vip[3] && had->port == skey.port && had->bport) {
+			ctx->user_ip6[0] = had->backend[0];
+			ctx->user_ip6[1] = had->backend[1];
+			ctx->user_ip6[2] = had->backend[2];
+			ctx->user_ip6[3] = had->backend[3];
+			ctx->user_port = had->bport;
+			return 1;
+		}
+	}
+	res.lookups = 1;
+	svcp = bpf_map_lookup_elem(&canopy_services6, &skey);
+	if (!svcp)
+		return 1;
+	verdict = canopy_pick(svcp, 0, 0, 1, &res);
+	if (verdict == CANOPY_REWRITE) {
+		slot = res.slot;
+		res.lookups++;
+		be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
+		if (!be || (be->ip6[0] | be->ip6[1] | be->ip6[2] | be->ip6[3]) == 0)
+			verdict = CANOPY_REFUSE;
+	}
+	canopy_count(verdict, res.lookups);
+	if (verdict != CANOPY_REWRITE)
+		return 0; /* connect() fails with EPERM */
+	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (peer) {
+		__builtin_memcpy(peer->vip, skey.vip, sizeof(peer->vip));
+		peer->port = skey.port;
+		__builtin_memcpy(peer->backend, be->ip6, sizeof(peer->backend));
+		peer->bport = be->port;
+	}
+	ctx->user_ip6[0] = be->ip6[0];
+	ctx->user_ip6[1] = be->ip6[1];
+	ctx->user_ip6[2] = be->ip6[2];
+	ctx->user_ip6[3] = be->ip6[3];
+	ctx->user_port = be->port;
+	return 1;
+}
+
+SEC("cgroup/connect6")
+int canopy_connect6(struct bpf_sock_addr *ctx)
+{
+	return canopy_v6(ctx, 0);
+}
+
+SEC("cgroup/sendmsg6")
+int canopy_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return canopy_v6(ctx, 1);
 }
 
 /* BPF_PROG_TEST_RUN harness: the same selection, with the cgroup and the random number given. */

@@ -9,6 +9,7 @@
  * The compiled locality tree of one service lives in three maps:
  *
  *   canopy_services  (vip, port)               -> tree id, endpoint range, mode, levels
+ *                    (canopy_services6: the same for IPv6 VIPs)
  *   canopy_nodes     (tree, parent, value hash) -> node id, endpoint sub-range
  *   canopy_endpoints slot                       -> backend ip:port
  *
@@ -81,6 +82,13 @@ struct canopy_svc {
 	__u32 alt_base; /* CANOPY_MODE_NETWORK_FIRST: first slot of the merged tree's endpoints */
 };
 
+/* canopy_services6: BPF_MAP_TYPE_HASH, no prealloc: IPv6 VIPs (cgroup/connect6), value struct canopy_svc. */
+struct canopy_svc_key6 {
+	__u32 vip[4]; /* IPv6, network byte order (as in bpf_sock_addr.user_ip6) */
+	__u16 port;   /* network byte order */
+	__u16 pad;    /* zero */
+};
+
 /* canopy_nodes: BPF_MAP_TYPE_HASH, no prealloc. The root is node 0 and has no entry. */
 struct canopy_node_key {
 	__u32 tree;
@@ -104,6 +112,17 @@ struct canopy_backend {
 	 * including this one (a layout: the tree's, or the merged tree's). A node's
 	 * range [lo, hi) is picked from by weight with a binary search on it. */
 	__u32 cum;
+	__u32 ip6[4]; /* an IPv6 service's backend, network byte order (ip is 0) */
+};
+
+/* canopy_peers: BPF_MAP_TYPE_SK_STORAGE. A socket whose connect() was sent to a
+ * backend remembers the VIP, so getpeername() and recvmsg() (connected UDP)
+ * report the VIP the application asked for, not the backend. */
+struct canopy_peer {
+	__u32 vip[4];     /* IPv4 in vip[0], or IPv6; network byte order */
+	__u32 backend[4]; /* the same for the backend */
+	__u16 port;       /* the VIP's port, network byte order */
+	__u16 bport;      /* the backend's port, network byte order */
 };
 
 /* canopy_workloads: BPF_MAP_TYPE_HASH, key __u64 cgroup id; id 0 holds the node's own locality. */

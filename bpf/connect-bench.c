@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * connect() cost, for `npm run bench`: N times socket(AF_INET, SOCK_DGRAM),
- * connect() to ADDR:PORT, close(). A UDP connect runs the cgroup connect4
- * program like a TCP one but sends nothing, so the time is the syscall and
+ * connect() cost, for `npm run bench`: N times socket(AF_INET or AF_INET6,
+ * SOCK_DGRAM), connect() to ADDR:PORT, close(). A UDP connect runs the cgroup
+ * connect4/connect6 program like a TCP one but sends nothing, so the time is the syscall and
  * the program. Prints the mean ns per connect() call (connect alone, timed
  * around the call).
  *
@@ -26,17 +26,26 @@ static long long now_ns(void)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6 };
+	struct sockaddr *addr = (struct sockaddr *)&sa;
+	socklen_t len = sizeof(sa);
+	int family = AF_INET;
 	long long total = 0;
 	long n, failed = 0;
 
-	if (argc != 4 || inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1) {
+	if (argc == 4 && inet_pton(AF_INET6, argv[1], &sa6.sin6_addr) == 1) {
+		family = AF_INET6;
+		addr = (struct sockaddr *)&sa6;
+		len = sizeof(sa6);
+	} else if (argc != 4 || inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1) {
 		fprintf(stderr, "usage: connect-bench ADDR PORT N\n");
 		return 2;
 	}
 	sa.sin_port = htons((unsigned short)atoi(argv[2]));
+	sa6.sin6_port = sa.sin_port;
 	n = atol(argv[3]);
 	for (long i = 0; i < n; i++) {
-		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+		int fd = socket(family, SOCK_DGRAM, 0);
 		long long t0;
 
 		if (fd < 0) {
@@ -44,7 +53,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		t0 = now_ns();
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		if (connect(fd, addr, len) != 0)
 			failed++;
 		total += now_ns() - t0;
 		close(fd);

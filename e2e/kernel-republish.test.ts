@@ -90,4 +90,39 @@ describe('O(change) republish in the kernel', { skip: env.reason }, () => {
       for (const s of servers) await s.close();
     }
   });
+
+  it('connects running through in-place flips never fail and never reach a backend after it left', async () => {
+    const servers = await Promise.all([...NEAR, ...FAR].map(([id, ip]) => idBackend(ip, PORT, id)));
+    const conn = await Connector.start(dir);
+    try {
+      load(service(() => 'healthy'));
+      const tree = dp.services()[0]!.tree;
+      await conn.loop(VIP, PORT);
+      // n5 leaves and comes back 20 times; each version is one slot write. Record when n5 was out.
+      const out: [number, number][] = [];
+      for (let i = 0; i < 20; i++) {
+        const flip = load(service((id) => (id === 'n5' ? 'unhealthy' : 'healthy')));
+        assert.equal(flip.mapWrites, 1);
+        const since = Date.now();
+        await new Promise((r) => setTimeout(r, 15));
+        out.push([since, Date.now()]);
+        assert.equal(load(service(() => 'healthy')).mapWrites, 1);
+        await new Promise((r) => setTimeout(r, 15));
+      }
+      const samples = await conn.stop();
+      assert.equal(dp.services()[0]!.tree, tree, 'every version was written in place');
+      assert.ok(samples.length >= 20, `only ${samples.length} connects`);
+      const failed = samples.filter(([, id]) => id.startsWith('!'));
+      assert.deepEqual(failed, [], 'no connect failed');
+      // A connect that started (the sample's time) 2 ms after the write returned and 2 ms before n5 came back never reached n5.
+      const late = samples.filter(([t, id]) => id === 'n5' && out.some(([a, b]) => t > a + 2 && t < b - 2));
+      assert.ok(samples.some(([t]) => out.some(([a, b]) => t > a + 2 && t < b - 2)), 'some connects ran while n5 was out');
+      assert.deepEqual(late, [], 'n5 reached while it was out');
+      assert.ok(samples.every(([, id]) => id.startsWith('n')), 'only the caller\'s subzone');
+      console.log(`# ${samples.length} connects through 40 in-place versions, none failed`);
+    } finally {
+      conn.close();
+      for (const s of servers) await s.close();
+    }
+  });
 });

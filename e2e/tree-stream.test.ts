@@ -57,11 +57,13 @@ describe('LocalityTree over ADS', () => {
     const b = open('agent-b', 'r2');
     const [ra, rb] = await Promise.all([a.next(), b.next()]);
     assert.equal(ra.type_url, TREE_TYPE);
-    assert.equal(ra.resources.length, 1, 'only web has an IPv4 VIP and a port');
-    assert.ok(Buffer.compare(ra.resources[0]!.value, rb.resources[0]!.value) === 0, 'byte-identical trees');
+    assert.equal(ra.resources.length, 2, 'web and v6 have an IP VIP and a port; grpc-only has none');
+    for (let i = 0; i < 2; i++) assert.ok(Buffer.compare(ra.resources[i]!.value, rb.resources[i]!.value) === 0, 'byte-identical trees');
     assert.equal(ra.version_info, rb.version_info);
-    const t = decodeLocalityTree(ra.resources[0]!.value);
-    assert.equal(t.service, 'web');
+    const trees = ra.resources.map((r) => decodeLocalityTree(r.value));
+    assert.deepEqual(trees.map((x) => x.service).sort(), ['v6', 'web']);
+    assert.equal(trees.find((x) => x.service === 'v6')!.backends.length, 0, 'an IPv6 service: its IPv4 backends are left out');
+    const t = trees.find((x) => x.service === 'web')!;
     assert.equal(`${intToIpv4(t.vip)}:${t.port}`, '10.96.0.1:80');
     assert.deepEqual(t.backends.map((x) => intToIpv4(x.ipv4)).sort(), ['10.0.0.1', '10.0.0.2']);
     for (const [s, r] of [[a, ra], [b, rb]] as const) s.send({ type_url: TREE_TYPE, version_info: r.version_info, response_nonce: r.nonce });
@@ -71,12 +73,17 @@ describe('LocalityTree over ADS', () => {
     const [a, b] = streams;
     await canopy.store.put(svc('web', '10.96.0.1', 'unhealthy'), { owner: 'api' });
     const [ra, rb] = await Promise.all([a!.next(), b!.next()]);
-    assert.ok(Buffer.compare(ra.resources[0]!.value, rb.resources[0]!.value) === 0);
-    assert.deepEqual(decodeLocalityTree(ra.resources[0]!.value).backends.map((x) => intToIpv4(x.ipv4)), ['10.0.0.2']);
+    const web = (r: typeof ra) => r.resources.find((x) => decodeLocalityTree(x.value).service === 'web')!.value;
+    assert.ok(Buffer.compare(web(ra), web(rb)) === 0);
+    assert.deepEqual(decodeLocalityTree(web(ra)).backends.map((x) => intToIpv4(x.ipv4)), ['10.0.0.2']);
     a!.send({ type_url: TREE_TYPE, version_info: ra.version_info, response_nonce: ra.nonce });
     await canopy.store.delete('web');
     const gone = await a!.next();
     assert.equal(gone.type_url, TREE_TYPE);
-    assert.deepEqual(gone.resources, [], 'full state: an empty response removes every tree');
+    assert.deepEqual(
+      gone.resources.map((r) => decodeLocalityTree(r.value).service),
+      ['v6'],
+      'full state: a response without web removes its tree',
+    );
   });
 });

@@ -329,7 +329,44 @@ static int open_cgroup(napi_env env, napi_value v, char *path, size_t size)
 }
 
 /*
- * replaceConnect4(newProgFd, oldProgFd, cgroupPath): swaps one attached
+ * The cgroup hook a call is about: an optional trailing argument at index
+ * `at`, 6 for cgroup/connect6, a hook name ("getpeername4", "recvmsg6", ...),
+ * else (4 or absent) cgroup/connect4.
+ */
+static enum bpf_attach_type connect_type(napi_env env, napi_callback_info info, size_t at)
+{
+	static const struct {
+		const char *name;
+		enum bpf_attach_type type;
+	} hooks[] = {
+		{ "connect4", BPF_CGROUP_INET4_CONNECT },	 { "connect6", BPF_CGROUP_INET6_CONNECT },
+		{ "getpeername4", BPF_CGROUP_INET4_GETPEERNAME }, { "getpeername6", BPF_CGROUP_INET6_GETPEERNAME },
+		{ "recvmsg4", BPF_CGROUP_UDP4_RECVMSG },	 { "recvmsg6", BPF_CGROUP_UDP6_RECVMSG },
+		{ "sendmsg4", BPF_CGROUP_UDP4_SENDMSG },	 { "sendmsg6", BPF_CGROUP_UDP6_SENDMSG },
+	};
+	napi_value argv[4];
+	napi_valuetype t;
+	size_t argc = 4;
+	int32_t family = 4;
+	char name[32];
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc <= at)
+		return BPF_CGROUP_INET4_CONNECT;
+	if (napi_typeof(env, argv[at], &t) == napi_ok && t == napi_string) {
+		size_t len = 0;
+
+		if (napi_get_value_string_utf8(env, argv[at], name, sizeof(name), &len) == napi_ok)
+			for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++)
+				if (strcmp(hooks[i].name, name) == 0)
+					return hooks[i].type;
+		return BPF_CGROUP_INET4_CONNECT;
+	}
+	napi_get_value_int32(env, argv[at], &family);
+	return family == 6 ? BPF_CGROUP_INET6_CONNECT : BPF_CGROUP_INET4_CONNECT;
+}
+
+/*
+ * replaceConnect4(newProgFd, oldProgFd, cgroupPath[, family]): swaps one attached
  * connect4 program for another in a single step (BPF_F_REPLACE), so no
  * connect() runs with neither or both.
  */
@@ -348,7 +385,7 @@ static napi_value replace_connect4(napi_env env, napi_callback_info info)
 		return NULL;
 	opts.flags = BPF_F_ALLOW_MULTI | BPF_F_REPLACE;
 	opts.replace_prog_fd = old_fd;
-	err = bpf_prog_attach_opts(new_fd, cg, BPF_CGROUP_INET4_CONNECT, &opts);
+	err = bpf_prog_attach_opts(new_fd, cg, connect_type(env, info, 3), &opts);
 	if (err) {
 		int e = errno;
 
@@ -372,8 +409,8 @@ static napi_value connect4_op(napi_env env, napi_callback_info info, bool attach
 	cg = open_cgroup(env, argv[1], path, sizeof(path));
 	if (cg < 0)
 		return NULL;
-	err = attach ? bpf_prog_attach(prog_fd, cg, BPF_CGROUP_INET4_CONNECT, BPF_F_ALLOW_MULTI)
-		     : bpf_prog_detach2(prog_fd, cg, BPF_CGROUP_INET4_CONNECT);
+	err = attach ? bpf_prog_attach(prog_fd, cg, connect_type(env, info, 2), BPF_F_ALLOW_MULTI)
+		     : bpf_prog_detach2(prog_fd, cg, connect_type(env, info, 2));
 	if (err) {
 		int e = errno;
 
@@ -385,19 +422,19 @@ static napi_value connect4_op(napi_env env, napi_callback_info info, bool attach
 	return NULL;
 }
 
-/* attachConnect4(progFd, cgroupPath) */
+/* attachConnect4(progFd, cgroupPath[, family]) */
 static napi_value attach_connect4(napi_env env, napi_callback_info info)
 {
 	return connect4_op(env, info, true);
 }
 
-/* detachConnect4(progFd, cgroupPath) */
+/* detachConnect4(progFd, cgroupPath[, family]) */
 static napi_value detach_connect4(napi_env env, napi_callback_info info)
 {
 	return connect4_op(env, info, false);
 }
 
-/* queryConnect4(cgroupPath) -> [program ids attached directly to the cgroup] */
+/* queryConnect4(cgroupPath[, family]) -> [program ids attached directly to the cgroup] */
 static napi_value query_connect4(napi_env env, napi_callback_info info)
 {
 	napi_value argv[1], out;
@@ -410,7 +447,7 @@ static napi_value query_connect4(napi_env env, napi_callback_info info)
 	cg = open_cgroup(env, argv[0], path, sizeof(path));
 	if (cg < 0)
 		return NULL;
-	if (bpf_prog_query(cg, BPF_CGROUP_INET4_CONNECT, 0, &flags, ids, &count)) {
+	if (bpf_prog_query(cg, connect_type(env, info, 1), 0, &flags, ids, &count)) {
 		int e = errno;
 
 		close(cg);

@@ -4,13 +4,14 @@
  * something is missing, except under CANOPY_REQUIRE_KERNEL=1 (CI), where a
  * missing piece fails the run instead, so CI cannot pass by skipping.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { kernelUnavailable } from '../../server/src/agent/bpf.js';
 
 function mountOf(type: string): string | undefined {
@@ -153,3 +154,50 @@ export function counts(ids: readonly string[]): Record<string, number> {
   return out;
 }
 
+/** Connects from inside `cgroup` and reports what the socket says its peer is. */
+const CLIENT = `
+import net from 'node:net';
+import dgram from 'node:dgram';
+const [host, port, proto] = process.argv.slice(1);
+const done = (o) => { console.log(JSON.stringify(o)); process.exit(0); };
+setTimeout(() => done({ error: 'timeout' }), 5000);
+if (proto === 'sendto') {
+  const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+  const got = [];
+  s.on('message', (m, r) => {
+    got.push({ id: String(m), from: { address: r.address, port: r.port } });
+    if (got.length === 3) done({ replies: got });
+  });
+  for (let i = 0; i < 3; i++) s.send('hi', Number(port), host);
+} else if (proto === 'udp') {
+  const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+  s.connect(Number(port), host, () => {
+    s.once('message', (m, r) => done({ id: String(m), peer: s.remoteAddress(), from: { address: r.address, port: r.port } }));
+    s.send('hi');
+  });
+} else {
+  const c = net.connect(Number(port), host);
+  let id = '';
+  let peer;
+  c.on('connect', () => { peer = { address: c.remoteAddress, port: c.remotePort }; });
+  c.on('data', (d) => { id += d; });
+  c.on('end', () => done({ id, peer }));
+  c.on('error', (e) => done({ error: e.code }));
+}`;
+
+export interface Seen {
+  id?: string;
+  peer?: { address: string; port: number };
+  from?: { address: string; port: number };
+  error?: string;
+  replies?: { id: string; from: { address: string; port: number } }[];
+}
+
+/** (Asynchronous: the backends live in this process.) */
+export async function peerClient(cgroup: string, host: string, port: number, proto: 'tcp' | 'udp' | 'sendto'): Promise<Seen> {
+  const { stdout: out } = await promisify(execFile)('sh', ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${process.execPath}" --input-type=module -e "$0" "$1" "$2" "$3"`, CLIENT, host, String(port), proto], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  return JSON.parse(out.trim().split('\n').pop()!) as Seen;
+}

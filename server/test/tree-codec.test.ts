@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Mesh } from '../src/domain/mesh.js';
-import { backendWireSize, decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt } from '../src/resources/tree-codec.js';
+import { backendWireSize, decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt, ipv6Bytes, ipv6String } from '../src/resources/tree-codec.js';
 import { ep, lb, service } from './support/builders.js';
 
 function compiled(spec: ReturnType<typeof service>) {
@@ -44,9 +44,26 @@ describe('LocalityTree codec', () => {
     assert.deepEqual([msg.nodes[0]!.start, msg.nodes[0]!.end], [0, 2]);
   });
 
-  it('refuses a service without an IPv4 VIP and port', () => {
-    const spec = { ...service('web', [ep()]), vip: 'fd00::1', port: 80 };
-    assert.throws(() => encodeLocalityTree(spec, compiled(spec).tree), /needs an IPv4 vip and a port/);
+  it('refuses a service without an IP VIP and port', () => {
+    const spec = { ...service('web', [ep()]), vip: 'web.internal', port: 80 };
+    assert.throws(() => encodeLocalityTree(spec, compiled(spec).tree), /needs an IPv4 or IPv6 vip and a port/);
+  });
+
+  it('carries an IPv6 service: the VIP and its IPv6 backends, IPv4 ones left out', () => {
+    const spec = {
+      ...service('web6', [ep({ locality: 'r1/z1/s1', address: 'fd00::1' }), ep({ locality: 'r1/z1/s1' }), ep({ locality: 'r2/z1/s1', address: 'fd00::2', weight: 2 })]),
+      vip: 'fd00:c::100',
+      port: 80,
+    };
+    const msg = decodeLocalityTree(encodeLocalityTree(spec, compiled(spec).tree));
+    assert.equal(ipv6String(msg.vip6!), 'fd00:c::100');
+    assert.equal(msg.vip, 0);
+    assert.deepEqual(
+      msg.backends.map((b) => [ipv6String(b.ipv6!), b.port, b.weight]),
+      [['fd00::1', 80, 1], ['fd00::2', 80, 2]].map(([a, , w]) => [a, msg.backends[0]!.port, w]),
+    );
+    assert.deepEqual([msg.nodes[0]!.start, msg.nodes[0]!.end], [0, 2]);
+    assert.equal(ipv6Bytes('::ffff:10.0.0.1'), undefined, 'an IPv4-mapped address is IPv4');
   });
 
   it('rejects malformed trees with the field at fault', () => {

@@ -31,23 +31,38 @@ export const VERDICT = { pass: 0, rewrite: 1, refuse: 2 } as const;
 
 export const MAP = {
   services: 'canopy_services',
+  services6: 'canopy_services6',
   nodes: 'canopy_nodes',
   endpoints: 'canopy_endpoints',
   workloads: 'canopy_workloads',
   scopes: 'canopy_scopes',
   config: 'canopy_config',
   stats: 'canopy_stats',
+  peers: 'canopy_peers',
 } as const;
 
-export const PROGRAM = { connect4: 'canopy_connect4', selectTest: 'canopy_select_test' } as const;
+export const PROGRAM = { connect4: 'canopy_connect4', connect6: 'canopy_connect6', selectTest: 'canopy_select_test' } as const;
+
+/** Programs beside connect4 (which open() handles on its own), each with its cgroup hook. */
+export const HOOK_PROGRAMS = [
+  { name: 'canopy_connect6', hook: 6 },
+  { name: 'canopy_getpeername4', hook: 'getpeername4' },
+  { name: 'canopy_getpeername6', hook: 'getpeername6' },
+  { name: 'canopy_recvmsg4', hook: 'recvmsg4' },
+  { name: 'canopy_recvmsg6', hook: 'recvmsg6' },
+  { name: 'canopy_sendmsg4', hook: 'sendmsg4' },
+  { name: 'canopy_sendmsg6', hook: 'sendmsg6' },
+] as const;
 
 /** struct layouts: size and field offsets, in the header's order. */
 export const LAYOUT = {
   canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
+  canopy_svc_key6: { size: 20, fields: { vip: 0, port: 16, pad: 18 } },
   canopy_svc: { size: 28, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, flags: 14, level_scope: 16, alt_base: 24 } },
   canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
   canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
-  canopy_backend: { size: 12, fields: { ip: 0, port: 4, pad: 6, cum: 8 } },
+  canopy_backend: { size: 28, fields: { ip: 0, port: 4, pad: 6, cum: 8, ip6: 12 } },
+  canopy_peer: { size: 36, fields: { vip: 0, backend: 16, port: 32, bport: 34 } },
   canopy_config: { size: 8, fields: { workload_levels: 0, pad: 4 } },
   canopy_locality: { size: 128, fields: { value: 0 } },
   canopy_stats: { size: 32, fields: { connects: 0, rewritten: 8, refused: 16, lookups: 24 } },
@@ -110,6 +125,8 @@ function ipNet(b: Buffer, off: number, ip: number): void {
 export interface SvcKey {
   readonly vip: number;
   readonly port: number;
+  /** An IPv6 VIP (16 bytes, network order): the key is a canopy_svc_key6 in canopy_services6. */
+  readonly vip6?: Uint8Array;
 }
 
 export interface SvcValue {
@@ -132,13 +149,25 @@ export function writeSvcKey(b: Buffer, off: number, k: SvcKey): void {
   b.writeUInt16LE(0, off + f.pad);
 }
 
+/** A canopy_svc_key, or a canopy_svc_key6 for an IPv6 VIP (tell them apart by length). */
 export function svcKey(k: SvcKey): Buffer {
+  if (k.vip6) {
+    const f = LAYOUT.canopy_svc_key6.fields;
+    const b = Buffer.alloc(LAYOUT.canopy_svc_key6.size);
+    b.set(k.vip6, f.vip);
+    b.writeUInt16BE(k.port, f.port);
+    return b;
+  }
   const b = Buffer.alloc(LAYOUT.canopy_svc_key.size);
   writeSvcKey(b, 0, k);
   return b;
 }
 
 export function readSvcKey(b: Buffer): SvcKey {
+  if (b.length === LAYOUT.canopy_svc_key6.size) {
+    const f = LAYOUT.canopy_svc_key6.fields;
+    return { vip: 0, vip6: Uint8Array.from(b.subarray(f.vip, f.vip + 16)), port: b.readUInt16BE(f.port) };
+  }
   const f = LAYOUT.canopy_svc_key.fields;
   return { vip: b.readUInt32BE(f.vip), port: b.readUInt16BE(f.port) };
 }
@@ -208,11 +237,13 @@ export function writeSlot(b: Buffer, off: number, slot: number): void {
 }
 
 /** `cum`: weights of the layout's endpoints up to and including this one (weighted services). */
-export function writeBackend(b: Buffer, off: number, ip: number, port: number, cum = 0): void {
+export function writeBackend(b: Buffer, off: number, ip: number, port: number, cum = 0, ip6?: Uint8Array): void {
   const f = LAYOUT.canopy_backend.fields;
   ipNet(b, off + f.ip, ip);
   b.writeUInt16BE(port, off + f.port);
   b.writeUInt16LE(0, off + f.pad);
+  if (ip6) b.set(ip6, off + f.ip6);
+  else b.fill(0, off + f.ip6, off + f.ip6 + 16);
   u32(b, off + f.cum, cum);
 }
 

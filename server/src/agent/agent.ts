@@ -10,7 +10,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Placement } from '../domain/locality.js';
 import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/agent-ads-client.js';
 import { contentHash } from '../resources/resource.js';
-import { intToIpv4, tryDecodeLocalityTree, type TreeMessage } from '../resources/tree-codec.js';
+import { intToIpv4, ipv6String, tryDecodeLocalityTree, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
 import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
 import { Datapath, type Workload } from './datapath.js';
@@ -225,7 +225,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     kernel: Object.fromEntries(Object.entries(datapath.stats()).map(([k, v]) => [k, Number(v)])),
     services: datapath.services().map((s) => ({
       service: s.name,
-      vip: `${intToIpv4(s.key.vip)}:${s.key.port}`,
+      vip: s.key.vip6 ? `[${ipv6String(s.key.vip6)}]:${s.key.port}` : `${intToIpv4(s.key.vip)}:${s.key.port}`,
       tree: s.tree,
       endpoints: s.range.length,
       nodes: s.nodeCount,

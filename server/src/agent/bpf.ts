@@ -16,16 +16,20 @@ export interface LoadedObject {
   readonly maxEntries: Readonly<Record<string, number>>;
 }
 
+/** A cgroup hook the addon attaches to (4 and 6 are connect4 and connect6). */
+export type Hook = 4 | 6 | 'getpeername4' | 'getpeername6' | 'recvmsg4' | 'recvmsg6' | 'sendmsg4' | 'sendmsg6';
+
 export interface BpfAddon {
   load(objectPath: string, pinDir: string, maxEntries: Readonly<Record<string, number>>): LoadedObject;
   objGet(path: string): number;
   objPin(fd: number, path: string): void;
   progId(fd: number): number;
   progTag(fd: number): string;
-  replaceConnect4(newProgFd: number, oldProgFd: number, cgroupPath: string): void;
-  attachConnect4(progFd: number, cgroupPath: string): void;
-  detachConnect4(progFd: number, cgroupPath: string): void;
-  queryConnect4(cgroupPath: string): number[];
+  /** `hook` 6: cgroup/connect6, or a hook by name; 4 (the default): cgroup/connect4. */
+  replaceConnect4(newProgFd: number, oldProgFd: number, cgroupPath: string, hook?: Hook): void;
+  attachConnect4(progFd: number, cgroupPath: string, hook?: Hook): void;
+  detachConnect4(progFd: number, cgroupPath: string, hook?: Hook): void;
+  queryConnect4(cgroupPath: string, hook?: Hook): number[];
   close(fd: number): void;
   mapUpdate(fd: number, key: Buffer, value: Buffer, flags: number): void;
   mapLookup(fd: number, key: Buffer, valueOut: Buffer): boolean;

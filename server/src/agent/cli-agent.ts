@@ -15,7 +15,7 @@ export const AGENT_USAGE = `  canopy agent --server HOST:PORT --node-id ID --cgr
   canopy agent uninstall --cgroup DIR [--pin-dir DIR]`;
 
 /** \`canopy agent --help\`: what each flag means. */
-export const AGENT_HELP = `canopy agent: loads Canopy's locality trees into the kernel (cgroup/connect4) on this node.
+export const AGENT_HELP = `canopy agent: loads Canopy's locality trees into the kernel (cgroup/connect4 and connect6) on this node.
 
 usage:
 ${AGENT_USAGE}

@@ -12,6 +12,7 @@ import {
   cgroupKey,
   configValue,
   DEFAULT_MAX,
+  HOOK_PROGRAMS,
   LAYOUT,
   localityValue,
   MAP,
@@ -29,7 +30,7 @@ import {
   valueHash,
   type Stats,
 } from './abi.js';
-import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon } from './bpf.js';
+import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { cgroupId, cgroupLevel } from './cgroups.js';
 import { repin, uninstall } from './pins.js';
 import { FIXED_SCOPES, keyString, plan, type AgentState, type IncomingTree, type Plan, type Limits, type Published, type Rejected } from './planner.js';
@@ -85,6 +86,8 @@ export class Datapath {
   /** Bit l: a workload cgroup sits at level l (what the kernel's ancestor walk looks at). */
   private workloadLevels = 0;
   private closed = false;
+  /** connect6 (IPv6 VIPs), getpeername4/6 and recvmsg4/6 (the peer is the VIP). */
+  private hooks: { fd: number; hook: Hook }[] = [];
 
   private constructor(
     private readonly bpf: BpfAddon,
@@ -160,9 +163,11 @@ export class Datapath {
     }
     const id = bpf.progId(progFd);
     if (!bpf.queryConnect4(opts.cgroup).includes(id)) bpf.attachConnect4(progFd, opts.cgroup);
+    const hooks = HOOK_PROGRAMS.map((p) => ({ hook: p.hook, ...installHook(bpf, fd(p.name, loaded.programs), path.join(opts.pinDir, p.name), opts.cgroup, p.hook) }));
     const size = (name: string, dflt: number) => loaded.maxEntries[name] ?? dflt;
     const limits = { services: size(MAP.services, DEFAULT_MAX.services), nodes: size(MAP.nodes, DEFAULT_MAX.nodes) };
-    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced, opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
+    const dp = new Datapath(bpf, fds, progFd, testFd, loaded.reused.length > 0, replaced || hooks.some((h) => h.replaced), opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
+    dp.hooks = hooks;
     dp.recover();
     return dp;
   }
@@ -174,16 +179,22 @@ export class Datapath {
 
   /** Rebuilds the agent's bookkeeping from the pinned maps, and drops half-written trees. */
   private recover(): void {
-    const svcKeyBuf = Buffer.alloc(LAYOUT.canopy_svc_key.size);
     const svcVal = Buffer.alloc(LAYOUT.canopy_svc.size);
     const live = new Map<number, { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue>; raw: Buffer }>();
     let prev: Buffer | null = null;
-    while (this.bpf.mapNextKey(this.fds.services, prev, svcKeyBuf)) {
-      const k = Buffer.from(svcKeyBuf);
-      if (this.bpf.mapLookup(this.fds.services, k, svcVal)) {
-        live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal), raw: Buffer.from(svcVal) });
+    for (const [fd, size] of [
+      [this.fds.services, LAYOUT.canopy_svc_key.size],
+      [this.fds.services6, LAYOUT.canopy_svc_key6.size],
+    ] as const) {
+      const svcKeyBuf = Buffer.alloc(size);
+      prev = null;
+      while (this.bpf.mapNextKey(fd, prev, svcKeyBuf)) {
+        const k = Buffer.from(svcKeyBuf);
+        if (this.bpf.mapLookup(fd, k, svcVal)) {
+          live.set(readSvcValue(svcVal).tree, { key: readSvcKey(k), value: readSvcValue(svcVal), raw: Buffer.from(svcVal) });
+        }
+        prev = k;
       }
-      prev = k;
     }
     // Node keys by tree; those of no live tree are leftovers of an interrupted apply.
     const byTree = new Map<number, Buffer[]>();
@@ -302,14 +313,16 @@ export class Datapath {
       }
       // The switch: one write per service.
       for (const pub of p.publish) {
-        this.bpf.mapUpdate(this.fds.services, pub.key, pub.value, BPF_ANY);
+        const fd = this.servicesFd(pub.key);
+        this.bpf.mapUpdate(fd, pub.key, pub.value, BPF_ANY);
         const previous = pub.previous;
-        undo.push(previous ? () => this.bpf.mapUpdate(this.fds.services, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(this.fds.services, pub.key));
+        undo.push(previous ? () => this.bpf.mapUpdate(fd, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(fd, pub.key));
         writes++;
       }
       for (const u of p.unpublish) {
-        this.bpf.mapDelete(this.fds.services, u.key);
-        undo.push(() => this.bpf.mapUpdate(this.fds.services, u.key, u.previous, BPF_ANY));
+        const fd = this.servicesFd(u.key);
+        this.bpf.mapDelete(fd, u.key);
+        undo.push(() => this.bpf.mapUpdate(fd, u.key, u.previous, BPF_ANY));
         writes++;
       }
     } catch (err) {
@@ -377,11 +390,12 @@ export class Datapath {
     if (opts.detach && opts.cgroup) {
       try {
         this.bpf.detachConnect4(this.progFd, opts.cgroup);
+        for (const h of this.hooks) this.bpf.detachConnect4(h.fd, opts.cgroup, h.hook);
       } catch {
         // already detached
       }
     }
-    for (const fd of [...Object.values(this.fds), this.progFd, this.testProgFd]) this.bpf.close(fd);
+    for (const fd of [...Object.values(this.fds), this.progFd, ...this.hooks.map((h) => h.fd), this.testProgFd]) this.bpf.close(fd);
   }
 
   /** Takes back the slots of recovered scopes by name; true when one was taken (workload entries need it). */
@@ -420,6 +434,11 @@ export class Datapath {
     // Levels last: an ancestor walk never looks for an entry not yet written.
     this.bpf.mapUpdate(this.fds.config, u32Key(0), configValue(this.workloadLevels), BPF_ANY);
     return this.workloads.length + drop.length + 1;
+  }
+
+  /** canopy_services, or canopy_services6 for an IPv6 key. */
+  private servicesFd(key: Buffer): number {
+    return key.length === LAYOUT.canopy_svc_key6.size ? this.fds.services6 : this.fds.services;
   }
 
   private batch(fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
@@ -463,14 +482,41 @@ export class Datapath {
   }
 }
 
+/**
+ * Pins and attaches a program on its cgroup hook as open() does connect4: a
+ * pinned program of the same build is kept, one of another build is swapped
+ * for this one in a single step (BPF_F_REPLACE).
+ */
+function installHook(bpf: BpfAddon, fd: number, pin: string, cgroup: string, hook: Hook): { fd: number; replaced: boolean } {
+  let replaced = false;
+  if (existsSync(pin)) {
+    const pinned = bpf.objGet(pin);
+    if (bpf.progTag(pinned) === bpf.progTag(fd)) {
+      bpf.close(fd);
+      fd = pinned;
+    } else {
+      if (bpf.queryConnect4(cgroup, hook).includes(bpf.progId(pinned))) bpf.replaceConnect4(fd, pinned, cgroup, hook);
+      bpf.close(pinned);
+      repin(bpf, fd, pin);
+      replaced = true;
+    }
+  } else {
+    bpf.objPin(fd, pin);
+  }
+  if (!bpf.queryConnect4(cgroup, hook).includes(bpf.progId(fd))) bpf.attachConnect4(fd, cgroup, hook);
+  return { fd, replaced };
+}
+
 function mapFds(get: (name: string) => number): Fds {
   return {
     services: get(MAP.services),
+    services6: get(MAP.services6),
     nodes: get(MAP.nodes),
     endpoints: get(MAP.endpoints),
     workloads: get(MAP.workloads),
     scopes: get(MAP.scopes),
     stats: get(MAP.stats),
+    peers: get(MAP.peers),
     config: get(MAP.config),
   };
 }

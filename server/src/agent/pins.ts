@@ -4,7 +4,7 @@
  */
 import { existsSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { PROGRAM } from './abi.js';
+import { HOOK_PROGRAMS, PROGRAM } from './abi.js';
 import type { BpfAddon } from './bpf.js';
 
 /** Pins `fd` at `pin` in place of what is there, in one step (bpffs renames atomically). */
@@ -15,16 +15,17 @@ export function repin(bpf: BpfAddon, fd: number, pin: string): void {
   renameSync(tmp, pin);
 }
 
-/** Detaches connect4 from the cgroup and removes the pins (the maps go with their last reference). */
+/** Detaches every program from the cgroup and removes the pins (the maps go with their last reference). */
 export function uninstall(bpf: BpfAddon, opts: { pinDir: string; cgroup: string }): string[] {
   const done: string[] = [];
-  const progPin = path.join(opts.pinDir, PROGRAM.connect4);
-  if (existsSync(progPin)) {
+  for (const { name, hook } of [{ name: PROGRAM.connect4, hook: 4 as const }, ...HOOK_PROGRAMS]) {
+    const progPin = path.join(opts.pinDir, name);
+    if (!existsSync(progPin)) continue;
     const progFd = bpf.objGet(progPin);
     try {
-      if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup).includes(bpf.progId(progFd))) {
-        bpf.detachConnect4(progFd, opts.cgroup);
-        done.push(`detached connect4 from ${opts.cgroup}`);
+      if (existsSync(opts.cgroup) && bpf.queryConnect4(opts.cgroup, hook).includes(bpf.progId(progFd))) {
+        bpf.detachConnect4(progFd, opts.cgroup, hook);
+        done.push(`detached ${typeof hook === 'number' ? `connect${hook}` : hook} from ${opts.cgroup}`);
       }
     } finally {
       bpf.close(progFd);

@@ -129,7 +129,7 @@ export interface Plan {
 }
 
 export function keyString(k: SvcKey): string {
-  return `${k.vip}:${k.port}`;
+  return k.vip6 ? `[${Buffer.from(k.vip6).toString('hex')}]:${k.port}` : `${k.vip}:${k.port}`;
 }
 
 /**
@@ -252,7 +252,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       if (i === n) cum = 0; // the merged layout counts its own weights
       cum += be.weight;
       writeSlot(epKeys, i * 4, range.start + i);
-      writeBackend(epValues, i * LAYOUT.canopy_backend.size, be.ipv4, be.port, weighted ? cum : 0);
+      writeBackend(epValues, i * LAYOUT.canopy_backend.size, be.ipv4, be.port, weighted ? cum : 0, be.ipv6);
     });
 
     const nodeKeys = Buffer.alloc(nodeCount * LAYOUT.canopy_node_key.size);
@@ -288,8 +288,8 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     });
     publish.push({ service: t.service, key: svcKey(t), value, ...(held ? { previous: held.value } : {}) });
     if (held) retire.push(held);
-    const layout = !weighted && !merged ? fullLayout(t) : undefined;
-    services.set(ks, { name: t.service, key: { vip: t.vip, port: t.port }, tree: treeId, range, value, slots: slots.levels, nodeKeys, nodeCount, hash, ...(layout ? { layout } : {}) });
+    const layout = !weighted && !merged && !t.vip6 ? fullLayout(t) : undefined;
+    services.set(ks, { name: t.service, key: { vip: t.vip, port: t.port, ...(t.vip6 ? { vip6: t.vip6 } : {}) }, tree: treeId, range, value, slots: slots.levels, nodeKeys, nodeCount, hash, ...(layout ? { layout } : {}) });
   }
 
   // 4. A dynamic scope no service uses any more gives its slot back.
@@ -341,7 +341,7 @@ function patchOf(service: string, base: number, w: { slots: readonly number[]; k
 
 /** The first problem of a tree on its own, or undefined. */
 function checkTree(t: TreeMessage): string | undefined {
-  if (t.vip === 0) return 'vip is 0.0.0.0';
+  if (t.vip === 0 && !t.vip6) return 'vip is 0.0.0.0';
   if (t.port < 1 || t.port > 65535) return `port ${t.port} is not 1..65535`;
   if (t.scopes.length > MAX_DEPTH) return `scopes has ${t.scopes.length} levels, at most ${MAX_DEPTH}`;
   return undefined;

@@ -7,6 +7,7 @@
  * agent side, goes through protobufjs with the .proto file, so the two ends
  * are checked against the schema rather than against each other.
  */
+import ipaddr from 'ipaddr.js';
 import protobuf from 'protobufjs';
 import type { CompiledTree } from '../domain/locality-tree.js';
 import { kernelUnsupported } from '../domain/policy.js';
@@ -20,15 +21,17 @@ const MODE_NAMES: readonly LbMode[] = ['random', 'failover', 'strict'];
 /** The tree as the agent sees it after decoding. */
 export interface TreeMessage {
   readonly service: string;
-  /** host-order IPv4, (a << 24) | (b << 16) | (c << 8) | d */
+  /** host-order IPv4, (a << 24) | (b << 16) | (c << 8) | d; 0 in an IPv6 tree */
   readonly vip: number;
+  /** An IPv6 service: its VIP (16 bytes, network order); its backends carry `ipv6` instead of `ipv4`. */
+  readonly vip6?: Uint8Array;
   readonly port: number;
   readonly mode: LbMode;
   /** Failover with the network as first level and cross-network failover (the CLA's network-first ranking). */
   readonly networkFirst: boolean;
   readonly scopes: readonly string[];
   readonly nodes: readonly { readonly parent: number; readonly value: string; readonly start: number; readonly end: number }[];
-  readonly backends: readonly { readonly ipv4: number; readonly port: number; readonly weight: number }[];
+  readonly backends: readonly { readonly ipv4: number; readonly ipv6?: Uint8Array; readonly port: number; readonly weight: number }[];
   /** Policy features the tree does not express (field 8); absent or empty when it is the whole policy. */
   readonly unsupportedPolicy?: readonly string[];
 }
@@ -51,33 +54,46 @@ export function intToIpv4(n: number): string {
   return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
 }
 
-/** Can the kernel datapath serve this service? It needs an IPv4 VIP and a port. */
-export function kernelServable(spec: ServiceSpec): boolean {
-  return spec.vip !== undefined && spec.port !== undefined && ipv4ToInt(spec.vip) !== undefined;
+/** 16 bytes of an IPv6 address (not an IPv4-mapped one: that is IPv4), or undefined. */
+export function ipv6Bytes(address: string): Uint8Array | undefined {
+  if (!ipaddr.IPv6.isValid(address)) return undefined;
+  const a = ipaddr.IPv6.parse(address);
+  return a.isIPv4MappedAddress() ? undefined : Uint8Array.from(a.toByteArray());
 }
 
-function backendBodySize(ip: number, port: number, weight: number): number {
-  void ip;
-  return 5 + varintFieldSize(2, port) + (weight > 1 ? varintFieldSize(3, weight) : 0);
+export function ipv6String(bytes: Uint8Array): string {
+  return ipaddr.fromByteArray([...bytes]).toString();
+}
+
+/** Can the kernel datapath serve this service? It needs an IPv4 or IPv6 VIP and a port. */
+export function kernelServable(spec: ServiceSpec): boolean {
+  return spec.vip !== undefined && spec.port !== undefined && (ipv4ToInt(spec.vip) !== undefined || ipv6Bytes(spec.vip) !== undefined);
+}
+
+function backendBodySize(ip: number | Uint8Array, port: number, weight: number): number {
+  return (typeof ip === 'number' ? 5 : 18) + varintFieldSize(2, port) + (weight > 1 ? varintFieldSize(3, weight) : 0);
 }
 
 /**
- * Encodes one service's tree. Backends that are not IPv4 (connect4 only sees
- * IPv4) are left out and every node's range is renumbered around them; a
- * node left with no backends stays, with an empty range, and the kernel
- * treats it as unmatched.
+ * Encodes one service's tree. A service has the family of its VIP (connect4
+ * sees IPv4 destinations, connect6 IPv6 ones): backends of the other family
+ * are left out and every node's range is renumbered around them; a node left
+ * with no backends stays, with an empty range, and the kernel treats it as
+ * unmatched.
  */
 export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8Array {
   const vip = spec.vip !== undefined ? ipv4ToInt(spec.vip) : undefined;
-  if (vip === undefined || spec.port === undefined) {
-    throw new Error(`service ${spec.name}: the kernel datapath needs an IPv4 vip and a port`);
+  const vip6 = spec.vip !== undefined && vip === undefined ? ipv6Bytes(spec.vip) : undefined;
+  if ((vip === undefined && vip6 === undefined) || spec.port === undefined) {
+    throw new Error(`service ${spec.name}: the kernel datapath needs an IPv4 or IPv6 vip and a port`);
   }
   const n = tree.endpoints.length;
-  // before[i] = IPv4 backends among endpoints[0, i)
+  // before[i] = backends of the VIP's family among endpoints[0, i)
   const before = new Uint32Array(n + 1);
-  const ips = new Array<number | undefined>(n);
+  const ips = new Array<number | Uint8Array | undefined>(n);
   for (let i = 0; i < n; i++) {
-    const ip = ipv4ToInt(tree.endpoints[i]!.address);
+    const address = tree.endpoints[i]!.address;
+    const ip = vip6 ? ipv6Bytes(address) : ipv4ToInt(address);
     ips[i] = ip;
     before[i + 1] = before[i]! + (ip === undefined ? 0 : 1);
   }
@@ -101,7 +117,7 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
   const unsupported = kernelUnsupported(spec.loadBalancing.policy, tree).map((f) => utf8Bytes(f));
   const lb = spec.loadBalancing;
   const networkFirst = lb.mode === 'failover' && lb.crossNetworkFailover && tree.scopes[0] === 'network' && tree.scopes.length > 1;
-  let size = fieldSize(1, name.length) + 5 + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0) + (networkFirst ? 2 : 0);
+  let size = fieldSize(1, name.length) + (vip6 ? fieldSize(10, 16) : 5) + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0) + (networkFirst ? 2 : 0);
   for (const f of unsupported) size += fieldSize(9, f.length);
   for (const s of scopes) size += fieldSize(5, s.length);
   for (const b of nodeBodies) size += fieldSize(6, b.size);
@@ -113,7 +129,9 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
   }
 
   const w = new WireWriter(size);
-  w.bytes(1, name).fixed32(2, vip).uint(3, spec.port);
+  w.bytes(1, name);
+  if (vip !== undefined) w.fixed32(2, vip);
+  w.uint(3, spec.port);
   if (mode) w.uint(4, mode);
   for (const s of scopes) w.bytes(5, s);
   for (const b of nodeBodies) {
@@ -127,11 +145,15 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
     const ip = ips[i];
     if (ip === undefined) continue;
     const ep = tree.endpoints[i]!;
-    w.open(7, backendBodySize(ip, ep.port, ep.weight)).fixed32(1, ip).uint(2, ep.port);
+    w.open(7, backendBodySize(ip, ep.port, ep.weight));
+    if (typeof ip === 'number') w.fixed32(1, ip);
+    w.uint(2, ep.port);
     if (ep.weight > 1) w.uint(3, ep.weight);
+    if (typeof ip !== 'number') w.bytes(4, ip);
   }
   if (networkFirst) w.uint(8, 1);
   for (const f of unsupported) w.bytes(9, f);
+  if (vip6) w.bytes(10, vip6);
   return w.finish();
 }
 
@@ -149,9 +171,10 @@ interface RawTree {
   mode?: number;
   scopes?: string[];
   nodes?: { parent?: number; value?: string; start?: number; end?: number }[];
-  backends?: { ipv4?: number; port?: number; weight?: number }[];
+  backends?: { ipv4?: number; ipv6?: Uint8Array; port?: number; weight?: number }[];
   networkFirst?: boolean;
   unsupportedPolicy?: string[];
+  vip6?: Uint8Array;
 }
 
 export type DecodedTree = { readonly ok: true; readonly tree: TreeMessage } | { readonly ok: false; readonly service: string; readonly error: string };
@@ -184,10 +207,18 @@ function checkTree(raw: RawTree): TreeMessage {
   if (!service) throw new Error(where('service is empty'));
   const mode = MODE_NAMES[raw.mode ?? 0];
   if (!mode) throw new Error(where(`mode ${raw.mode} is not RANDOM, FAILOVER or STRICT`));
-  const backends = (raw.backends ?? []).map((b) => ({ ipv4: (b.ipv4 ?? 0) >>> 0, port: b.port ?? 0, weight: b.weight || 1 }));
+  const v6 = raw.vip6 !== undefined && raw.vip6.length > 0;
+  if (v6 && (raw.vip6!.length !== 16 || raw.vip6!.every((x) => x === 0))) throw new Error(where('vip6 is not a 16-byte IPv6 address other than ::'));
+  const backends = (raw.backends ?? []).map((b) =>
+    v6
+      ? { ipv4: 0, ipv6: Uint8Array.from(b.ipv6 ?? []), port: b.port ?? 0, weight: b.weight || 1 }
+      : { ipv4: (b.ipv4 ?? 0) >>> 0, port: b.port ?? 0, weight: b.weight || 1 },
+  );
   backends.forEach((b, i) => {
     if (b.port < 1 || b.port > 65535) throw new Error(where(`backends[${i}].port ${b.port} is not 1..65535`));
-    if (b.ipv4 === 0) throw new Error(where(`backends[${i}].ipv4 is 0.0.0.0`));
+    if (v6) {
+      if (b.ipv6!.length !== 16 || b.ipv6!.every((x) => x === 0)) throw new Error(where(`backends[${i}].ipv6 is not a 16-byte IPv6 address other than ::`));
+    } else if (b.ipv4 === 0) throw new Error(where(`backends[${i}].ipv4 is 0.0.0.0`));
   });
   const nodes = (raw.nodes ?? []).map((n) => ({ parent: n.parent ?? 0, value: n.value ?? '', start: n.start ?? 0, end: n.end ?? 0 }));
   const scopes = raw.scopes ?? [];
@@ -211,6 +242,7 @@ function checkTree(raw: RawTree): TreeMessage {
   return {
     service,
     vip: (raw.vip ?? 0) >>> 0,
+    ...(v6 ? { vip6: Uint8Array.from(raw.vip6!) } : {}),
     port: raw.port ?? 0,
     mode,
     networkFirst: raw.networkFirst === true,
