@@ -4,7 +4,7 @@
  * bootstrap file, since GRPC_XDS_BOOTSTRAP is process-wide in C-core.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
@@ -24,6 +24,10 @@ export function ccoreMissing(): string | undefined {
   return undefined;
 }
 
+/**
+ * Debugging: CCORE_TRACE (GRPC_TRACE, e.g. xds_client,xds_resolver,cds_lb), CCORE_VERBOSITY (GRPC_VERBOSITY)
+ * and CCORE_LOGDIR (a directory for each peer's stderr, named by pid) pass through to the peers.
+ */
 export class CCoreClient {
   private readonly child: ChildProcess;
   private readonly lines: Interface;
@@ -35,10 +39,19 @@ export class CCoreClient {
     const file = path.join(dir, 'bootstrap.json');
     writeFileSync(file, JSON.stringify(bootstrap));
     this.child = spawn(SYSTEM_PYTHON, [PEER, target], {
-      env: { ...process.env, GRPC_XDS_BOOTSTRAP: file, GRPC_VERBOSITY: 'ERROR' },
+      env: {
+        ...process.env,
+        GRPC_XDS_BOOTSTRAP: file,
+        GRPC_VERBOSITY: process.env['CCORE_VERBOSITY'] ?? 'ERROR',
+        ...(process.env['CCORE_TRACE'] ? { GRPC_TRACE: process.env['CCORE_TRACE'] } : {}),
+      },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
-    this.child.stderr!.on('data', (d: Buffer) => (this.stderr = (this.stderr + d.toString()).slice(-4000)));
+    const logDir = process.env['CCORE_LOGDIR'];
+    this.child.stderr!.on('data', (d: Buffer) => {
+      this.stderr = (this.stderr + d.toString()).slice(-4000);
+      if (logDir) appendFileSync(path.join(logDir, `${this.child.pid}.log`), d);
+    });
     this.lines = createInterface({ input: this.child.stdout! });
     this.lines.on('line', (l) => this.pending.shift()?.(l));
   }

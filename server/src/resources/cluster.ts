@@ -6,8 +6,9 @@ import { kindOf } from '../domain/client.js';
 import type { Mesh } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
 import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
+import { parseIncarnatedName, type Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
-import { servicesAsNames, type ResourceType } from './resource-type.js';
+import type { ResourceType } from './resource-type.js';
 import { CLUSTER_TYPE } from './type-urls.js';
 
 export function encodeCluster(name: string, edsServiceName: string): Uint8Array {
@@ -20,8 +21,8 @@ export function encodeCluster(name: string, edsServiceName: string): Uint8Array 
   });
 }
 
-export function clusterType(mesh: Mesh): ResourceType {
-  // Proxyless: depends on the name alone, encoded once per service.
+export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceType {
+  // Proxyless: depends on the name alone (the service's, or its incarnation's), encoded once per name.
   const held = new Map<string, Resource>();
   // Envoy: re-encoded when the service's sidecar settings change.
   const envoy = new Map<string, { shape: string; resource: Resource }>();
@@ -33,8 +34,13 @@ export function clusterType(mesh: Mesh): ResourceType {
     pushRank: 0,
     names: () => mesh.list().map((s) => s.name),
     resolve(name, client) {
-      const service = mesh.get(name);
+      // A re-created service's proxyless route names its incarnation's cluster (incarnations.ts);
+      // the plain name stays valid, an earlier incarnation's is gone.
+      const { service: serviceName, incarnation } = parseIncarnatedName(name);
+      const service = mesh.get(serviceName);
       if (!service) return undefined;
+      if (incarnation !== undefined && (incarnation !== incarnations.of(serviceName) || kindOf(client) === 'envoy'))
+        return undefined;
       if (kindOf(client) === 'envoy') {
         const shape = envoyClusterShape(service.spec);
         const hit = envoy.get(name);
@@ -44,12 +50,12 @@ export function clusterType(mesh: Mesh): ResourceType {
         return resource;
       }
       let r = held.get(name);
-      if (!r) held.set(name, (r = makeResource(name, CLUSTER_TYPE, encodeCluster(name, name))));
+      if (!r) held.set(name, (r = makeResource(name, CLUSTER_TYPE, encodeCluster(name, serviceName))));
       return r;
     },
-    touchedBy: servicesAsNames,
+    touchedBy: (services) => [...services].flatMap((s) => incarnations.clusterNames(s)),
     forget: (service) => {
-      held.delete(service);
+      for (const n of incarnations.clusterNames(service)) held.delete(n);
       envoy.delete(service);
     },
   };

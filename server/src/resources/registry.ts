@@ -61,7 +61,7 @@ export function canopyResources(mesh: Mesh, claCache: ServerClaCache, lazy: Lazy
     [
     listenerType(mesh),
     routeType(mesh, incarnations),
-    clusterType(mesh),
+    clusterType(mesh, incarnations),
     endpointType(mesh, claCache),
     localityTreeType(mesh),
     ],

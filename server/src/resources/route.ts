@@ -2,8 +2,10 @@
  * RouteConfiguration: one virtual host per service that every request goes
  * to the service's cluster from, matched by the service's name, name:port,
  * VIP:port, VIP, and '*'.
- * A re-created service's incarnation (incarnations.ts) is one more domain.
+ * A re-created service's incarnation (incarnations.ts) is one more domain,
+ * and a proxyless client's route names the incarnation's cluster.
  */
+import { kindOf } from '../domain/client.js';
 import type { Mesh, ServiceState } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
 import type { Incarnations } from './incarnations.js';
@@ -27,27 +29,34 @@ export function encodeRouteConfiguration(
 }
 
 export function routeType(mesh: Mesh, incarnations: Incarnations): ResourceType {
-  // Encoded again only when the domains change (port or VIP).
+  // Encoded again only when the domains change (port or VIP); per service, Envoy's and proxyless clients'.
   const held = new Map<string, { shape: string; resource: Resource }>();
+  const proxyless = new Map<string, { shape: string; resource: Resource }>();
   return {
     typeUrl: ROUTE_TYPE,
     shortName: 'RDS',
     fullStateInSotw: false,
     pushRank: 3,
     names: () => mesh.list().map((s) => s.name),
-    resolve(name) {
+    resolve(name, client) {
       const service = mesh.get(name);
       if (!service) return undefined;
-      const shape = `${service.spec.port ?? ''}|${service.spec.vip ?? ''}`;
-      const hit = held.get(name);
+      // Envoy's clusters come by wildcard, named by service: only proxyless clients follow incarnations.
+      const cache = kindOf(client) === 'envoy' ? held : proxyless;
+      const cluster = cache === held ? name : incarnations.clusterOf(name);
+      const shape = `${service.spec.port ?? ''}|${service.spec.vip ?? ''}|${cluster}`;
+      const hit = cache.get(name);
       if (hit?.shape === shape) return hit.resource;
-      const bytes = encodeRouteConfiguration(name, routeDomains(service), name, incarnations.of(name));
+      const bytes = encodeRouteConfiguration(name, routeDomains(service), cluster, incarnations.of(name));
       const resource = makeResource(name, ROUTE_TYPE, bytes);
-      held.set(name, { shape, resource });
+      cache.set(name, { shape, resource });
       return resource;
     },
     touchedBy: servicesAsNames,
-    forget: (service) => held.delete(service),
+    forget: (service) => {
+      held.delete(service);
+      proxyless.delete(service);
+    },
   };
 }
 
