@@ -31,7 +31,12 @@ export function includeDirs(): string[] {
 }
 
 export function envoyRoot(): protobuf.Root {
-  if (root) return root;
+  root ??= loadEnvoyProtos(FILES);
+  return root;
+}
+
+/** A new root holding these proto files (paths under Envoy's API tree) and what they import. */
+export function loadEnvoyProtos(files: readonly string[]): protobuf.Root {
   const dirs = includeDirs();
   const r = new protobuf.Root();
   const fallback = r.resolvePath.bind(r);
@@ -48,9 +53,8 @@ export function envoyRoot(): protobuf.Root {
     }
     return fallback(origin, target);
   };
-  r.loadSync(FILES, { keepCase: true });
+  r.loadSync([...files], { keepCase: true });
   r.resolveAll();
-  root = r;
   return r;
 }
 

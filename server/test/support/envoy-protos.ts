@@ -5,10 +5,8 @@
  * sidecar or bootstrap carries inside `Any`s (tcp_proxy, HTTP protocol
  * options, the Bootstrap itself).
  */
-import { accessSync, constants } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import protobuf from 'protobufjs';
+import type protobuf from 'protobufjs';
+import { loadEnvoyProtos } from '../../src/wire/protos.js';
 
 const FILES = [
   'envoy/service/discovery/v3/ads.proto',
@@ -27,35 +25,9 @@ const FILES = [
 
 let root: protobuf.Root | undefined;
 
-function includeDirs(): string[] {
-  const require = createRequire(import.meta.url);
-  const xds = path.dirname(require.resolve('@grpc/grpc-js-xds/package.json'));
-  const pbjs = path.dirname(require.resolve('protobufjs/package.json'));
-  return [...['envoy-api', 'xds', 'googleapis', 'protoc-gen-validate'].map((d) => path.join(xds, 'deps', d)), pbjs];
-}
-
 export function envoyProtos(): protobuf.Root {
-  if (root) return root;
-  const dirs = includeDirs();
-  const r = new protobuf.Root();
-  const fallback = r.resolvePath.bind(r);
-  r.resolvePath = (origin, target) => {
-    if (path.isAbsolute(target)) return target;
-    for (const dir of dirs) {
-      const full = path.join(dir, target);
-      try {
-        accessSync(full, constants.R_OK);
-        return full;
-      } catch {
-        // not in this include dir
-      }
-    }
-    return fallback(origin, target);
-  };
-  r.loadSync(FILES, { keepCase: true });
-  r.resolveAll();
-  root = r;
-  return r;
+  root ??= loadEnvoyProtos(FILES);
+  return root;
 }
 
 export function envoyType(fullName: string): protobuf.Type {
