@@ -8,8 +8,8 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { EMPTY_LOCALITY, type Locality } from './locality.js';
-import { endpointKey, HEALTH_VALUES, type Endpoint, type Health } from './service.js';
-import { canonicalIp, isIp, isUnspecified, MAX_ENDPOINT_WEIGHT } from './spec.js';
+import { canonicalIp, isIp, isUnspecified } from './ip.js';
+import { endpointKey, HEALTH_VALUES, MAX_ENDPOINT_WEIGHT, type Endpoint, type Health } from './service.js';
 
 /** A dotted quad already in its one spelling (no leading zeros); 0.0.0.0 is left to the field-by-field reader. */
 const CANONICAL_IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;

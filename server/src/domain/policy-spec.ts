@@ -1,6 +1,6 @@
 /**
  * `loadBalancing.policy` in config and admin input → LocalityPolicy, checked
- * with field paths like the rest of the spec (domain/spec.ts's Reader).
+ * with field paths like the rest of the spec (domain/reader.ts's Reader).
  */
 import {
   defaultAffinityWeight,
@@ -18,7 +18,7 @@ import {
 } from './policy.js';
 import { isScope, MAX_SCOPES, type Scope } from './locality.js';
 import type { LoadBalancing } from './service.js';
-import { describe, isObject, join, type Reader } from './spec.js';
+import { describe, isObject, join, type Reader } from './reader.js';
 
 const POLICY_KEYS = ['failover', 'failoverPriority', 'distribute', 'affinity', 'trafficDistribution'];
 const MAX_WEIGHT = 1_000_000;

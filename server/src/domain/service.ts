@@ -5,6 +5,11 @@ import type { Placement, Scope } from './locality.js';
 import type { LocalityPolicy } from './policy.js';
 import type { HealthCheck, OutlierDetection, Protocol } from './upstream.js';
 
+/** The most one endpoint's weight may be. */
+export const MAX_ENDPOINT_WEIGHT = 1_000_000;
+/** uint32: the most a locality's load_balancing_weight, or a priority's total, can carry. */
+export const MAX_TOTAL_WEIGHT = 0xffff_ffff;
+
 export type Health = 'healthy' | 'unhealthy' | 'draining';
 export const HEALTH_VALUES: readonly Health[] = ['healthy', 'unhealthy', 'draining'];
 

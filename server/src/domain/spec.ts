@@ -4,14 +4,17 @@
  * Unknown keys are errors so that a typo (`endpionts`) is reported rather
  * than silently meaning "no endpoints".
  */
-import ipaddr from 'ipaddr.js';
 import { readValidEndpointList } from './endpoint-list.js';
 import type { FieldError, ValidationResult } from './errors.js';
+import { canonicalIp, isIp } from './ip.js';
 import { DEFAULT_SCOPES, EMPTY_LOCALITY, isScope, MAX_SCOPES, type Locality, type Scope } from './locality.js';
+import { describe, isObject, join, Reader, type Obj } from './reader.js';
 import {
   endpointKey,
   HEALTH_VALUES,
   LB_MODES,
+  MAX_ENDPOINT_WEIGHT,
+  MAX_TOTAL_WEIGHT,
   type Endpoint,
   type Health,
   type LbMode,
@@ -20,8 +23,13 @@ import {
 } from './service.js';
 import { policyToJson } from './policy.js';
 import { readPolicy } from './policy-spec.js';
-import { DEFAULT_LAZY, type LazySettings } from './demand.js';
-import { DEFAULT_HEALTH_CHECK, DEFAULT_OUTLIER_DETECTION, PROTOCOLS, type Protocol } from './upstream.js';
+import type { LazySettings } from './demand.js';
+import { readLazy, readSidecarSettings, SIDECAR_KEYS, sidecarSettingsToJson } from './sidecar-spec.js';
+
+// Kept importable from here: the readers and IP helpers moved to their own modules.
+export { canonicalIp, isIp, isUnspecified } from './ip.js';
+export { describe, isObject, join, Reader } from './reader.js';
+export { MAX_ENDPOINT_WEIGHT, MAX_TOTAL_WEIGHT } from './service.js';
 
 export interface ServerSettings {
   readonly host?: string;
@@ -42,22 +50,16 @@ export interface CanopyConfig {
 }
 
 export const DEFAULT_OVERPROVISIONING = 140;
-export const MAX_ENDPOINT_WEIGHT = 1_000_000;
-/** uint32: the most a locality's load_balancing_weight, or a priority's total, can carry. */
-export const MAX_TOTAL_WEIGHT = 0xffff_ffff;
 const MAX_OVERPROVISIONING = 100_000;
 const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
-const SIDECAR_KEYS = ['protocol', 'connectTimeoutMs', 'outlierDetection', 'healthCheck', 'outboundPort'];
 const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SIDECAR_KEYS];
 const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
 const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow'];
 const PATCH_KEYS = ['health', 'weight'];
-
-type Obj = Record<string, unknown>;
 
 export function parseConfig(input: unknown): ValidationResult<CanopyConfig> {
   const r = new Reader();
@@ -359,169 +361,3 @@ export function endpointToJson(e: Endpoint): Obj {
   };
 }
 
-// ------------------------------------------------- sidecar (Envoy) settings
-
-const OUTLIER_KEYS = Object.keys(DEFAULT_OUTLIER_DETECTION);
-const HEALTH_CHECK_KEYS = Object.keys(DEFAULT_HEALTH_CHECK);
-const MAX_MS = 3_600_000;
-
-type SidecarSettings = Pick<ServiceSpec, 'protocol' | 'connectTimeoutMs' | 'outlierDetection' | 'healthCheck' | 'outboundPort'>;
-
-/** Only what the input sets; upstreamOf() supplies the defaults. An empty object turns a feature on with its defaults. */
-function readSidecarSettings(r: Reader, o: Obj, path: string): SidecarSettings {
-  const ms = (min: number) => (x: unknown, p: string) => r.int(x, p, min, MAX_MS);
-  const protocol = r.optional(o, 'protocol', path, (x, p) => r.oneOf<Protocol>(x, p, PROTOCOLS));
-  const connectTimeoutMs = r.optional(o, 'connectTimeoutMs', path, ms(1));
-  const outboundPort = r.optional(o, 'outboundPort', path, (x, p) => r.int(x, p, 1, 65535));
-  const outlierDetection = r.optional(o, 'outlierDetection', path, (x, p) => {
-    const od = r.object(x, p, OUTLIER_KEYS);
-    if (!od) return undefined;
-    const d = DEFAULT_OUTLIER_DETECTION;
-    return {
-      consecutive5xx: r.optional(od, 'consecutive5xx', p, (v, q) => r.int(v, q, 1, 1000)) ?? d.consecutive5xx,
-      intervalMs: r.optional(od, 'intervalMs', p, ms(1)) ?? d.intervalMs,
-      baseEjectionTimeMs: r.optional(od, 'baseEjectionTimeMs', p, ms(1)) ?? d.baseEjectionTimeMs,
-      maxEjectionPercent: r.optional(od, 'maxEjectionPercent', p, (v, q) => r.int(v, q, 0, 100)) ?? d.maxEjectionPercent,
-    };
-  });
-  const healthCheck = r.optional(o, 'healthCheck', path, (x, p) => {
-    const hc = r.object(x, p, HEALTH_CHECK_KEYS);
-    if (!hc) return undefined;
-    const d = DEFAULT_HEALTH_CHECK;
-    const count = (v: unknown, q: string) => r.int(v, q, 1, 100);
-    const out = {
-      intervalMs: r.optional(hc, 'intervalMs', p, ms(1)) ?? d.intervalMs,
-      timeoutMs: r.optional(hc, 'timeoutMs', p, ms(1)) ?? d.timeoutMs,
-      unhealthyThreshold: r.optional(hc, 'unhealthyThreshold', p, count) ?? d.unhealthyThreshold,
-      healthyThreshold: r.optional(hc, 'healthyThreshold', p, count) ?? d.healthyThreshold,
-      path: r.optional(hc, 'path', p, r.string) ?? d.path,
-      grpcServiceName: r.optional(hc, 'grpcServiceName', p, r.string) ?? d.grpcServiceName,
-    };
-    if (!out.path.startsWith('/')) r.fail(join(p, 'path'), `must start with "/", got ${describe(out.path)}`);
-    return out;
-  });
-  return {
-    ...(protocol !== undefined ? { protocol } : {}),
-    ...(connectTimeoutMs !== undefined ? { connectTimeoutMs } : {}),
-    ...(outlierDetection !== undefined ? { outlierDetection } : {}),
-    ...(healthCheck !== undefined ? { healthCheck } : {}),
-    ...(outboundPort !== undefined ? { outboundPort } : {}),
-  };
-}
-
-function readLazy(r: Reader, v: unknown, path: string): LazySettings | undefined {
-  const o = r.object(v, path, ['enabled', 'unusedTimeoutMs']);
-  if (!o) return undefined;
-  return {
-    enabled: r.optional(o, 'enabled', path, r.bool) ?? DEFAULT_LAZY.enabled,
-    unusedTimeoutMs: r.optional(o, 'unusedTimeoutMs', path, (x, p) => r.int(x, p, 0, 86_400_000)) ?? DEFAULT_LAZY.unusedTimeoutMs,
-  };
-}
-
-function sidecarSettingsToJson(spec: ServiceSpec): Obj {
-  const out: Obj = {};
-  for (const k of SIDECAR_KEYS) {
-    const v = (spec as unknown as Obj)[k];
-    if (v !== undefined) out[k] = typeof v === 'object' ? { ...v } : v;
-  }
-  return out;
-}
-
-/** Collects the errors found while reading one input. */
-export class Reader {
-  readonly errors: FieldError[] = [];
-
-  fail(path: string, message: string): undefined {
-    this.errors.push({ path, message });
-    return undefined;
-  }
-
-  result<T>(value: T): ValidationResult<T> {
-    return this.errors.length > 0 ? this.failed() : { ok: true, value };
-  }
-
-  failed(): { ok: false; errors: readonly FieldError[] } {
-    return { ok: false, errors: this.errors };
-  }
-
-  /** Reads `o[key]` when present; undefined when absent (the caller applies its default). */
-  optional<T>(o: Obj, key: string, path: string, read: (v: unknown, path: string) => T | undefined): T | undefined {
-    const v = o[key];
-    return v === undefined ? undefined : read(v, join(path, key));
-  }
-
-  object(v: unknown, path: string, allowed: readonly string[]): Obj | undefined {
-    if (!isObject(v)) return this.fail(path, `must be an object, got ${describe(v)}`);
-    for (const k of Object.keys(v)) {
-      if (!allowed.includes(k)) this.fail(join(path, k), `unknown field (expected one of: ${allowed.join(', ')})`);
-    }
-    return v;
-  }
-
-  // Arrow properties, so they can be passed to optional() as they are.
-  readonly string = (v: unknown, path: string): string | undefined =>
-    typeof v === 'string' ? v : this.fail(path, `must be a string, got ${describe(v)}`);
-
-  readonly bool = (v: unknown, path: string): boolean | undefined =>
-    typeof v === 'boolean' ? v : this.fail(path, `must be true or false, got ${describe(v)}`);
-
-  /** An address a client can connect to, in its canonical spelling. */
-  readonly ip = (v: unknown, path: string): string | undefined => {
-    if (typeof v !== 'string' || !isIp(v))
-      return this.fail(path, `must be an IPv4 or IPv6 address literal, got ${describe(v)}`);
-    if (isUnspecified(v)) return this.fail(path, `must be a unicast address, got the unspecified address ${describe(v)}`);
-    return canonicalIp(v);
-  };
-
-  int(v: unknown, path: string, min: number, max: number): number | undefined {
-    if (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max) return v;
-    return this.fail(path, `must be an integer from ${min} to ${max}, got ${describe(v)}`);
-  }
-
-  oneOf<T extends string>(v: unknown, path: string, values: readonly T[]): T | undefined {
-    if (typeof v === 'string' && (values as readonly string[]).includes(v)) return v as T;
-    return this.fail(path, `must be one of ${values.join(', ')}, got ${describe(v)}`);
-  }
-}
-
-export function isObject(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-export function join(path: string, key: string): string {
-  return path ? `${path}.${key}` : key;
-}
-
-/** The received value, briefly, for error messages. */
-export function describe(v: unknown): string {
-  if (v === undefined) return 'nothing';
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'a list';
-  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
-  if (typeof v === 'object') return 'an object';
-  return `${typeof v} ${String(v)}`;
-}
-
-/** An IPv4 dotted quad or an IPv6 literal (no zone id). Syntax only: see canonicalIp for what an endpoint may be. */
-export function isIp(s: string): boolean {
-  // Only the four-part decimal form: ipaddr.js's IPv4.isValid also takes "1", "0x7f.1" and octal.
-  if (ipaddr.IPv4.isValidFourPartDecimal(s)) return true;
-  return s.includes(':') && !s.includes('%') && ipaddr.IPv6.isValid(s);
-}
-
-/**
- * The one spelling of an address, so `FD00::1`, `fd00:0::1` and `fd00::1` are
- * one endpoint: IPv6 per RFC 5952 (lower case, longest zero run compressed),
- * IPv4-mapped as `::ffff:a.b.c.d`. Expects isIp(s).
- */
-export function canonicalIp(s: string): string {
-  const addr = ipaddr.parse(s);
-  if (addr.kind() === 'ipv4') return addr.toString();
-  const v6 = addr as ipaddr.IPv6;
-  return v6.isIPv4MappedAddress() ? `::ffff:${v6.toIPv4Address().toString()}` : v6.toRFC5952String();
-}
-
-/** 0.0.0.0 and :: mean "any address" to a listener and nothing to a client. */
-export function isUnspecified(s: string): boolean {
-  return ipaddr.parse(s).range() === 'unspecified';
-}

@@ -17,26 +17,21 @@
  *   a NACK, or by a request with a stale nonce, are still applied (in delta a
  *   lost subscription change would never be repeated).
  */
-import type { Client } from '../domain/client.js';
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
-import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
+import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
-import type { DeltaDiscoveryRequest, NodeInfo } from '../wire/request.js';
+import type { DeltaDiscoveryRequest } from '../wire/request.js';
 import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
-import { placementOf } from './placement.js';
 import {
-  DEFAULT_LIMITS,
-  inPushOrder,
   overLimits,
-  unservedType,
   type OutgoingResponse,
   type Received,
   type RequestOutcome,
   type Session,
-  type SessionLimits,
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
+import { StreamSession } from './stream-session.js';
 
 /** Responses not yet acknowledged that an ACK may still name, per type (older ones are forgotten). */
 const MAX_OUTSTANDING = 16;
@@ -67,38 +62,11 @@ interface DeltaTypeState {
   lastNack?: NackRecord;
 }
 
-export class DeltaSession implements Session<DeltaDiscoveryRequest> {
-  node: NodeInfo | undefined;
-  placement: Client = placementOf(undefined);
-  readonly connectedAt = new Date().toISOString();
-  private readonly subscriptions = new Map<string, DeltaTypeState>();
-  private nonces = 0;
-  /** Requests for types this server does not serve: counted, never stored. */
-  private ignored = 0;
-
-  constructor(
-    readonly id: number,
-    readonly peer: string,
-    private readonly types: ResourceTypes,
-    private readonly limits: SessionLimits = DEFAULT_LIMITS,
-  ) {}
-
-  get nodeId(): string {
-    return this.node?.id ?? '';
-  }
-
+export class DeltaSession extends StreamSession<DeltaTypeState> implements Session<DeltaDiscoveryRequest> {
   receive(req: DeltaDiscoveryRequest): Received {
-    if (!this.node && req.node) {
-      this.node = req.node;
-      const demand = this.types.demandFor?.(req.node);
-      this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}) };
-    }
+    const ignored = this.admit(req);
+    if (ignored) return ignored;
     const typeUrl = req.typeUrl;
-    const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);
-    if (unserved) {
-      this.ignored++;
-      return { outcome: { kind: 'ignored', typeUrl, detail: unserved } };
-    }
     let state = this.subscriptions.get(typeUrl);
     const initial = Object.keys(req.initialVersions);
     const refused =
@@ -129,10 +97,6 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
     return state ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
   }
 
-  pushOrder(): string[] {
-    return inPushOrder(this.subscriptions.keys(), (t) => this.types.get(t)?.pushRank);
-  }
-
   concerns(touched: TouchedNames): boolean {
     for (const [typeUrl, state] of this.subscriptions) {
       const names = touched.get(typeUrl);
@@ -141,13 +105,6 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
       for (const n of names) if (state.names.has(n) || state.held.has(n)) return true;
     }
     return false;
-  }
-
-  closed(): void {
-    const now = Date.now();
-    for (const [typeUrl, state] of this.subscriptions) {
-      if (this.types.get(typeUrl)?.demandScoped) this.placement.demand?.release(state.names, now);
-    }
   }
 
   status(maxNames = Infinity): ClientStatus {
@@ -163,17 +120,7 @@ export class DeltaSession implements Session<DeltaDiscoveryRequest> {
         resources: resourceStatuses(s).slice(0, maxNames),
       });
     }
-    return {
-      streamId: this.id,
-      protocol: 'delta',
-      ignoredRequests: this.ignored,
-      nodeId: this.nodeId,
-      cluster: this.node?.cluster ?? '',
-      peer: this.peer,
-      connectedAt: this.connectedAt,
-      placement: this.placement,
-      types,
-    };
+    return this.streamStatus('delta', types);
   }
 
   /** An ACK or NACK of a response this stream sent, or a stale nonce (recorded as neither). */

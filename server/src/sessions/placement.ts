@@ -4,7 +4,7 @@
  * Istio's spellings are read too, so existing sidecar bootstraps work as-is.
  */
 import { CLIENT_KINDS, type Client, type ClientKind } from '../domain/client.js';
-import { isIp } from '../domain/spec.js';
+import { isIp } from '../domain/ip.js';
 import type { NodeInfo } from '../wire/request.js';
 
 /** Node metadata keys a bootstrap can set (documented in the README's "Envoy sidecars"). */

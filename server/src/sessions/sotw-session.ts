@@ -14,27 +14,22 @@
  * - LDS, CDS and LocalityTree responses carry the full subscribed state; RDS and EDS carry
  *   only the resources whose bytes the client does not already hold.
  */
-import type { Client } from '../domain/client.js';
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
-import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
+import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDiscoveryResponse } from '../wire/envelope.js';
-import type { DiscoveryRequest, NodeInfo } from '../wire/request.js';
+import type { DiscoveryRequest } from '../wire/request.js';
 import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
-import { placementOf } from './placement.js';
 
 import {
-  DEFAULT_LIMITS,
-  inPushOrder,
   overLimits,
-  unservedType,
   type OutgoingResponse,
   type Received,
   type RequestOutcome,
   type Session,
-  type SessionLimits,
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
+import { StreamSession } from './stream-session.js';
 
 export type { OutgoingResponse, RequestOutcome, SharedResponses, TouchedNames } from './session.js';
 
@@ -51,39 +46,12 @@ interface TypeState {
   lastNack?: NackRecord;
 }
 
-export class SotwSession implements Session<DiscoveryRequest> {
-  node: NodeInfo | undefined;
-  placement: Client = placementOf(undefined);
-  readonly connectedAt = new Date().toISOString();
-  private readonly subscriptions = new Map<string, TypeState>();
-  private nonces = 0;
-  /** Requests for types this server does not serve: counted, never stored. */
-  private ignored = 0;
-
-  constructor(
-    readonly id: number,
-    readonly peer: string,
-    private readonly types: ResourceTypes,
-    private readonly limits: SessionLimits = DEFAULT_LIMITS,
-  ) {}
-
-  get nodeId(): string {
-    return this.node?.id ?? '';
-  }
-
+export class SotwSession extends StreamSession<TypeState> implements Session<DiscoveryRequest> {
   /** Applies one request; returns what it was and whether it calls for a response. */
   receive(req: DiscoveryRequest): Received {
-    if (!this.node && req.node) {
-      this.node = req.node;
-      const demand = this.types.demandFor?.(req.node);
-      this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}) };
-    }
+    const ignored = this.admit(req);
+    if (ignored) return ignored;
     const typeUrl = req.typeUrl;
-    const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);
-    if (unserved) {
-      this.ignored++;
-      return { outcome: { kind: 'ignored', typeUrl, detail: unserved } };
-    }
     const refused = overLimits(req.resourceNames, req.resourceNames.length, this.limits);
     if (refused) return { outcome: { kind: 'rejected', typeUrl, detail: `resource_names: ${refused}` } };
     let state = this.subscriptions.get(typeUrl);
@@ -128,10 +96,6 @@ export class SotwSession implements Session<DiscoveryRequest> {
     return state ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
   }
 
-  pushOrder(): string[] {
-    return inPushOrder(this.subscriptions.keys(), (t) => this.types.get(t)?.pushRank);
-  }
-
   /** Does this stream hold or want any of these names? */
   concerns(touched: TouchedNames): boolean {
     for (const [typeUrl, state] of this.subscriptions) {
@@ -141,13 +105,6 @@ export class SotwSession implements Session<DiscoveryRequest> {
       for (const n of names) if (state.names.has(n)) return true;
     }
     return false;
-  }
-
-  closed(): void {
-    const now = Date.now();
-    for (const [typeUrl, state] of this.subscriptions) {
-      if (this.types.get(typeUrl)?.demandScoped) this.placement.demand?.release(state.names, now);
-    }
   }
 
   status(maxNames = Infinity): ClientStatus {
@@ -163,17 +120,7 @@ export class SotwSession implements Session<DiscoveryRequest> {
         resources: resourceStatuses(s).slice(0, maxNames),
       });
     }
-    return {
-      streamId: this.id,
-      protocol: 'sotw',
-      ignoredRequests: this.ignored,
-      nodeId: this.nodeId,
-      cluster: this.node?.cluster ?? '',
-      peer: this.peer,
-      connectedAt: this.connectedAt,
-      placement: this.placement,
-      types,
-    };
+    return this.streamStatus('sotw', types);
   }
 
   /** Returns whether a name not held before was added. */
