@@ -24,9 +24,9 @@ import { makeResource } from '../server/src/resources/resource.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { loadConfigFile } from '../server/src/store/config-file.js';
 import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
-import { decodeDiscoveryRequest, type DiscoveryRequest } from '../server/src/wire/request.js';
+import type { DiscoveryRequest } from '../server/src/wire/request.js';
+import { bareAdsServer } from './bare-ads.js';
 
-const ADS_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
 const { values } = parseArgs({ options: { config: { type: 'string' }, service: { type: 'string', default: 'svc' } } });
 const service = values.service ?? 'svc';
 
@@ -60,31 +60,15 @@ interface Stream {
   readonly locality: Locality;
 }
 const streams: Stream[] = [];
-const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
-server.addService(
-  {
-    StreamAggregatedResources: {
-      path: ADS_PATH,
-      requestStream: true,
-      responseStream: true,
-      requestSerialize: () => Buffer.alloc(0),
-      requestDeserialize: (b: Buffer) => decodeDiscoveryRequest(b),
-      responseSerialize: (b: Buffer) => b,
-      responseDeserialize: (b: Buffer) => b,
-    },
-  },
-  {
-    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) => {
-      call.on('data', (req: DiscoveryRequest) => {
-        if (!req.node) return; // an ACK: nothing to do
-        const locality = req.node.locality ?? { region: '', zone: '', subzone: '' };
-        streams.push({ call, locality });
-        call.write(bytesFor(locality));
-      });
-      call.on('error', () => {});
-    },
-  },
-);
+const server = bareAdsServer((call) => {
+  call.on('data', (req: DiscoveryRequest) => {
+    if (!req.node) return; // an ACK: nothing to do
+    const locality = req.node.locality ?? { region: '', zone: '', subzone: '' };
+    streams.push({ call, locality });
+    call.write(bytesFor(locality));
+  });
+  call.on('error', () => {});
+});
 const port = await new Promise<number>((resolve, reject) =>
   server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
     err ? reject(err) : resolve(p),

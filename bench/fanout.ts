@@ -23,10 +23,11 @@ import type { Endpoint } from '../server/src/domain/service.js';
 import { startCanopy } from '../server/src/main.js';
 import { serverClaCache } from '../server/src/resources/endpoint.js';
 import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
-import { decodeDiscoveryRequest, type DiscoveryRequest } from '../server/src/wire/request.js';
+import type { DiscoveryRequest } from '../server/src/wire/request.js';
 import { nullObserver } from '../server/src/sessions/observer.js';
 import { makeResource } from '../server/src/resources/resource.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
+import { bareAdsServer } from './bare-ads.js';
 import { failoverService, makeEndpoints, median, percentile, round, settleHeap } from './data.js';
 
 export interface Latency {
@@ -236,8 +237,6 @@ function flattenLength(state: ServiceState): number {
     .bytes.length;
 }
 
-const ADS_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
-
 /**
  * The baseline server: the same ADS method on grpc-js, whose response
  * serializer is the identity as Canopy's is. Each stream gets its locality's
@@ -278,32 +277,16 @@ async function startRawServer(endpoints: readonly Endpoint[]) {
   let acked: number[] = [];
   let expectNonce = '';
   let t0 = 0;
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
-  server.addService(
-    {
-      StreamAggregatedResources: {
-        path: ADS_PATH,
-        requestStream: true,
-        responseStream: true,
-        requestSerialize: () => Buffer.alloc(0),
-        requestDeserialize: (b: Buffer) => decodeDiscoveryRequest(b),
-        responseSerialize: (b: Buffer) => b,
-        responseDeserialize: (b: Buffer) => b,
-      },
-    },
-    {
-      StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) => {
-        call.on('data', (req: DiscoveryRequest) => {
-          if (req.node) {
-            calls.push({ call, node: req });
-            // The first response: the version before round 0 (endpoint 1 healthy).
-            call.write(bytesFor(1, req));
-          } else if (req.responseNonce === expectNonce) acked.push(performance.now() - t0);
-        });
-        call.on('error', () => {});
-      },
-    },
-  );
+  const server = bareAdsServer((call) => {
+    call.on('data', (req: DiscoveryRequest) => {
+      if (req.node) {
+        calls.push({ call, node: req });
+        // The first response: the version before round 0 (endpoint 1 healthy).
+        call.write(bytesFor(1, req));
+      } else if (req.responseNonce === expectNonce) acked.push(performance.now() - t0);
+    });
+    call.on('error', () => {});
+  });
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
