@@ -1,0 +1,155 @@
+/**
+ * The goals table `npm run bench` prints: each goal with the figure that
+ * decides it and whether it is met, from the sections' results.
+ */
+import type { claGeneration, wireSize } from './cla.js';
+import type { ConfigLoadFigures } from './config-load.js';
+import type { FanoutFigures } from './fanout.js';
+import type { incrementalUpdate } from './incremental.js';
+import type { MemoizedFigures } from './memoized.js';
+import type { ServerFigures } from './server.js';
+
+export interface Goal {
+  readonly goal: string;
+  readonly figure: string;
+  readonly met: string;
+}
+
+function verdict(ok: boolean | undefined): string {
+  return ok === undefined ? 'not measured' : ok ? 'met' : 'NOT met';
+}
+
+export function goalReport(
+  cla: Awaited<ReturnType<typeof claGeneration>>[],
+  incremental: ReturnType<typeof incrementalUpdate> | undefined,
+  fanout: (FanoutFigures | { skipped: string })[],
+  wire: ReturnType<typeof wireSize>[],
+) {
+  const out: Goal[] = [];
+  const at10k = cla.filter((r) => r.endpoints === 10000 && r.clients === 10000);
+  if (at10k.length) {
+    const worst = Math.min(...at10k.map((r) => r.speedupVsRankLoop));
+    out.push({
+      goal: '≥100× less CPU than the rank loop at 10k clients × 10k endpoints',
+      figure: at10k
+        .map(
+          (r) =>
+            `L=${r.localities}: ${r.speedupVsRankLoop}× cold, ${r.speedupVsRankLoopFlat}× cold+flat, ${r.speedupVsRankLoopWarm}× warm`,
+        )
+        .join('; '),
+      met: `${verdict(worst >= 100)} cold; ${verdict(Math.min(...at10k.map((r) => r.speedupVsRankLoopWarm)) >= 100)} warm`,
+    });
+  }
+  if (incremental) {
+    const worst = Math.max(incremental.add.medianUs, incremental.flip.medianUs, incremental.remove.medianUs);
+    const maxUs = Math.max(incremental.add.maxUs, incremental.flip.maxUs, incremental.remove.maxUs);
+    out.push({
+      goal: 'one-endpoint update ready in < 1 ms at 100k endpoints',
+      figure: `median ${worst} µs (worst op), max ${maxUs} µs`,
+      met: verdict(worst < 1000),
+    });
+  }
+  const ran = fanout.filter((f): f is FanoutFigures => !('skipped' in f));
+  const at5k = ran.filter((f) => f.streams === 5000);
+  out.push({
+    goal: 'p99 change-to-ACK < 1 s at 5k streams',
+    figure:
+      at5k.map((f) => `${f.canopy.p99Ms} ms (${f.endpoints} endpoints, raw ${f.rawWrite.p99Ms} ms)`).join('; ') ||
+      'run the full bench',
+    met: at5k.length
+      ? at5k.map((f) => `${verdict(f.canopy.p99Ms < 1000)} at ${f.endpoints} endpoints`).join(', ')
+      : 'not measured',
+  });
+  const mem = ran.filter((f) => f.streams >= 1000 && f.endpoints === 1000);
+  out.push({
+    goal: '≤ 50 KB per connected client',
+    figure: mem
+      .map((f) => `${f.streams} streams: RSS ${f.memory.rssPerStreamKB} KB, heap ${f.memory.heapPerStreamKB} KB`)
+      .join('; '),
+    met: mem.length
+      ? mem.map((f) => `${verdict(f.memory.rssPerStreamKB <= 50)} by RSS at ${f.streams}`).join(', ')
+      : 'not measured',
+  });
+  out.push({
+    goal: 'fan-out within 2× of the raw write',
+    figure: ran.map((f) => `${f.streams}: ${f.ratioP99}×`).join('; '),
+    met: verdict(ran.length ? ran.every((f) => f.ratioP99 <= 2) : undefined),
+  });
+  if (wire.length) {
+    const cla = Math.max(...wire.map((w) => w.claBytesPerEndpoint));
+    const tree = Math.max(...wire.map((w) => w.treeBytesPerEndpoint));
+    out.push({
+      goal: '≤ 20 bytes per endpoint on the wire',
+      figure: `CLA ${cla} B, compiled tree ${tree} B`,
+      met: `${verdict(cla <= 20)} for the CLA, ${verdict(tree <= 20)} for the tree`,
+    });
+  }
+  return out;
+}
+
+/** Issue 13's goals that these sections measure. */
+export function scaleGoals(
+  memo: readonly MemoizedFigures[],
+  configs: ConfigLoadFigures[] | { skipped: string } | undefined,
+  macro: ServerFigures | { skipped: string } | undefined,
+) {
+  const out: Goal[] = [];
+  if (macro && !('skipped' in macro)) {
+    const c = macro.canopy;
+    const b = macro.bare;
+    const initial = c.initialCpuMs / b.initialCpuMs;
+    out.push({
+      goal: 'initial serve CPU ≤ 1.2× bare grpc-js for the same bytes',
+      figure: `${c.initialCpuMs} vs ${b.initialCpuMs} ms (${initial.toPrecision(2)}×) at ${macro.streams} streams`,
+      met: verdict(initial <= 1.2),
+    });
+    const one = c.bursts.find((x) => x.changes === 1);
+    const oneBare = b.bursts.find((x) => x.changes === 1);
+    if (one && oneBare) {
+      const r = one.p99Ms / oneBare.p99Ms;
+      out.push({
+        goal: 'one change, SotW: p99 to all-ACK ≤ 1.2× the bare write of the same bytes',
+        figure: `${one.p99Ms} vs ${oneBare.p99Ms} ms (${r.toPrecision(2)}×) at ${macro.streams} streams, debounce included`,
+        met: verdict(r <= 1.2),
+      });
+    }
+    const peak = Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB));
+    out.push({
+      goal: `RSS per stream ≤ 60 KB, steady and peak (${macro.claBytes}-byte CLAs)`,
+      figure: `steady ${c.rssPerStreamKB} KB, peak ${peak} KB`,
+      met: verdict(c.rssPerStreamKB <= 60 && peak <= 60),
+    });
+  }
+  if (memo.length) {
+    out.push({
+      goal: 'CLA work ≥ 10× cheaper than the memoized same-output builder (100 and 1,000 localities)',
+      figure: memo
+        .map((m) => `L=${m.localities}: ${m.timesCheaperThanSameOutput}×${m.sameBytes ? '' : ' (bytes differ!)'}`)
+        .join('; '),
+      met: memo.map((m) => `${verdict(m.timesCheaperThanSameOutput >= 10)} at L=${m.localities}`).join(', '),
+    });
+  }
+  if (configs && !('skipped' in configs)) {
+    const big = configs.filter((c) => c.endpoints >= 100_000);
+    const floor = configs.find((c) => c.endpoints === 0)?.readyMs.median ?? 0;
+    out.push({
+      goal: '100k-endpoint config serving in ≤ 1 s with ≤ 300 MB RSS added',
+      figure:
+        big
+          .map(
+            (c) =>
+              `${c.config} ${c.format}: ${c.readyMs.median} ms (CPU ${c.cpuMs.median} ms), +${c.rssAddedMB.median} MB`,
+          )
+          .join('; ') + ` (process start with no services: ${floor} ms)`,
+      met: big.length
+        ? big
+            .map(
+              (c) =>
+                `${verdict(c.readyMs.median <= 1000 && c.rssAddedMB.median <= 300)} ${c.config} ${c.format}`,
+            )
+            .join(', ')
+        : 'run the full bench',
+    });
+  }
+  return out;
+}
