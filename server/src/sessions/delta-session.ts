@@ -21,7 +21,7 @@ import { versionOf, versionText, type Resource } from '../resources/resource.js'
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
-import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
+import type { NackRecord, ResourceStatus } from './client-status.js';
 import {
   overLimits,
   type OutgoingResponse,
@@ -31,7 +31,7 @@ import {
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
-import { StreamSession } from './stream-session.js';
+import { StreamSession, type TypeVersions } from './stream-session.js';
 
 /** Responses not yet acknowledged that an ACK may still name, per type (older ones are forgotten). */
 const MAX_OUTSTANDING = 16;
@@ -107,20 +107,10 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     return false;
   }
 
-  status(maxNames = Infinity): ClientStatus {
-    const types: TypeStatus[] = [];
-    for (const [typeUrl, s] of this.subscriptions) {
-      types.push({
-        typeUrl,
-        subscribed: s.wildcard ? '*' : [...s.names].sort().slice(0, maxNames),
-        versionSent: s.systemVersionSent,
-        nonceSent: s.nonceSent,
-        versionAcked: s.systemVersionAcked,
-        ...(s.lastNack ? { lastNack: s.lastNack } : {}),
-        resources: resourceStatuses(s).slice(0, maxNames),
-      });
-    }
-    return this.streamStatus('delta', types);
+  protected readonly protocol = 'delta' as const;
+
+  protected versions(s: DeltaTypeState): TypeVersions {
+    return { sent: s.systemVersionSent, acked: s.systemVersionAcked, resources: resourceStatuses(s) };
   }
 
   /** An ACK or NACK of a response this stream sent, or a stale nonce (recorded as neither). */

@@ -18,7 +18,7 @@ import { versionOf, versionText, type Resource } from '../resources/resource.js'
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDiscoveryResponse } from '../wire/envelope.js';
 import type { DiscoveryRequest } from '../wire/request.js';
-import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
+import type { NackRecord, ResourceStatus } from './client-status.js';
 
 import {
   overLimits,
@@ -29,7 +29,7 @@ import {
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
-import { StreamSession } from './stream-session.js';
+import { StreamSession, type TypeVersions } from './stream-session.js';
 
 export type { OutgoingResponse, RequestOutcome, SharedResponses, TouchedNames } from './session.js';
 
@@ -107,20 +107,10 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     return false;
   }
 
-  status(maxNames = Infinity): ClientStatus {
-    const types: TypeStatus[] = [];
-    for (const [typeUrl, s] of this.subscriptions) {
-      types.push({
-        typeUrl,
-        subscribed: s.wildcard ? '*' : [...s.names].sort().slice(0, maxNames),
-        versionSent: s.versionSent,
-        nonceSent: s.nonceSent,
-        versionAcked: s.versionAcked,
-        ...(s.lastNack ? { lastNack: s.lastNack } : {}),
-        resources: resourceStatuses(s).slice(0, maxNames),
-      });
-    }
-    return this.streamStatus('sotw', types);
+  protected readonly protocol = 'sotw' as const;
+
+  protected versions(s: TypeState): TypeVersions {
+    return { sent: s.versionSent, acked: s.versionAcked, resources: resourceStatuses(s) };
   }
 
   /** Returns whether a name not held before was added. */

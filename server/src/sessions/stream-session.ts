@@ -7,7 +7,7 @@
 import type { Client } from '../domain/client.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
 import type { NodeInfo } from '../wire/request.js';
-import type { ClientStatus, TypeStatus } from './client-status.js';
+import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
 import { placementOf } from './placement.js';
 import { DEFAULT_LIMITS, inPushOrder, unservedType, type Received, type SessionLimits } from './session.js';
 
@@ -15,6 +15,15 @@ import { DEFAULT_LIMITS, inPushOrder, unservedType, type Received, type SessionL
 export interface SubscriptionState {
   wildcard: boolean;
   names: Set<string>;
+  nonceSent: string;
+  lastNack?: NackRecord;
+}
+
+/** What a protocol reports of one type beyond the shared fields. */
+export interface TypeVersions {
+  readonly sent: string;
+  readonly acked: string;
+  readonly resources: ResourceStatus[];
 }
 
 export abstract class StreamSession<State extends SubscriptionState> {
@@ -66,11 +75,29 @@ export abstract class StreamSession<State extends SubscriptionState> {
     }
   }
 
-  /** The stream's part of a status report around the protocol's per-type `types`. */
-  protected streamStatus(protocol: 'sotw' | 'delta', types: TypeStatus[]): ClientStatus {
+  protected abstract readonly protocol: 'sotw' | 'delta';
+
+  /** The versions sent and acknowledged for a type, and each resource's state, as this protocol keeps them. */
+  protected abstract versions(state: State): TypeVersions;
+
+  /** `maxNames`: at most this many names and resources listed per type. */
+  status(maxNames = Infinity): ClientStatus {
+    const types: TypeStatus[] = [];
+    for (const [typeUrl, s] of this.subscriptions) {
+      const v = this.versions(s);
+      types.push({
+        typeUrl,
+        subscribed: s.wildcard ? '*' : [...s.names].sort().slice(0, maxNames),
+        versionSent: v.sent,
+        nonceSent: s.nonceSent,
+        versionAcked: v.acked,
+        ...(s.lastNack ? { lastNack: s.lastNack } : {}),
+        resources: v.resources.slice(0, maxNames),
+      });
+    }
     return {
       streamId: this.id,
-      protocol,
+      protocol: this.protocol,
       ignoredRequests: this.ignored,
       nodeId: this.nodeId,
       cluster: this.node?.cluster ?? '',
