@@ -66,7 +66,8 @@ describe('canopy demo', () => {
       return;
     }
     // script gives the demo a pseudo-terminal; what we write to its stdin is typed at that terminal.
-    const child = spawn(SCRIPT, ['-qfec', `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} demo`, '/dev/null'], {
+    // `exec`: the demo itself (not a shell waiting on it) leads the terminal's session, whatever $SHELL script picks.
+    const child = spawn(SCRIPT, ['-qfec', `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} demo`, '/dev/null'], {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const out = watch(child);
@@ -80,8 +81,10 @@ describe('canopy demo', () => {
       assert.equal(view.clients.length, 4, 'the demo\'s four xDS clients are still connected');
       child.stdin?.write('\x03');
       const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      assert.equal(await out.exited, 0, out.output());
+      const code = await out.exited;
       clearTimeout(timer);
+      // The tail first: that is where a failed shutdown says why.
+      assert.equal(code, 0, `exit ${code}; the demo's last output:\n${out.output().slice(-3000)}`);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
     }
