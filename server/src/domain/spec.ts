@@ -14,11 +14,13 @@ import {
   HEALTH_VALUES,
   LB_MODES,
   MAX_ENDPOINT_WEIGHT,
+  MAX_REACH,
   MAX_TOTAL_WEIGHT,
   type Endpoint,
   type Health,
   type LbMode,
   type LoadBalancing,
+  type Reach,
   type ServiceSpec,
 } from './service.js';
 import { policyToJson } from './policy.js';
@@ -55,7 +57,8 @@ const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
 const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SIDECAR_KEYS];
-const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy'];
+const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy', 'reach'];
+const REACH_KEYS = ['minEndpoints'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
 const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow'];
@@ -251,7 +254,15 @@ function readLoadBalancing(r: Reader, v: unknown, path: string): LoadBalancing {
   };
   // The locality policy (Istio, Kuma, Kubernetes features): domain/policy-spec.ts.
   const policy = r.optional(o, 'policy', path, (x, p) => readPolicy(r, x, p, lb));
-  return policy ? { ...lb, policy } : lb;
+  const reach = r.optional(o, 'reach', path, (x, p) => readReach(r, x, p));
+  return { ...lb, ...(policy ? { policy } : {}), ...(reach ? { reach } : {}) };
+}
+
+function readReach(r: Reader, v: unknown, path: string): Reach | undefined {
+  const o = r.object(v, path, REACH_KEYS);
+  if (!o) return undefined;
+  const minEndpoints = r.int(o['minEndpoints'], join(path, 'minEndpoints'), 1, MAX_REACH);
+  return minEndpoints === undefined ? undefined : { minEndpoints };
 }
 
 function readScopes(r: Reader, v: unknown, path: string): Scope[] | undefined {
@@ -341,6 +352,7 @@ export function serviceSpecToJson(spec: ServiceSpec): Obj {
       crossNetworkFailover: lb.crossNetworkFailover,
       overprovisioningFactor: lb.overprovisioningFactor,
       ...(lb.policy ? { policy: policyToJson(lb.policy) } : {}),
+      ...(lb.reach ? { reach: { minEndpoints: lb.reach.minEndpoints } } : {}),
     },
     endpoints: spec.endpoints.map(endpointToJson),
     ...sidecarSettingsToJson(spec),
