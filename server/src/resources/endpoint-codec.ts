@@ -6,112 +6,13 @@
  * caches below are keyed by object identity (endpoints, tree nodes, groups),
  * so they are correct for any number of meshes and die with their keys.
  */
-import { leafGroup, type Cla, type ClaGroup, type ClaSpan } from '../domain/cla.js';
+import type { Cla, ClaGroup, ClaSpan } from '../domain/cla.js';
 import type { TreeNode } from '../domain/locality-tree.js';
-import type { Locality } from '../domain/locality.js';
-import type { Endpoint } from '../domain/service.js';
 import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from '../wire/rope.js';
-import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../wire/wire.js';
+import { fieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../wire/wire.js';
+import { groupBody, policyField, runBody, type GroupBody } from './endpoint-parts.js';
 
-const lbEndpointCache = new WeakMap<Endpoint, Uint8Array>();
-let lbEndpointEncodings = 0;
-
-/** How many LbEndpoints were encoded so far (tests check that unchanged ones are reused). */
-export function lbEndpointEncodeCount(): number {
-  return lbEndpointEncodings;
-}
-
-/** The whole `lb_endpoints` field (tag, length, LbEndpoint) of one endpoint, cached per Endpoint object. */
-function lbEndpointField(ep: Endpoint): Uint8Array {
-  const hit = lbEndpointCache.get(ep);
-  if (hit) return hit;
-  lbEndpointEncodings++;
-  const addr = utf8Bytes(ep.address);
-  const socket = fieldSize(2, addr.length) + varintFieldSize(3, ep.port);
-  const address = fieldSize(1, socket);
-  const endpoint = fieldSize(1, address);
-  const weight = ep.weight === 1 ? 0 : fieldSize(4, varintFieldSize(1, ep.weight));
-  const body = fieldSize(1, endpoint) + weight;
-  const w = new WireWriter(fieldSize(2, body))
-    .open(2, body)
-    .open(1, endpoint)
-    .open(1, address)
-    .open(1, socket)
-    .bytes(2, addr)
-    .uint(3, ep.port);
-  if (weight) w.open(4, varintFieldSize(1, ep.weight)).uint(1, ep.weight);
-  const out = w.finish();
-  lbEndpointCache.set(ep, out);
-  return out;
-}
-
-const runCache = new WeakMap<readonly Endpoint[], Uint8Array>();
-
-/** The lb_endpoints fields of one tree leaf, concatenated once per version of that leaf. */
-function runField(run: readonly Endpoint[]): Uint8Array {
-  const hit = runCache.get(run);
-  if (hit) return hit;
-  const parts = run.map(lbEndpointField);
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  runCache.set(run, out);
-  return out;
-}
-
-interface GroupBody {
-  /** LocalityLbEndpoints less its priority: locality, lb_endpoints, load_balancing_weight. */
-  readonly bytes: Uint8Array;
-  readonly weight: number;
-}
-
-const UINT32_MAX = 0xffff_ffff;
-let clampedWeights = 0;
-
-/** How many locality weights were over uint32 and sent as its maximum (a decoder would wrap them). */
-export function clampedWeightCount(): number {
-  return clampedWeights;
-}
-
-/**
- * load_balancing_weight is a uint32: a bigger sum would be truncated by every
- * decoder (4,295 endpoints of weight 1,000,000 would arrive as 32,704). Config
- * validation keeps a service's total within uint32; this is the last guard,
- * for a sum reached another way (endpoint PATCHes): clamp, never wrap.
- */
-export function localityWeight(sum: number): number {
-  if (sum <= UINT32_MAX) return sum;
-  clampedWeights++;
-  return UINT32_MAX;
-}
-
-/** A one-leaf group's body, encoded once per version of that leaf (keyed by its endpoint array). */
-const leafBodyCache = new WeakMap<readonly Endpoint[], GroupBody>();
-
-function groupBody(g: ClaGroup): Uint8Array {
-  const single = g.runs?.length === 1 ? g.runs[0] : undefined;
-  if (single) {
-    const hit = leafBodyCache.get(single);
-    if (hit && hit.weight === g.weight) return hit.bytes;
-  }
-  const { region, zone, subzone } = localityBytes(g.locality);
-  const locality = optionalFieldSize(1, region.length) + optionalFieldSize(2, zone.length) + optionalFieldSize(3, subzone.length);
-  // One leaf: its endpoints' fields go straight into the body (no per-leaf concatenation to copy again).
-  const endpoints = single || !g.runs ? g.endpoints.map(lbEndpointField) : g.runs.map(runField);
-  const weight = localityWeight(g.weight);
-  let size = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, weight));
-  for (const e of endpoints) size += e.length;
-  const w = new WireWriter(size).open(1, locality);
-  w.optionalBytes(1, region).optionalBytes(2, zone).optionalBytes(3, subzone);
-  for (const e of endpoints) w.raw(e);
-  w.open(3, varintFieldSize(1, weight)).uint(1, weight);
-  const bytes = w.finish();
-  if (single) leafBodyCache.set(single, { bytes, weight: g.weight });
-  return bytes;
-}
+export { clampedWeightCount, lbEndpointEncodeCount, localityWeight } from './endpoint-parts.js';
 
 /** The whole `endpoints` field (tag, length, LocalityLbEndpoints with its priority) of a group object. */
 const groupFieldCache = new WeakMap<ClaGroup, Uint8Array>();
@@ -160,64 +61,86 @@ function encodeGroups(cla: Cla): Uint8Array {
   return w.raw(policy).finish();
 }
 
-function policyField(overprovisioningFactor: number): Uint8Array {
-  const policy = varintFieldSize(1, overprovisioningFactor);
-  return new WireWriter(fieldSize(4, fieldSize(3, policy)))
-    .open(4, fieldSize(3, policy))
-    .open(3, policy)
-    .uint(1, overprovisioningFactor)
-    .finish();
+/**
+ * The `endpoints` fields of every leaf under a node at one priority: a leaf's
+ * field as three parts, an inner node's as references to its children's
+ * ropes. Rebuilt only when the node's rev moves, which costs its children's
+ * count, never their bytes.
+ */
+interface SubtreeRope extends Rope {
+  /** Copies the bytes, less the part of the child at index `skip` (-1: none). */
+  copyTo(dst: Uint8Array, at: number, skip?: number): number;
+  /** Where `child` is among this node's children (-1 when it is not one). */
+  indexOf(child: TreeNode): number;
+  lengthWithout(i: number): number;
+  digestWithout(i: number): number;
 }
 
-/**
- * The `endpoints` fields of every leaf under a node at one priority, as
- * references to its children's parts: rebuilt only when the node's rev moves,
- * which costs its children's count, never their bytes.
- */
-class SubtreeRope implements Rope {
+/** A leaf's `endpoints` field: tag and length, the group's body (shared by every priority), the priority field. */
+class LeafRope implements SubtreeRope {
+  readonly length: number;
+
+  constructor(
+    readonly head: Uint8Array,
+    readonly body: Uint8Array,
+    readonly prio: Uint8Array,
+    /** The body's digest and the priority's. */
+    readonly digest: number,
+  ) {
+    this.length = head.length + body.length + prio.length;
+  }
+
+  copyTo(dst: Uint8Array, at: number): number {
+    // Head and priority are a few bytes: a loop costs less than a set() call.
+    const head = this.head;
+    for (let i = 0; i < head.length; i++) dst[at++] = head[i]!;
+    const body = this.body;
+    dst.set(body, at);
+    at += body.length;
+    const prio = this.prio;
+    for (let i = 0; i < prio.length; i++) dst[at++] = prio[i]!;
+    return at;
+  }
+
+  indexOf(): number {
+    return -1;
+  }
+
+  lengthWithout(): number {
+    return this.length;
+  }
+
+  digestWithout(): number {
+    return this.digest;
+  }
+}
+
+class NodeRope implements SubtreeRope {
   readonly length: number;
   private digestHeld: number | undefined;
   /** Digest of this rope less one child's part, by the child's index (built on first use). */
   private without: number[] | undefined;
 
   constructor(
-    /**
-     * A leaf's `endpoints` field as three parts: tag and length, the group's
-     * body (shared by every priority), the priority field. Undefined for an
-     * inner node.
-     */
-    readonly leaf: readonly [Uint8Array, Uint8Array, Uint8Array] | undefined,
-    /** A leaf's digest: its body's and its priority's. */
-    private readonly leafDigest: number,
     readonly kids: readonly TreeNode[],
     readonly parts: readonly SubtreeRope[],
   ) {
-    let n = leaf ? leaf[0].length + leaf[1].length + leaf[2].length : 0;
-    for (const p of parts) n += p.length;
+    let n = 0;
+    for (let i = 0; i < parts.length; i++) n += parts[i]!.length;
     this.length = n;
   }
 
-  /** Copies the parts, less the one at index `skip` (-1: none). */
   copyTo(dst: Uint8Array, at: number, skip = -1): number {
-    const leaf = this.leaf;
-    if (leaf) {
-      dst.set(leaf[0], at);
-      at += leaf[0].length;
-      dst.set(leaf[1], at);
-      at += leaf[1].length;
-      dst.set(leaf[2], at);
-      return at + leaf[2].length;
-    }
-    for (let i = 0; i < this.parts.length; i++) if (i !== skip) at = this.parts[i]!.copyTo(dst, at);
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) if (i !== skip) at = parts[i]!.copyTo(dst, at, -1);
     return at;
   }
 
   get digest(): number {
-    this.digestHeld ??= this.leaf ? this.leafDigest : combineDigests(this.parts.map((p) => p.digest));
+    this.digestHeld ??= combineDigests(this.parts.map((p) => p.digest));
     return this.digestHeld;
   }
 
-  /** Where `child` is among this node's children (-1 when it is not one). */
   indexOf(child: TreeNode): number {
     return this.kids.indexOf(child);
   }
@@ -240,6 +163,7 @@ class SubtreeRope implements Rope {
 }
 
 const EMPTY = new Uint8Array();
+const EMPTY_LEAF = new LeafRope(EMPTY, EMPTY, EMPTY, 0);
 /** Tag and length of an `endpoints` field, per length (leaves of equal size share one). */
 const fieldHeads = new Map<number, Uint8Array>();
 /** The priority field of a LocalityLbEndpoints (none for 0), per priority. */
@@ -247,45 +171,50 @@ const priorityFields: Uint8Array[] = [];
 
 /**
  * A leaf at one priority, without copying its group's body: the same field
- * `groupField` writes (tag, length, body, priority), as three parts.
+ * `groupField` writes for `leafGroup(leaf, priority)` (tag, length, body,
+ * priority), as three parts.
  */
-function leafRope(leaf: TreeNode, priority: number): SubtreeRope {
-  const g = leafGroup(leaf, priority);
-  if (!g) return new SubtreeRope([EMPTY, EMPTY, EMPTY], 0, [], []);
-  const body = groupBody(g);
+function leafRope(body: GroupBody | undefined, priority: number): LeafRope {
+  if (!body) return EMPTY_LEAF;
+  const bytes = body.bytes;
   const prio = (priorityFields[priority] ??=
     priority > 0 ? new WireWriter(varintFieldSize(5, priority)).uint(5, priority).finish() : EMPTY);
-  const len = body.length + prio.length;
+  const len = bytes.length + prio.length;
   let head = fieldHeads.get(len);
   if (!head) fieldHeads.set(len, (head = new WireWriter(fieldSize(2, len) - len).open(2, len).finish()));
-  return new SubtreeRope([head, body, prio], combineDigests([leafDigest(body), priority]), [], []);
+  body.digest ??= fastDigest(bytes);
+  return new LeafRope(head, bytes, prio, combineDigests([body.digest, priority]));
 }
 
-const leafDigests = new WeakMap<Uint8Array, number>();
-
-function leafDigest(b: Uint8Array): number {
-  let d = leafDigests.get(b);
-  if (d === undefined) leafDigests.set(b, (d = fastDigest(b)));
-  return d;
+/** The body a leaf's group has at every priority (undefined for a leaf without endpoints). */
+function leafBody(leaf: TreeNode): GroupBody | undefined {
+  const run = leaf.orderedEndpoints();
+  const first = run[0];
+  return first ? runBody(run, first.locality, leaf.leafWeight()) : undefined;
 }
 
-/** node → (rev, priority → its rope). */
-const subtreeRopes = new WeakMap<TreeNode, { rev: number; byPriority: (SubtreeRope | undefined)[] }>();
+/** A node's ropes at its current rev: by priority, and (for a leaf) its body. */
+interface HeldRopes {
+  readonly rev: number;
+  readonly byPriority: (SubtreeRope | undefined)[];
+  body: GroupBody | undefined | null;
+}
+
+const subtreeRopes = new WeakMap<TreeNode, HeldRopes>();
 
 function subtreeRope(node: TreeNode, priority: number, levels: number): SubtreeRope {
   let held = subtreeRopes.get(node);
-  if (!held || held.rev !== node.rev) subtreeRopes.set(node, (held = { rev: node.rev, byPriority: [] }));
+  if (!held || held.rev !== node.rev) subtreeRopes.set(node, (held = { rev: node.rev, byPriority: [], body: null }));
   let rope = held.byPriority[priority];
   if (!rope) {
-    if (node.depth === levels) rope = leafRope(node, priority);
-    else {
+    if (node.depth === levels) {
+      if (held.body === null) held.body = leafBody(node);
+      rope = leafRope(held.body, priority);
+    } else {
       const kids = node.orderedChildren();
-      rope = new SubtreeRope(
-        undefined,
-        0,
-        kids,
-        kids.map((c) => subtreeRope(c, priority, levels)),
-      );
+      const parts: SubtreeRope[] = new Array<SubtreeRope>(kids.length);
+      for (let i = 0; i < kids.length; i++) parts[i] = subtreeRope(kids[i]!, priority, levels);
+      rope = new NodeRope(kids, parts);
     }
     held.byPriority[priority] = rope;
   }
@@ -316,7 +245,7 @@ class ClaRope implements Rope {
     private readonly levels: number,
     private readonly tail: Uint8Array,
   ) {
-    this.fixedDigests = [leafDigest(head), leafDigest(tail)];
+    this.fixedDigests = [fastDigest(head), fastDigest(tail)];
   }
 
   /** Brings ropes, length and digest up to the tree; only spans whose node moved are looked up again. */
@@ -376,14 +305,3 @@ function claRope(cla: Cla): ClaRope {
   return new ClaRope(head, cla.spans ?? [], cla.levels ?? 0, policyField(cla.overprovisioningFactor));
 }
 
-const localityCache = new WeakMap<Locality, { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array }>();
-
-/** UTF-8 of a locality's names, cached per Locality object (shared by an endpoint's every CLA). */
-function localityBytes(l: Locality): { region: Uint8Array; zone: Uint8Array; subzone: Uint8Array } {
-  let hit = localityCache.get(l);
-  if (!hit) {
-    hit = { region: utf8Bytes(l.region), zone: utf8Bytes(l.zone), subzone: utf8Bytes(l.subzone) };
-    localityCache.set(l, hit);
-  }
-  return hit;
-}
