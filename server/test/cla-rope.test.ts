@@ -14,6 +14,8 @@ import { planFor } from '../src/domain/priorities.js';
 import type { Endpoint, LbMode } from '../src/domain/service.js';
 import { serverClaCache } from '../src/resources/endpoint.js';
 import { encodeCla } from '../src/resources/endpoint-codec.js';
+import { encodeRunBody, groupBody } from '../src/resources/endpoint-parts.js';
+import { messageType } from '../src/wire/protos.js';
 import { encodeAny, encodeDiscoveryResponse } from '../src/wire/envelope.js';
 import { makeResource } from '../src/resources/resource.js';
 import { flatten, isRope } from '../src/wire/rope.js';
@@ -155,5 +157,45 @@ describe('CLA ropes', () => {
     assert.notEqual(a, b);
     assert.equal(cache.stats().kept, 0);
     assert.notDeepEqual(Buffer.from(a.bytes), Buffer.from(b.bytes));
+  });
+});
+
+describe('leaf bodies written in place', () => {
+  const HOSTS = [
+    (r: () => number) => `10.${Math.floor(r() * 256)}.${Math.floor(r() * 256)}.${Math.floor(r() * 256)}`,
+    (r: () => number) => `fd00::${Math.floor(r() * 65536).toString(16)}`,
+    (r: () => number) => `svc-${Math.floor(r() * 1e6)}.example.internal`,
+    // Not ASCII: these take the per-endpoint UTF-8 path inside the same body.
+    (r: () => number) => `bücher-${Math.floor(r() * 100)}.example`,
+    (r: () => number) => `節點${Math.floor(r() * 100)}.例え`,
+  ];
+  const WEIGHTS = [1, 1, 1, 0, 2, 127, 128, 300, 16_384, 2 ** 31 - 1];
+
+  it('equal the body built from each endpoint’s own field, and decode to the same endpoints', () => {
+    const random = rng(11);
+    const at = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T;
+    const LocalityLbEndpoints = messageType('envoy.config.endpoint.v3.LocalityLbEndpoints');
+    for (let trial = 0; trial < 400; trial++) {
+      const locality = at(['r1/z1/s1', 'r2//s', 'r3/z3', '', 'région/zone/sous-zone']);
+      const run = Array.from({ length: 1 + Math.floor(random() * 12) }, () =>
+        ep({ address: at(HOSTS)(random), port: Math.floor(random() * 65536), weight: at(WEIGHTS), locality }),
+      );
+      // A sum past uint32 is clamped on both paths.
+      const weight = trial % 50 === 0 ? 2 ** 32 + 7 : run.reduce((n, e) => n + e.weight, 0);
+      const first = run[0]!;
+      const inPlace = encodeRunBody(first.locality, weight, run);
+      const byParts = groupBody({ locality: first.locality, priority: 0, weight, endpoints: run });
+      assert.deepEqual(Buffer.from(inPlace), Buffer.from(byParts), `trial ${trial}`);
+      const decoded = LocalityLbEndpoints.toObject(LocalityLbEndpoints.decode(inPlace)) as {
+        lb_endpoints: { endpoint: { address: { socket_address: { address: string; port_value?: number } } } }[];
+      };
+      assert.deepEqual(
+        decoded.lb_endpoints.map((l) => {
+          const a = l.endpoint.address.socket_address;
+          return [a.address, a.port_value ?? 0];
+        }),
+        run.map((e) => [e.address, e.port]),
+      );
+    }
   });
 });

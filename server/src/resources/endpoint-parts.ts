@@ -1,6 +1,6 @@
 /**
  * The parts a ClusterLoadAssignment is assembled from, each encoded once and
- * cached by object identity: an endpoint's \`lb_endpoints\` field (per Endpoint
+ * cached by object identity: an endpoint's `lb_endpoints` field (per Endpoint
  * object), a tree leaf's group body (per leaf endpoint array), a locality's
  * names, the policy field. The caches die with their keys.
  */
@@ -23,22 +23,44 @@ function lbEndpointField(ep: Endpoint): Uint8Array {
   if (hit) return hit;
   lbEndpointEncodings++;
   const addr = utf8Bytes(ep.address);
-  const socket = fieldSize(2, addr.length) + varintFieldSize(3, ep.port);
+  const w = new WireWriter(lbEndpointSize(ep, addr.length));
+  lbEndpointHead(w, ep, addr.length).bytes(2, addr);
+  const out = lbEndpointTail(w, ep).finish();
+  lbEndpointCache.set(ep, out);
+  return out;
+}
+
+/** Size of an endpoint's `lb_endpoints` field whose address is `addressBytes` long in UTF-8. */
+function lbEndpointSize(ep: Endpoint, addressBytes: number): number {
+  const socket = fieldSize(2, addressBytes) + varintFieldSize(3, ep.port);
+  const weight = ep.weight === 1 ? 0 : fieldSize(4, varintFieldSize(1, ep.weight));
+  return fieldSize(2, fieldSize(1, fieldSize(1, fieldSize(1, socket))) + weight);
+}
+
+/** An `lb_endpoints` field up to its address string: LbEndpoint, Endpoint, Address, SocketAddress. */
+function lbEndpointHead(w: WireWriter, ep: Endpoint, addressBytes: number): WireWriter {
+  const socket = fieldSize(2, addressBytes) + varintFieldSize(3, ep.port);
   const address = fieldSize(1, socket);
   const endpoint = fieldSize(1, address);
   const weight = ep.weight === 1 ? 0 : fieldSize(4, varintFieldSize(1, ep.weight));
-  const body = fieldSize(1, endpoint) + weight;
-  const w = new WireWriter(fieldSize(2, body))
-    .open(2, body)
+  return w
+    .open(2, fieldSize(1, endpoint) + weight)
     .open(1, endpoint)
     .open(1, address)
-    .open(1, socket)
-    .bytes(2, addr)
-    .uint(3, ep.port);
-  if (weight) w.open(4, varintFieldSize(1, ep.weight)).uint(1, ep.weight);
-  const out = w.finish();
-  lbEndpointCache.set(ep, out);
-  return out;
+    .open(1, socket);
+}
+
+/** The rest of an `lb_endpoints` field after its address string: the port, and a weight other than 1. */
+function lbEndpointTail(w: WireWriter, ep: Endpoint): WireWriter {
+  w.uint(3, ep.port);
+  if (ep.weight !== 1) w.open(4, varintFieldSize(1, ep.weight)).uint(1, ep.weight);
+  return w;
+}
+
+/** A string's length when every character is ASCII (one UTF-8 byte each), else -1. */
+function asciiLength(s: string): number {
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return -1;
+  return s.length;
 }
 
 const runCache = new WeakMap<readonly Endpoint[], Uint8Array>();
@@ -104,23 +126,55 @@ export function groupBody(g: ClaGroup): Uint8Array {
 export function runBody(run: readonly Endpoint[], locality: Locality, weight: number): GroupBody {
   const hit = leafBodyCache.get(run);
   if (hit && hit.weight === weight) return hit;
-  const body: GroupBody = { bytes: encodeBody(locality, weight, run.map(lbEndpointField)), weight, digest: undefined };
+  const body: GroupBody = { bytes: encodeRunBody(locality, weight, run), weight, digest: undefined };
   leafBodyCache.set(run, body);
   return body;
 }
 
+/**
+ * `encodeBody(l, weightSum, run.map(lbEndpointField))`, with ASCII addresses
+ * (every IP address) written in place: a leaf's body is its only copy of its
+ * endpoints' bytes, so it needs no per-endpoint parts to look up and copy.
+ */
+export function encodeRunBody(l: Locality, weightSum: number, run: readonly Endpoint[]): Uint8Array {
+  let endpoints = 0;
+  for (let i = 0; i < run.length; i++) {
+    const ep = run[i]!;
+    const n = asciiLength(ep.address);
+    endpoints += n < 0 ? lbEndpointField(ep).length : lbEndpointSize(ep, n);
+  }
+  const weight = localityWeight(weightSum);
+  const w = bodyHead(l, weight, endpoints);
+  for (let i = 0; i < run.length; i++) {
+    const ep = run[i]!;
+    const n = asciiLength(ep.address);
+    if (n < 0) w.raw(lbEndpointField(ep));
+    else lbEndpointTail(lbEndpointHead(w, ep, n).ascii(2, ep.address), ep);
+  }
+  return bodyTail(w, weight);
+}
+
 function encodeBody(l: Locality, weightSum: number, endpoints: readonly Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const e of endpoints) size += e.length;
+  const weight = localityWeight(weightSum);
+  const w = bodyHead(l, weight, size);
+  for (const e of endpoints) w.raw(e);
+  return bodyTail(w, weight);
+}
+
+/** A writer sized for a group body with `endpoints` bytes of `lb_endpoints`, its locality written. */
+function bodyHead(l: Locality, weight: number, endpoints: number): WireWriter {
   const { region, zone, subzone } = localityBytes(l);
   const locality =
     optionalFieldSize(1, region.length) + optionalFieldSize(2, zone.length) + optionalFieldSize(3, subzone.length);
-  const weight = localityWeight(weightSum);
-  let size = fieldSize(1, locality) + fieldSize(3, varintFieldSize(1, weight));
-  for (const e of endpoints) size += e.length;
-  const w = new WireWriter(size).open(1, locality);
-  w.optionalBytes(1, region).optionalBytes(2, zone).optionalBytes(3, subzone);
-  for (const e of endpoints) w.raw(e);
-  w.open(3, varintFieldSize(1, weight)).uint(1, weight);
-  return w.finish();
+  const w = new WireWriter(fieldSize(1, locality) + endpoints + fieldSize(3, varintFieldSize(1, weight)));
+  return w.open(1, locality).optionalBytes(1, region).optionalBytes(2, zone).optionalBytes(3, subzone);
+}
+
+/** Ends a group body: its load_balancing_weight (already clamped). */
+function bodyTail(w: WireWriter, weight: number): Uint8Array {
+  return w.open(3, varintFieldSize(1, weight)).uint(1, weight).finish();
 }
 
 export function policyField(overprovisioningFactor: number): Uint8Array {

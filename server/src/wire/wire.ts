@@ -63,6 +63,16 @@ export class WireWriter {
     return this;
   }
 
+  /** A string field whose every character is ASCII (the caller checks): one byte each, no encoder. */
+  ascii(field: number, s: string): this {
+    this.open(field, s.length);
+    const buf = this.buf;
+    let pos = this.pos;
+    for (let i = 0; i < s.length; i++) buf[pos++] = s.charCodeAt(i);
+    this.pos = pos;
+    return this;
+  }
+
   /** Like `bytes`, but writes nothing for an empty body (proto3's default). */
   optionalBytes(field: number, body: Uint8Array): this {
     return body.length ? this.bytes(field, body) : this;
@@ -101,6 +111,15 @@ export class WireWriter {
     return this.buf;
   }
 }
+
+/**
+ * One writer that lives as long as the module. Writers are short-lived, and
+ * V8 drops an object shape (hidden class) that no live object has at a full
+ * GC, deoptimizing every function compiled against it: without a writer that
+ * outlives each GC, every encoding function would run unoptimized and be
+ * recompiled after each one.
+ */
+export const SHAPE_ANCHOR = new WireWriter(0);
 
 export function utf8Bytes(s: string): Uint8Array {
   return utf8.encode(s);
