@@ -127,6 +127,30 @@ describe('LocalityTree', () => {
     assert.deepEqual(a.compile(), b.compile());
   });
 
+  it('orders children and endpoints as `<` orders their keys, whatever the insertion order', () => {
+    const byLess = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+    const values = ['s1', 's10', 's2', 'S1', '', 'é', 'e\u0301', 'z', '\u{1d538}', '\uffee', '10', '9'];
+    const hosts = ['10.0.0.10', '10.0.0.9', 'fd00::a', 'FD00::a', 'host-é.example', '\u{1d538}.example', '10.0.0.100'];
+    let seed = 5;
+    const random = (): number => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+    for (let trial = 0; trial < 20; trial++) {
+      const t = new LocalityTree(RZS);
+      for (let i = 0; i < 40; i++) {
+        const sub = values[Math.floor(random() * values.length)]!;
+        const host = hosts[Math.floor(random() * hosts.length)]!;
+        t.upsert(ep({ locality: `r1/z1/${sub}`, address: host, port: 1 + Math.floor(random() * 20) }));
+      }
+      const zone = t.match(['r1', 'z1']);
+      const kids = zone.orderedChildren().map((c) => c.value);
+      assert.deepEqual(kids, [...kids].sort(byLess));
+      assert.equal(kids.length, zone.children.size);
+      for (const leaf of zone.orderedChildren()) {
+        const keys = leaf.orderedEndpoints().map(endpointKey);
+        assert.deepEqual(keys, [...leaf.endpoints.keys()].sort(byLess));
+      }
+    }
+  });
+
   it('supports 8 levels with label scopes', () => {
     const scopes: Scope[] = ['network', 'region', 'zone', 'subzone', 'node', 'cluster', 'label:rack', 'label:version'];
     const t = new LocalityTree(scopes);
