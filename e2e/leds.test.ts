@@ -190,6 +190,19 @@ describe('LEDS for Envoy on delta ADS', () => {
     }
   });
 
+  it('--leds off: Envoy on delta gets full CLAs and the LEDS type is not served', async () => {
+    const off = await startCanopyProcess({ services: [{ name: 'web', endpoints: ENDPOINTS }] }, ['--leds', 'off']);
+    const stream = new RawDeltaStream(off.xdsUri.replace(/^.*:\/\//, ''));
+    try {
+      assert.ok(hasFullEndpoints(await claOver(stream, envoyNode('off-1'))));
+      stream.send({ type_url: LEDS, resource_names_subscribe: [`${PREFIX}r1/z1/s1/*`] });
+      assert.equal(await stream.maybeNext(QUIET_MS), undefined);
+    } finally {
+      stream.close();
+      await off.stop();
+    }
+  });
+
   it('Envoy on SotW, gRPC on delta and an Envoy that opted out get full CLAs', async () => {
     const sotw = new RawAdsStream(address);
     const grpc = new RawDeltaStream(address);

@@ -79,6 +79,8 @@ export class LedsCollections {
   touchedBy(services: ReadonlySet<string>): Set<string> {
     const out = new Set<string>();
     for (const s of services) {
+      // Collections are built on first ask: a service no LEDS client has asked about costs nothing here.
+      if (!this.services.has(s)) continue;
       this.current(s);
       const names = this.pending.get(s);
       if (!names) continue;

@@ -74,12 +74,12 @@ export function canopyResources(
   const leds = options.leds ?? true;
   return new ResourceRegistry(
     [
-    listenerType(mesh),
-    routeType(mesh, incarnations),
-    clusterType(mesh, incarnations),
-    endpointType(mesh, claCache, leds ? new LedsClaCache() : undefined),
-    ...(leds ? [ledsType(mesh)] : []),
-    localityTreeType(mesh),
+      listenerType(mesh),
+      routeType(mesh, incarnations),
+      clusterType(mesh, incarnations),
+      endpointType(mesh, claCache, leds ? new LedsClaCache() : undefined),
+      ...(leds ? [ledsType(mesh)] : []),
+      localityTreeType(mesh),
     ],
     incarnations,
     new DemandRegistry(lazy),
