@@ -29,6 +29,8 @@ export function encodeLbEndpoint(e: Endpoint): Uint8Array {
 }
 
 let nextSnapshotId = 1;
+/** Changes remembered for streams catching up; one further behind looks at all its globs. */
+const MAX_LOG = 65_536;
 
 function snapshot(name: string, members: ReadonlyMap<string, Resource>): CollectionSnapshot {
   return { name, id: nextSnapshotId++, members, version: members.size ? versionOf(members) : '' };
@@ -57,6 +59,10 @@ export class LedsCollections {
   private readonly services = new Map<string, ServiceCollections>();
   /** Globs and member names changed since `touchedBy` last reported them. */
   private readonly pending = new Map<string, Set<string>>();
+  /** Every new snapshot gets the next epoch; `log[i]` is the glob of epoch `logBase + i + 1`. */
+  private epoch = 0;
+  private log: string[] = [];
+  private logBase = 0;
 
   constructor(private readonly mesh: Mesh) {}
 
@@ -75,12 +81,18 @@ export class LedsCollections {
     return this.current(parsed.service)?.byGlob.get(glob)?.members.get(name);
   }
 
+  /** Globs whose snapshot changed after epoch `since`; undefined globs when the log no longer reaches back. */
+  changes(since: number): { epoch: number; globs: readonly string[] | undefined } {
+    if (since < this.logBase) return { epoch: this.epoch, globs: undefined };
+    return { epoch: this.epoch, globs: since >= this.epoch ? [] : this.log.slice(since - this.logBase) };
+  }
+
   /** Globs (and member names) whose snapshot changed because of these services. */
   touchedBy(services: ReadonlySet<string>): Set<string> {
     const out = new Set<string>();
     for (const s of services) {
       // Collections are built on first ask: a service no LEDS client has asked about costs nothing here.
-      if (!this.services.has(s)) continue;
+      if (!this.services.has(s) && !this.pending.has(s)) continue;
       this.current(s);
       const names = this.pending.get(s);
       if (!names) continue;
@@ -93,8 +105,12 @@ export class LedsCollections {
     return out;
   }
 
+  /** A deleted service: its collections empty out (streams holding them are sent the removals). */
   forget(service: string): void {
+    const held = this.services.get(service);
+    if (!held) return;
     this.services.delete(service);
+    for (const [glob, snap] of held.byGlob) if (snap.members.size) this.mark(service, glob, snap.members.keys());
   }
 
   /** Every glob of a service (tests, debug). */
@@ -108,10 +124,7 @@ export class LedsCollections {
     let held = this.services.get(name);
     if (!state) {
       // Deleted: every collection it had is emptied.
-      if (held) {
-        this.services.delete(name);
-        for (const [glob, snap] of held.byGlob) if (snap.members.size) this.mark(name, glob, snap.members.keys());
-      }
+      this.forget(name);
       return undefined;
     }
     if (!held || held.state !== state) {
@@ -175,6 +188,13 @@ export class LedsCollections {
   }
 
   private mark(service: string, glob: string, names: Iterable<string>): void {
+    this.epoch++;
+    this.log.push(glob);
+    if (this.log.length > MAX_LOG) {
+      const drop = this.log.length >> 1;
+      this.log = this.log.slice(drop);
+      this.logBase += drop;
+    }
     let set = this.pending.get(service);
     if (!set) this.pending.set(service, (set = new Set()));
     set.add(glob);

@@ -27,6 +27,7 @@ export function ledsType(
     names: () => [],
     resolve: (name) => collections.member(name),
     collection: (glob) => collections.collection(glob),
+    collectionChanges: (since) => collections.changes(since),
     isCollection: isCollectionName,
     touchedBy: (services) => collections.touchedBy(services),
     forget: (service) => collections.forget(service),

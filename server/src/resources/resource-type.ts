@@ -35,6 +35,12 @@ export interface ResourceType {
   collection?(glob: string): CollectionSnapshot | undefined;
   /** Whether a name is a glob this type answers with `collection`. */
   isCollection?(name: string): boolean;
+  /**
+   * Collections whose snapshot changed after `since` (an epoch a previous call
+   * returned; -1 for none), so a stream looks only at those; `globs`
+   * undefined when `since` is too old to tell (look at every one).
+   */
+  collectionChanges?(since: number): { readonly epoch: number; readonly globs: readonly string[] | undefined };
 }
 
 /**

@@ -8,7 +8,7 @@
  * A reconnect's `initial_resource_versions` for members is diffed per stream.
  */
 import type { CollectionSnapshot, ResourceType } from '../resources/resource-type.js';
-import { versionText, type Resource } from '../resources/resource.js';
+import { versionText } from '../resources/resource.js';
 import type { DeltaResource } from '../wire/envelope.js';
 import type { ResourceState } from './client-status.js';
 
@@ -30,6 +30,17 @@ export class HeldGlobs {
   nacked = new Set<string>();
   /** glob → member → version, from a reconnect's initial_resource_versions, until first answered. */
   private readonly initial = new Map<string, Map<string, string>>();
+  /** Globs subscribed to. */
+  readonly names = new Set<string>();
+  /** Subscribed and not answered yet. */
+  readonly fresh = new Set<string>();
+  /** The type's collection epoch this stream has looked at every change up to. */
+  synced = -1;
+
+  subscribe(glob: string): void {
+    this.names.add(glob);
+    this.fresh.add(glob);
+  }
 
   /** Takes what the client said it holds of members of subscribed globs out of `held` (a name → version map). */
   adopt(heldNames: Map<string, string>, subscribed: ReadonlySet<string>): void {
@@ -53,6 +64,8 @@ export class HeldGlobs {
   }
 
   forget(glob: string): void {
+    this.names.delete(glob);
+    this.fresh.delete(glob);
     this.held.delete(glob);
     this.acked.delete(glob);
     this.nacked.delete(glob);
@@ -74,8 +87,6 @@ export class HeldGlobs {
   }
 }
 
-const NO_BYTES = new Uint8Array(0);
-
 /** The collections part of one response: what it carries for each glob that changed. */
 export class GlobResponse {
   /** glob → snapshot sent. */
@@ -94,10 +105,26 @@ export class GlobResponse {
     return this.type.isCollection?.(name) === true;
   }
 
-  /** Brings `glob` up to date; `current` gets an entry versioned by the snapshot (for system_version_info). */
-  take(glob: string, current: Map<string, Resource>): void {
+  /** The type's collection epoch this response brings the stream to (for system_version_info). */
+  epoch = 0;
+
+  /**
+   * Brings every subscribed glob up to date, looking only at those changed
+   * since the stream last looked (and those just subscribed to).
+   */
+  collect(): void {
+    const held = this.held;
+    const changes = this.type.collectionChanges?.(held.synced);
+    const candidates = new Set(held.fresh);
+    if (changes?.globs === undefined) for (const g of held.names) candidates.add(g);
+    else for (const g of changes.globs) if (held.names.has(g)) candidates.add(g);
+    held.fresh.clear();
+    if (changes) held.synced = this.epoch = changes.epoch;
+    for (const g of candidates) this.take(g);
+  }
+
+  private take(glob: string): void {
     const now = this.type.collection?.(glob);
-    if (now) current.set(glob, { name: glob, any: NO_BYTES, hash: now.version });
     const step = this.held.step(glob, now);
     if (!step) return;
     this.sent.set(glob, now);

@@ -174,14 +174,17 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (unsubscribe.includes('*')) state.wildcard = state.legacyWildcard = false;
     // Lazy xDS: on-demand names are in use while subscribed; an unsubscribed one starts its unused timeout.
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
+    const collections = this.types.get(typeUrl);
     for (const n of named) {
       if (state.names.has(n)) continue;
       state.names.add(n);
+      if (collections?.isCollection?.(n)) state.globs?.subscribe(n);
       demand?.use([n]);
       changed = true;
     }
     for (const n of unsubscribe) {
       if (n === '*' || !state.names.delete(n)) continue;
+      state.globs?.forget(n);
       demand?.release([n], Date.now());
       changed = true;
       state.absent.delete(n);
@@ -208,11 +211,11 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const lazy = type?.demandScoped ? this.placement.demand : undefined;
     const now = Date.now();
     const globs = type && state.globs ? new GlobResponse(type, state.globs) : undefined;
-    for (const name of this.wanted(type, state)) {
-      if (globs?.is(name)) {
-        globs.take(name, current);
-        continue;
-      }
+    globs?.collect();
+    // Globs were brought up to date above; with nothing but globs subscribed there is nothing else to look at.
+    const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;
+    for (const name of plain ? this.wanted(type, state) : []) {
+      if (globs?.is(name)) continue;
       // A held name that left the node's demand set is removed like a deleted one.
       const dropped = lazy !== undefined && !state.names.has(name) && !lazy.has(name, now);
       const r = dropped ? undefined : type?.resolve(name, this.placement);
@@ -240,7 +243,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       removed = removed.concat(globs.removed);
     }
     if (resources.length === 0 && removed.length === 0 && !mustAnswer) return undefined;
-    const systemVersion = versionOf(current);
+    // Collections: the epoch of the collections as this stream now holds them (informational in delta).
+    const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
     const nonce = String(++this.nonces);
     state.nonceSent = nonce;
     state.systemVersionSent = systemVersion;
