@@ -39,6 +39,8 @@ export class LedsStructure {
   /** Bumped when the pieces of some client may have changed. */
   version = 0;
   private readonly held = new Map<string, { ep: Endpoint; sig: string }>();
+  /** A leaf's path by its endpoint array (stable while the leaf is unchanged): one array per leaf, reused. */
+  private readonly leafOfRun = new WeakMap<readonly Endpoint[], string[]>();
 
   constructor(readonly state: ServiceState) {
     this.tree = new LocalityTree(state.spec.loadBalancing.routingPreference);
@@ -84,12 +86,16 @@ export class LedsStructure {
     for (const g of cla.groups) {
       // A run is one leaf; without runs (a leaf spanning localities), endpoints are split by collection.
       const runs = g.runs ?? [g.endpoints];
-      const byLeaf = new Map<string, { leaf: string[]; locality: Locality; weight: number }>();
+      const byLeaf = new Map<string | string[], { leaf: string[]; locality: Locality; weight: number }>();
       for (const run of runs) {
         const wholeLeaf = g.runs !== undefined;
         for (const ep of wholeLeaf ? run.slice(0, 1) : run) {
-          const leaf = leafPathOf(scopes, ep);
-          const k = leaf.join('\u0000');
+          let leaf = wholeLeaf ? this.leafOfRun.get(run) : undefined;
+          if (!leaf) {
+            leaf = leafPathOf(scopes, ep);
+            if (wholeLeaf) this.leafOfRun.set(run, leaf);
+          }
+          const k = wholeLeaf ? leaf : leaf.join('\u0000');
           let piece = byLeaf.get(k);
           if (!piece) byLeaf.set(k, (piece = { leaf, locality: ep.locality, weight: 0 }));
           piece.weight += wholeLeaf ? run.reduce((n, e) => n + e.weight, 0) : ep.weight;

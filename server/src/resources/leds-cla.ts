@@ -13,6 +13,7 @@ import { LedsStructure, type LedsPiece } from '../domain/leds-structure.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { hasPolicy } from '../domain/policy.js';
 import { encodeMessage } from '../wire/protos.js';
+import { combineDigests, fastDigest, type Rope } from '../wire/rope.js';
 import { fieldSize, utf8Bytes, WireWriter } from '../wire/wire.js';
 import { collectionName } from './leds-names.js';
 import { makeResource, type Resource } from './resource.js';
@@ -24,12 +25,40 @@ interface ServiceLedsClas {
   readonly byKey: Map<string, Resource>;
 }
 
-/** Encoded pieces are content-keyed, so they outlive structure changes; the map is bounded by clearing. */
+/** Encoded pieces are content-keyed, so they outlive structure changes; the cache is bounded by clearing. */
 const MAX_PIECES = 100_000;
+
+/** One encoded `endpoints` field (tag, length, LocalityLbEndpoints) and its digest. */
+interface Piece {
+  readonly field: Uint8Array;
+  readonly digest: number;
+}
+
+/** A LEDS CLA as references to cached pieces: thousands of CLAs share one encoding of each piece. */
+function claRope(parts: readonly Uint8Array[], digests: readonly number[]): Rope {
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const digest = combineDigests(digests);
+  return {
+    length,
+    digest,
+    copyTo(dst, at) {
+      for (const p of parts) {
+        dst.set(p, at);
+        at += p.length;
+      }
+      return at;
+    },
+  };
+}
 
 export class LedsClaCache {
   private readonly services = new Map<string, ServiceLedsClas>();
-  private readonly pieces = new Map<string, Uint8Array>();
+  /** collection name → `priority:weight` → piece. */
+  private readonly pieces = new Map<string, Map<string, Piece>>();
+  private pieceCount = 0;
+  /** Collection names by leaf array (the structure reuses one array per leaf). */
+  private readonly names = new WeakMap<readonly string[], string>();
   hits = 0;
   misses = 0;
 
@@ -63,29 +92,42 @@ export class LedsClaCache {
     this.services.delete(service);
   }
 
-  private encode(state: ServiceState, pieces: readonly LedsPiece[]): Uint8Array {
+  private encode(state: ServiceState, pieces: readonly LedsPiece[]): Rope {
     const name = utf8Bytes(state.name);
-    const encoded = pieces.map((p) => this.piece(state.name, p));
     const factor = state.spec.loadBalancing.overprovisioningFactor;
     const policy = encodeMessage('envoy.config.endpoint.v3.ClusterLoadAssignment.Policy', {
       overprovisioning_factor: { value: factor },
     });
-    let size = fieldSize(1, name.length) + fieldSize(4, policy.length);
-    for (const e of encoded) size += fieldSize(2, e.length);
-    const w = new WireWriter(size).bytes(1, name);
-    for (const e of encoded) w.bytes(2, e);
-    return w.bytes(4, policy).finish();
+    const head = new WireWriter(fieldSize(1, name.length)).bytes(1, name).finish();
+    const tail = new WireWriter(fieldSize(4, policy.length)).bytes(4, policy).finish();
+    const parts = [head];
+    const digests = [fastDigest(head)];
+    for (const p of pieces) {
+      const piece = this.piece(state.name, p);
+      parts.push(piece.field);
+      digests.push(piece.digest);
+    }
+    parts.push(tail);
+    digests.push(fastDigest(tail));
+    return claRope(parts, digests);
   }
 
-  /** One LocalityLbEndpoints, encoded once per distinct content. */
-  private piece(service: string, p: LedsPiece): Uint8Array {
-    const collection = collectionName(service, p.leaf);
-    const l = p.locality;
-    const key = `${p.priority}\u0000${p.weight}\u0000${l.region}\u0000${l.zone}\u0000${l.subzone}\u0000${collection}`;
-    let bytes = this.pieces.get(key);
-    if (!bytes) {
-      if (this.pieces.size >= MAX_PIECES) this.pieces.clear();
-      bytes = encodeMessage('envoy.config.endpoint.v3.LocalityLbEndpoints', {
+  /** One LocalityLbEndpoints as an `endpoints` field, encoded once per distinct content. */
+  private piece(service: string, p: LedsPiece): Piece {
+    let collection = this.names.get(p.leaf);
+    if (collection === undefined) this.names.set(p.leaf, (collection = collectionName(service, p.leaf)));
+    let byWeight = this.pieces.get(collection);
+    if (!byWeight) this.pieces.set(collection, (byWeight = new Map()));
+    const key = `${p.priority}:${p.weight}`;
+    let piece = byWeight.get(key);
+    if (!piece) {
+      if (this.pieceCount >= MAX_PIECES) {
+        this.pieces.clear();
+        this.pieceCount = 0;
+        this.pieces.set(collection, byWeight);
+      }
+      const l = p.locality;
+      const body = encodeMessage('envoy.config.endpoint.v3.LocalityLbEndpoints', {
         locality: { region: l.region, zone: l.zone, sub_zone: l.subzone },
         priority: p.priority,
         load_balancing_weight: { value: p.weight },
@@ -94,8 +136,11 @@ export class LedsClaCache {
           leds_collection_name: collection,
         },
       });
-      this.pieces.set(key, bytes);
+      const field = new WireWriter(fieldSize(2, body.length)).bytes(2, body).finish();
+      piece = { field, digest: fastDigest(field) };
+      byWeight.set(key, piece);
+      this.pieceCount++;
     }
-    return bytes;
+    return piece;
   }
 }

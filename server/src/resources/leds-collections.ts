@@ -59,6 +59,8 @@ export class LedsCollections {
   private readonly services = new Map<string, ServiceCollections>();
   /** Globs and member names changed since `touchedBy` last reported them. */
   private readonly pending = new Map<string, Set<string>>();
+  /** The service of each glob that has had members (names are not parsed on every look-up). */
+  private readonly serviceOf = new Map<string, string>();
   /** Every new snapshot gets the next epoch; `log[i]` is the glob of epoch `logBase + i + 1`. */
   private epoch = 0;
   private log: string[] = [];
@@ -68,9 +70,13 @@ export class LedsCollections {
 
   /** The collection's current snapshot; undefined for a glob that never had members. */
   collection(glob: string): CollectionSnapshot | undefined {
-    const parsed = parseLedsName(glob);
-    if (!parsed || parsed.member) return undefined;
-    return this.current(parsed.service)?.byGlob.get(glob);
+    let service = this.serviceOf.get(glob);
+    if (service === undefined) {
+      const parsed = parseLedsName(glob);
+      if (!parsed || parsed.member) return undefined;
+      service = parsed.service;
+    }
+    return this.current(service)?.byGlob.get(glob);
   }
 
   /** A single member by its name. */
@@ -100,7 +106,12 @@ export class LedsCollections {
       for (const n of names) out.add(n);
       // Emptied collections have been reported: a later subscriber finds none.
       const held = this.services.get(s);
-      if (held) for (const [glob, snap] of held.byGlob) if (snap.members.size === 0) held.byGlob.delete(glob);
+      if (held)
+        for (const [glob, snap] of held.byGlob) {
+          if (snap.members.size > 0) continue;
+          held.byGlob.delete(glob);
+          this.serviceOf.delete(glob);
+        }
     }
     return out;
   }
@@ -110,7 +121,10 @@ export class LedsCollections {
     const held = this.services.get(service);
     if (!held) return;
     this.services.delete(service);
-    for (const [glob, snap] of held.byGlob) if (snap.members.size) this.mark(service, glob, snap.members.keys());
+    for (const [glob, snap] of held.byGlob) {
+      this.serviceOf.delete(glob);
+      if (snap.members.size) this.mark(service, glob, snap.members.keys());
+    }
   }
 
   /** Every glob of a service (tests, debug). */
@@ -184,6 +198,7 @@ export class LedsCollections {
     if (old && changed.length === 0) return;
     if (!old && members.size === 0) return;
     held.byGlob.set(glob, snapshot(glob, members));
+    if (members.size > 0) this.serviceOf.set(glob, held.state.name);
     this.mark(held.state.name, glob, changed);
   }
 

@@ -22,12 +22,15 @@ export const LEDS_RESOURCE_TYPE = 'envoy.config.endpoint.v3.LbEndpoint';
 export const LEDS_PREFIX = `xdstp://${LEDS_AUTHORITY}/${LEDS_RESOURCE_TYPE}/`;
 
 const PLAIN = /^[A-Za-z0-9._-]$/;
+const PLAIN_SEGMENT = /^[A-Za-z0-9._-]+$/;
+const ALL_DOTS = /^\.+$/;
 const encoder = new TextEncoder();
 
 /** One path segment, escaped; `keep` lists extra characters kept as they are (':' in addresses). */
 export function escapeSegment(value: string, keep = ''): string {
   if (value === '') return '~';
-  if (/^\.+$/.test(value)) return '~2e'.repeat(value.length);
+  if (PLAIN_SEGMENT.test(value) && !ALL_DOTS.test(value)) return value;
+  if (ALL_DOTS.test(value)) return '~2e'.repeat(value.length);
   let out = '';
   for (const ch of value) {
     if (PLAIN.test(ch) || keep.includes(ch)) out += ch;
@@ -39,6 +42,7 @@ export function escapeSegment(value: string, keep = ''): string {
 /** The inverse of escapeSegment; undefined for text no escaped segment can be. */
 export function unescapeSegment(text: string): string | undefined {
   if (text === '~') return '';
+  if (!text.includes('~')) return text;
   const bytes: number[] = [];
   for (let i = 0; i < text.length;) {
     const ch = text[i]!;

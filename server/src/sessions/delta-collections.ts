@@ -120,7 +120,8 @@ export class GlobResponse {
     else for (const g of changes.globs) if (held.names.has(g)) candidates.add(g);
     held.fresh.clear();
     if (changes) held.synced = this.epoch = changes.epoch;
-    for (const g of candidates) this.take(g);
+    // In name order: streams that take the same steps get the same bytes whatever order they subscribed in.
+    for (const g of [...candidates].sort()) this.take(g);
   }
 
   private take(glob: string): void {
