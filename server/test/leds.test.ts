@@ -316,6 +316,58 @@ describe('LEDS over a delta session', () => {
     }
   });
 
+  it('a deleted service removes every member it held; an unsubscribed glob is no longer sent', () => {
+    const { mesh, registry } = setup();
+    const { s, globs } = subscribed(registry);
+    const kept = globs[0]!;
+    handleNow(s, req(LEDS_TYPE, { unsubscribe: globs.slice(1) }));
+    registry.touchedBy(new Set(['echo']));
+    const flipped = { ...mesh.get('echo')!.endpoints.get('10.0.7.1:8080')!, health: 'unhealthy' as const };
+    mesh.patch('echo', [flipped]);
+    const touched = registry.touchedBy(new Set(['echo']));
+    assert.deepEqual(
+      refreshNow(s, new Map()).filter((r) => r.typeUrl === LEDS_TYPE),
+      [],
+      'r2/z2/s2 is no longer held',
+    );
+    assert.deepEqual(
+      [...touched.get(LEDS_TYPE)!].filter((n) => n.endsWith('/*')),
+      [collectionName('echo', ['r2', 'z2', 's2'])],
+    );
+    assert.ok(!s.concerns(new Map([[LEDS_TYPE, touched.get(LEDS_TYPE)!]])), `only ${kept} is held`);
+    mesh.delete('echo');
+    registry.forget('echo');
+    registry.touchedBy(new Set(['echo']));
+    const out = refreshNow(s, new Map()).find((r) => r.typeUrl === LEDS_TYPE)!;
+    const removed = decodeDelta(out.bytes)['removed_resources'] as string[];
+    assert.deepEqual(removed.map((n) => n.slice(n.lastIndexOf('/') + 1)).sort(), ['10.0.0.1:8080', '10.0.0.2:8080']);
+  });
+
+  it('a NACK of a LEDS response shows per glob in the client status', () => {
+    const { mesh, registry } = setup();
+    const { s } = subscribed(registry);
+    mesh.patch('echo', [{ ...mesh.get('echo')!.endpoints.get('10.0.3.1:8080')!, weight: 5 }]);
+    registry.touchedBy(new Set(['echo']));
+    const pushed = refreshNow(s, new Map()).find((r) => r.typeUrl === LEDS_TYPE)!;
+    handleNow(s, req(LEDS_TYPE, { responseNonce: pushed.nonce, errorDetail: { code: 3, message: 'no' } }));
+    const status = s.status().types.find((t) => t.typeUrl === LEDS_TYPE)!;
+    const nacked = status.resources!.filter((r) => r.state === 'NACKED').map((r) => r.name);
+    assert.deepEqual(nacked, [collectionName('echo', ['r1', 'z2', 's2'])]);
+  });
+
+  it('a service with a locality policy is sent full CLAs even to a LEDS client', () => {
+    const mesh = new Mesh();
+    mesh.put({
+      ...service('pol', endpoints()),
+      loadBalancing: { ...lb(), policy: { affinity: [{ scope: 'zone', weight: 1 }] } },
+    });
+    const registry = canopyResources(mesh, serverClaCache());
+    const s = new DeltaSession(1, 'test', registry);
+    const eds = handleNow(s, req(ENDPOINT_TYPE, { node: envoyNode(), subscribe: ['pol'] })).responses[0]!;
+    const cla = deltaResources(eds.bytes)[0]!.msg;
+    assert.ok((cla['endpoints'] as Obj[]).every((e) => (e['lb_endpoints'] as Obj[]).length > 0));
+  });
+
   it('the same snapshot step yields the same diff whatever stream asks', () => {
     const { registry } = setup();
     const glob = collectionName('echo', ['r2', 'z2', 's2']);
