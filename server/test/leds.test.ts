@@ -21,6 +21,7 @@ import { canopyResources } from '../src/resources/registry.js';
 import type { CollectionSnapshot } from '../src/resources/resource-type.js';
 import { ENDPOINT_TYPE, LEDS_TYPE } from '../src/resources/type-urls.js';
 import { DeltaSession } from '../src/sessions/delta-session.js';
+import { SotwSession } from '../src/sessions/sotw-session.js';
 import { diffStep } from '../src/sessions/delta-collections.js';
 import { handleNow, refreshNow } from '../src/sessions/session.js';
 import { flatten } from '../src/wire/rope.js';
@@ -366,6 +367,25 @@ describe('LEDS over a delta session', () => {
     const eds = handleNow(s, req(ENDPOINT_TYPE, { node: envoyNode(), subscribe: ['pol'] })).responses[0]!;
     const cla = deltaResources(eds.bytes)[0]!.msg;
     assert.ok((cla['endpoints'] as Obj[]).every((e) => (e['lb_endpoints'] as Obj[]).length > 0));
+  });
+
+  it('SotW: a member name resolves, a glob gets an empty response (no collections in SotW)', () => {
+    const { registry } = setup();
+    const s = new SotwSession(1, 'test', registry);
+    const node = envoyNode();
+    const glob = collectionName('echo', ['r1', 'z1', 's1']);
+    const member = memberName(collectionStem('echo', ['r1', 'z1', 's1']), '10.0.0.1', 8080);
+    const r = handleNow(s, {
+      node,
+      typeUrl: LEDS_TYPE,
+      resourceNames: [glob, member],
+      versionInfo: '',
+      responseNonce: '',
+    }).responses[0]!;
+    const t = envoyType('envoy.service.discovery.v3.DiscoveryResponse');
+    const d = t.toObject(t.decode(r.bytes), { arrays: true }) as { resources: Obj[] };
+    assert.equal(d.resources.length, 1);
+    assert.equal(unpack(LEDS_TYPE, d.resources[0]!)['health_status'], 'HEALTHY');
   });
 
   it('the same snapshot step yields the same diff whatever stream asks', () => {

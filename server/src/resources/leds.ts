@@ -20,8 +20,8 @@ export function ledsType(
     typeUrl: LEDS_TYPE,
     shortName: 'LEDS',
     fullStateInSotw: false,
-    // With the CLAs that name the collections.
-    pushRank: 1,
+    // Right after the CLAs that name the collections, before listeners and routes.
+    pushRank: 1.5,
     collections,
     // No wildcard: members are reached through their collections.
     names: () => [],
