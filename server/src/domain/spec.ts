@@ -42,6 +42,8 @@ export interface ServerSettings {
   readonly lazyXds?: LazySettings;
   /** Streams with a push in flight at once (0: no limit). */
   readonly pushWindow?: number;
+  /** LEDS for Envoy on delta ADS (default on). */
+  readonly leds?: boolean;
 }
 
 export interface CanopyConfig {
@@ -61,7 +63,7 @@ const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovi
 const REACH_KEYS = ['minEndpoints'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
-const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow'];
+const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow', 'leds'];
 const PATCH_KEYS = ['health', 'weight'];
 
 export function parseConfig(input: unknown): ValidationResult<CanopyConfig> {
@@ -196,7 +198,9 @@ function readServer(r: Reader, v: unknown): ServerSettings {
   const debounceMs = r.optional(o, 'debounceMs', 'server', (x, p) => r.int(x, p, 0, MAX_DEBOUNCE_MS));
   const lazyXds = r.optional(o, 'lazyXds', 'server', (x, p) => readLazy(r, x, p));
   const pushWindow = r.optional(o, 'pushWindow', 'server', (x, p) => r.int(x, p, 0, 1_000_000));
+  const leds = r.optional(o, 'leds', 'server', r.bool);
   return {
+    ...(leds !== undefined ? { leds } : {}),
     ...(lazyXds !== undefined ? { lazyXds } : {}),
     ...(host !== undefined ? { host } : {}),
     ...(xdsPort !== undefined ? { xdsPort } : {}),
