@@ -178,9 +178,12 @@ async function main() {
     const shape = quick
       ? { streams: 200, endpoints: 1000, localities: 100 }
       : { streams: 2000, endpoints: 10000, localities: 1000 };
-    log(`8. server macro run (${serverModes.join(', ')}): canopy serve, ${shape.streams} streams, ${shape.endpoints} endpoints…`);
+    log(
+      `8. server macro run (${serverModes.join(', ')}): canopy serve, ${shape.streams} streams, ${shape.endpoints} endpoints…`,
+    );
     try {
-      macro = await serverMacro({ ...shape, modes: serverModes });
+      const window = process.argv.find((a) => a.startsWith('--push-window='))?.slice('--push-window='.length);
+      macro = await serverMacro({ ...shape, modes: serverModes, ...(window ? { pushWindow: Number(window) } : {}) });
     } catch (err) {
       macro = { skipped: (err as Error).message };
     }

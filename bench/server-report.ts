@@ -26,7 +26,7 @@ export function printServerMacro(macro: ServerFigures | { skipped: string }): vo
   }
   console.log(
     `\n8. Server macro run: ${macro.streams} streams over ${macro.localities} localities, ${macro.endpoints} endpoints, ${macro.claBytes}-byte SotW CLAs,\n` +
-      `   ${macro.rounds} rounds per burst; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
+      `   ${macro.rounds} rounds per burst, push window ${macro.pushWindow ?? 'default'}; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
   );
   const table = (what: string, p: ProtocolFigures | { skipped: string } | undefined): void => {
     if (!p) return;

@@ -73,6 +73,8 @@ export interface ServerFigures {
   readonly endpoints: number;
   readonly localities: number;
   readonly rounds: number;
+  /** Canopy's push window, when the run set one. */
+  readonly pushWindow?: number;
   /** One client's SotW CLA (in failover mode every CLA holds every healthy endpoint). */
   readonly claBytes: number;
   readonly sotw?: ProtocolFigures | { skipped: string };
@@ -268,17 +270,24 @@ export async function serverMacro(opts: {
   readonly localities: number;
   readonly rounds?: number;
   readonly modes?: readonly ServerMode[];
+  /** Canopy's push window (server.pushWindow); absent: its default. */
+  readonly pushWindow?: number;
 }): Promise<ServerFigures> {
   const shape: Shape = { streams: opts.streams, localities: opts.localities, rounds: opts.rounds ?? MIN_RUNS };
   const modes = opts.modes ?? ['sotw', 'leds'];
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-server-'));
   const endpoints = makeEndpoints(opts.endpoints);
   const file = path.join(dir, 'mesh.json');
-  // The default debounce and push window: the figures are what a deployment sees.
+  // The default debounce and (unless asked otherwise) push window: the figures are what a deployment sees.
   writeFileSync(
     file,
     JSON.stringify({
-      server: { host: '127.0.0.1', xdsPort: 0, adminPort: 0 },
+      server: {
+        host: '127.0.0.1',
+        xdsPort: 0,
+        adminPort: 0,
+        ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
+      },
       services: [serviceSpecToJson(failoverService(SERVICE, endpoints))],
     }),
   );
@@ -329,6 +338,7 @@ export async function serverMacro(opts: {
       endpoints: opts.endpoints,
       localities: opts.localities,
       rounds: shape.rounds,
+      ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
       claBytes: claBytesOf(endpoints),
       ...(sotw ? { sotw } : {}),
       ...(leds ? { leds } : {}),
