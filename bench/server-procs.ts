@@ -4,7 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 
 const TICK_MS = 10; // /proc/<pid>/stat counts CPU in clock ticks of 10 ms (USER_HZ 100)
@@ -18,7 +19,11 @@ export class Child {
     what: string,
   ) {
     this.lines = createInterface({ input: proc.stdout! });
+    const log = process.env['BENCH_LOG_DIR']
+      ? path.join(process.env['BENCH_LOG_DIR'], `${what.replace(/\W+/g, '-')}-${proc.pid}.log`)
+      : undefined;
     this.lines.on('line', (line) => {
+      if (log) appendFileSync(log, `${Date.now()} ${line}\n`);
       let msg: Record<string, unknown>;
       try {
         msg = JSON.parse(line) as Record<string, unknown>;

@@ -168,7 +168,12 @@ async function burst(clients: Child, change: () => Promise<void>): Promise<Settl
   await change();
   clients.send('settle 1000 60000');
   const settled = (await clients.next('settled', 90_000)) as unknown as Settled & { timedOut: boolean };
-  if (settled.timedOut) throw new Error('a burst did not reach every stream within 60 s');
+  if (settled.timedOut) {
+    const missing = settled.counts.filter((c) => c === 0).length;
+    throw new Error(
+      `a burst did not reach every stream within 60 s (${missing} of ${settled.counts.length} had nothing)`,
+    );
+  }
   return settled;
 }
 
@@ -185,9 +190,19 @@ function claBytesOf(endpoints: readonly Endpoint[]): number {
   return serverClaCache().lookup(mesh.get(SERVICE) as ServiceState, client).bytes.length;
 }
 
-/** `canopy serve` on the config file, with its change hook: health flips through the admin API. */
-async function withCanopy<T>(file: string, flip: Flipper, run: (side: Side) => Promise<T>): Promise<T> {
-  const canopy = start([CLI, 'serve', '--config', file, '--log-level', 'info'], 'canopy');
+/**
+ * `canopy serve` on the config file, with its change hook: health flips through the admin API. Each
+ * process gets an empty data directory: flips persist in the embedded store, and one left over from
+ * an earlier run would make the bench's first flip a no-op.
+ */
+async function withCanopy<T>(
+  file: string,
+  endpoints: readonly Endpoint[],
+  run: (side: Side) => Promise<T>,
+): Promise<T> {
+  const flip = flipper(endpoints);
+  const dataDir = mkdtempSync(path.join(path.dirname(file), 'canopy-data-'));
+  const canopy = start([CLI, 'serve', '--config', file, '--data-dir', dataDir, '--log-level', 'info'], 'canopy');
   try {
     const ready = await canopy.next('canopy ready');
     const admin = `http://${String(ready['admin'])}`;
@@ -240,7 +255,16 @@ async function withBare<T>(
   }
 }
 
-type Flipper = (first: number, changes: number) => { key: string; healthy: boolean }[];
+/** Health flips of endpoints first… as admin PATCH bodies, from all healthy (the config's state). */
+function flipper(endpoints: readonly Endpoint[]) {
+  const health = endpoints.map(() => true);
+  return (first: number, changes: number): { key: string; healthy: boolean }[] =>
+    Array.from({ length: changes }, (_, i) => {
+      const n = (first + i) % endpoints.length;
+      health[n] = !health[n];
+      return { key: endpointKey(endpoints[n] as Endpoint), healthy: health[n] as boolean };
+    });
+}
 
 /**
  * Records what Canopy sends LEDS clients, one stream per client locality: the
@@ -263,6 +287,9 @@ async function recordLeds(side: Side, shape: Shape, file: string): Promise<void>
 }
 
 const skipped = (err: unknown) => ({ skipped: (err as Error).message });
+const blame = (side: string) => (err: unknown) => {
+  throw new Error(`${side}: ${(err as Error).message}`);
+};
 
 export async function serverMacro(opts: {
   readonly streams: number;
@@ -291,19 +318,14 @@ export async function serverMacro(opts: {
       services: [serviceSpecToJson(failoverService(SERVICE, endpoints))],
     }),
   );
-  const health = endpoints.map(() => true);
-  const flip: Flipper = (first, changes) =>
-    Array.from({ length: changes }, (_, i) => {
-      const n = (first + i) % endpoints.length;
-      health[n] = !health[n];
-      return { key: endpointKey(endpoints[n] as Endpoint), healthy: health[n] as boolean };
-    });
   let sotw: ProtocolFigures | { skipped: string } | undefined;
   let leds: ProtocolFigures | { skipped: string } | undefined;
   try {
     if (modes.includes('sotw')) {
       try {
-        const canopy = await withCanopy(file, flip, (side) => measureSide(side, shape, 'sotw'));
+        const canopy = await withCanopy(file, endpoints, (side) => measureSide(side, shape, 'sotw')).catch(
+          blame('canopy'),
+        );
         // The bare server reads the config as Canopy did and flips the same endpoints itself.
         const bare = await withBare(
           [BARE, '--config', file, '--service', SERVICE],
@@ -318,7 +340,7 @@ export async function serverMacro(opts: {
     if (modes.includes('leds')) {
       const record = path.join(dir, 'leds-record.json');
       try {
-        const canopy = await withCanopy(file, flip, async (side) => {
+        const canopy = await withCanopy(file, endpoints, async (side) => {
           const figures = await measureSide(side, shape, 'leds');
           await recordLeds(side, shape, record);
           return figures;
