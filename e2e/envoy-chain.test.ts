@@ -1,9 +1,10 @@
 /**
  * The compose demo's topology as processes on loopback: Canopy with the
  * compose mesh, the three echo apps as real gRPC backends in three regions,
- * and, for each Envoy bootstrap in deploy/envoy, a raw ADS stream that
- * presents that bootstrap's node the way Envoy does (user_agent_name envoy,
- * wildcard CDS and LDS, then EDS and RDS for what they name). What each
+ * and, for each Envoy bootstrap in deploy/envoy, a raw ADS stream of the
+ * bootstrap's api_type (delta for DELTA_GRPC) that presents its node the way
+ * Envoy does (user_agent_name envoy, wildcard CDS and LDS, then EDS and RDS
+ * for what they name, and on delta LEDS for the collections the CLA names). What each
  * sidecar would get must form a listener → route → cluster → endpoints chain
  * from its outbound port to its nearest app, pass the PGV walker and the
  * listener invariants. No Envoy binary runs here; this is what one would be sent.
@@ -18,7 +19,7 @@ import { envoyType } from '../server/test/support/envoy-protos.js';
 import { listenerInvariants } from '../server/test/support/listener-invariants.js';
 import { pgvCheckBytes } from '../server/test/support/pgv.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
-import { RawAdsStream, type RawResponse } from './support/raw-ads.js';
+import { RawAdsStream, RawDeltaStream, type RawResponse } from './support/raw-ads.js';
 
 type Obj = Record<string, unknown>;
 const T = 'type.googleapis.com/envoy.config';
@@ -26,6 +27,7 @@ const LDS = `${T}.listener.v3.Listener`;
 const RDS = `${T}.route.v3.RouteConfiguration`;
 const CDS = `${T}.cluster.v3.Cluster`;
 const EDS = `${T}.endpoint.v3.ClusterLoadAssignment`;
+const LEDS = `${T}.endpoint.v3.LbEndpoint`;
 
 /** The apps of docker-compose.yml, on loopback instead of the compose network. */
 const APPS: Record<string, string> = {
@@ -52,7 +54,20 @@ function envoyNode(bootstrap: Obj): Obj {
   return { ...node, metadata: { fields }, user_agent_name: 'envoy' };
 }
 
-async function fetchAll(
+/** Envoy's two ADS protocols behind one fetch: subscribe (empty = wildcard), take the response, ACK it. */
+type Fetch = (typeUrl: string, names: string[], first: boolean, node: Obj) => Promise<Obj[]>;
+
+function deltaFetch(stream: RawDeltaStream): Fetch {
+  return async (typeUrl, names, first, node) => {
+    stream.send({ type_url: typeUrl, resource_names_subscribe: names, ...(first ? { node } : {}) });
+    const r = await stream.next(10_000);
+    assert.equal(r.type_url, typeUrl);
+    stream.send({ type_url: typeUrl, response_nonce: r.nonce });
+    return r.resources.map((a) => decode(typeUrl, a.resource!.value));
+  };
+}
+
+async function sotwFetch(
   stream: RawAdsStream,
   typeUrl: string,
   names: string[],
@@ -99,23 +114,27 @@ describe('what each compose Envoy sidecar is sent', () => {
     it(`${file}: listener → route → cluster → endpoints, from 127.0.0.1:15001 to the nearest app`, async () => {
       const bootstrap = parse(readFileSync(`${dir}/${file}`, 'utf8')) as Obj;
       const node = envoyNode(bootstrap);
-      const stream = new RawAdsStream(canopy.xdsUri.replace(/^.*:\/\//, ''));
+      const address = canopy.xdsUri.replace(/^.*:\/\//, '');
+      const delta = ((bootstrap['dynamic_resources'] as Obj)['ads_config'] as Obj)['api_type'] === 'DELTA_GRPC';
+      const stream = delta ? new RawDeltaStream(address) : new RawAdsStream(address);
+      const fetchAll: Fetch =
+        stream instanceof RawDeltaStream ? deltaFetch(stream) : (t, n, f, nd) => sotwFetch(stream, t, n, f, nd);
       try {
-        const clusters = await fetchAll(stream, CDS, [], true, node);
+        const clusters = await fetchAll(CDS, [], true, node);
         const echoCluster = clusters.find((c) => c['name'] === 'echo');
         assert.ok(echoCluster, 'cluster echo');
         assert.ok((echoCluster['common_lb_config'] as Obj)['locality_weighted_lb_config'], 'locality weights honoured');
         assert.ok(echoCluster['typed_extension_protocol_options'], 'HTTP/2 to the gRPC backends');
         const edsName = String((echoCluster['eds_cluster_config'] as Obj)['service_name'] ?? 'echo');
-        const [cla] = await fetchAll(stream, EDS, [edsName], false, node);
-        const listeners = await fetchAll(stream, LDS, [], false, node);
+        const [cla] = await fetchAll(EDS, [edsName], false, node);
+        const listeners = await fetchAll(LDS, [], false, node);
         assert.deepEqual(listenerInvariants(listeners), []);
         const listener = listeners.find((l) => l['name'] === 'echo');
         assert.ok(listener, 'listener echo');
         assert.deepEqual((listener['address'] as Obj)['socket_address'], { address: '127.0.0.1', port_value: 15001 });
         const hcm = unpack(((listener['filter_chains'] as Obj[])[0]!['filters'] as Obj[])[0]!['typed_config'] as Obj);
         const routeName = String((hcm['rds'] as Obj)['route_config_name']);
-        const [route] = await fetchAll(stream, RDS, [routeName], false, node);
+        const [route] = await fetchAll(RDS, [routeName], false, node);
         const vh = ((route!['virtual_hosts'] as Obj[]) ?? []).find((v) => (v['domains'] as string[]).includes('*'));
         assert.ok(vh, 'a virtual host that matches any authority');
         const target = ((vh['routes'] as Obj[])[0]!['route'] as Obj)['cluster'];
@@ -125,9 +144,13 @@ describe('what each compose Envoy sidecar is sent', () => {
         const locality = (bootstrap['node'] as Obj)['locality'] as Obj;
         assert.ok(p0.length > 0);
         for (const g of p0) assert.equal((g['locality'] as Obj)['region'], locality['region']);
-        const sock = (((p0[0]!['lb_endpoints'] as Obj[])[0]!['endpoint'] as Obj)['address'] as Obj)[
-          'socket_address'
-        ] as Obj;
+        // On delta the CLA names LEDS collections: the endpoints are their members.
+        const leds = p0[0]!['leds_cluster_locality_config'] as Obj | undefined;
+        assert.equal(leds !== undefined, delta, 'LEDS exactly when the bootstrap uses delta ADS');
+        const lbEndpoints = leds
+          ? await fetchAll(LEDS, [String(leds['leds_collection_name'])], false, node)
+          : (p0[0]!['lb_endpoints'] as Obj[]);
+        const sock = ((lbEndpoints[0]!['endpoint'] as Obj)['address'] as Obj)['socket_address'] as Obj;
         const backend = byAddress.get(`${String(sock['address'])}:${String(sock['port_value'])}`);
         assert.ok(backend, 'the endpoint is a running app');
       } finally {

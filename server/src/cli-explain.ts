@@ -123,7 +123,7 @@ function render(
   }
   const loc = (l: { region: string; zone: string; subzone: string }) => `${l.region}/${l.zone}/${l.subzone}`;
   const out = [
-    `service ${r.service}, client at ${loc(r.client.locality)}; cache key ${r.cacheKey}; tree node [${r.treeNode.join(', ')}]; overprovisioning ${r.overprovisioningFactor}`,
+    `service ${r.service}, client at ${loc(r.client.locality)}; cache key ${r.cacheKey}; tree node [${r.treeNode.join(', ')}]; overprovisioning ${r.overprovisioningFactor}${r.reach ? `; reach ${r.reach.minEndpoints} endpoints` : ''}`,
     'localities:',
     ...r.localities.map(
       (l) =>

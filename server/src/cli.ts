@@ -15,7 +15,7 @@ import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_US
 
 const USAGE = `usage:
   canopy serve --config FILE [--data-dir DIR | --store etcd://HOST:PORT[,…][/prefix/]] [--host H] [--xds-host H] [--admin-host H]
-               [--xds-port N] [--admin-port N] [--debounce-ms N] [--log-level L]
+               [--xds-port N] [--admin-port N] [--debounce-ms N] [--leds on|off] [--log-level L]
 ${SECURITY_USAGE}
   canopy demo [--exit]      (in a terminal it stays up until Ctrl-C; --exit runs and exits)
 ${IMPORT_USAGE}
@@ -23,7 +23,7 @@ ${EXPLAIN_USAGE}
 ${DEMO_USAGE}
 ${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_STORE, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
-     CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LOG_LEVEL,
+     CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LEDS, CANOPY_LOG_LEVEL,
      ${SECURITY_ENV}
 --data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
 
@@ -62,6 +62,7 @@ async function main(argv: string[]): Promise<number> {
       'xds-port': { type: 'string' },
       'admin-port': { type: 'string' },
       'debounce-ms': { type: 'string' },
+      leds: { type: 'string' },
       'log-level': { type: 'string' },
       ...SECURITY_FLAGS,
     },
@@ -109,6 +110,11 @@ async function main(argv: string[]): Promise<number> {
   const storeUrl = values.store ?? env['CANOPY_STORE'];
   const dataDir = values['data-dir'] ?? env['CANOPY_DATA_DIR'] ?? DEFAULT_DATA_DIR;
   const logLevel = values['log-level'] ?? env['CANOPY_LOG_LEVEL'];
+  const ledsRaw = values.leds ?? env['CANOPY_LEDS'];
+  if (ledsRaw !== undefined && ledsRaw !== 'on' && ledsRaw !== 'off') {
+    process.stderr.write(`canopy: --leds (CANOPY_LEDS) must be "on" or "off", got "${ledsRaw}"\n`);
+    return 2;
+  }
   const canopy = await startCanopy({
     config: loaded.value,
     configPath,
@@ -121,6 +127,7 @@ async function main(argv: string[]): Promise<number> {
     ...(numbers['admin-port'] !== undefined ? { adminPort: numbers['admin-port'] } : {}),
     ...(numbers['debounce-ms'] !== undefined ? { debounceMs: numbers['debounce-ms'] } : {}),
     ...(logLevel !== undefined ? { logLevel } : {}),
+    ...(ledsRaw !== undefined ? { leds: ledsRaw === 'on' } : {}),
   });
   await untilSignal(() => canopy.stop());
   return 0;

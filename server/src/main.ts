@@ -46,6 +46,8 @@ export interface CanopyOptions {
   readonly debounceMs?: number;
   /** Streams with a push in flight at once (default 256; 0: no limit). */
   readonly pushWindow?: number;
+  /** LEDS for Envoy on delta ADS (default: the config's server.leds, else on). */
+  readonly leds?: boolean;
   readonly logger?: Logger;
   readonly logLevel?: string;
   /** How long shutdown waits for streams and requests before forcing (default 5 s). */
@@ -96,7 +98,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const feed = await MeshFeed.open(store);
   const mesh = feed.mesh;
   const claCache = serverClaCache();
-  const resources = canopyResources(mesh, claCache, server.lazyXds);
+  const resources = canopyResources(mesh, claCache, server.lazyXds, { leds: opts.leds ?? server.leds ?? true });
   const registry = new Registry();
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),
@@ -129,7 +131,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     const gaps = spec && kernelServable(spec) ? kernelUnsupported(spec.loadBalancing.policy).join(', ') : '';
     if (gaps === (kernelGaps.get(name) ?? '')) return;
     kernelGaps.set(name, gaps);
-    if (gaps) logger.warn({ service: name, unsupportedPolicy: gaps }, 'the kernel tree cannot express these policy features: node agents serve the plain tree');
+    if (gaps)
+      logger.warn(
+        { service: name, unsupportedPolicy: gaps },
+        'the kernel tree cannot express these policy features: node agents serve the plain tree',
+      );
   }
   const initial = await applyFileServices(store, opts.config.services);
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');

@@ -73,7 +73,7 @@ describe('Envoy bootstraps', () => {
       assert.ok(node['id'] && locality['region'] && locality['zone'], 'node id and locality');
       assert.equal((node['metadata'] as { fields: Obj }).fields['canopy.client_kind'] !== undefined, true);
       const ads = (b['dynamic_resources'] as Obj)['ads_config'] as Obj;
-      assert.equal(ads['api_type'], 'GRPC');
+      assert.equal(ads['api_type'], 'DELTA_GRPC', 'delta ADS: LEDS needs it');
       const cluster = ((ads['grpc_services'] as Obj[])[0]!['envoy_grpc'] as Obj)['cluster_name'] as string;
       const statics = ((b['static_resources'] as Obj)['clusters'] as Obj[]).find((c) => c['name'] === cluster);
       assert.ok(statics, `the ADS cluster ${cluster} is defined`);

@@ -24,6 +24,11 @@ export interface Client extends Placement {
   readonly outboundAddress?: string;
   /** Lazy xDS: the services this node gets in wildcard LDS/CDS; absent = all of them. */
   readonly demand?: DemandSet;
+  /**
+   * An Envoy sidecar on a delta stream that takes LEDS: its CLAs name one
+   * endpoint collection per locality piece instead of listing endpoints.
+   */
+  readonly leds?: boolean;
 }
 
 export function kindOf(client: Client): ClientKind {

@@ -29,6 +29,8 @@ export interface ExplainView {
   readonly cacheKey: string;
   readonly treeNode: readonly string[];
   readonly overprovisioningFactor: number;
+  /** loadBalancing.reach, when set: endpoints past it are left out with a reason. */
+  readonly reach?: { readonly minEndpoints: number };
   readonly endpoints: readonly {
     readonly address: string;
     readonly port: number;
@@ -119,6 +121,7 @@ function analyse(service: ServiceState, client: Placement): { view: ExplainView;
     cacheKey: cacheKeyFor(service, client),
     treeNode: outcome.matched.path(),
     overprovisioningFactor: lb.overprovisioningFactor,
+    ...(lb.reach ? { reach: { minEndpoints: lb.reach.minEndpoints } } : {}),
     endpoints: service.spec.endpoints.map((e) => {
       const v = verdicts.get(endpointKey(e));
       return {

@@ -144,6 +144,7 @@ function sameShape(a: ServiceSpec, b: ServiceSpec): boolean {
     la.crossNetworkFailover === lb.crossNetworkFailover &&
     la.overprovisioningFactor === lb.overprovisioningFactor &&
     samePolicy(la.policy, lb.policy) &&
+    la.reach?.minEndpoints === lb.reach?.minEndpoints &&
     la.routingPreference.length === lb.routingPreference.length &&
     la.routingPreference.every((s, i) => s === lb.routingPreference[i]) &&
     sameSidecarSettings(a, b)

@@ -41,7 +41,11 @@ export interface PolicyOutcome {
 /** The cache key: the tree part (as for a policy-free service) plus the client attributes the policy reads. */
 export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): string {
   const p = lb.policy ?? {};
-  const parts: string[] = [p.trafficDistribution ? `t${tree.matchPlacement(client).id}` : planKeyFor(tree, lb, client)];
+  // `reach` cuts the final priorities (capToReach), not the tree's tiers: the key needs no tier count, as a
+  // policy CLA is rebuilt on every change of the service.
+  const parts: string[] = [
+    p.trafficDistribution ? `t${tree.matchPlacement(client).id}` : planKeyFor(tree, uncapped(lb), client),
+  ];
   if (p.failover) {
     const v = scopeValue(tree.scopes[0]!, client);
     parts.push(`o${tree.root.children.get(v)?.id ?? '-'}:${applicableRules(p, v).join(',')}`);
@@ -87,11 +91,12 @@ export function resolvePolicy(
     }
   }
   if (p.trafficDistribution) rankByTrafficDistribution(tree, p, matched, work);
-  else rankByTree(tree, lb, client, work);
+  else rankByTree(tree, uncapped(lb), client, work);
   if (p.failover) rankByFailoverOrder(tree, p, client, matched, work);
   if (p.failoverPriority) rankByLabels(p.failoverPriority, client, work);
   if (p.affinity) applyAffinity(tree, p, client, matched, work);
   const groups = groupsOf(work, p, client);
+  if (lb.reach && lb.mode === 'failover') capToReach(groups, work, lb.reach.minEndpoints);
   const verdicts = work.map((w) => ({
     endpoint: w.endpoint,
     priority: w.dropped ? null : w.priority,
@@ -105,6 +110,34 @@ export function resolvePolicy(
     verdicts,
     cla: { clusterName: name, groups: groups.list, overprovisioningFactor: lb.overprovisioningFactor },
   };
+}
+
+function uncapped(lb: LoadBalancing): LoadBalancing {
+  if (!lb.reach) return lb;
+  const { reach: _cap, ...rest } = lb;
+  return rest;
+}
+
+/**
+ * `reach` on the final priorities, as planFor applies it to the tree's tiers
+ * (the same cut when there is no policy): priorities are kept, whole and in
+ * order, until they hold `min` endpoints; the rest are left out.
+ */
+function capToReach(groups: ReturnType<typeof groupsOf>, work: Working[], min: number): void {
+  const perPriority: number[] = [];
+  for (const g of groups.list) perPriority[g.priority] = (perPriority[g.priority] ?? 0) + g.endpoints.length;
+  let held = 0;
+  let last = 0;
+  while (last < perPriority.length - 1 && (held += perPriority[last] ?? 0) < min) last++;
+  if (last >= perPriority.length - 1) return;
+  const kept = perPriority.slice(0, last + 1).reduce((a, b) => a + b, 0);
+  for (const w of work) {
+    if (w.dropped || w.priority <= last) continue;
+    w.dropped = true;
+    note(w, () => `reach: left out, priorities 0-${last} already hold ${kept} endpoints (minEndpoints ${min})`);
+  }
+  const cut = groups.list.findIndex((g) => g.priority > last);
+  groups.list.length = cut;
 }
 
 function scopeNames(scopes: readonly Scope[]): string {

@@ -33,10 +33,13 @@ export function planFor(tree: LocalityTree, lb: LoadBalancing, client: Placement
       const m = tree.match(path);
       return m.depth === tree.levels ? { key: `s${m.id}`, tiers: [[{ node: m }]] } : { key: 'none', tiers: [] };
     }
-    case 'failover':
-      return tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1
-        ? networkFirstPlan(tree, path)
-        : failoverPlan(tree, path);
+    case 'failover': {
+      const plan =
+        tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1
+          ? networkFirstPlan(tree, path)
+          : failoverPlan(tree, path);
+      return lb.reach ? withinReach(plan, lb.reach.minEndpoints) : plan;
+    }
   }
 }
 
@@ -53,11 +56,51 @@ export function planKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Placem
       const m = tree.matchPlacement(client);
       return m.depth === tree.levels ? `s${m.id}` : 'none';
     }
-    case 'failover':
-      return tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1
-        ? planFor(tree, lb, client).key
-        : `f${tree.matchPlacement(client).id}`;
+    case 'failover': {
+      if (tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1) return planFor(tree, lb, client).key;
+      const m = tree.matchPlacement(client);
+      return lb.reach ? `f${m.id}${reachSuffix(m, lb.reach.minEndpoints)}` : `f${m.id}`;
+    }
   }
+}
+
+/**
+ * `reach`: the tiers, best first and whole, until they hold `min` endpoints.
+ * How many that is depends on the tree's counts, not only its shape, so the
+ * key names the tiers kept: an entry whose spans follow the tree stays right
+ * while its key does, and a count change that needs another tier is a new key.
+ */
+function withinReach(plan: Plan, min: number): Plan {
+  let held = 0;
+  for (let i = 0; i < plan.tiers.length - 1; i++) {
+    held += tierCount(plan.tiers[i]!);
+    if (held >= min) return { key: `${plan.key}~${i + 1}`, tiers: plan.tiers.slice(0, i + 1) };
+  }
+  return plan;
+}
+
+/** withinReach's key suffix for failoverPlan, from the counts alone (a cache hit builds no tiers). */
+function reachSuffix(m: TreeNode, min: number): string {
+  let held = 0;
+  let kept = 0;
+  let prev: TreeNode | undefined;
+  for (let n: TreeNode | undefined = m; n; n = n.parent) {
+    const own = n.count - (prev?.count ?? 0);
+    if (own > 0) {
+      // A tier past the one that reached `min`: the plan is cut after `kept` tiers.
+      if (held >= min) return `~${kept}`;
+      held += own;
+      kept++;
+    }
+    prev = n;
+  }
+  return '';
+}
+
+function tierCount(tier: Tier): number {
+  let n = 0;
+  for (const seg of tier) n += seg.node.count - (seg.exclude?.count ?? 0);
+  return n;
 }
 
 /** Priority = levels not matched; empty tiers compacted away. */

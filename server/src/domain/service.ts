@@ -38,7 +38,22 @@ export interface LoadBalancing {
   readonly overprovisioningFactor: number;
   /** Istio, Kuma and Kubernetes features over the tree (domain/policy.ts); absent = the tree alone. */
   readonly policy?: LocalityPolicy;
+  /** A cap on how far a client's CLA reaches (failover mode); absent = every tier. */
+  readonly reach?: Reach;
 }
+
+/**
+ * Priorities are added, best first and each one whole, until they hold at
+ * least `minEndpoints` endpoints of the tree the plan is computed on (the
+ * routable ones for EDS); later priorities are left out. Priority 0 is always
+ * sent, however small.
+ */
+export interface Reach {
+  readonly minEndpoints: number;
+}
+
+/** The largest `reach.minEndpoints` accepted. */
+export const MAX_REACH = 1_000_000;
 
 export interface ServiceSpec {
   readonly name: string;

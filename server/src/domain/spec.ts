@@ -14,11 +14,13 @@ import {
   HEALTH_VALUES,
   LB_MODES,
   MAX_ENDPOINT_WEIGHT,
+  MAX_REACH,
   MAX_TOTAL_WEIGHT,
   type Endpoint,
   type Health,
   type LbMode,
   type LoadBalancing,
+  type Reach,
   type ServiceSpec,
 } from './service.js';
 import { policyToJson } from './policy.js';
@@ -40,6 +42,8 @@ export interface ServerSettings {
   readonly lazyXds?: LazySettings;
   /** Streams with a push in flight at once (0: no limit). */
   readonly pushWindow?: number;
+  /** LEDS for Envoy on delta ADS (default on). */
+  readonly leds?: boolean;
 }
 
 export interface CanopyConfig {
@@ -55,10 +59,11 @@ const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
 const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SIDECAR_KEYS];
-const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy'];
+const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy', 'reach'];
+const REACH_KEYS = ['minEndpoints'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
-const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow'];
+const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow', 'leds'];
 const PATCH_KEYS = ['health', 'weight'];
 
 export function parseConfig(input: unknown): ValidationResult<CanopyConfig> {
@@ -193,7 +198,9 @@ function readServer(r: Reader, v: unknown): ServerSettings {
   const debounceMs = r.optional(o, 'debounceMs', 'server', (x, p) => r.int(x, p, 0, MAX_DEBOUNCE_MS));
   const lazyXds = r.optional(o, 'lazyXds', 'server', (x, p) => readLazy(r, x, p));
   const pushWindow = r.optional(o, 'pushWindow', 'server', (x, p) => r.int(x, p, 0, 1_000_000));
+  const leds = r.optional(o, 'leds', 'server', r.bool);
   return {
+    ...(leds !== undefined ? { leds } : {}),
     ...(lazyXds !== undefined ? { lazyXds } : {}),
     ...(host !== undefined ? { host } : {}),
     ...(xdsPort !== undefined ? { xdsPort } : {}),
@@ -251,7 +258,15 @@ function readLoadBalancing(r: Reader, v: unknown, path: string): LoadBalancing {
   };
   // The locality policy (Istio, Kuma, Kubernetes features): domain/policy-spec.ts.
   const policy = r.optional(o, 'policy', path, (x, p) => readPolicy(r, x, p, lb));
-  return policy ? { ...lb, policy } : lb;
+  const reach = r.optional(o, 'reach', path, (x, p) => readReach(r, x, p));
+  return { ...lb, ...(policy ? { policy } : {}), ...(reach ? { reach } : {}) };
+}
+
+function readReach(r: Reader, v: unknown, path: string): Reach | undefined {
+  const o = r.object(v, path, REACH_KEYS);
+  if (!o) return undefined;
+  const minEndpoints = r.int(o['minEndpoints'], join(path, 'minEndpoints'), 1, MAX_REACH);
+  return minEndpoints === undefined ? undefined : { minEndpoints };
 }
 
 function readScopes(r: Reader, v: unknown, path: string): Scope[] | undefined {
@@ -341,6 +356,7 @@ export function serviceSpecToJson(spec: ServiceSpec): Obj {
       crossNetworkFailover: lb.crossNetworkFailover,
       overprovisioningFactor: lb.overprovisioningFactor,
       ...(lb.policy ? { policy: policyToJson(lb.policy) } : {}),
+      ...(lb.reach ? { reach: { minEndpoints: lb.reach.minEndpoints } } : {}),
     },
     endpoints: spec.endpoints.map(endpointToJson),
     ...sidecarSettingsToJson(spec),

@@ -12,6 +12,7 @@ import { parkedGroups } from '../domain/parked-endpoints.js';
 import { flatten, type Bytes } from '../wire/rope.js';
 import { encodeParkedGroups, parkedSignature } from './envoy-endpoints.js';
 import { encodeClaBytes } from './endpoint-codec.js';
+import { LedsClaCache } from './leds-cla.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
 import { ENDPOINT_TYPE } from './type-urls.js';
@@ -24,7 +25,11 @@ export function serverClaCache(): ServerClaCache {
   return new ClaCache<Bytes>(encodeClaBytes, { liveSpans: true });
 }
 
-export function endpointType(mesh: Mesh, claCache: ServerClaCache): ResourceType {
+/**
+ * `leds`: the LEDS CLA cache, when this server serves LEDS; a client marked
+ * `leds` (Envoy on delta) then gets CLAs naming endpoint collections.
+ */
+export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsClaCache): ResourceType {
   const wrapped = new WeakMap<ClaEntry<Bytes>, Resource>();
   const withParked = new WeakMap<ClaEntry<Bytes>, { key: string; resource: Resource }>();
   return {
@@ -36,6 +41,8 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache): ResourceType
     resolve(name, client) {
       const service = mesh.get(name);
       if (!service) return undefined;
+      const byCollection = client.leds === true ? leds?.lookup(service, client) : undefined;
+      if (byCollection) return byCollection;
       const entry = claCache.lookup(service, client);
       let r = wrapped.get(entry);
       if (!r) wrapped.set(entry, (r = makeResource(entry.service, ENDPOINT_TYPE, entry.bytes)));
@@ -55,6 +62,9 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache): ResourceType
       return resource;
     },
     touchedBy: servicesAsNames,
-    forget: (service) => claCache.forget(service),
+    forget: (service) => {
+      claCache.forget(service);
+      leds?.forget(service);
+    },
   };
 }

@@ -9,10 +9,13 @@ import { DemandRegistry } from './demand-registry.js';
 import { clusterType } from './cluster.js';
 import { endpointType, type ServerClaCache } from './endpoint.js';
 import { Incarnations } from './incarnations.js';
+import { LedsClaCache } from './leds-cla.js';
+import { ledsType } from './leds.js';
 import { listenerType } from './listener.js';
 import { localityTreeType } from './locality-tree.js';
 import type { ResourceType, ResourceTypes } from './resource-type.js';
 import { routeType } from './route.js';
+import { LEDS_TYPE } from './type-urls.js';
 
 export class ResourceRegistry implements ResourceTypes {
   private readonly byUrl = new Map<string, ResourceType>();
@@ -21,6 +24,8 @@ export class ResourceRegistry implements ResourceTypes {
     types: Iterable<ResourceType>,
     private readonly incarnations = new Incarnations(),
     private readonly demand?: DemandRegistry,
+    /** The server-wide LEDS switch (`--leds`); LEDS is served only when its type is registered too. */
+    private readonly leds = true,
   ) {
     for (const t of types) {
       if (this.byUrl.has(t.typeUrl)) throw new Error(`resource type ${t.typeUrl} registered twice`);
@@ -34,6 +39,10 @@ export class ResourceRegistry implements ResourceTypes {
 
   demandFor(node: NodeInfo | undefined): DemandSet | undefined {
     return this.demand?.forNode(node);
+  }
+
+  servesLeds(): boolean {
+    return this.leds && this.byUrl.has(LEDS_TYPE);
   }
 
   types(): readonly ResourceType[] {
@@ -54,18 +63,26 @@ export class ResourceRegistry implements ResourceTypes {
   }
 }
 
-/** Every type Canopy serves: Envoy's four and the node agents' locality tree. */
-export function canopyResources(mesh: Mesh, claCache: ServerClaCache, lazy: LazySettings = DEFAULT_LAZY): ResourceRegistry {
+/** Every type Canopy serves: Envoy's four, LEDS and the node agents' locality tree. */
+export function canopyResources(
+  mesh: Mesh,
+  claCache: ServerClaCache,
+  lazy: LazySettings = DEFAULT_LAZY,
+  options: { readonly leds?: boolean } = {},
+): ResourceRegistry {
   const incarnations = new Incarnations();
+  const leds = options.leds ?? true;
   return new ResourceRegistry(
     [
-    listenerType(mesh),
-    routeType(mesh, incarnations),
-    clusterType(mesh, incarnations),
-    endpointType(mesh, claCache),
-    localityTreeType(mesh),
+      listenerType(mesh),
+      routeType(mesh, incarnations),
+      clusterType(mesh, incarnations),
+      endpointType(mesh, claCache, leds ? new LedsClaCache() : undefined),
+      ...(leds ? [ledsType(mesh)] : []),
+      localityTreeType(mesh),
     ],
     incarnations,
     new DemandRegistry(lazy),
+    leds,
   );
 }

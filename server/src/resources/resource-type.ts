@@ -27,6 +27,35 @@ export interface ResourceType {
   touchedBy(services: ReadonlySet<string>): Iterable<string>;
   /** Drops what a deleted service left behind. */
   forget(service: string): void;
+  /**
+   * xDS collections (LEDS): the current snapshot of a glob name (`…/*`), or
+   * undefined when the name is not a collection or has no members. Types
+   * without collections leave it out.
+   */
+  collection?(glob: string): CollectionSnapshot | undefined;
+  /** Whether a name is a glob this type answers with `collection`. */
+  isCollection?(name: string): boolean;
+  /**
+   * Collections whose snapshot changed after `since` (an epoch a previous call
+   * returned; -1 for none), so a stream looks only at those; `globs`
+   * undefined when `since` is too old to tell (look at every one).
+   */
+  collectionChanges?(since: number): { readonly epoch: number; readonly globs: readonly string[] | undefined };
+}
+
+/**
+ * One collection's members at one moment, immutable and shared by every
+ * stream: a new snapshot (new `id`) whenever a member is added, changed or
+ * removed, so a stream remembers what it holds as one reference.
+ */
+export interface CollectionSnapshot {
+  readonly name: string;
+  /** Unique per snapshot for the process's lifetime. */
+  readonly id: number;
+  /** Member name → resource, in name order. */
+  readonly members: ReadonlyMap<string, Resource>;
+  /** A hash of the members' names and versions. */
+  readonly version: string;
 }
 
 /** Looks a type up by URL; undefined for a type this server does not serve. */
@@ -34,6 +63,8 @@ export interface ResourceTypes {
   get(typeUrl: string): ResourceType | undefined;
   /** Lazy xDS: the node's demand set, or undefined for full LDS/CDS. */
   demandFor?(node: NodeInfo | undefined): DemandSet | undefined;
+  /** Whether this server serves LEDS (and so may give Envoy on delta collection-based CLAs). */
+  servesLeds?(): boolean;
 }
 
 /** Resource names are service names for every type Canopy serves today. */

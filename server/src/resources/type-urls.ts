@@ -3,6 +3,8 @@ export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Liste
 export const ROUTE_TYPE = 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration';
 export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
 export const ENDPOINT_TYPE = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
+/** LEDS: one endpoint of a locality's collection (resources/leds.ts). */
+export const LEDS_TYPE = 'type.googleapis.com/envoy.config.endpoint.v3.LbEndpoint';
 
 /** Canopy's own type: a service's compiled locality tree, for node agents (proto/canopy/v1/locality_tree.proto). */
 export const TREE_TYPE = 'type.googleapis.com/canopy.v1.LocalityTree';
@@ -16,10 +18,11 @@ const SHORT: Record<string, string> = {
   [ROUTE_TYPE]: 'RDS',
   [CLUSTER_TYPE]: 'CDS',
   [ENDPOINT_TYPE]: 'EDS',
+  [LEDS_TYPE]: 'LEDS',
   [TREE_TYPE]: 'TREE',
 };
 
-/** 'LDS', 'RDS', 'CDS', 'EDS', 'TREE', or 'other' (metric labels stay bounded whatever clients send). */
+/** 'LDS', 'RDS', 'CDS', 'EDS', 'LEDS', 'TREE', or 'other' (metric labels stay bounded whatever clients send). */
 export function shortTypeName(typeUrl: string): string {
   return SHORT[typeUrl] ?? 'other';
 }

@@ -12,16 +12,19 @@
  *   subscribed names that do not exist (once, until they are created).
  * - `initial_resource_versions` on a reconnect is what the client holds:
  *   matching versions are not sent again.
+ * - xDS collections (LEDS): a glob name (`…/*`) brings the collection's
+ *   members; see delta-collections.ts.
  * - ACK or NACK by error_detail, for a nonce this stream sent. A NACKed
  *   version is recorded and not sent again; subscription changes carried by
  *   a NACK, or by a request with a stale nonce, are still applied (in delta a
  *   lost subscription change would never be repeated).
  */
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
-import type { ResourceType } from '../resources/resource-type.js';
+import type { CollectionSnapshot, ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
 import type { NackRecord, ResourceStatus } from './client-status.js';
+import { GlobResponse, HeldGlobs } from './delta-collections.js';
 import {
   overLimits,
   type OutgoingResponse,
@@ -40,6 +43,8 @@ interface SentResponse {
   readonly systemVersion: string;
   /** name → version sent, or null for a name sent as removed. */
   readonly versions: ReadonlyMap<string, string | null>;
+  /** glob → the collection snapshot sent. */
+  readonly globs?: ReadonlyMap<string, CollectionSnapshot | undefined>;
 }
 
 interface DeltaTypeState {
@@ -60,6 +65,8 @@ interface DeltaTypeState {
   nonceSent: string;
   systemVersionAcked: string;
   lastNack?: NackRecord;
+  /** The collections held, for a type that has them. */
+  globs?: HeldGlobs;
 }
 
 export class DeltaSession extends StreamSession<DeltaTypeState> implements Session<DeltaDiscoveryRequest> {
@@ -76,6 +83,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     let outcome: RequestOutcome;
     if (!state) {
       state = newState();
+      if (this.types.get(typeUrl)?.collection) state.globs = new HeldGlobs();
       for (const [name, version] of Object.entries(req.initialVersions)) state.held.set(name, version);
       this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
@@ -87,6 +95,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const first = outcome.kind === 'initial';
     const changed = this.subscribe(state, typeUrl, req.subscribe, req.unsubscribe, first);
     // Versions held of resources not subscribed to are of no use.
+    if (first) state.globs?.adopt(state.held, state.names);
     if (first && !state.wildcard) for (const n of [...state.held.keys()]) if (!state.names.has(n)) forget(state, n);
     if (!first && !changed) return { outcome };
     return { outcome, answer: first };
@@ -126,6 +135,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       const detail = req.errorDetail.message;
       state.lastNack = { version: sent.systemVersion, nonce: req.responseNonce, detail, at: new Date().toISOString() };
       state.nacked = new Set([...sent.versions].filter(([, v]) => v !== null).map(([n]) => n));
+      if (state.globs) state.globs.nacked = new Set(sent.globs?.keys());
       return { kind: 'nack', typeUrl, detail };
     }
     state.systemVersionAcked = sent.systemVersion;
@@ -133,6 +143,10 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       state.nacked.delete(name);
       if (version === null) state.acked.delete(name);
       else state.acked.set(name, version);
+    }
+    for (const [glob, snap] of sent.globs ?? []) {
+      state.globs?.nacked.delete(glob);
+      state.globs?.acked.set(glob, snap);
     }
     return { kind: 'ack', typeUrl };
   }
@@ -160,14 +174,17 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (unsubscribe.includes('*')) state.wildcard = state.legacyWildcard = false;
     // Lazy xDS: on-demand names are in use while subscribed; an unsubscribed one starts its unused timeout.
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
+    const collections = this.types.get(typeUrl);
     for (const n of named) {
       if (state.names.has(n)) continue;
       state.names.add(n);
+      if (collections?.isCollection?.(n)) state.globs?.subscribe(n);
       demand?.use([n]);
       changed = true;
     }
     for (const n of unsubscribe) {
       if (n === '*' || !state.names.delete(n)) continue;
+      state.globs?.forget(n);
       demand?.release([n], Date.now());
       changed = true;
       state.absent.delete(n);
@@ -188,12 +205,17 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
   ): OutgoingResponse | undefined {
     const type = this.types.get(typeUrl);
     const current = new Map<string, Resource>();
-    const resources: DeltaResource[] = [];
-    const removed: string[] = [];
+    let resources: DeltaResource[] = [];
+    let removed: string[] = [];
     const versions = new Map<string, string | null>();
     const lazy = type?.demandScoped ? this.placement.demand : undefined;
     const now = Date.now();
-    for (const name of this.wanted(type, state)) {
+    const globs = type && state.globs ? new GlobResponse(type, state.globs) : undefined;
+    globs?.collect();
+    // Globs were brought up to date above; with nothing but globs subscribed there is nothing else to look at.
+    const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;
+    for (const name of plain ? this.wanted(type, state) : []) {
+      if (globs?.is(name)) continue;
       // A held name that left the node's demand set is removed like a deleted one.
       const dropped = lazy !== undefined && !state.names.has(name) && !lazy.has(name, now);
       const r = dropped ? undefined : type?.resolve(name, this.placement);
@@ -211,18 +233,28 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
         versions.set(name, null);
       }
     }
+    // Shared bytes are keyed by what makes them: each plain resource, and each collection step by name.
+    let key: string | undefined =
+      `delta\n${typeUrl}\n${resources.map((r) => `${r.name}=${r.version}`).join('\n')}\n-\n${removed.join('\n')}`;
+    if (globs && globs.sent.size > 0) {
+      const steps = globs.key();
+      key = steps === undefined ? undefined : `${key}\n+\n${steps}`;
+      resources = resources.concat(globs.resources);
+      removed = removed.concat(globs.removed);
+    }
     if (resources.length === 0 && removed.length === 0 && !mustAnswer) return undefined;
-    const systemVersion = versionOf(current);
+    // Collections: the epoch of the collections as this stream now holds them (informational in delta).
+    const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
     const nonce = String(++this.nonces);
     state.nonceSent = nonce;
     state.systemVersionSent = systemVersion;
-    state.outstanding.set(nonce, { systemVersion, versions });
+    state.outstanding.set(nonce, { systemVersion, versions, ...(globs ? { globs: globs.sent } : {}) });
     if (state.outstanding.size > MAX_OUTSTANDING) state.outstanding.delete(state.outstanding.keys().next().value!);
     const encode = (): Buffer =>
       encodeDeltaDiscoveryResponse({ systemVersionInfo: systemVersion, typeUrl, nonce, resources, removed });
     let bytes: Buffer;
-    if (shared) {
-      const key = `delta\n${typeUrl}\n${nonce}\n${resources.map((r) => `${r.name}=${r.version}`).join('\n')}\n-\n${removed.join('\n')}`;
+    if (shared && key !== undefined) {
+      key = `${key}\n${nonce}\n${systemVersion}`;
       const held = shared.get(key);
       bytes = held ?? encode();
       if (!held) shared.set(key, bytes);
@@ -257,6 +289,7 @@ function newState(): DeltaTypeState {
 }
 
 function forget(state: DeltaTypeState, name: string): void {
+  state.globs?.forget(name);
   state.held.delete(name);
   state.acked.delete(name);
   state.nacked.delete(name);
@@ -269,7 +302,9 @@ function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
     out.push({ name, version, state });
   }
   for (const name of s.names) {
-    if (s.held.has(name)) continue;
+    const glob = s.globs?.status(name);
+    if (glob) out.push({ name, ...glob });
+    if (s.held.has(name) || glob) continue;
     out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
   }
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

@@ -10,6 +10,14 @@ import type { NodeInfo } from '../wire/request.js';
 /** Node metadata keys a bootstrap can set (documented in the README's "Envoy sidecars"). */
 export const CLIENT_KIND_KEY = 'canopy.client_kind';
 export const OUTBOUND_ADDRESS_KEY = 'canopy.outbound_address';
+/** `false` (or "false"): this Envoy takes full CLAs even on a delta stream. */
+export const LEDS_KEY = 'canopy.leds';
+
+/** Whether a node on a delta stream takes LEDS: an Envoy that has not opted out. */
+export function wantsLeds(node: NodeInfo | undefined): boolean {
+  const opt = node?.metadata[LEDS_KEY];
+  return clientKindOf(node) === 'envoy' && opt !== false && opt !== 'false';
+}
 
 /**
  * The kind of client: the explicit metadata key wins; otherwise Envoy says

@@ -8,7 +8,7 @@ import type { Client } from '../domain/client.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
 import type { NodeInfo } from '../wire/request.js';
 import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
-import { placementOf } from './placement.js';
+import { placementOf, wantsLeds } from './placement.js';
 import { DEFAULT_LIMITS, inPushOrder, unservedType, type Received, type SessionLimits } from './session.js';
 
 /** The part of a type's state both protocols keep. */
@@ -55,7 +55,8 @@ export abstract class StreamSession<State extends SubscriptionState> {
     if (!this.node && req.node) {
       this.node = req.node;
       const demand = this.types.demandFor?.(req.node);
-      this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}) };
+      const leds = this.protocol === 'delta' && this.types.servesLeds?.() === true && wantsLeds(req.node);
+      this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}), ...(leds ? { leds } : {}) };
     }
     const typeUrl = req.typeUrl;
     const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);

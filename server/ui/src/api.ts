@@ -33,6 +33,8 @@ export interface Explain {
   /** The deepest tree node the client's path matched; [] is the root. */
   readonly treeNode: readonly string[];
   readonly overprovisioningFactor: number;
+  /** loadBalancing.reach, when set. */
+  readonly reach?: { readonly minEndpoints: number };
   readonly endpoints: readonly {
     readonly address: string;
     readonly port: number;

@@ -71,7 +71,8 @@ export function renderShares(explain: Explain): HTMLElement {
       `A client at ${where === '//' ? '(no locality)' : where}`,
       client.network && ` on network ${client.network}`,
       ` matches ${explain.treeNode.length ? explain.treeNode.join(' / ') : 'the root'}; `,
-      `CLA cache key ${explain.cacheKey}, overprovisioning ${explain.overprovisioningFactor}%.`,
+      `CLA cache key ${explain.cacheKey}, overprovisioning ${explain.overprovisioningFactor}%`,
+      explain.reach ? `, reach ${explain.reach.minEndpoints} endpoints.` : '.',
     ),
     explain.localities.length === 0
       ? h('p', { class: 'empty' }, 'It would be sent no endpoint.')

@@ -1,0 +1,108 @@
+/**
+ * What a LEDS CLA is made of: the service's locality pieces, each one
+ * endpoint collection (a tree leaf, split by locality where the leaf is
+ * coarser than one), at a priority with a weight. Unlike the routable-only
+ * CLA, the pieces are computed over every endpoint whatever its health (Envoy
+ * applies health itself from each LbEndpoint), so a health flip leaves them
+ * unchanged: the health-blind tree here changes only when endpoints are added
+ * or removed or their place or weight changes. Pure.
+ */
+import { buildCla } from './cla.js';
+import { localityKey, pathOf, scopeValue, type Locality, type Placement, type Scope } from './locality.js';
+import { LocalityTree } from './locality-tree.js';
+import type { ServiceState } from './mesh.js';
+import { planFor, planKeyFor } from './priorities.js';
+import type { Endpoint } from './service.js';
+
+export interface LedsPiece {
+  readonly locality: Locality;
+  readonly priority: number;
+  /** Sum of the piece's endpoint weights. */
+  readonly weight: number;
+  /** The collection's leaf path (see resources/leds-names.ts). */
+  readonly leaf: readonly string[];
+}
+
+const LOCALITY_PARTS = ['region', 'zone', 'subzone'] as const;
+
+/** An endpoint's collection leaf: its scope values, then its locality parts that are not scopes. */
+export function leafPathOf(scopes: readonly Scope[], p: Placement): string[] {
+  const out = scopes.map((s) => scopeValue(s, p));
+  for (const part of LOCALITY_PARTS) if (!scopes.includes(part)) out.push(p.locality[part]);
+  return out;
+}
+
+/** One service's health-blind tree, kept in step with the service by `sync`. */
+export class LedsStructure {
+  readonly tree: LocalityTree;
+  private generation = -1;
+  /** Bumped when the pieces of some client may have changed. */
+  version = 0;
+  private readonly held = new Map<string, { ep: Endpoint; sig: string }>();
+  /** A leaf's path by its endpoint array (stable while the leaf is unchanged): one array per leaf, reused. */
+  private readonly leafOfRun = new WeakMap<readonly Endpoint[], string[]>();
+
+  constructor(readonly state: ServiceState) {
+    this.tree = new LocalityTree(state.spec.loadBalancing.routingPreference);
+  }
+
+  /** Brings the tree up to the service; returns whether the structure changed. */
+  sync(): boolean {
+    const state = this.state;
+    if (state.generation === this.generation) return false;
+    this.generation = state.generation;
+    const scopes = this.tree.scopes;
+    let changed = false;
+    for (const [key, ep] of state.endpoints) {
+      const h = this.held.get(key);
+      if (h?.ep === ep) continue;
+      const sig = `${pathOf(scopes, ep).join('\u0000')}\u0001${localityKey(ep.locality)}\u0001${ep.weight}`;
+      this.held.set(key, { ep, sig });
+      if (h?.sig === sig) continue;
+      this.tree.upsert(ep, key);
+      changed = true;
+    }
+    for (const key of this.held.keys()) {
+      if (state.endpoints.has(key)) continue;
+      this.held.delete(key);
+      this.tree.remove(key);
+      changed = true;
+    }
+    if (changed) this.version++;
+    return changed;
+  }
+
+  /** The plan key for a client: equal keys, equal pieces (at one version). */
+  keyFor(client: Placement): string {
+    return planKeyFor(this.tree, this.state.spec.loadBalancing, client);
+  }
+
+  /** The client's pieces in priority order; within a priority, in tree order. */
+  piecesFor(client: Placement): LedsPiece[] {
+    const lb = this.state.spec.loadBalancing;
+    const cla = buildCla(this.state.name, this.tree, lb, planFor(this.tree, lb, client));
+    const scopes = this.tree.scopes;
+    const out: LedsPiece[] = [];
+    for (const g of cla.groups) {
+      // A run is one leaf; without runs (a leaf spanning localities), endpoints are split by collection.
+      const runs = g.runs ?? [g.endpoints];
+      const byLeaf = new Map<string | string[], { leaf: string[]; locality: Locality; weight: number }>();
+      for (const run of runs) {
+        const wholeLeaf = g.runs !== undefined;
+        for (const ep of wholeLeaf ? run.slice(0, 1) : run) {
+          let leaf = wholeLeaf ? this.leafOfRun.get(run) : undefined;
+          if (!leaf) {
+            leaf = leafPathOf(scopes, ep);
+            if (wholeLeaf) this.leafOfRun.set(run, leaf);
+          }
+          const k = wholeLeaf ? leaf : leaf.join('\u0000');
+          let piece = byLeaf.get(k);
+          if (!piece) byLeaf.set(k, (piece = { leaf, locality: ep.locality, weight: 0 }));
+          piece.weight += wholeLeaf ? run.reduce((n, e) => n + e.weight, 0) : ep.weight;
+        }
+      }
+      for (const p of byLeaf.values()) out.push({ ...p, priority: g.priority });
+    }
+    return out;
+  }
+}

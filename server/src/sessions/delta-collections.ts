@@ -1,0 +1,197 @@
+/**
+ * xDS collections on a delta stream (LEDS): a client subscribes to a glob
+ * (`xdstp://…/path/*`) and holds the collection's members. Per stream and glob
+ * only the snapshot the client holds is kept (one reference, never one entry
+ * per member); a change is the diff of two snapshots, computed once per
+ * (old, new) pair and shared by every stream that makes the same step, and
+ * its SharedResponses key names the step (`glob@old>new`), not the members.
+ * A reconnect's `initial_resource_versions` for members is diffed per stream.
+ */
+import type { CollectionSnapshot, ResourceType } from '../resources/resource-type.js';
+import { versionText } from '../resources/resource.js';
+import type { DeltaResource } from '../wire/envelope.js';
+import type { ResourceState } from './client-status.js';
+
+/** What one response carries for one glob. */
+export interface GlobStep {
+  readonly resources: readonly DeltaResource[];
+  readonly removed: readonly string[];
+  /** Compact: names the step, for the shared-responses key; undefined for a per-stream (unshared) step. */
+  readonly key: string | undefined;
+}
+
+const NOTHING: GlobStep = { resources: [], removed: [], key: '' };
+
+/** The globs one stream holds, for one type. */
+export class HeldGlobs {
+  /** glob → the snapshot the client holds (undefined once sent as empty). */
+  readonly held = new Map<string, CollectionSnapshot | undefined>();
+  readonly acked = new Map<string, CollectionSnapshot | undefined>();
+  nacked = new Set<string>();
+  /** glob → member → version, from a reconnect's initial_resource_versions, until first answered. */
+  private readonly initial = new Map<string, Map<string, string>>();
+  /** Globs subscribed to. */
+  readonly names = new Set<string>();
+  /** Subscribed and not answered yet. */
+  readonly fresh = new Set<string>();
+  /** The type's collection epoch this stream has looked at every change up to. */
+  synced = -1;
+
+  subscribe(glob: string): void {
+    this.names.add(glob);
+    this.fresh.add(glob);
+  }
+
+  /** Takes what the client said it holds of members of subscribed globs out of `held` (a name → version map). */
+  adopt(heldNames: Map<string, string>, subscribed: ReadonlySet<string>): void {
+    for (const [name, version] of heldNames) {
+      const glob = globOf(name);
+      if (!glob || !subscribed.has(glob)) continue;
+      let m = this.initial.get(glob);
+      if (!m) this.initial.set(glob, (m = new Map()));
+      m.set(name, version);
+      heldNames.delete(name);
+    }
+  }
+
+  /** The step that brings the client's copy of `glob` to `now`; undefined when it is up to date. */
+  step(glob: string, now: CollectionSnapshot | undefined): GlobStep | undefined {
+    const initial = this.initial.get(glob);
+    const step = initial ? resume(initial, now) : diffStep(glob, this.held.get(glob), now);
+    this.initial.delete(glob);
+    this.held.set(glob, now);
+    return step === NOTHING ? undefined : step;
+  }
+
+  forget(glob: string): void {
+    this.names.delete(glob);
+    this.fresh.delete(glob);
+    this.held.delete(glob);
+    this.acked.delete(glob);
+    this.nacked.delete(glob);
+    this.initial.delete(glob);
+  }
+
+  /** CSDS: one entry per subscribed glob, versioned by its snapshot. */
+  status(glob: string): { version: string; state: ResourceState } | undefined {
+    if (!this.held.has(glob)) return undefined;
+    const snap = this.held.get(glob);
+    const state: ResourceState = this.nacked.has(glob)
+      ? 'NACKED'
+      : !snap
+        ? 'DOES_NOT_EXIST'
+        : this.acked.get(glob) === snap
+          ? 'ACKED'
+          : 'REQUESTED';
+    return { version: snap?.version ?? '', state };
+  }
+}
+
+/** The collections part of one response: what it carries for each glob that changed. */
+export class GlobResponse {
+  /** glob → snapshot sent. */
+  readonly sent = new Map<string, CollectionSnapshot | undefined>();
+  readonly resources: DeltaResource[] = [];
+  readonly removed: string[] = [];
+  private readonly keys: string[] = [];
+  private shareable = true;
+
+  constructor(
+    private readonly type: ResourceType,
+    private readonly held: HeldGlobs,
+  ) {}
+
+  is(name: string): boolean {
+    return this.type.isCollection?.(name) === true;
+  }
+
+  /** The type's collection epoch this response brings the stream to (for system_version_info). */
+  epoch = 0;
+
+  /**
+   * Brings every subscribed glob up to date, looking only at those changed
+   * since the stream last looked (and those just subscribed to).
+   */
+  collect(): void {
+    const held = this.held;
+    const changes = this.type.collectionChanges?.(held.synced);
+    const candidates = new Set(held.fresh);
+    if (changes?.globs === undefined) for (const g of held.names) candidates.add(g);
+    else for (const g of changes.globs) if (held.names.has(g)) candidates.add(g);
+    held.fresh.clear();
+    if (changes) held.synced = this.epoch = changes.epoch;
+    // In name order: streams that take the same steps get the same bytes whatever order they subscribed in.
+    for (const g of [...candidates].sort()) this.take(g);
+  }
+
+  private take(glob: string): void {
+    const now = this.type.collection?.(glob);
+    const step = this.held.step(glob, now);
+    if (!step) return;
+    this.sent.set(glob, now);
+    for (const r of step.resources) this.resources.push(r);
+    for (const n of step.removed) this.removed.push(n);
+    if (step.key === undefined) this.shareable = false;
+    else this.keys.push(step.key);
+  }
+
+  /** The steps as a shared-responses key part; undefined when one of them is this stream's own. */
+  key(): string | undefined {
+    return this.shareable ? this.keys.join('\n') : undefined;
+  }
+}
+
+/** Per stream: members whose version differs from what the client said it holds, and those gone. */
+function resume(initial: ReadonlyMap<string, string>, now: CollectionSnapshot | undefined): GlobStep {
+  const resources: DeltaResource[] = [];
+  const removed: string[] = [];
+  for (const [name, r] of now?.members ?? []) {
+    const version = versionText(r.hash);
+    if (initial.get(name) !== version) resources.push({ name, version, any: r.any });
+  }
+  for (const name of initial.keys()) if (!now?.members.has(name)) removed.push(name);
+  return resources.length || removed.length ? { resources, removed, key: undefined } : NOTHING;
+}
+
+/** Steps from a snapshot (or nothing held) to another, shared by every stream making the same step. */
+const fromNothing = new WeakMap<CollectionSnapshot, GlobStep>();
+const steps = new WeakMap<CollectionSnapshot, Map<number, GlobStep>>();
+
+export function diffStep(
+  glob: string,
+  old: CollectionSnapshot | undefined,
+  now: CollectionSnapshot | undefined,
+): GlobStep {
+  if (old === now) return NOTHING;
+  const nowId = now?.id ?? 0;
+  let memo: Map<number, GlobStep> | undefined;
+  if (old) {
+    memo = steps.get(old);
+    const hit = memo?.get(nowId);
+    if (hit) return hit;
+  } else if (now) {
+    const hit = fromNothing.get(now);
+    if (hit) return hit;
+  }
+  const resources: DeltaResource[] = [];
+  const removed: string[] = [];
+  for (const [name, r] of now?.members ?? []) {
+    if (old?.members.get(name)?.hash === r.hash) continue;
+    resources.push({ name, version: versionText(r.hash), any: r.any });
+  }
+  if (old) for (const name of old.members.keys()) if (!now?.members.has(name)) removed.push(name);
+  const step: GlobStep =
+    resources.length || removed.length ? { resources, removed, key: `${glob}@${old?.id ?? 0}>${nowId}` } : NOTHING;
+  if (old) {
+    if (!memo) steps.set(old, (memo = new Map()));
+    memo.set(nowId, step);
+  } else if (now) fromNothing.set(now, step);
+  return step;
+}
+
+/** The glob an xdstp member name belongs to: its last path segment replaced by `*` (Envoy's watch map rule). */
+export function globOf(name: string): string | undefined {
+  if (!name.startsWith('xdstp://') || name.endsWith('/*')) return undefined;
+  const slash = name.lastIndexOf('/');
+  return slash < 'xdstp://'.length ? undefined : `${name.slice(0, slash + 1)}*`;
+}
