@@ -6,11 +6,10 @@
  * response of collection members (or a CLA naming no collection).
  */
 import type { ClientDuplexStream } from '@grpc/grpc-js';
-import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
+import { ENDPOINT_TYPE, LEDS_TYPE } from '../server/src/resources/type-urls.js';
 import { collectionsInResponse, deltaRequest, deltaResponseHead } from './delta-wire.js';
 
-/** LEDS members' type (envoy.config.endpoint.v3.LbEndpoint). */
-export const LEDS_TYPE = 'type.googleapis.com/envoy.config.endpoint.v3.LbEndpoint';
+export { LEDS_TYPE };
 
 export interface LedsStreamHooks {
   /** Every response, after its ACK was written. */
