@@ -5,17 +5,27 @@
  * locality, ACKing every response as soon as it arrives.
  *
  *   node dist/bench/fanout-clients.js --target 127.0.0.1:PORT --streams K --localities L --service NAME
+ *        [--mode sotw|leds] [--record FILE]
+ *
+ * --mode sotw (the default): StreamAggregatedResources, one CLA per stream.
+ * --mode leds: Envoy on DeltaAggregatedResources (node user_agent_name
+ *   "envoy"): the CLA, then the LEDS collections it names (leds-stream.ts).
+ * --record FILE: keeps every response (identical ones once), per stream and
+ *   per burst, and saves them on `save` (response-record.ts), for the bare
+ *   server to replay.
  *
  * stdout, JSON lines: {"event":"ready","streams":K,"ms":…} once every stream
- * has ACKed its first CLA; {"event":"error","detail":…} on a stream error.
- * It runs until killed or until stdin closes.
+ * has its first CLA (and, with LEDS, its first members), ACKed;
+ * {"event":"error","detail":…} on a stream error. It runs until killed or
+ * until stdin closes.
  *
  * stdin, lines, for bursts timed here (the server may be another process):
  *   `mark` → {"event":"marked"}: from now on, count each stream's responses and
  *     the time of its last one;
- *   `settle QUIET_MS TIMEOUT_MS` → {"event":"settled","lastMs":[…],"counts":[…]}
+ *   `settle QUIET_MS TIMEOUT_MS` → {"event":"settled","lastMs":[…],"counts":[…],"bytes":[…]}
  *     once every stream has had a response since the mark and none has arrived
- *     for QUIET_MS (or TIMEOUT_MS passed: "timedOut":true).
+ *     for QUIET_MS (or TIMEOUT_MS passed: "timedOut":true);
+ *   `save` (with --record) → {"event":"saved"}.
  */
 import * as grpc from '@grpc/grpc-js';
 import { createInterface } from 'node:readline';
@@ -23,6 +33,9 @@ import { parseArgs } from 'node:util';
 import { utf8Bytes, WireWriter, fieldSize, optionalFieldSize } from '../server/src/wire/wire.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { makeClients } from './data.js';
+import { DELTA_ADS_PATH } from './delta-wire.js';
+import { runLedsStream } from './leds-stream.js';
+import { ResponseRecorder } from './response-record.js';
 
 const ADS_PATH = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
 
@@ -32,12 +45,18 @@ const { values } = parseArgs({
     streams: { type: 'string', default: '100' },
     localities: { type: 'string', default: '100' },
     service: { type: 'string', default: 'svc' },
+    mode: { type: 'string', default: 'sotw' },
+    record: { type: 'string' },
   },
 });
+const leds = values.mode === 'leds';
+const recorder = values.record ? new ResponseRecorder() : undefined;
 const target = values.target ?? '';
 const streams = Number(values.streams);
-if (!target || !Number.isInteger(streams) || streams < 1) {
-  process.stderr.write('usage: fanout-clients --target HOST:PORT --streams K [--localities L] [--service NAME]\n');
+if (!target || !Number.isInteger(streams) || streams < 1 || (values.mode !== 'sotw' && !leds)) {
+  process.stderr.write(
+    'usage: fanout-clients --target HOST:PORT --streams K [--localities L] [--service NAME] [--mode sotw|leds] [--record FILE]\n',
+  );
   process.exit(2);
 }
 
@@ -115,9 +134,11 @@ function envelope(buf: Buffer): { version: string; nonce: string } {
 
 const started = Date.now();
 /** Responses per stream since the last `mark`, and when each stream's last one arrived (ms after the mark). */
-const burst = { t0: 0, lastAny: 0, counts: [] as number[], last: [] as number[] };
+const burst = { t0: 0, lastAny: 0, counts: [] as number[], last: [] as number[], bytes: [] as number[] };
 const placements = makeClients(streams, Number(values.localities));
 let acked = 0;
+/** Streams whose CLA named LEDS collections (--mode leds). */
+let ledsStreams = 0;
 let ready = false;
 const clients: grpc.Client[] = [];
 
@@ -138,24 +159,26 @@ function open(i: number, reopens = 0): void {
   });
   clients.push(client);
   const call = client.makeBidiStreamRequest(
-    ADS_PATH,
+    leds ? DELTA_ADS_PATH : ADS_PATH,
     (b: Buffer) => b,
     (b: Buffer) => b,
   );
-  call.on('data', (buf: Buffer) => {
-    const { version, nonce } = envelope(buf);
-    call.write(request({ version, nonce }));
+  const received = (buf: Buffer, typeUrl: string): void => {
     burst.counts[i] = (burst.counts[i] ?? 0) + 1;
+    burst.bytes[i] = (burst.bytes[i] ?? 0) + buf.length;
     burst.last[i] = performance.now() - burst.t0;
     burst.lastAny = performance.now();
-    if (!counted[i]) {
-      counted[i] = true;
-      if (++acked === streams && !ready) {
-        ready = true;
-        say({ event: 'ready', streams, ms: Date.now() - started });
-      }
+    recorder?.add(i, typeUrl, buf);
+  };
+  const streamReady = (collections = 0): void => {
+    if (counted[i]) return;
+    counted[i] = true;
+    if (collections > 0) ledsStreams++;
+    if (++acked === streams && !ready) {
+      ready = true;
+      say({ event: 'ready', streams, ms: Date.now() - started, ledsStreams });
     }
-  });
+  };
   call.on('error', (err: Error) => {
     say({ event: 'error', stream: i, detail: err.message });
     if (reopens < MAX_REOPENS && !stopping) {
@@ -164,6 +187,24 @@ function open(i: number, reopens = 0): void {
     }
   });
   const p = placements[i]!;
+  if (leds) {
+    const { region, zone, subzone } = p.locality;
+    runLedsStream(
+      call,
+      { id: `bench-${i}`, service: values.service ?? 'svc', region, zone, subzone },
+      {
+        response: received,
+        ready: streamReady,
+      },
+    );
+    return;
+  }
+  call.on('data', (buf: Buffer) => {
+    const { version, nonce } = envelope(buf);
+    call.write(request({ version, nonce }));
+    received(buf, ENDPOINT_TYPE);
+    streamReady(0);
+  });
   call.write(
     request({
       version: '',
@@ -197,7 +238,8 @@ function settle(quietMs: number, timeoutMs: number): void {
     if ((all && now - burst.lastAny >= quietMs) || now > deadline) {
       const counts = Array.from({ length: streams }, (_, i) => burst.counts[i] ?? 0);
       const lastMs = Array.from({ length: streams }, (_, i) => Math.round((burst.last[i] ?? NaN) * 10) / 10);
-      say({ event: 'settled', counts, lastMs, timedOut: !all });
+      const bytes = Array.from({ length: streams }, (_, i) => burst.bytes[i] ?? 0);
+      say({ event: 'settled', counts, lastMs, bytes, timedOut: !all });
     } else setTimeout(check, 20);
   };
   check();
@@ -210,8 +252,14 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     burst.lastAny = burst.t0;
     burst.counts = [];
     burst.last = [];
+    burst.bytes = [];
+    recorder?.mark();
     say({ event: 'marked' });
   } else if (cmd === 'settle') settle(Number(a), Number(b));
+  else if (cmd === 'save' && recorder && values.record) {
+    recorder.save(values.record);
+    say({ event: 'saved' });
+  }
 });
 process.stdin.on('end', shutdown);
 process.on('SIGTERM', shutdown);

@@ -26,7 +26,8 @@ import { incrementalUpdate } from './incremental.js';
 import { runKernelBench, type KernelFigures } from './kernel.js';
 import { configLoad, type ConfigLoadFigures } from './config-load.js';
 import { memoizedComparison, type MemoizedFigures } from './memoized.js';
-import { serverMacro, type ServerFigures } from './server.js';
+import { serverMacro, type ServerFigures, type ServerMode } from './server.js';
+import { printServerMacro } from './server-report.js';
 import { show } from './stats.js';
 import { goalReport, scaleGoals } from './goals.js';
 
@@ -170,13 +171,19 @@ async function main() {
     results['configLoad'] = configs;
   }
   let macro: ServerFigures | { skipped: string } | undefined;
-  if (wantsProcesses('server')) {
+  const serverModes = (['sotw', 'leds'] as const).filter(
+    (m: ServerMode) => wantsProcesses('server') || wantsProcesses(`server-${m}`),
+  );
+  if (serverModes.length > 0) {
     const shape = quick
       ? { streams: 200, endpoints: 1000, localities: 100 }
       : { streams: 2000, endpoints: 10000, localities: 1000 };
-    log(`8. server macro run: canopy serve, ${shape.streams} streams, ${shape.endpoints} endpoints…`);
+    log(
+      `8. server macro run (${serverModes.join(', ')}): canopy serve, ${shape.streams} streams, ${shape.endpoints} endpoints…`,
+    );
     try {
-      macro = await serverMacro(shape);
+      const window = process.argv.find((a) => a.startsWith('--push-window='))?.slice('--push-window='.length);
+      macro = await serverMacro({ ...shape, modes: serverModes, ...(window ? { pushWindow: Number(window) } : {}) });
     } catch (err) {
       macro = { skipped: (err as Error).message };
     }
@@ -253,29 +260,7 @@ async function main() {
           })),
     );
   }
-  if (macro) {
-    if ('skipped' in macro) console.log(`\n8. Server macro run skipped: ${macro.skipped}`);
-    else {
-      console.log(
-        `\n8. Server macro run: ${macro.streams} streams over ${macro.localities} localities, ${macro.endpoints} endpoints, ${macro.claBytes}-byte CLAs,\n` +
-          `   ${macro.rounds} rounds per burst; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
-      );
-      const row = (side: string, f: (typeof macro)['canopy']) => ({
-        side,
-        'initial CPU ms': f.initialCpuMs,
-        'initial wall ms': f.initialWallMs,
-        'RSS KB/stream': f.rssPerStreamKB,
-        ...Object.fromEntries(
-          f.bursts.flatMap((b) => [
-            [`${b.changes}-change p50/p99/max ms`, `${b.p50Ms}/${b.p99Ms}/${b.maxMs}`],
-            [`${b.changes}-change pushes/stream`, show(b.pushesPerStream)],
-            [`${b.changes}-change peak RSS KB/stream`, b.peakRssPerStreamKB],
-          ]),
-        ),
-      });
-      console.table([row('canopy', macro.canopy), row('bare grpc-js', macro.bare)]);
-    }
-  }
+  if (macro) printServerMacro(macro);
   if (incremental) {
     console.log(
       `\n2. Incremental update: ${incremental.endpoints} endpoints, ${incremental.clients} clients over ${incremental.localities} localities, ${incremental.claEntries} CLAs; µs until every CLA is ready (${incremental.rounds} rounds)`,

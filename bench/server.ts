@@ -1,38 +1,48 @@
 /**
  * The server macro run (`npm run bench -- --only=server`): `canopy serve` as
- * its own process, K ADS streams from a separate client process
+ * its own process, K streams from a separate client process
  * (fanout-clients.ts), and in the same run the same clients against a bare
- * grpc-js server process writing the same bytes (bare-server.ts).
+ * grpc-js server process writing the same bytes. Two protocols:
+ *
+ * - SotW: StreamAggregatedResources, one full CLA per stream; the bare server
+ *   (bare-server.ts) pre-encodes the same CLA bytes per client locality and
+ *   writes each stream the final bytes as many times as Canopy pushed (the
+ *   median).
+ * - LEDS: Envoy on DeltaAggregatedResources: the CLA names endpoint
+ *   collections, the client subscribes to them, a health flip is one small
+ *   member response. The bare server (bare-leds-server.ts) replays, byte for
+ *   byte, responses recorded from Canopy (one stream per client locality,
+ *   one burst of each size) after Canopy's rows were measured.
  *
  * Per side: server CPU and wall time from the clients' start until every
- * stream has ACKed its first CLA; RSS per stream once connected and at the
- * peak of each burst (VmHWM, reset before the burst); and bursts of 1 and 100
- * endpoint changes (health flips via the admin API for Canopy, with its
- * default debounce), timed in the client process from just before the change
- * until each stream's last response of the burst (each ACKed at once):
- * p50/p99/max over every stream of every round, and responses per stream.
- * The bare server writes each stream the final bytes as many times as Canopy
- * pushed (the median), with none of the xDS work.
+ * stream holds its first CLA (with LEDS: and its members), ACKed; RSS per
+ * stream once connected and at the peak of each burst (VmHWM, reset before
+ * the burst); and bursts of 1 and 100 endpoint changes (health flips via the
+ * admin API for Canopy, with its default debounce), timed in the client
+ * process from just before the change until each stream's last response of
+ * the burst (each ACKed at once): p50/p99/max over every stream of every
+ * round, responses and bytes per stream.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import { endpointKey, type Endpoint } from '../server/src/domain/service.js';
 import { serverClaCache } from '../server/src/resources/endpoint.js';
 import { serviceSpecToJson } from '../server/src/domain/spec.js';
 import { failoverService, makeEndpoints, median, percentile } from './data.js';
+import { cpuMs, resetPeak, sleep, start, statusKB, type Child } from './server-procs.js';
 import { MIN_RUNS, sig2, spread, type Spread } from './stats.js';
 
 const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
+const BARE_LEDS = fileURLToPath(new URL('./bare-leds-server.js', import.meta.url));
 const CLIENTS = fileURLToPath(new URL('./fanout-clients.js', import.meta.url));
 const SERVICE = 'svc';
-const TICK_MS = 10; // /proc/<pid>/stat counts CPU in clock ticks of 10 ms (USER_HZ 100)
+const BURSTS = [1, 100] as const;
+
+export type ServerMode = 'sotw' | 'leds';
 
 export interface BurstFigures {
   readonly changes: number;
@@ -41,6 +51,8 @@ export interface BurstFigures {
   readonly maxMs: number;
   /** Responses each stream received in one burst: median (min–max) over every stream and round. */
   readonly pushesPerStream: Spread;
+  /** Bytes each stream received in one burst, the same way. */
+  readonly bytesPerStream: Spread;
   readonly peakRssPerStreamKB: number;
 }
 
@@ -51,150 +63,80 @@ export interface SideFigures {
   readonly bursts: readonly BurstFigures[];
 }
 
+export interface ProtocolFigures {
+  readonly canopy: SideFigures;
+  readonly bare: SideFigures;
+}
+
 export interface ServerFigures {
   readonly streams: number;
   readonly endpoints: number;
   readonly localities: number;
   readonly rounds: number;
-  /** One client's CLA (in failover mode every CLA holds every healthy endpoint). */
+  /** Canopy's push window, when the run set one. */
+  readonly pushWindow?: number;
+  /** One client's SotW CLA (in failover mode every CLA holds every healthy endpoint). */
   readonly claBytes: number;
-  readonly canopy: SideFigures;
-  readonly bare: SideFigures;
+  readonly sotw?: ProtocolFigures | { skipped: string };
+  readonly leds?: ProtocolFigures | { skipped: string };
 }
-
-/** A child speaking JSON lines on stdout, answering line commands on stdin. */
-class Child {
-  private readonly lines: Interface;
-  private readonly waiting: { event: string; resolve: (m: Record<string, unknown>) => void }[] = [];
-  constructor(
-    readonly proc: ChildProcess,
-    what: string,
-  ) {
-    this.lines = createInterface({ input: proc.stdout! });
-    this.lines.on('line', (line) => {
-      let msg: Record<string, unknown>;
-      try {
-        msg = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        return;
-      }
-      // Canopy's pino lines carry `msg`; the bench children's carry `event`.
-      const event = String(msg['event'] ?? msg['msg'] ?? '');
-      if (event === 'error') process.stderr.write(`${what}: ${String(msg['detail'])}\n`);
-      const i = this.waiting.findIndex((w) => w.event === event);
-      if (i >= 0) this.waiting.splice(i, 1)[0]!.resolve(msg);
-    });
-  }
-
-  next(event: string, timeoutMs = 120_000): Promise<Record<string, unknown>> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no "${event}" within ${timeoutMs} ms`)), timeoutMs);
-      this.waiting.push({
-        event,
-        resolve: (m) => {
-          clearTimeout(timer);
-          resolve(m);
-        },
-      });
-    });
-  }
-
-  send(line: string): void {
-    this.proc.stdin!.write(`${line}\n`);
-  }
-
-  async stop(): Promise<void> {
-    this.proc.stdin?.end();
-    this.proc.kill();
-    if (this.proc.exitCode === null && this.proc.signalCode === null) await once(this.proc, 'exit');
-  }
-}
-
-function start(args: string[], what: string): Child {
-  return new Child(spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] }), what);
-}
-
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * TICK_MS;
-}
-
-function statusKB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
-}
-
-/** Resets the peak RSS (VmHWM) to the current RSS; see proc(5), clear_refs. */
-function resetPeak(pid: number): void {
-  try {
-    writeFileSync(`/proc/${pid}/clear_refs`, '5');
-  } catch {
-    // Not permitted here: the peak then counts from the process's start.
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Side {
   readonly server: Child;
   readonly target: string;
-  /** Makes `changes` changes starting at endpoint `first`, with `writes` responses per stream (bare only). */
-  change(first: number, changes: number, writes: number): Promise<void>;
+  /** Makes `changes` changes from endpoint `first`; the bare sides write burst `burst`, `writes` times (SotW). */
+  change(first: number, changes: number, burst: number, writes: number): Promise<void>;
   /** Run before the mark: anything the side prepares untimed. */
   prepare(first: number, changes: number): Promise<void>;
 }
 
+interface Shape {
+  readonly streams: number;
+  readonly localities: number;
+  readonly rounds: number;
+}
+
+const firstOf = (changes: number): number => (changes === 1 ? 1 : 100);
+
+function clientArgs(target: string, streams: number, localities: number, mode: ServerMode): string[] {
+  const args = [CLIENTS, '--target', target, '--streams', String(streams), '--localities', String(localities)];
+  return [...args, '--service', SERVICE, '--mode', mode];
+}
+
 async function measureSide(
   side: Side,
-  opts: { streams: number; localities: number; rounds: number },
+  shape: Shape,
+  mode: ServerMode,
   pushesFrom?: readonly BurstFigures[],
 ): Promise<SideFigures> {
   const pid = side.server.proc.pid!;
   await sleep(300);
   const cpu0 = cpuMs(pid);
   const rss0 = statusKB(pid, 'VmRSS');
-  const clients = start(
-    [
-      CLIENTS,
-      '--target',
-      side.target,
-      '--streams',
-      String(opts.streams),
-      '--localities',
-      String(opts.localities),
-      '--service',
-      SERVICE,
-    ],
-    'clients',
-  );
+  const clients = start(clientArgs(side.target, shape.streams, shape.localities, mode), 'clients');
   try {
     // Thousands of 256 KB first responses take a while on a loaded 2-core machine.
     const ready = await clients.next('ready', 600_000);
     const initialCpuMs = cpuMs(pid) - cpu0;
+    if (mode === 'leds' && Number(ready['ledsStreams']) === 0) {
+      throw new Error('the server named no LEDS collection in its CLAs (full CLAs on delta): LEDS not served');
+    }
     await sleep(500);
-    const rssPerStreamKB = sig2((statusKB(pid, 'VmRSS') - rss0) / opts.streams);
+    const rssPerStreamKB = sig2((statusKB(pid, 'VmRSS') - rss0) / shape.streams);
     const bursts: BurstFigures[] = [];
-    for (const [b, changes] of [1, 100].entries()) {
-      const first = changes === 1 ? 1 : 100;
+    for (const [b, changes] of BURSTS.entries()) {
       const lastMs: number[] = [];
       const counts: number[] = [];
+      const bytes: number[] = [];
       let peakKB = 0;
       const writes = pushesFrom ? Math.max(1, Math.round(pushesFrom[b]?.pushesPerStream.median ?? 1)) : 1;
-      for (let r = 0; r < opts.rounds; r++) {
-        await side.prepare(first, changes);
+      for (let r = 0; r < shape.rounds; r++) {
+        await side.prepare(firstOf(changes), changes);
         resetPeak(pid);
-        clients.send('mark');
-        await clients.next('marked');
-        await side.change(first, changes, writes);
-        clients.send('settle 1000 60000');
-        const settled = (await clients.next('settled', 90_000)) as {
-          lastMs: number[];
-          counts: number[];
-          timedOut: boolean;
-        };
-        if (settled.timedOut) throw new Error(`a burst of ${changes} did not reach every stream within 60 s`);
+        const settled = await burst(clients, () => side.change(firstOf(changes), changes, b, writes));
         lastMs.push(...settled.lastMs);
         counts.push(...settled.counts);
+        bytes.push(...settled.bytes);
         peakKB = Math.max(peakKB, statusKB(pid, 'VmHWM'));
       }
       bursts.push({
@@ -203,13 +145,36 @@ async function measureSide(
         p99Ms: sig2(percentile(lastMs, 99)),
         maxMs: sig2(Math.max(...lastMs)),
         pushesPerStream: spread(counts),
-        peakRssPerStreamKB: sig2((peakKB - rss0) / opts.streams),
+        bytesPerStream: spread(bytes),
+        peakRssPerStreamKB: sig2((peakKB - rss0) / shape.streams),
       });
     }
     return { initialCpuMs: sig2(initialCpuMs), initialWallMs: sig2(Number(ready['ms'])), rssPerStreamKB, bursts };
   } finally {
     await clients.stop();
   }
+}
+
+interface Settled {
+  readonly lastMs: number[];
+  readonly counts: number[];
+  readonly bytes: number[];
+}
+
+/** One burst as the clients see it: mark, change, wait until every stream has had its responses. */
+async function burst(clients: Child, change: () => Promise<void>): Promise<Settled> {
+  clients.send('mark');
+  await clients.next('marked');
+  await change();
+  clients.send('settle 1000 60000');
+  const settled = (await clients.next('settled', 90_000)) as unknown as Settled & { timedOut: boolean };
+  if (settled.timedOut) {
+    const missing = settled.counts.filter((c) => c === 0).length;
+    throw new Error(
+      `a burst did not reach every stream within 60 s (${missing} of ${settled.counts.length} had nothing)`,
+    );
+  }
+  return settled;
 }
 
 function claBytesOf(endpoints: readonly Endpoint[]): number {
@@ -225,95 +190,180 @@ function claBytesOf(endpoints: readonly Endpoint[]): number {
   return serverClaCache().lookup(mesh.get(SERVICE) as ServiceState, client).bytes.length;
 }
 
-export async function serverMacro(opts: {
-  readonly streams: number;
-  readonly endpoints: number;
-  readonly localities: number;
-  readonly rounds?: number;
-}): Promise<ServerFigures> {
-  const rounds = opts.rounds ?? MIN_RUNS;
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-server-'));
-  const endpoints = makeEndpoints(opts.endpoints);
-  const file = path.join(dir, 'mesh.json');
-  // The default debounce: the figure is what a deployment sees.
-  writeFileSync(
-    file,
-    JSON.stringify({
-      server: { host: '127.0.0.1', xdsPort: 0, adminPort: 0 },
-      services: [serviceSpecToJson(failoverService(SERVICE, endpoints))],
-    }),
-  );
+/**
+ * `canopy serve` on the config file, with its change hook: health flips through the admin API. Each
+ * process gets an empty data directory: flips persist in the embedded store, and one left over from
+ * an earlier run would make the bench's first flip a no-op.
+ */
+async function withCanopy<T>(
+  file: string,
+  endpoints: readonly Endpoint[],
+  run: (side: Side) => Promise<T>,
+): Promise<T> {
+  const flip = flipper(endpoints);
+  const dataDir = mkdtempSync(path.join(path.dirname(file), 'canopy-data-'));
+  const canopy = start([CLI, 'serve', '--config', file, '--data-dir', dataDir, '--log-level', 'info'], 'canopy');
+  try {
+    const ready = await canopy.next('canopy ready');
+    const admin = `http://${String(ready['admin'])}`;
+    return await run({
+      server: canopy,
+      target: String(ready['xds']),
+      prepare: async () => {},
+      change: async (first, changes) => {
+        const responses = await Promise.all(
+          flip(first, changes).map((f) =>
+            fetch(`${admin}/api/v1/services/${SERVICE}/endpoints/${encodeURIComponent(f.key)}`, {
+              method: 'PATCH',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ health: f.healthy ? 'healthy' : 'unhealthy' }),
+            }),
+          ),
+        );
+        const bad = responses.find((r) => !r.ok);
+        if (bad) throw new Error(`admin PATCH: ${bad.status} ${await bad.text()}`);
+      },
+    });
+  } finally {
+    await canopy.stop();
+  }
+}
+
+/** Runs `run` against a bare server child started with `args`, its bursts driven by line commands. */
+async function withBare<T>(
+  args: string[],
+  run: (side: Side) => Promise<T>,
+  writeCommand: (burst: number, writes: number) => string,
+): Promise<T> {
+  const bare = start(args, 'bare server');
+  try {
+    const ready = await bare.next('ready');
+    return await run({
+      server: bare,
+      target: String(ready['address']),
+      prepare: async (first, changes) => {
+        bare.send(`prepare ${first} ${changes}`);
+        await bare.next('prepared');
+      },
+      change: async (_first, _changes, b, writes) => {
+        bare.send(writeCommand(b, writes));
+        await bare.next('written');
+      },
+    });
+  } finally {
+    await bare.stop();
+  }
+}
+
+/** Health flips of endpoints first… as admin PATCH bodies, from all healthy (the config's state). */
+function flipper(endpoints: readonly Endpoint[]) {
   const health = endpoints.map(() => true);
-  const flipBodies = (first: number, changes: number): { key: string; healthy: boolean }[] =>
+  return (first: number, changes: number): { key: string; healthy: boolean }[] =>
     Array.from({ length: changes }, (_, i) => {
       const n = (first + i) % endpoints.length;
       health[n] = !health[n];
       return { key: endpointKey(endpoints[n] as Endpoint), healthy: health[n] as boolean };
     });
+}
+
+/**
+ * Records what Canopy sends LEDS clients, one stream per client locality: the
+ * initial responses, then one burst of each size, for the bare server to replay.
+ */
+async function recordLeds(side: Side, shape: Shape, file: string): Promise<void> {
+  const streams = Math.min(shape.streams, shape.localities);
+  const clients = start(
+    [...clientArgs(side.target, streams, shape.localities, 'leds'), '--record', file],
+    'recording clients',
+  );
   try {
-    // ---- Canopy
-    const canopy = start([CLI, 'serve', '--config', file, '--log-level', 'info'], 'canopy');
-    let canopyFigures: SideFigures;
-    try {
-      const ready = await canopy.next('canopy ready');
-      const admin = `http://${String(ready['admin'])}`;
-      canopyFigures = await measureSide(
-        {
-          server: canopy,
-          target: String(ready['xds']),
-          prepare: async () => {},
-          change: async (first, changes) => {
-            const flips = flipBodies(first, changes);
-            const responses = await Promise.all(
-              flips.map((f) =>
-                fetch(`${admin}/api/v1/services/${SERVICE}/endpoints/${encodeURIComponent(f.key)}`, {
-                  method: 'PATCH',
-                  headers: { 'content-type': 'application/json' },
-                  body: JSON.stringify({ health: f.healthy ? 'healthy' : 'unhealthy' }),
-                }),
-              ),
-            );
-            const bad = responses.find((r) => !r.ok);
-            if (bad) throw new Error(`admin PATCH: ${bad.status} ${await bad.text()}`);
-          },
-        },
-        { ...opts, rounds },
-      );
-    } finally {
-      await canopy.stop();
+    await clients.next('ready', 600_000);
+    for (const changes of BURSTS) await burst(clients, () => side.change(firstOf(changes), changes, 0, 1));
+    clients.send('save');
+    await clients.next('saved', 120_000);
+  } finally {
+    await clients.stop();
+  }
+}
+
+const skipped = (err: unknown) => ({ skipped: (err as Error).message });
+const blame = (side: string) => (err: unknown) => {
+  throw new Error(`${side}: ${(err as Error).message}`);
+};
+
+export async function serverMacro(opts: {
+  readonly streams: number;
+  readonly endpoints: number;
+  readonly localities: number;
+  readonly rounds?: number;
+  readonly modes?: readonly ServerMode[];
+  /** Canopy's push window (server.pushWindow); absent: its default. */
+  readonly pushWindow?: number;
+}): Promise<ServerFigures> {
+  const shape: Shape = { streams: opts.streams, localities: opts.localities, rounds: opts.rounds ?? MIN_RUNS };
+  const modes = opts.modes ?? ['sotw', 'leds'];
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-server-'));
+  const endpoints = makeEndpoints(opts.endpoints);
+  const file = path.join(dir, 'mesh.json');
+  // The default debounce and (unless asked otherwise) push window: the figures are what a deployment sees.
+  writeFileSync(
+    file,
+    JSON.stringify({
+      server: {
+        host: '127.0.0.1',
+        xdsPort: 0,
+        adminPort: 0,
+        ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
+      },
+      services: [serviceSpecToJson(failoverService(SERVICE, endpoints))],
+    }),
+  );
+  let sotw: ProtocolFigures | { skipped: string } | undefined;
+  let leds: ProtocolFigures | { skipped: string } | undefined;
+  try {
+    if (modes.includes('sotw')) {
+      try {
+        const canopy = await withCanopy(file, endpoints, (side) => measureSide(side, shape, 'sotw')).catch(
+          blame('canopy'),
+        );
+        // The bare server reads the config as Canopy did and flips the same endpoints itself.
+        const bare = await withBare(
+          [BARE, '--config', file, '--service', SERVICE],
+          (side) => measureSide(side, shape, 'sotw', canopy.bursts),
+          (_b, writes) => `write ${writes}`,
+        );
+        sotw = { canopy, bare };
+      } catch (err) {
+        sotw = skipped(err);
+      }
     }
-    // ---- bare grpc-js, same bytes, as many writes per stream as Canopy pushed
-    const bare = start([BARE, '--config', file, '--service', SERVICE], 'bare server');
-    let bareFigures: SideFigures;
-    try {
-      const ready = await bare.next('ready');
-      bareFigures = await measureSide(
-        {
-          server: bare,
-          target: String(ready['address']),
-          prepare: async (first, changes) => {
-            bare.send(`prepare ${first} ${changes}`);
-            await bare.next('prepared');
-          },
-          change: async (_first, _changes, writes) => {
-            bare.send(`write ${writes}`);
-            await bare.next('written');
-          },
-        },
-        { ...opts, rounds },
-        canopyFigures.bursts,
-      );
-    } finally {
-      await bare.stop();
+    if (modes.includes('leds')) {
+      const record = path.join(dir, 'leds-record.json');
+      try {
+        const canopy = await withCanopy(file, endpoints, async (side) => {
+          const figures = await measureSide(side, shape, 'leds');
+          await recordLeds(side, shape, record);
+          return figures;
+        });
+        const bare = await withBare(
+          [BARE_LEDS, '--record', record],
+          (side) => measureSide(side, shape, 'leds'),
+          (b) => `write ${b}`,
+        );
+        leds = { canopy, bare };
+      } catch (err) {
+        leds = skipped(err);
+      }
     }
     return {
       streams: opts.streams,
       endpoints: opts.endpoints,
       localities: opts.localities,
-      rounds,
+      rounds: shape.rounds,
+      ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
       claBytes: claBytesOf(endpoints),
-      canopy: canopyFigures,
-      bare: bareFigures,
+      ...(sotw ? { sotw } : {}),
+      ...(leds ? { leds } : {}),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -87,8 +87,11 @@ describe('shared responses', () => {
 });
 
 describe('the push window', () => {
-  /** Streams of one region each; `flush(i)` tells that stream's last write went out; `ack(i)` answers it. */
-  function windowed(streams: number, pushWindow: number, pushWindowTimeoutMs = 10_000) {
+  /**
+   * Streams of one region each; `flush(i)` tells that stream's last write went out; `ack(i)` answers it.
+   * Unless `answered` is false, every stream's first answer has been flushed and ACKed on return.
+   */
+  function windowed(streams: number, pushWindow: number, pushWindowTimeoutMs = 10_000, answered = true) {
     let revision = 1;
     const registry = new ResourceRegistry([
       {
@@ -144,8 +147,8 @@ describe('the push window', () => {
       flushed[i] = undefined;
       done?.();
     };
-    // The answers to the streams' own requests go out; the window holds pushes only.
-    for (let i = 0; i < streams; i++) {
+    // The answers to the streams' own requests go out in window order: each flush lets the next one go.
+    for (let i = 0; answered && i < streams; i++) {
       flush(i);
       ack(i);
     }
@@ -155,8 +158,26 @@ describe('the push window', () => {
       ads.flush();
     };
     const received = () => nonces.map((n) => n.length - 1);
-    return { ads, handles, ack, flush, change, received };
+    const written = () => nonces.map((n) => n.length);
+    return { ads, handles, ack, flush, change, received, written };
   }
+
+  it("makes the answers to streams' own requests wait for the window too, in order", () => {
+    const w = windowed(4, 2, 10_000, false);
+    assert.deepEqual(w.written(), [1, 1, 0, 0]);
+    assert.equal(w.ads.pushesInFlight, 2);
+    w.flush(1);
+    assert.deepEqual(w.written(), [1, 1, 1, 0]);
+    w.flush(0);
+    assert.deepEqual(w.written(), [1, 1, 1, 1]);
+    w.flush(2);
+    w.flush(3);
+    assert.equal(w.ads.pushesInFlight, 0);
+    // With every answer out, a change pushes within the window as before.
+    for (let i = 0; i < 4; i++) w.ack(i);
+    w.change();
+    assert.deepEqual(w.received(), [1, 1, 0, 0]);
+  });
 
   it('writes at most K pushes, then one more per push that goes out, in order', () => {
     const w = windowed(5, 2);

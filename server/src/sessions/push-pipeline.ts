@@ -9,10 +9,12 @@
  *
  * Responses are encoded once and shared by every stream that needs the same
  * bytes (a weakly held cache, on the initial path as well as pushes), and at
- * most `pushWindow` streams have a push in the transport (written, its last
- * response not yet flushed): the others wait in order and start as pushes go
- * out, streams close or a slot times out. Answers to a client's own requests
- * never wait for the window.
+ * most `pushWindow` streams have a response in the transport (written, not
+ * yet flushed): the others wait in order and start as responses go out,
+ * streams close or a slot times out. Answers to a client's own requests take
+ * the window as pushes do: a first answer is a whole CLA, and thousands of
+ * streams (re)connecting at once would otherwise hold one each in memory
+ * until their clients read it.
  */
 import type { ResourceRegistry } from '../resources/registry.js';
 import { shortTypeName } from '../resources/type-urls.js';
@@ -63,10 +65,10 @@ export interface PushPipelineOptions {
   /** Responses over this size are reported (default 4 MiB, gRPC's default receive limit). */
   readonly warnResponseBytes?: number;
   /**
-   * At most this many streams have a push in flight (handed to the transport,
-   * not yet flushed to the client) at once; the others wait in order and start
-   * as slots free, so memory stays flat and the first streams finish early.
-   * 0 turns the window off. Default 256.
+   * At most this many streams have a response in flight (handed to the
+   * transport, not yet flushed to the client) at once, pushes and answers
+   * alike; the others wait in order and start as slots free, so memory stays
+   * flat and the first streams finish early. 0 turns the window off. Default 256.
    */
   readonly pushWindow?: number;
   /** A slot whose push has not gone out by then is freed anyway (default 10 s). */
@@ -134,7 +136,7 @@ export class PushPipeline {
     this.windowTimeoutMs = opts.pushWindowTimeoutMs ?? 10_000;
   }
 
-  /** Streams with a push in the transport, its last response not yet flushed (at most `pushWindow`). */
+  /** Streams with a response in the transport, not yet flushed (at most `pushWindow`). */
   get pushesInFlight(): number {
     return this.inFlight;
   }
@@ -300,9 +302,12 @@ export class PushPipeline {
     }
   }
 
-  /** Answers to the client's own requests first, then the next type of the pending push. */
+  /** Answers to the client's own requests first, then the next type of the pending push; both take a window slot. */
   private next(conn: Conn): { response: OutgoingResponse; changeAt: number | undefined } | undefined {
     for (const [typeUrl, mustAnswer] of conn.due) {
+      // Answers wait for the window too: a first answer is as big as a push (a whole CLA), and thousands
+      // of streams connecting at once would otherwise each hold one in the transport until read.
+      if (!this.takeSlot(conn)) return undefined;
       conn.due.delete(typeUrl);
       const response = conn.session.respond(typeUrl, mustAnswer, this.shared);
       if (response) return { response, changeAt: undefined };
@@ -312,14 +317,13 @@ export class PushPipeline {
       this.release(conn);
     }
     while (conn.pushTypes && conn.pushTypes.length > 0) {
-      // The push waits its turn in the window; answers to the client's own requests above never do.
       if (!this.takeSlot(conn)) return undefined;
       const typeUrl = conn.pushTypes.shift()!;
       const response = conn.session.respond(typeUrl, false, this.shared);
       if (response) return { response, changeAt: conn.changeAt };
     }
     conn.pushTypes = conn.changeAt = undefined;
-    // The push's last response has been flushed (or it had nothing to send): its slot goes to the next stream.
+    // The last response has been flushed (or there was nothing to send): the slot goes to the next stream.
     this.release(conn);
     return undefined;
   }
