@@ -14,7 +14,7 @@ import { applyFileServices } from '../src/store/file-source.js';
 import { LevelJournal } from '../src/store/level-journal.js';
 import { LocalStore } from '../src/store/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
-import type { Store } from '../src/store/store.js';
+import { StoreConflict, type Store } from '../src/store/store.js';
 import { addressesOf, service, storeContract } from './support/store-contract.js';
 
 const dirs: string[] = [];
@@ -49,6 +49,34 @@ describe('Store: the LevelDB backend keeps everything across a reopen', () => {
     const second = await LocalStore.open(await LevelJournal.open(dir));
     const after = await second.list();
     assert.deepEqual(after, before);
+    await second.close();
+  });
+
+  it('keeps a many-service write across a reopen; a stale one writes nothing', async () => {
+    const dir = tmpDir();
+    const first = await LocalStore.open(await LevelJournal.open(dir));
+    const r1 = await first.put(service('a', ['10.0.0.1']), { owner: 'api' });
+    await first.putMany([
+      { spec: service('a', ['10.0.0.2', 'fd00::2']), opts: { owner: 'file', fileDigest: 'x', ifRevision: r1 } },
+      { spec: service('b', ['10.0.0.3']), opts: { owner: 'file', fileDigest: 'y' } },
+    ]);
+    const before = await first.list();
+    // The second entry's condition fails: neither is written, nor announced.
+    const seen: unknown[] = [];
+    first.watch(before.revision, { onEvents: (events) => seen.push(...events) });
+    await assert.rejects(
+      first.putMany([
+        { spec: service('c', ['10.0.0.5']), opts: { owner: 'file', ifRevision: 0 } },
+        { spec: service('b', ['10.0.0.9']), opts: { owner: 'file', ifRevision: r1 } },
+      ]),
+      StoreConflict,
+    );
+    assert.deepEqual(await first.list(), before);
+    assert.deepEqual(seen, []);
+    await first.close();
+
+    const second = await LocalStore.open(await LevelJournal.open(dir));
+    assert.deepEqual(await second.list(), before);
     await second.close();
   });
 

@@ -19,7 +19,7 @@ import { ClassicLevel } from 'classic-level';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
 import { bucketOf as bucketFor } from './buckets.js';
-import type { HeldService, Journal } from './local-store.js';
+import type { HeldService, Journal, JournalPut } from './local-store.js';
 import type { ServiceHead } from './store.js';
 
 type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; revision: number };
@@ -86,18 +86,29 @@ export class LevelJournal implements Journal {
     return { revision, services };
   }
 
-  put(revision: number, service: HeldService, _removedKeys: readonly string[]): Promise<void> {
-    const name = service.head.name;
-    const sets = emptyBuckets();
-    for (const key of service.endpoints.keys()) sets[bucketOf(key)]?.add(key);
-    const before = this.buckets.get(name);
-    const ops: Op[] = [this.revisionOp(revision), this.rowOp(service)];
-    sets.forEach((keys, b) => {
-      if (keys.size > 0) ops.push(this.bucketOp(service, b, keys));
-      else if ((before?.[b]?.size ?? 0) > 0) ops.push({ type: 'del', key: bucketKey(name, b) });
-    });
+  put(revision: number, service: HeldService, removedKeys: readonly string[]): Promise<void> {
+    return this.putMany([{ revision, service, removedKeys }]);
+  }
+
+  putMany(puts: readonly JournalPut[]): Promise<void> {
+    const last = puts[puts.length - 1];
+    if (!last) return Promise.resolve();
+    const ops: Op[] = [this.revisionOp(last.revision)];
+    const done = new Map<string, Set<string>[]>();
+    for (const { service } of puts) {
+      const name = service.head.name;
+      const sets = emptyBuckets();
+      for (const key of service.endpoints.keys()) sets[bucketOf(key)]?.add(key);
+      const before = this.buckets.get(name);
+      ops.push(this.rowOp(service));
+      sets.forEach((keys, b) => {
+        if (keys.size > 0) ops.push(this.bucketOp(service, b, keys));
+        else if ((before?.[b]?.size ?? 0) > 0) ops.push({ type: 'del', key: bucketKey(name, b) });
+      });
+      done.set(name, sets);
+    }
     return this.write(ops).then(() => {
-      this.buckets.set(name, sets);
+      for (const [name, sets] of done) this.buckets.set(name, sets);
     });
   }
 
@@ -139,7 +150,14 @@ export class LevelJournal implements Journal {
   }
 
   private write(ops: Op[]): Promise<void> {
-    return this.db.batch(ops, { sync: true });
+    // A chained batch: for the tens of thousands of operations of a large config, classic-level's
+    // array form spends about 5× the CPU on each operation.
+    const batch = this.db.batch();
+    for (const op of ops) {
+      if (op.type === 'put') batch.put(op.key, op.value);
+      else batch.del(op.key);
+    }
+    return batch.write({ sync: true });
   }
 
   private bucketOp(service: HeldService, bucket: number, keys: ReadonlySet<string>): Op {
