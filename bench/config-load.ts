@@ -3,7 +3,9 @@
  * from spawn until it logs "canopy ready" (xDS and admin listening, every
  * service in the store), for a 100,000-endpoint service and for 1,000
  * services × 100 endpoints, as JSON and as YAML. RSS added is the process's
- * RSS at ready less that of the same server started with no services.
+ * RSS at ready less that of the same server started with no services. Every
+ * start gets a new, empty data directory: the first start of a config, store
+ * writes included (a restart with unchanged services writes nothing).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -50,10 +52,15 @@ function configText(shape: Shape, format: 'json' | 'yaml'): string {
 
 /** Starts the server once: ms from spawn to "canopy ready", and its RSS then (MB). */
 async function startOnce(file: string): Promise<{ ms: number; cpuMs: number; rssMB: number }> {
+  const dataDir = mkdtempSync(path.join(path.dirname(file), 'data-'));
   const t0 = performance.now();
-  const child = spawn(process.execPath, [CLI, 'serve', '--config', file, '--log-level', 'info'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [CLI, 'serve', '--config', file, '--data-dir', dataDir, '--log-level', 'info'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   try {
     return await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`canopy serve ${file}: not ready within 120 s`)), 120_000);
@@ -72,6 +79,8 @@ async function startOnce(file: string): Promise<{ ms: number; cpuMs: number; rss
     });
   } finally {
     child.kill();
+    if (child.exitCode === null && child.signalCode === null) await new Promise((r) => child.once('exit', r));
+    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

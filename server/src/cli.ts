@@ -8,12 +8,17 @@ import { formatFieldErrors } from './domain/errors.js';
 import { startCanopy } from './main.js';
 import { loadConfigFile } from './store/config-file.js';
 import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from './agent/cli-agent.js';
-import { IMPORT_USAGE, runImport } from './cli-policy.js';
-import { EXPLAIN_USAGE, runExplain } from './cli-explain.js';
-import { DEMO_USAGE, runDemoApp, runDemoCall } from './demo/cli-demo.js';
 import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_USAGE } from './serve-security.js';
 
-const USAGE = `usage:
+// The other commands' modules (YAML printing, the policy importers, the demo's gRPC clients) are
+// imported when their command runs, so that `serve` starts without loading them.
+const policyCli = () => import('./cli-policy.js');
+const explainCli = () => import('./cli-explain.js');
+const demoCli = () => import('./demo/cli-demo.js');
+
+async function usage(): Promise<string> {
+  const [{ IMPORT_USAGE }, { EXPLAIN_USAGE }, { DEMO_USAGE }] = await Promise.all([policyCli(), explainCli(), demoCli()]);
+  return `usage:
   canopy serve --config FILE [--data-dir DIR | --store etcd://HOST:PORT[,…][/prefix/]] [--host H] [--xds-host H] [--admin-host H]
                [--xds-port N] [--admin-port N] [--debounce-ms N] [--leds on|off] [--log-level L]
 ${SECURITY_USAGE}
@@ -26,6 +31,7 @@ env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_STORE, CANOPY_HOST, CANOPY_XDS_HOST,
      CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LEDS, CANOPY_LOG_LEVEL,
      ${SECURITY_ENV}
 --data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
+}
 
 /** Where `canopy serve` keeps services when neither --data-dir nor CANOPY_DATA_DIR says. */
 const DEFAULT_DATA_DIR = 'canopy-data';
@@ -41,13 +47,13 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'agent') return runAgent(rest);
-  if (command === 'demo-app') return runDemoApp(rest).then(() => 0);
-  if (command === 'demo-call') return runDemoCall(rest).then(() => 0);
-  if (command === 'import') return runImport(rest, process.stdout, process.stderr);
-  if (command === 'explain') return runExplain(rest, process.stdout, process.stderr);
+  if (command === 'demo-app') return (await demoCli()).runDemoApp(rest).then(() => 0);
+  if (command === 'demo-call') return (await demoCli()).runDemoCall(rest).then(() => 0);
+  if (command === 'import') return (await policyCli()).runImport(rest, process.stdout, process.stderr);
+  if (command === 'explain') return (await explainCli()).runExplain(rest, process.stdout, process.stderr);
   const help = command === 'help' || command === '--help' || command === '-h';
   if (command !== 'serve' || rest.includes('--help') || rest.includes('-h')) {
-    (help || command === 'serve' ? process.stdout : process.stderr).write(`${USAGE}\n`);
+    (help || command === 'serve' ? process.stdout : process.stderr).write(`${await usage()}\n`);
     return help || command === 'serve' ? 0 : 2;
   }
   const { values } = parseArgs({
@@ -71,7 +77,7 @@ async function main(argv: string[]): Promise<number> {
   const env = process.env;
   const configPath = values.config ?? env['CANOPY_CONFIG'];
   if (!configPath) {
-    process.stderr.write(`canopy: --config FILE is required\n${USAGE}\n`);
+    process.stderr.write(`canopy: --config FILE is required\n${await usage()}\n`);
     return 2;
   }
   let security;

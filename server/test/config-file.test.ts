@@ -181,7 +181,7 @@ describe('watchConfigFile: reading safely', () => {
       const text = manyEndpoints(81);
       // Cut at a line end near 30%: a valid YAML document with 6 of 20 endpoints and no "other".
       const cut = text.indexOf('\n', Math.floor(text.length * 0.3)) + 1;
-      const partial = parseConfigText(text.slice(0, cut));
+      const partial = await parseConfigText(text.slice(0, cut));
       assert.ok(partial.ok && partial.value.services.length === 1, 'the half is itself a valid config');
       const fd = openSync(file, 'w');
       writeSync(fd, text.slice(0, cut));

@@ -336,7 +336,7 @@ describe('serve --config and canopy import', () => {
     assert.equal(loaded.value.server.xdsPort, 0);
     assert.ok((loaded.value.notes ?? []).some((n) => n.path.startsWith('mesh.yaml[1]')));
     // A plain Canopy config is read as before.
-    const plain = parseConfigText('services: []\n');
+    const plain = await parseConfigText('services: []\n');
     assert.ok(plain.ok);
   });
 
@@ -346,7 +346,7 @@ describe('serve --config and canopy import', () => {
     writeFileSync(file, ISTIO);
     const { stdout } = await run(process.execPath, [CLI, 'import', 'istio', file]);
     assert.match(stdout, /^# note: istio.yaml\[0\]\.spec\.trafficPolicy\.connectionPool: not imported/m);
-    const again = parseConfigText(stdout);
+    const again = await parseConfigText(stdout);
     assert.ok(again.ok, JSON.stringify(!again.ok && again.errors));
     assert.equal(again.value.services[0]!.loadBalancing.policy?.failover?.rules.length, 1);
     assert.ok(parse(stdout));

@@ -9,12 +9,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { MeshChange } from '../src/domain/mesh.js';
-import type { Endpoint } from '../src/domain/service.js';
+import { endpointKey, type Endpoint } from '../src/domain/service.js';
 import { applyFileServices } from '../src/store/file-source.js';
 import { LevelJournal } from '../src/store/level-journal.js';
 import { LocalStore } from '../src/store/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
-import type { Store } from '../src/store/store.js';
+import { StoreConflict, type Store } from '../src/store/store.js';
 import { addressesOf, service, storeContract } from './support/store-contract.js';
 
 const dirs: string[] = [];
@@ -49,6 +49,65 @@ describe('Store: the LevelDB backend keeps everything across a reopen', () => {
     const second = await LocalStore.open(await LevelJournal.open(dir));
     const after = await second.list();
     assert.deepEqual(after, before);
+    await second.close();
+  });
+
+  it('keeps a many-service write across a reopen; a stale one writes nothing', async () => {
+    const dir = tmpDir();
+    const first = await LocalStore.open(await LevelJournal.open(dir));
+    const r1 = await first.put(service('a', ['10.0.0.1']), { owner: 'api' });
+    await first.putMany([
+      { spec: service('a', ['10.0.0.2', 'fd00::2']), opts: { owner: 'file', fileDigest: 'x', ifRevision: r1 } },
+      { spec: service('b', ['10.0.0.3']), opts: { owner: 'file', fileDigest: 'y' } },
+    ]);
+    const before = await first.list();
+    // The second entry's condition fails: neither is written, nor announced.
+    const seen: unknown[] = [];
+    first.watch(before.revision, { onEvents: (events) => seen.push(...events) });
+    await assert.rejects(
+      first.putMany([
+        { spec: service('c', ['10.0.0.5']), opts: { owner: 'file', ifRevision: 0 } },
+        { spec: service('b', ['10.0.0.9']), opts: { owner: 'file', ifRevision: r1 } },
+      ]),
+      StoreConflict,
+    );
+    assert.deepEqual(await first.list(), before);
+    assert.deepEqual(seen, []);
+    await first.close();
+
+    const second = await LocalStore.open(await LevelJournal.open(dir));
+    assert.deepEqual(await second.list(), before);
+    await second.close();
+  });
+
+  it('keeps a service that grows and shrinks (its buckets resized) across a reopen', async () => {
+    const dir = tmpDir();
+    const first = await LocalStore.open(await LevelJournal.open(dir));
+    const addresses = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `10.1.${(from + i) >> 8}.${(from + i) & 255}`);
+    await first.put(service('g', addresses(10)), { owner: 'api' });
+    // Grown by patches well past one bucket's size, then patched again in its new buckets.
+    const added = service('tmp', addresses(1500, 10)).endpoints;
+    await first.patchEndpoints('g', added, []);
+    await first.patchEndpoints('g', [{ ...added[7]!, weight: 9 }], [`${addresses(1)[0]}:80`]);
+    const big = await first.list();
+    assert.equal(big.services[0]!.spec.endpoints.length, 1509);
+    // Put small again: the buckets it no longer uses are gone, not read back on open.
+    await first.put(service('h', addresses(3000)), { owner: 'api' });
+    await first.put(service('h', addresses(5)), { owner: 'api' });
+    const before = await first.list();
+    await first.close();
+
+    const second = await LocalStore.open(await LevelJournal.open(dir));
+    const after = await second.list();
+    // Endpoints come back in bucket order, not in the order they were written.
+    const sorted = (snapshot: typeof before) =>
+      snapshot.services.map((x) => ({
+        ...x,
+        spec: { ...x.spec, endpoints: [...x.spec.endpoints].sort((p, q) => endpointKey(p).localeCompare(endpointKey(q))) },
+      }));
+    assert.equal(after.revision, before.revision);
+    assert.deepEqual(sorted(after), sorted(before));
+    assert.equal(after.services.find((x) => x.spec.name === 'h')!.spec.endpoints.length, 5);
     await second.close();
   });
 

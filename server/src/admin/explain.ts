@@ -8,14 +8,21 @@
  * service's own.
  */
 import type { FastifyInstance } from 'fastify';
-import { parse } from 'yaml';
 import { CanopyError, ValidationError, type FieldError } from '../domain/errors.js';
 import { explain, explainChange } from '../domain/explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh, type ServiceState } from '../domain/mesh.js';
 import { parseServiceSpec, serviceSpecToJson } from '../domain/spec.js';
-import { holdsPolicyDocuments, importDocuments } from '../policy/import.js';
 import type { AdminDeps } from './app.js';
+
+/** The YAML parser and the policy importers, loaded on the first proposed policy rather than at startup. */
+type PolicyText = { parse: (text: string) => unknown } & typeof import('../policy/import.js');
+let policyText: Promise<PolicyText> | undefined;
+const loadPolicyText = (): Promise<PolicyText> =>
+  (policyText ??= Promise.all([import('yaml'), import('../policy/import.js')]).then(([yaml, policy]) => ({
+    ...policy,
+    parse: (text: string) => yaml.parse(text) as unknown,
+  })));
 
 const PARAMS = ['service', 'region', 'zone', 'subzone', 'network', 'node', 'cluster', 'policy'] as const;
 type Param = (typeof PARAMS)[number];
@@ -29,7 +36,7 @@ export function explainRoutes(deps: AdminDeps) {
       { parseAs: 'string' },
       (_req, body, done) => done(null, body),
     );
-    const handle = (query: Query, body: unknown) => {
+    const handle = async (query: Query, body: unknown) => {
       const q = readQuery(query);
       const service = deps.mesh.get(q.service);
       if (!service) throw new CanopyError('CANOPY_SERVICE_NOT_FOUND', `service "${q.service}" not found`);
@@ -39,7 +46,7 @@ export function explainRoutes(deps: AdminDeps) {
         const entry = deps.claCache.lookup(service, q.placement);
         return { ...explain(service, q.placement), cacheKey: entry.key };
       }
-      return explainChange(service, proposedService(service, doc), q.placement);
+      return explainChange(service, proposedService(service, doc, await loadPolicyText()), q.placement);
     };
     app.get<{ Querystring: Query }>('/debug/explain', async (req) => handle(req.query, undefined));
     app.post<{ Querystring: Query; Body: unknown }>('/debug/explain', async (req) => handle(req.query, req.body));
@@ -73,12 +80,12 @@ function readQuery(query: Query): { service: string; placement: Placement; polic
 }
 
 /** The service as it would be under the proposed policy document. */
-function proposedService(current: ServiceState, doc: unknown): ServiceState {
+function proposedService(current: ServiceState, doc: unknown, text: PolicyText): ServiceState {
   let value = doc;
   if (typeof doc === 'string') {
-    if (holdsPolicyDocuments(doc)) return fromImport(current, doc);
+    if (text.holdsPolicyDocuments(doc)) return fromImport(current, doc, text);
     try {
-      value = parse(doc) as unknown;
+      value = text.parse(doc);
     } catch (err) {
       throw new ValidationError('CANOPY_BAD_REQUEST', [
         { path: 'policy', message: `not YAML or JSON: ${(err as Error).message.split('\n')[0]}` },
@@ -102,8 +109,8 @@ function proposedService(current: ServiceState, doc: unknown): ServiceState {
   );
 }
 
-function fromImport(current: ServiceState, text: string): ServiceState {
-  const imported = importDocuments([{ name: 'policy', text }]);
+function fromImport(current: ServiceState, text: string, policy: PolicyText): ServiceState {
+  const imported = policy.importDocuments([{ name: 'policy', text }]);
   if (!imported.result.ok) throw new ValidationError('CANOPY_BAD_REQUEST', imported.result.errors);
   const services = imported.result.value.services;
   const match = services.find((s) => s.name === current.name) ?? (services.length === 1 ? services[0] : undefined);

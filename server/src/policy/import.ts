@@ -11,6 +11,7 @@ import { Findings, isObject, readDocuments, type Obj, type PolicyDocument, type 
 import { importIstio, isIstio } from './istio.js';
 import { importKubernetes, isKubernetes } from './k8s.js';
 import { importKuma, isKuma } from './kuma.js';
+import { mayHoldPolicyDocuments } from './sniff.js';
 
 export type PolicySystem = 'istio' | 'kuma' | 'k8s';
 export const POLICY_SYSTEMS: readonly PolicySystem[] = ['istio', 'kuma', 'k8s'];
@@ -96,9 +97,8 @@ export function importDocuments(sources: readonly SourceText[], system?: PolicyS
 
 /** Does this text hold any Istio, Kuma or Kubernetes document (so `serve --config` should import it)? */
 export function holdsPolicyDocuments(text: string): boolean {
-  // Every Istio, Kuma and Kubernetes document names its apiVersion or kind; a Canopy config has neither,
-  // so a large one is not parsed twice.
-  if (!/^\s*(-\s+)?["']?(apiVersion|kind)["']?\s*:/m.test(text)) return false;
+  // A large Canopy config is not parsed twice.
+  if (!mayHoldPolicyDocuments(text)) return false;
   try {
     return parseAllDocuments(text).some((d) => {
       const s = d.errors.length === 0 ? systemOf(d.toJS()) : undefined;

@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
-import { holdsPolicyDocuments, importDocuments } from '../policy/import.js';
+import { mayHoldPolicyDocuments } from '../policy/sniff.js';
 import { configFormatOf, parseConfigData } from './config-text.js';
 
 export async function loadConfigFile(file: string): Promise<ValidationResult<CanopyConfig>> {
@@ -20,16 +20,20 @@ export async function loadConfigFile(file: string): Promise<ValidationResult<Can
   } catch (err) {
     return { ok: false, errors: [{ path: '', message: `cannot read ${file}: ${(err as Error).message}` }] };
   }
-  return parseConfigText(text, path.basename(file));
+  return await parseConfigText(text, path.basename(file));
 }
 
 /**
  * Config text → a validated config; syntax errors name their line. `name` is
  * the file's name: `.json` is read as JSON, anything else as YAML.
  */
-export function parseConfigText(text: string, name = 'config'): ValidationResult<CanopyConfig> {
-  // Istio, Kuma and Kubernetes documents (alone, or beside a Canopy config) go through their importers.
-  if (holdsPolicyDocuments(text)) return importDocuments([{ name, text }]).result;
+export async function parseConfigText(text: string, name = 'config'): Promise<ValidationResult<CanopyConfig>> {
+  // Istio, Kuma and Kubernetes documents (alone, or beside a Canopy config) go through their importers,
+  // loaded only for such text: `serve` of a plain config never loads them.
+  if (mayHoldPolicyDocuments(text)) {
+    const policy = await import('../policy/import.js');
+    if (policy.holdsPolicyDocuments(text)) return policy.importDocuments([{ name, text }]).result;
+  }
   const data = parseConfigData(text, configFormatOf(name));
   return data.ok ? parseConfig(data.value) : data;
 }
@@ -103,7 +107,8 @@ export function watchConfigFile(
     // Editors raise several events per save, and `touch` raises one without a change.
     if (stopped || text === lastText) return;
     lastText = text;
-    const result = parseConfigText(text, path.basename(target));
+    const result = await parseConfigText(text, path.basename(target));
+    if (stopped) return;
     if (result.ok) handlers.onValid(result.value);
     else handlers.onInvalid(result.errors);
   };

@@ -25,6 +25,7 @@ import { toStored, type HeldService } from './local-store.js';
 import {
   headOf,
   StoreConflict,
+  type PutEntry,
   type PutOptions,
   type Snapshot,
   type Store,
@@ -114,6 +115,13 @@ export class EtcdStore implements Store {
       });
       return ops;
     }).then((r) => r as number);
+  }
+
+  /** One transaction per service: etcd bounds the operations in one transaction (128 by default). */
+  async putMany(entries: readonly PutEntry[]): Promise<number[]> {
+    const revisions: number[] = [];
+    for (const { spec, opts } of entries) revisions.push(await this.put(spec, opts));
+    return revisions;
   }
 
   patchEndpoints(

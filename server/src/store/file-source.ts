@@ -13,7 +13,7 @@
 import { createHash } from 'node:crypto';
 import type { ServiceSpec } from '../domain/service.js';
 import { serviceSpecToJson } from '../domain/spec.js';
-import { StoreConflict, type Store } from './store.js';
+import { StoreConflict, type PutEntry, type Store } from './store.js';
 
 export interface FileApplyResult {
   readonly replaced: readonly string[];
@@ -29,17 +29,35 @@ export async function applyFileServices(store: Store, specs: readonly ServiceSpe
   const deleted: string[] = [];
   let unchanged = 0;
   const listed = new Set<string>();
+  const changed: PutEntry[] = [];
   for (const spec of specs) {
     listed.add(spec.name);
     const digest = fileEntryDigest(spec);
-    const wrote = await retryOnConflict(async () => {
-      const current = await store.get(spec.name);
-      if (current?.fileDigest === digest) return false;
-      await store.put(spec, { owner: 'file', fileDigest: digest, ifRevision: current?.revision ?? 0 });
-      return true;
-    });
-    if (wrote) replaced.push(spec.name);
-    else unchanged++;
+    const current = await store.get(spec.name);
+    if (current?.fileDigest === digest) unchanged++;
+    else changed.push({ spec, opts: { owner: 'file', fileDigest: digest, ifRevision: current?.revision ?? 0 } });
+  }
+  // All changed entries in one write (one disk sync for a file of a thousand services) ...
+  const together = await store.putMany(changed).then(
+    () => true,
+    (err: unknown) => {
+      if (err instanceof StoreConflict) return false;
+      throw err;
+    },
+  );
+  if (together) replaced.push(...changed.map((c) => c.spec.name));
+  else {
+    // ... unless another writer got in between: then one at a time against what it wrote, as any writer.
+    for (const { spec, opts } of changed) {
+      const wrote = await retryOnConflict(async () => {
+        const current = await store.get(spec.name);
+        if (current?.fileDigest === opts.fileDigest) return false;
+        await store.put(spec, { ...opts, ifRevision: current?.revision ?? 0 });
+        return true;
+      });
+      if (wrote) replaced.push(spec.name);
+      else unchanged++;
+    }
   }
   const { services } = await store.list();
   for (const s of services) {

@@ -8,6 +8,7 @@ import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.
 import {
   headOf,
   StoreConflict,
+  type PutEntry,
   type PutOptions,
   type ServiceHead,
   type Snapshot,
@@ -31,9 +32,17 @@ export interface Journal {
   readonly description: string;
   load(): Promise<{ revision: number; services: HeldService[] }>;
   put(revision: number, service: HeldService, removedKeys: readonly string[]): Promise<void>;
+  /** Several puts (revisions in increasing order) as one atomic write. */
+  putMany(puts: readonly JournalPut[]): Promise<void>;
   patch(revision: number, service: HeldService, upserts: readonly Endpoint[], removals: readonly string[]): Promise<void>;
   delete(revision: number, name: string, endpointKeys: readonly string[]): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface JournalPut {
+  readonly revision: number;
+  readonly service: HeldService;
+  readonly removedKeys: readonly string[];
 }
 
 /** How many past events a late watcher can be replayed. */
@@ -75,23 +84,51 @@ export class LocalStore implements Store {
 
   put(spec: ServiceSpec, opts: PutOptions): Promise<number> {
     return this.serialise(async () => {
+      const [write] = this.prepare([{ spec, opts }]);
+      await this.journal?.put(write!.revision, write!.service, write!.removedKeys);
+      this.apply([write!]);
+      return write!.revision;
+    });
+  }
+
+  putMany(entries: readonly PutEntry[]): Promise<number[]> {
+    return this.serialise(async () => {
+      const writes = this.prepare(entries);
+      if (writes.length === 0) return [];
+      await this.journal?.putMany(writes);
+      this.apply(writes);
+      return writes.map((w) => w.revision);
+    });
+  }
+
+  /** Checks every condition before anything is written, and numbers the puts from the next revision. */
+  private prepare(entries: readonly PutEntry[]): JournalPut[] {
+    const names = new Set<string>();
+    for (const { spec, opts } of entries) {
+      if (names.has(spec.name)) throw new Error(`service "${spec.name}" is put twice in one write`);
+      names.add(spec.name);
+      checkRevision(spec.name, this.services.get(spec.name), opts.ifRevision);
+    }
+    return entries.map(({ spec, opts }, i) => {
       const current = this.services.get(spec.name);
-      checkRevision(spec.name, current, opts.ifRevision);
-      const revision = this.revision + 1;
+      const revision = this.revision + 1 + i;
       const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
-      const held: HeldService = {
+      const service: HeldService = {
         head: headOf(spec),
         owner: opts.owner,
         ...(opts.fileDigest !== undefined ? { fileDigest: opts.fileDigest } : {}),
         revision,
         endpoints,
       };
-      const removed = current ? [...current.endpoints.keys()].filter((k) => !endpoints.has(k)) : [];
-      await this.journal?.put(revision, held, removed);
-      this.services.set(spec.name, held);
-      this.commit({ kind: 'put', revision, service: toStored(held) });
-      return revision;
+      const removedKeys = current ? [...current.endpoints.keys()].filter((k) => !endpoints.has(k)) : [];
+      return { revision, service, removedKeys };
     });
+  }
+
+  /** Durable puts into memory, announced to watchers in one batch. */
+  private apply(writes: readonly JournalPut[]): void {
+    for (const w of writes) this.services.set(w.service.head.name, w.service);
+    this.commit(writes.map((w) => ({ kind: 'put', revision: w.revision, service: toStored(w.service) })));
   }
 
   patchEndpoints(
@@ -125,7 +162,7 @@ export class LocalStore implements Store {
         throw err;
       }
       this.services.set(name, held);
-      this.commit({ kind: 'patch', revision, name, upserts, removals: removed });
+      this.commit([{ kind: 'patch', revision, name, upserts, removals: removed }]);
       return revision;
     });
   }
@@ -138,7 +175,7 @@ export class LocalStore implements Store {
       const revision = this.revision + 1;
       await this.journal?.delete(revision, name, [...current.endpoints.keys()]);
       this.services.delete(name);
-      this.commit({ kind: 'delete', revision, name });
+      this.commit([{ kind: 'delete', revision, name }]);
       return revision;
     });
   }
@@ -160,13 +197,14 @@ export class LocalStore implements Store {
     await this.journal?.close();
   }
 
-  private commit(event: StoreEvent): void {
-    this.revision = event.revision;
-    this.history.push(event);
+  /** Events of consecutive revisions, already durable. */
+  private commit(events: readonly StoreEvent[]): void {
+    this.revision = events[events.length - 1]!.revision;
+    this.history.push(...events);
     if (this.history.length > HISTORY) this.history.splice(0, this.history.length - HISTORY);
     for (const w of this.watchers) {
       try {
-        w.onEvents([event]);
+        w.onEvents(events);
       } catch (err) {
         // A watcher's bug must not fail a write that is already durable: surface it as uncaught.
         queueMicrotask(() => {

@@ -2,8 +2,6 @@
  * Chooses and opens a backend: etcd when a URL is given, else the embedded
  * database in a data directory, else memory only (tests, the demo).
  */
-import { EtcdStore } from './etcd-store.js';
-import { LevelJournal } from './level-journal.js';
 import { LocalStore } from './local-store.js';
 import type { Store } from './store.js';
 
@@ -14,9 +12,15 @@ export interface StoreOptions {
   readonly dataDir?: string;
 }
 
+/** Each backend's client library is loaded only when that backend is chosen (etcd3 alone costs ~0.1 s of startup). */
 export async function openStore(opts: StoreOptions): Promise<Store> {
-  if (opts.url !== undefined) return EtcdStore.open(parseEtcdUrl(opts.url));
+  if (opts.url !== undefined) {
+    const endpoints = parseEtcdUrl(opts.url);
+    const { EtcdStore } = await import('./etcd-store.js');
+    return EtcdStore.open(endpoints);
+  }
   if (opts.dataDir === undefined) return LocalStore.open();
+  const { LevelJournal } = await import('./level-journal.js');
   return LocalStore.open(await LevelJournal.open(opts.dataDir));
 }
 

@@ -46,6 +46,11 @@ export interface PutOptions {
   readonly ifRevision?: number;
 }
 
+export interface PutEntry {
+  readonly spec: ServiceSpec;
+  readonly opts: PutOptions;
+}
+
 export interface Snapshot {
   readonly revision: number;
   readonly services: readonly StoredService[];
@@ -65,6 +70,14 @@ export interface Store {
   list(): Promise<Snapshot>;
   /** Creates or replaces a service; resolves with the write's revision once it is durable. */
   put(spec: ServiceSpec, opts: PutOptions): Promise<number>;
+  /**
+   * Several puts, each with its own revision, in the order given. The embedded
+   * store checks every `ifRevision` first and commits all of them in one
+   * durable write or none (a StoreConflict leaves the store as it was); etcd
+   * writes them one transaction each. How `canopy serve` loads a config file
+   * of many services without a disk sync per service.
+   */
+  putMany(entries: readonly PutEntry[]): Promise<number[]>;
   /**
    * Upserts and removes endpoints (by endpointKey) of an existing service
    * without rewriting the rest; undefined when the service does not exist.

@@ -65,6 +65,33 @@ export function storeContract(name: string, open: () => Promise<Store>): void {
       await store.close();
     });
 
+    it('puts many: one revision each, in order, seen by watchers and gets', async () => {
+      const store = await open();
+      const r0 = await store.put(service('a', ['10.0.0.1']), { owner: 'api' });
+      const seen: StoreEvent[] = [];
+      const stop = store.watch(r0, { onEvents: (events) => seen.push(...events) });
+      const revisions = await store.putMany([
+        { spec: service('a', ['10.0.0.2']), opts: { owner: 'file', fileDigest: 'da', ifRevision: r0 } },
+        { spec: service('b', ['10.0.0.3', '10.0.0.4']), opts: { owner: 'file', fileDigest: 'db', ifRevision: 0 } },
+      ]);
+      assert.equal(revisions.length, 2);
+      assert.ok(revisions[0]! > r0 && revisions[1]! > revisions[0]!);
+      assert.deepEqual(addressesOf((await store.get('a'))?.spec), ['10.0.0.2']);
+      assert.equal((await store.get('b'))?.fileDigest, 'db');
+      assert.equal((await store.get('b'))?.revision, revisions[1]);
+      await eventually(() => seen.length === 2);
+      stop();
+      assert.deepEqual(
+        seen.map((e) => [e.kind, e.kind === 'put' ? e.service.spec.name : e.name, e.revision]),
+        [
+          ['put', 'a', revisions[0]],
+          ['put', 'b', revisions[1]],
+        ],
+      );
+      assert.deepEqual(await store.putMany([]), []);
+      await store.close();
+    });
+
     it('watches from a revision: replays what came after it, then follows', async () => {
       const store = await open();
       const r1 = await store.put(service('a', ['10.0.0.1']), { owner: 'api' });
