@@ -88,10 +88,8 @@ export class LedsStructure {
       // The usual case: a group is one whole leaf, one piece.
       const only = g.runs?.length === 1 ? g.runs[0]! : undefined;
       if (only && only.length > 0) {
-        const leaf = this.leafOf(only);
-        let weight = 0;
-        for (const e of only) weight += e.weight;
-        out.push({ leaf, locality: only[0]!.locality, weight, priority });
+        // The group's weight is its one leaf's: the sum of the run's (integer) weights.
+        out.push({ leaf: this.leafOf(only), locality: only[0]!.locality, weight: g.weight, priority });
         continue;
       }
       // A run is one leaf; without runs (a leaf spanning localities), endpoints are split by collection.
