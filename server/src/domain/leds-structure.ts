@@ -84,25 +84,39 @@ export class LedsStructure {
     const scopes = this.tree.scopes;
     const out: LedsPiece[] = [];
     for (const g of cla.groups) {
+      const priority = g.priority;
+      // The usual case: a group is one whole leaf, one piece.
+      const only = g.runs?.length === 1 ? g.runs[0]! : undefined;
+      if (only && only.length > 0) {
+        // The group's weight is its one leaf's: the sum of the run's (integer) weights.
+        out.push({ leaf: this.leafOf(only), locality: only[0]!.locality, weight: g.weight, priority });
+        continue;
+      }
       // A run is one leaf; without runs (a leaf spanning localities), endpoints are split by collection.
       const runs = g.runs ?? [g.endpoints];
-      const byLeaf = new Map<string | string[], { leaf: string[]; locality: Locality; weight: number }>();
+      const byLeaf = new Map<
+        string | readonly string[],
+        { leaf: readonly string[]; locality: Locality; weight: number }
+      >();
       for (const run of runs) {
         const wholeLeaf = g.runs !== undefined;
         for (const ep of wholeLeaf ? run.slice(0, 1) : run) {
-          let leaf = wholeLeaf ? this.leafOfRun.get(run) : undefined;
-          if (!leaf) {
-            leaf = leafPathOf(scopes, ep);
-            if (wholeLeaf) this.leafOfRun.set(run, leaf);
-          }
+          const leaf = wholeLeaf ? this.leafOf(run) : leafPathOf(scopes, ep);
           const k = wholeLeaf ? leaf : leaf.join('\u0000');
           let piece = byLeaf.get(k);
           if (!piece) byLeaf.set(k, (piece = { leaf, locality: ep.locality, weight: 0 }));
           piece.weight += wholeLeaf ? run.reduce((n, e) => n + e.weight, 0) : ep.weight;
         }
       }
-      for (const p of byLeaf.values()) out.push({ ...p, priority: g.priority });
+      for (const p of byLeaf.values()) out.push({ leaf: p.leaf, locality: p.locality, weight: p.weight, priority });
     }
     return out;
+  }
+
+  /** A whole leaf's path by its (non-empty) endpoint array. */
+  private leafOf(run: readonly Endpoint[]): readonly string[] {
+    let leaf = this.leafOfRun.get(run);
+    if (!leaf) this.leafOfRun.set(run, (leaf = leafPathOf(this.tree.scopes, run[0]!)));
+    return leaf;
   }
 }

@@ -34,6 +34,18 @@ interface Piece {
   readonly digest: number;
 }
 
+/** Priority and weight as one Map key: a number when both fit exactly (no string built per piece). */
+function pieceKey(priority: number, weight: number): number | string {
+  return Number.isInteger(weight) &&
+    weight >= 0 &&
+    weight < 2 ** 32 &&
+    Number.isInteger(priority) &&
+    priority >= 0 &&
+    priority < 2 ** 20
+    ? priority * 2 ** 32 + weight
+    : `${priority}:${weight}`;
+}
+
 /** A LEDS CLA as references to cached pieces: thousands of CLAs share one encoding of each piece. */
 function claRope(parts: readonly Uint8Array[], digests: readonly number[]): Rope {
   let length = 0;
@@ -54,8 +66,8 @@ function claRope(parts: readonly Uint8Array[], digests: readonly number[]): Rope
 
 export class LedsClaCache {
   private readonly services = new Map<string, ServiceLedsClas>();
-  /** collection name → `priority:weight` → piece. */
-  private readonly pieces = new Map<string, Map<string, Piece>>();
+  /** collection name → priority and weight (pieceKey) → piece. */
+  private readonly pieces = new Map<string, Map<number | string, Piece>>();
   private pieceCount = 0;
   /** Collection names by leaf array (the structure reuses one array per leaf). */
   private readonly names = new WeakMap<readonly string[], string>();
@@ -118,7 +130,7 @@ export class LedsClaCache {
     if (collection === undefined) this.names.set(p.leaf, (collection = collectionName(service, p.leaf)));
     let byWeight = this.pieces.get(collection);
     if (!byWeight) this.pieces.set(collection, (byWeight = new Map()));
-    const key = `${p.priority}:${p.weight}`;
+    const key = pieceKey(p.priority, p.weight);
     let piece = byWeight.get(key);
     if (!piece) {
       if (this.pieceCount >= MAX_PIECES) {

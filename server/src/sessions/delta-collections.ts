@@ -14,13 +14,16 @@ import type { ResourceState } from './client-status.js';
 
 /** What one response carries for one glob. */
 export interface GlobStep {
+  readonly glob: string;
+  /** The snapshot the step brings the client to. */
+  readonly now: CollectionSnapshot | undefined;
   readonly resources: readonly DeltaResource[];
   readonly removed: readonly string[];
   /** Compact: names the step, for the shared-responses key; undefined for a per-stream (unshared) step. */
   readonly key: string | undefined;
 }
 
-const NOTHING: GlobStep = { resources: [], removed: [], key: '' };
+const NOTHING: GlobStep = { glob: '', now: undefined, resources: [], removed: [], key: '' };
 
 /** The globs one stream holds, for one type. */
 export class HeldGlobs {
@@ -57,7 +60,7 @@ export class HeldGlobs {
   /** The step that brings the client's copy of `glob` to `now`; undefined when it is up to date. */
   step(glob: string, now: CollectionSnapshot | undefined): GlobStep | undefined {
     const initial = this.initial.get(glob);
-    const step = initial ? resume(initial, now) : diffStep(glob, this.held.get(glob), now);
+    const step = initial ? resume(glob, initial, now) : diffStep(glob, this.held.get(glob), now);
     this.initial.delete(glob);
     this.held.set(glob, now);
     return step === NOTHING ? undefined : step;
@@ -87,13 +90,17 @@ export class HeldGlobs {
   }
 }
 
-/** The collections part of one response: what it carries for each glob that changed. */
+/**
+ * The collections part of one response: the step taken for each glob that
+ * changed. The members themselves are gathered only when the response is
+ * encoded (`resources`, `removed`): a stream whose bytes are already shared
+ * never copies them.
+ */
 export class GlobResponse {
-  /** glob → snapshot sent. */
-  readonly sent = new Map<string, CollectionSnapshot | undefined>();
-  readonly resources: DeltaResource[] = [];
-  readonly removed: string[] = [];
-  private readonly keys: string[] = [];
+  /** The steps taken, in glob name order: what an ACK of this response settles. */
+  readonly steps: GlobStep[] = [];
+  /** Members carried (not counting removals). */
+  count = 0;
   private shareable = true;
 
   constructor(
@@ -115,34 +122,49 @@ export class GlobResponse {
   collect(): void {
     const held = this.held;
     const changes = this.type.collectionChanges?.(held.synced);
-    const candidates = new Set(held.fresh);
-    if (changes?.globs === undefined) for (const g of held.names) candidates.add(g);
-    else for (const g of changes.globs) if (held.names.has(g)) candidates.add(g);
+    let candidates: string[];
+    if (changes?.globs === undefined) candidates = [...held.names];
+    else {
+      const seen = new Set(held.fresh);
+      for (const g of changes.globs) if (held.names.has(g)) seen.add(g);
+      candidates = [...seen];
+    }
     held.fresh.clear();
     if (changes) held.synced = this.epoch = changes.epoch;
     // In name order: streams that take the same steps get the same bytes whatever order they subscribed in.
-    for (const g of [...candidates].sort()) this.take(g);
+    for (const g of candidates.sort()) this.take(g);
   }
 
   private take(glob: string): void {
-    const now = this.type.collection?.(glob);
-    const step = this.held.step(glob, now);
+    const step = this.held.step(glob, this.type.collection?.(glob));
     if (!step) return;
-    this.sent.set(glob, now);
-    for (const r of step.resources) this.resources.push(r);
-    for (const n of step.removed) this.removed.push(n);
+    this.steps.push(step);
+    this.count += step.resources.length;
     if (step.key === undefined) this.shareable = false;
-    else this.keys.push(step.key);
+  }
+
+  /** The members carried, in step order. */
+  resources(): DeltaResource[] {
+    const out: DeltaResource[] = [];
+    for (const s of this.steps) for (const r of s.resources) out.push(r);
+    return out;
+  }
+
+  /** The member names removed, in step order. */
+  removed(): string[] {
+    const out: string[] = [];
+    for (const s of this.steps) for (const n of s.removed) out.push(n);
+    return out;
   }
 
   /** The steps as a shared-responses key part; undefined when one of them is this stream's own. */
   key(): string | undefined {
-    return this.shareable ? this.keys.join('\n') : undefined;
+    return this.shareable ? this.steps.map((s) => s.key).join('\n') : undefined;
   }
 }
 
 /** Per stream: members whose version differs from what the client said it holds, and those gone. */
-function resume(initial: ReadonlyMap<string, string>, now: CollectionSnapshot | undefined): GlobStep {
+function resume(glob: string, initial: ReadonlyMap<string, string>, now: CollectionSnapshot | undefined): GlobStep {
   const resources: DeltaResource[] = [];
   const removed: string[] = [];
   for (const [name, r] of now?.members ?? []) {
@@ -150,7 +172,7 @@ function resume(initial: ReadonlyMap<string, string>, now: CollectionSnapshot | 
     if (initial.get(name) !== version) resources.push({ name, version, any: r.any });
   }
   for (const name of initial.keys()) if (!now?.members.has(name)) removed.push(name);
-  return resources.length || removed.length ? { resources, removed, key: undefined } : NOTHING;
+  return resources.length || removed.length ? { glob, now, resources, removed, key: undefined } : NOTHING;
 }
 
 /** Steps from a snapshot (or nothing held) to another, shared by every stream making the same step. */
@@ -181,7 +203,9 @@ export function diffStep(
   }
   if (old) for (const name of old.members.keys()) if (!now?.members.has(name)) removed.push(name);
   const step: GlobStep =
-    resources.length || removed.length ? { resources, removed, key: `${glob}@${old?.id ?? 0}>${nowId}` } : NOTHING;
+    resources.length || removed.length
+      ? { glob, now, resources, removed, key: `${glob}@${old?.id ?? 0}>${nowId}` }
+      : NOTHING;
   if (old) {
     if (!memo) steps.set(old, (memo = new Map()));
     memo.set(nowId, step);

@@ -20,11 +20,11 @@
  *   lost subscription change would never be repeated).
  */
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
-import type { CollectionSnapshot, ResourceType } from '../resources/resource-type.js';
+import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
 import type { NackRecord, ResourceStatus } from './client-status.js';
-import { GlobResponse, HeldGlobs } from './delta-collections.js';
+import { GlobResponse, HeldGlobs, type GlobStep } from './delta-collections.js';
 import {
   overLimits,
   type OutgoingResponse,
@@ -43,8 +43,8 @@ interface SentResponse {
   readonly systemVersion: string;
   /** name → version sent, or null for a name sent as removed. */
   readonly versions: ReadonlyMap<string, string | null>;
-  /** glob → the collection snapshot sent. */
-  readonly globs?: ReadonlyMap<string, CollectionSnapshot | undefined>;
+  /** The collection steps sent (each glob with the snapshot it brought the client to). */
+  readonly globs?: readonly GlobStep[];
 }
 
 interface DeltaTypeState {
@@ -135,7 +135,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       const detail = req.errorDetail.message;
       state.lastNack = { version: sent.systemVersion, nonce: req.responseNonce, detail, at: new Date().toISOString() };
       state.nacked = new Set([...sent.versions].filter(([, v]) => v !== null).map(([n]) => n));
-      if (state.globs) state.globs.nacked = new Set(sent.globs?.keys());
+      if (state.globs) state.globs.nacked = new Set(sent.globs?.map((s) => s.glob));
       return { kind: 'nack', typeUrl, detail };
     }
     state.systemVersionAcked = sent.systemVersion;
@@ -144,9 +144,9 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       if (version === null) state.acked.delete(name);
       else state.acked.set(name, version);
     }
-    for (const [glob, snap] of sent.globs ?? []) {
+    for (const { glob, now } of sent.globs ?? []) {
       state.globs?.nacked.delete(glob);
-      state.globs?.acked.set(glob, snap);
+      state.globs?.acked.set(glob, now);
     }
     return { kind: 'ack', typeUrl };
   }
@@ -205,8 +205,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
   ): OutgoingResponse | undefined {
     const type = this.types.get(typeUrl);
     const current = new Map<string, Resource>();
-    let resources: DeltaResource[] = [];
-    let removed: string[] = [];
+    const resources: DeltaResource[] = [];
+    const removed: string[] = [];
     const versions = new Map<string, string | null>();
     const lazy = type?.demandScoped ? this.placement.demand : undefined;
     const now = Date.now();
@@ -236,22 +236,33 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     // Shared bytes are keyed by what makes them: each plain resource, and each collection step by name.
     let key: string | undefined =
       `delta\n${typeUrl}\n${resources.map((r) => `${r.name}=${r.version}`).join('\n')}\n-\n${removed.join('\n')}`;
-    if (globs && globs.sent.size > 0) {
-      const steps = globs.key();
-      key = steps === undefined ? undefined : `${key}\n+\n${steps}`;
-      resources = resources.concat(globs.resources);
-      removed = removed.concat(globs.removed);
+    // Collections: their members are gathered only to encode (shared bytes need none of them).
+    const steps = globs && globs.steps.length > 0 ? globs : undefined;
+    if (steps) {
+      const part = steps.key();
+      key = part === undefined ? undefined : `${key}\n+\n${part}`;
     }
-    if (resources.length === 0 && removed.length === 0 && !mustAnswer) return undefined;
+    const count = resources.length + (steps?.count ?? 0);
+    if (count === 0 && removed.length === 0 && !steps && !mustAnswer) return undefined;
     // Collections: the epoch of the collections as this stream now holds them (informational in delta).
     const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
     const nonce = String(++this.nonces);
     state.nonceSent = nonce;
     state.systemVersionSent = systemVersion;
-    state.outstanding.set(nonce, { systemVersion, versions, ...(globs ? { globs: globs.sent } : {}) });
+    state.outstanding.set(nonce, { systemVersion, versions, ...(globs ? { globs: globs.steps } : {}) });
     if (state.outstanding.size > MAX_OUTSTANDING) state.outstanding.delete(state.outstanding.keys().next().value!);
+    const plainResources = resources;
+    const plainRemoved = removed;
+    let carried: DeltaResource[] | undefined;
+    const all = (): DeltaResource[] => (carried ??= steps ? plainResources.concat(steps.resources()) : plainResources);
     const encode = (): Buffer =>
-      encodeDeltaDiscoveryResponse({ systemVersionInfo: systemVersion, typeUrl, nonce, resources, removed });
+      encodeDeltaDiscoveryResponse({
+        systemVersionInfo: systemVersion,
+        typeUrl,
+        nonce,
+        resources: all(),
+        removed: steps ? plainRemoved.concat(steps.removed()) : plainRemoved,
+      });
     let bytes: Buffer;
     if (shared && key !== undefined) {
       key = `${key}\n${nonce}\n${systemVersion}`;
@@ -259,7 +270,18 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       bytes = held ?? encode();
       if (!held) shared.set(key, bytes);
     } else bytes = encode();
-    return { typeUrl, version: systemVersion, nonce, names: resources.map((r) => r.name), bytes };
+    let names: string[] | undefined;
+    return {
+      typeUrl,
+      version: systemVersion,
+      nonce,
+      bytes,
+      count,
+      // Listed only when asked for (an oversized response's report): most responses are never looked into.
+      get names(): readonly string[] {
+        return (names ??= all().map((r) => r.name));
+      },
+    };
   }
 
   /** Explicit names; with a wildcard, every existing name and every name the client holds too. */

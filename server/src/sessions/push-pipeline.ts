@@ -296,7 +296,7 @@ export class PushPipeline {
         if (!inside) this.drive(conn);
       });
       inside = false;
-      this.observer.responseSent(response.typeUrl, response.names.length);
+      this.observer.responseSent(response.typeUrl, response.count ?? response.names.length);
       if (changeAt !== undefined) this.observer.pushed(response.typeUrl, (Date.now() - changeAt) / 1000);
       if (response.bytes.length > this.warnResponseBytes) this.oversized(conn, response);
     }

@@ -22,6 +22,8 @@ export interface OutgoingResponse {
   readonly nonce: string;
   /** Names of the resources carried (delta: not counting removals). */
   readonly names: readonly string[];
+  /** How many names, when known without listing them (`names.length` otherwise). */
+  readonly count?: number;
   readonly bytes: Buffer;
 }
 

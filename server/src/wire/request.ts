@@ -93,6 +93,9 @@ export function decodeDiscoveryRequest(buf: Uint8Array): DiscoveryRequest {
 }
 
 export function decodeDeltaDiscoveryRequest(buf: Uint8Array): DeltaDiscoveryRequest {
+  // ACKs and subscription changes (strings only) are read by hand: a LEDS subscription names a thousand globs.
+  const plain = decodePlainDeltaRequest(buf);
+  if (plain) return plain;
   const type = (deltaRequestType ??= messageType('envoy.service.discovery.v3.DeltaDiscoveryRequest'));
   const raw = type.toObject(type.decode(buf), { longs: Number, enums: String }) as RawDeltaRequest;
   return {
@@ -134,6 +137,8 @@ function valueToJson(v: StructValue): unknown {
 }
 
 const utf8 = new TextDecoder('utf-8');
+/** Delta names as protobufjs reads them: a leading U+FEFF is kept. */
+const utf8KeepBom = new TextDecoder('utf-8', { ignoreBOM: true });
 
 /**
  * A DiscoveryRequest that carries only strings (version_info, resource_names,
@@ -167,4 +172,37 @@ export function decodePlainRequest(buf: Uint8Array): DiscoveryRequest | undefine
     else responseNonce = text;
   }
   return { versionInfo, resourceNames, typeUrl, responseNonce };
+}
+
+/**
+ * A DeltaDiscoveryRequest carrying only type_url (2), resource_names_subscribe
+ * (3), resource_names_unsubscribe (4) and response_nonce (6); undefined for
+ * anything else (a node, initial versions, an error detail), left to protobufjs.
+ */
+export function decodePlainDeltaRequest(buf: Uint8Array): DeltaDiscoveryRequest | undefined {
+  let typeUrl = '';
+  let responseNonce = '';
+  const subscribe: string[] = [];
+  const unsubscribe: string[] = [];
+  let pos = 0;
+  while (pos < buf.length) {
+    const tag = buf[pos++] as number;
+    // Length-delimited fields 2, 3, 4, 6: one-byte tags 0x12, 0x1a, 0x22, 0x32.
+    if (tag !== 0x12 && tag !== 0x1a && tag !== 0x22 && tag !== 0x32) return undefined;
+    let len = 0;
+    for (let shift = 0; ; shift += 7) {
+      if (pos >= buf.length || shift > 28) return undefined;
+      const b = buf[pos++] as number;
+      len += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+    }
+    if (pos + len > buf.length) return undefined;
+    const text = utf8KeepBom.decode(buf.subarray(pos, pos + len));
+    pos += len;
+    if (tag === 0x12) typeUrl = text;
+    else if (tag === 0x1a) subscribe.push(text);
+    else if (tag === 0x22) unsubscribe.push(text);
+    else responseNonce = text;
+  }
+  return { typeUrl, subscribe, unsubscribe, initialVersions: {}, responseNonce };
 }
