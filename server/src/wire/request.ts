@@ -151,27 +151,14 @@ export function decodePlainRequest(buf: Uint8Array): DiscoveryRequest | undefine
   let typeUrl = '';
   let responseNonce = '';
   const resourceNames: string[] = [];
-  let pos = 0;
-  while (pos < buf.length) {
-    const tag = buf[pos++] as number;
-    // Fields 1, 3, 4, 5 as length-delimited: one-byte tags 0x0a, 0x1a, 0x22, 0x2a.
-    if (tag !== 0x0a && tag !== 0x1a && tag !== 0x22 && tag !== 0x2a) return undefined;
-    let len = 0;
-    for (let shift = 0; ; shift += 7) {
-      if (pos >= buf.length || shift > 28) return undefined;
-      const b = buf[pos++] as number;
-      len += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) break;
-    }
-    if (pos + len > buf.length) return undefined;
-    const text = utf8.decode(buf.subarray(pos, pos + len));
-    pos += len;
+  // Fields 1, 3, 4, 5 as length-delimited: one-byte tags 0x0a, 0x1a, 0x22, 0x2a.
+  const plain = readStringFields(buf, [0x0a, 0x1a, 0x22, 0x2a], utf8, (tag, text) => {
     if (tag === 0x0a) versionInfo = text;
     else if (tag === 0x1a) resourceNames.push(text);
     else if (tag === 0x22) typeUrl = text;
     else responseNonce = text;
-  }
-  return { versionInfo, resourceNames, typeUrl, responseNonce };
+  });
+  return plain ? { versionInfo, resourceNames, typeUrl, responseNonce } : undefined;
 }
 
 /**
@@ -184,25 +171,41 @@ export function decodePlainDeltaRequest(buf: Uint8Array): DeltaDiscoveryRequest 
   let responseNonce = '';
   const subscribe: string[] = [];
   const unsubscribe: string[] = [];
-  let pos = 0;
-  while (pos < buf.length) {
-    const tag = buf[pos++] as number;
-    // Length-delimited fields 2, 3, 4, 6: one-byte tags 0x12, 0x1a, 0x22, 0x32.
-    if (tag !== 0x12 && tag !== 0x1a && tag !== 0x22 && tag !== 0x32) return undefined;
-    let len = 0;
-    for (let shift = 0; ; shift += 7) {
-      if (pos >= buf.length || shift > 28) return undefined;
-      const b = buf[pos++] as number;
-      len += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) break;
-    }
-    if (pos + len > buf.length) return undefined;
-    const text = utf8KeepBom.decode(buf.subarray(pos, pos + len));
-    pos += len;
+  // Length-delimited fields 2, 3, 4, 6: one-byte tags 0x12, 0x1a, 0x22, 0x32.
+  const plain = readStringFields(buf, [0x12, 0x1a, 0x22, 0x32], utf8KeepBom, (tag, text) => {
     if (tag === 0x12) typeUrl = text;
     else if (tag === 0x1a) subscribe.push(text);
     else if (tag === 0x22) unsubscribe.push(text);
     else responseNonce = text;
+  });
+  return plain ? { typeUrl, subscribe, unsubscribe, initialVersions: {}, responseNonce } : undefined;
+}
+
+/**
+ * Reads a message made only of length-delimited string fields with these
+ * one-byte tags, handing each to `take`; false when another field is present
+ * or the bytes are not well formed.
+ */
+function readStringFields(
+  buf: Uint8Array,
+  tags: readonly number[],
+  decoder: { decode(bytes: Uint8Array): string },
+  take: (tag: number, text: string) => void,
+): boolean {
+  let pos = 0;
+  while (pos < buf.length) {
+    const tag = buf[pos++] as number;
+    if (!tags.includes(tag)) return false;
+    let len = 0;
+    for (let shift = 0; ; shift += 7) {
+      if (pos >= buf.length || shift > 28) return false;
+      const b = buf[pos++] as number;
+      len += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+    }
+    if (pos + len > buf.length) return false;
+    take(tag, decoder.decode(buf.subarray(pos, pos + len)));
+    pos += len;
   }
-  return { typeUrl, subscribe, unsubscribe, initialVersions: {}, responseNonce };
+  return true;
 }
