@@ -2,6 +2,7 @@
  * The admin endpoints the page reads. Every request carries the admin token
  * when one was entered (kept in sessionStorage, so it ends with the tab).
  */
+import type { ExplainView as Explain } from '../../src/domain/explain.js';
 import type { ServiceView } from '../../src/admin/ui-view.js';
 
 export type { ServiceView, ViewClient, ViewEndpoint, ViewNode } from '../../src/admin/ui-view.js';
@@ -19,39 +20,8 @@ export interface ServiceSummary {
   readonly scopes: readonly string[];
 }
 
-/** GET /debug/explain: what one client placement is sent and why. */
-export interface Explain {
-  readonly service: string;
-  readonly client: {
-    readonly locality: Locality;
-    readonly network: string;
-    readonly node: string;
-    readonly cluster: string;
-    readonly labels: Readonly<Record<string, string>>;
-  };
-  readonly cacheKey: string;
-  /** The deepest tree node the client's path matched; [] is the root. */
-  readonly treeNode: readonly string[];
-  readonly overprovisioningFactor: number;
-  /** loadBalancing.reach, when set. */
-  readonly reach?: { readonly minEndpoints: number };
-  readonly endpoints: readonly {
-    readonly address: string;
-    readonly port: number;
-    readonly locality: Locality;
-    readonly health: string;
-    readonly weight: number;
-    readonly priority: number | null;
-    readonly reason: string;
-  }[];
-  readonly localities: readonly {
-    readonly locality: Locality;
-    readonly priority: number;
-    readonly weight: number;
-    readonly healthyEndpoints: number;
-    readonly share: number;
-  }[];
-}
+/** GET /debug/explain: what one client placement is sent and why (the server's own type). */
+export type { ExplainView as Explain } from '../../src/domain/explain.js';
 
 /** Where a client runs, as /debug/explain's query takes it. */
 export interface PlacementQuery {
