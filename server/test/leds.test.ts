@@ -139,6 +139,43 @@ describe('LEDS CLA', () => {
     for (const e of entries) assert.equal(registry.get(LEDS_TYPE)!.collection!(e.name)!.members.size, 2, e.name);
   });
 
+  it('gives every entry of a locality split over several collections the locality\'s whole weight, as Envoy keeps one per locality', () => {
+    // Scopes finer than a locality: two node leaves in r1/z1/s1, both in the client's priority 0.
+    const mesh = new Mesh();
+    const l = 'r1/z1/s1';
+    const eps = [
+      ep({ locality: l, node: 'n1', address: '10.9.0.1' }),
+      ep({ locality: l, node: 'n1', address: '10.9.0.2' }),
+      ep({ locality: l, node: 'n2', address: '10.9.0.3', weight: 3 }),
+      ep({ locality: 'r2/z1/s1', node: 'n3', address: '10.9.0.4' }),
+    ];
+    mesh.put(service('fine', eps, lb('failover', ['region', 'zone', 'subzone', 'node'])));
+    const registry = canopyResources(mesh, serverClaCache());
+    const r = registry.get(ENDPOINT_TYPE)!.resolve('fine', { ...envoy, leds: true })!;
+    const any = envoyType('google.protobuf.Any');
+    const cla = unpack(ENDPOINT_TYPE, any.toObject(any.decode(flatten(r.any))) as Obj);
+    const entries = (cla['endpoints'] as Obj[]).map((e) => ({
+      priority: Number(e['priority'] ?? 0),
+      locality: JSON.stringify(e['locality']),
+      weight: Number((e['load_balancing_weight'] as Obj)['value']),
+      name: String((e['leds_cluster_locality_config'] as Obj)['leds_collection_name']),
+    }));
+    const local = entries.filter((e) => e.priority === 0);
+    assert.deepEqual(
+      local.map((e) => e.name),
+      [collectionName('fine', ['r1', 'z1', 's1', 'n1']), collectionName('fine', ['r1', 'z1', 's1', 'n2'])],
+    );
+    assert.equal(new Set(local.map((e) => e.locality)).size, 1);
+    // Envoy's map of (priority, locality) → weight, last entry winning, holds the locality's total (1 + 1 + 3).
+    const envoyWeights = new Map(entries.map((e) => [`${e.priority}|${e.locality}`, e.weight]));
+    assert.equal(envoyWeights.get(`0|${local[0]!.locality}`), 5);
+    assert.ok(local.every((e) => e.weight === 5));
+    assert.deepEqual(
+      entries.filter((e) => e.priority === 1).map((e) => e.weight),
+      [1],
+    );
+  });
+
   it('a health flip changes one member and no CLA; an added endpoint changes its collection and its weight', () => {
     const { mesh, registry } = setup();
     const eds = registry.get(ENDPOINT_TYPE)!;

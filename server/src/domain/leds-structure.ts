@@ -108,7 +108,13 @@ export class LedsStructure {
           piece.weight += wholeLeaf ? run.reduce((n, e) => n + e.weight, 0) : ep.weight;
         }
       }
-      for (const p of byLeaf.values()) out.push({ leaf: p.leaf, locality: p.locality, weight: p.weight, priority });
+      // Envoy keeps one weight per (priority, locality), the last entry's, and pools the
+      // entries' hosts: so when a locality is several collections, each entry carries the
+      // locality's whole weight, not its own share.
+      const pieces = [...byLeaf.values()];
+      for (const p of pieces) {
+        out.push({ leaf: p.leaf, locality: p.locality, weight: pieces.length > 1 ? g.weight : p.weight, priority });
+      }
     }
     return out;
   }
