@@ -139,7 +139,7 @@ describe('LEDS CLA', () => {
     for (const e of entries) assert.equal(registry.get(LEDS_TYPE)!.collection!(e.name)!.members.size, 2, e.name);
   });
 
-  it('gives every entry of a locality split over several collections the locality\'s whole weight, as Envoy keeps one per locality', () => {
+  it("gives every entry of a locality split over several collections the locality's whole weight, as Envoy keeps one per locality", () => {
     // Scopes finer than a locality: two node leaves in r1/z1/s1, both in the client's priority 0.
     const mesh = new Mesh();
     const l = 'r1/z1/s1';
