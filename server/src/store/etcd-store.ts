@@ -33,6 +33,7 @@ import {
   type StoreEvent,
   type WatchHandlers,
 } from './store.js';
+import { WatchHistory } from './watch-history.js';
 
 type Op = ReturnType<Etcd3['put']> | ReturnType<Etcd3['delete']>;
 
@@ -47,13 +48,12 @@ export interface EtcdStoreOptions {
 /** How often a write whose compare failed because our view was stale is redone. */
 const ATTEMPTS = 50;
 /** How many past events a late watcher can be replayed. */
-const HISTORY = 4096;
 
 export class EtcdStore implements Store {
   private readonly services = new Map<string, HeldService>();
   private revision = 0;
   private readonly watchers = new Set<WatchHandlers>();
-  private readonly history: StoreEvent[] = [];
+  private readonly history = new WatchHistory();
   private watcher: Watcher | undefined;
   private healthy = true;
   private closed = false;
@@ -162,12 +162,7 @@ export class EtcdStore implements Store {
   }
 
   watch(fromRevision: number, handlers: WatchHandlers): () => void {
-    const oldest = this.history[0]?.revision ?? this.revision + 1;
-    if (fromRevision < this.revision && fromRevision + 1 < oldest) {
-      throw new Error(`revision ${fromRevision} is older than the watch history (from ${oldest}); list again`);
-    }
-    const missed = this.history.filter((e) => e.revision > fromRevision);
-    if (missed.length > 0) handlers.onEvents(missed);
+    this.history.replay(fromRevision, this.revision, handlers);
     this.watchers.add(handlers);
     handlers.onHealth?.(this.healthy);
     return () => this.watchers.delete(handlers);
@@ -296,7 +291,7 @@ export class EtcdStore implements Store {
     this.services.clear();
     for (const [name, held] of services) this.services.set(name, held);
     this.revision = revision;
-    this.history.length = 0; // older revisions cannot be replayed across the gap
+    this.history.clear(); // older revisions cannot be replayed across the gap
     for (const w of [...this.watchers]) if (events.length > 0) w.onEvents(events);
     await this.follow();
     this.setHealthy(true);
@@ -346,8 +341,7 @@ export class EtcdStore implements Store {
       this.revision = revision;
     }
     if (events.length === 0) return;
-    this.history.push(...events);
-    if (this.history.length > HISTORY) this.history.splice(0, this.history.length - HISTORY);
+    this.history.record(events);
     for (const w of [...this.watchers]) w.onEvents(events);
   }
 

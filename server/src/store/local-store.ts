@@ -17,6 +17,7 @@ import {
   type StoreEvent,
   type WatchHandlers,
 } from './store.js';
+import { WatchHistory } from './watch-history.js';
 
 /** A service as held: the head and the endpoints by key, so a patch touches only its keys. */
 export interface HeldService {
@@ -46,12 +47,11 @@ export interface JournalPut {
 }
 
 /** How many past events a late watcher can be replayed. */
-const HISTORY = 4096;
 
 export class LocalStore implements Store {
   private readonly services = new Map<string, HeldService>();
   private revision = 0;
-  private readonly history: StoreEvent[] = [];
+  private readonly history = new WatchHistory();
   private readonly watchers = new Set<WatchHandlers>();
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -181,12 +181,7 @@ export class LocalStore implements Store {
   }
 
   watch(fromRevision: number, handlers: WatchHandlers): () => void {
-    const oldest = this.history[0]?.revision ?? this.revision + 1;
-    if (fromRevision < this.revision && fromRevision + 1 < oldest) {
-      throw new Error(`revision ${fromRevision} is older than the watch history (from ${oldest}); list again`);
-    }
-    const missed = this.history.filter((e) => e.revision > fromRevision);
-    if (missed.length > 0) handlers.onEvents(missed);
+    this.history.replay(fromRevision, this.revision, handlers);
     this.watchers.add(handlers);
     return () => this.watchers.delete(handlers);
   }
@@ -200,8 +195,7 @@ export class LocalStore implements Store {
   /** Events of consecutive revisions, already durable. */
   private commit(events: readonly StoreEvent[]): void {
     this.revision = events[events.length - 1]!.revision;
-    this.history.push(...events);
-    if (this.history.length > HISTORY) this.history.splice(0, this.history.length - HISTORY);
+    this.history.record(events);
     for (const w of this.watchers) {
       try {
         w.onEvents(events);
