@@ -14,8 +14,8 @@ import type { Placement } from '../domain/locality.js';
 import type { LocalityTree, TreeNode } from '../domain/locality-tree.js';
 import type { ServiceState } from '../domain/mesh.js';
 import type { MeshView } from '../store/mesh-feed.js';
-import type { Store } from '../store/store.js';
-import { endpointKey } from '../domain/service.js';
+import type { EndpointView, Store } from '../store/store.js';
+import { endpointKey, MAX_TOTAL_WEIGHT, type Endpoint } from '../domain/service.js';
 import {
   endpointToJson,
   parseEndpointChanges,
@@ -70,6 +70,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   CANOPY_UNAUTHORIZED: 401,
   CANOPY_MISDIRECTED: 421,
   CANOPY_RATE_LIMITED: 429,
+  CANOPY_STORE_FULL: 507,
 };
 
 export function buildAdminApp(deps: AdminDeps): FastifyInstance {
@@ -109,7 +110,10 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
       timeWindow: limit.windowMs,
       allowList: (req) => !isWrite(req),
       errorResponseBuilder: (_req, ctx) =>
-        new CanopyError('CANOPY_RATE_LIMITED', `too many writes from this client (at most ${ctx.max}); retry in ${ctx.after}`),
+        new CanopyError(
+          'CANOPY_RATE_LIMITED',
+          `too many writes from this client (at most ${ctx.max}); retry in ${ctx.after}`,
+        ),
     });
     serviceRoutes(scope, deps);
     bulkEndpointRoute(scope, deps);
@@ -143,15 +147,11 @@ function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
 
   app.put<NameParams>('/api/v1/services/:name', async (req, reply) => {
     const spec = parseServiceBody(req.params.name, req.body);
+    const existed = (await store.get(spec.name)) !== undefined;
     // The API takes the service over; the file's digest stays, so the file takes it back only when its entry changes.
-    const current = await store.get(spec.name);
-    const revision = await store.put(spec, {
-      owner: 'api',
-      ...(current?.fileDigest !== undefined ? { fileDigest: current.fileDigest } : {}),
-      ifRevision: current?.revision ?? 0,
-    });
+    const revision = await store.put(spec, { owner: 'api', keepFileDigest: true });
     await caughtUp(revision);
-    return reply.code(current ? 200 : 201).send(serviceSpecToJson(spec));
+    return reply.code(existed ? 200 : 201).send(serviceSpecToJson(spec));
   });
 
   app.delete<NameParams>('/api/v1/services/:name', async (req, reply) => {
@@ -164,38 +164,74 @@ function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.patch<{ Params: { name: string; endpoint: string } }>(
     '/api/v1/services/:name/endpoints/:endpoint',
     async (req) => {
-      const service = serviceOf(mesh, req.params.name);
+      const name = req.params.name;
       // Any spelling of the address names the endpoint: [FD00::1]:80 is [fd00::1]:80.
       const key = parseEndpointKey(req.params.endpoint) ?? req.params.endpoint;
-      const current = service.endpoints.get(key);
-      if (!current) {
-        throw new CanopyError(
-          'CANOPY_ENDPOINT_NOT_FOUND',
-          `service "${service.name}" has no endpoint ${key} (give address:port, IPv6 as [address]:port)`,
-        );
-      }
-      const patched = patchEndpoint(current, req.body);
-      if (!patched.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', patched.errors);
-      const revision = await store.patchEndpoints(service.name, [patched.value], []);
-      if (revision === undefined) throw serviceNotFound(service.name);
+      let patched: Endpoint | undefined;
+      // Read, patched and written as one store write: a concurrent PATCH or removal is never overwritten.
+      const revision = await store.editEndpoints(name, (current) => {
+        const held = current.get(key);
+        if (!held) {
+          throw new CanopyError(
+            'CANOPY_ENDPOINT_NOT_FOUND',
+            `service "${name}" has no endpoint ${key} (give address:port, IPv6 as [address]:port)`,
+          );
+        }
+        const result = patchEndpoint(held, req.body);
+        if (!result.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', result.errors);
+        checkWeightSum(current, [result.value], [], 'weight');
+        patched = result.value;
+        return { upserts: [result.value], removals: [] };
+      });
+      if (revision === undefined || !patched) throw serviceNotFound(name);
       await caughtUp(revision);
-      return endpointToJson(patched.value);
+      return endpointToJson(patched);
     },
   );
 }
 
 /** Many endpoint changes of one service in one request and one store write (large services). */
-function bulkEndpointRoute(app: FastifyInstance, { store, mesh, caughtUp }: AdminDeps): void {
+function bulkEndpointRoute(app: FastifyInstance, { store, caughtUp }: AdminDeps): void {
   app.patch<NameParams>('/api/v1/services/:name/endpoints', async (req) => {
-    const service = serviceOf(mesh, req.params.name);
-    const changes = parseEndpointChanges(req.body, (key) => service.endpoints.get(key));
-    if (!changes.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', changes.errors);
-    const { upserts, removals } = changes.value;
-    const revision = await store.patchEndpoints(service.name, upserts, removals);
-    if (revision === undefined) throw serviceNotFound(service.name);
+    const name = req.params.name;
+    let summary: { upserted: number; removed: number; endpoints: number } | undefined;
+    const revision = await store.editEndpoints(name, (current) => {
+      const changes = parseEndpointChanges(req.body, (key) => current.get(key));
+      if (!changes.ok) throw new ValidationError('CANOPY_INVALID_SERVICE', changes.errors);
+      const { upserts, removals } = changes.value;
+      checkWeightSum(current, upserts, removals, '');
+      const added = upserts.filter((e) => current.get(endpointKey(e)) === undefined).length;
+      const removed = removals.filter((k) => current.get(k) !== undefined).length;
+      summary = { upserted: upserts.length, removed: removals.length, endpoints: current.size + added - removed };
+      return changes.value;
+    });
+    if (revision === undefined || !summary) throw serviceNotFound(name);
     await caughtUp(revision);
-    return { service: service.name, upserted: upserts.length, removed: removals.length, endpoints: service.endpoints.size };
+    return { service: name, ...summary };
   });
+}
+
+/** A PATCH may not push the service's weight sum past what PUT accepts (xDS carries it as uint32). */
+function checkWeightSum(
+  current: EndpointView,
+  upserts: readonly Endpoint[],
+  removals: readonly string[],
+  path: string,
+): void {
+  if (!upserts.some((e) => e.weight > (current.get(endpointKey(e))?.weight ?? 0))) return;
+  let total = current.totalWeight();
+  for (const e of upserts) total += e.weight - (current.get(endpointKey(e))?.weight ?? 0);
+  for (const k of removals) total -= current.get(k)?.weight ?? 0;
+  if (total > MAX_TOTAL_WEIGHT) {
+    throw new ValidationError('CANOPY_INVALID_SERVICE', [
+      {
+        path,
+        message:
+          `this change makes the service's endpoint weights sum to ${total}; xDS carries a locality's weight and a ` +
+          `priority's total as uint32, so they may sum to at most ${MAX_TOTAL_WEIGHT}`,
+      },
+    ]);
+  }
 }
 
 /** A PUT body is a config entry whose name, if given, must be the one in the URL. */
@@ -230,7 +266,8 @@ function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async () => {
-    if (!deps.ready()) throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
+    if (!deps.ready())
+      throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
     return { status: 'ready' };
   });
 

@@ -11,8 +11,7 @@ export interface FieldError {
 }
 
 export type ValidationResult<T> =
-  | { readonly ok: true; readonly value: T }
-  | { readonly ok: false; readonly errors: readonly FieldError[] };
+  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly errors: readonly FieldError[] };
 
 export function formatFieldErrors(errors: readonly FieldError[]): string {
   return errors.map((e) => `${e.path || '(root)'}: ${e.message}`).join('; ');
@@ -31,6 +30,7 @@ export type ErrorCode =
   | 'CANOPY_UNAUTHORIZED'
   | 'CANOPY_MISDIRECTED'
   | 'CANOPY_RATE_LIMITED'
+  | 'CANOPY_STORE_FULL'
   | 'CANOPY_INTERNAL';
 
 export class CanopyError extends Error {

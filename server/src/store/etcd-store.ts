@@ -25,6 +25,8 @@ import { toStored, type HeldService } from './local-store.js';
 import {
   headOf,
   StoreConflict,
+  type EndpointEdit,
+  type EndpointView,
   type PutEntry,
   type PutOptions,
   type Snapshot,
@@ -43,7 +45,6 @@ export interface EtcdStoreOptions {
   /** Key prefix, e.g. "/canopy/" (default); one per Canopy deployment sharing the etcd. */
   readonly prefix?: string;
 }
-
 
 /** How often a write whose compare failed because our view was stale is redone. */
 const ATTEMPTS = 50;
@@ -101,10 +102,11 @@ export class EtcdStore implements Store {
   put(spec: ServiceSpec, opts: PutOptions): Promise<number> {
     return this.guarded(spec.name, opts.ifRevision, (current) => {
       const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
+      const fileDigest = opts.keepFileDigest ? current?.fileDigest : opts.fileDigest;
       const row: Row = {
         head: headOf(spec),
         owner: opts.owner,
-        ...(opts.fileDigest !== undefined ? { fileDigest: opts.fileDigest } : {}),
+        ...(fileDigest !== undefined ? { fileDigest } : {}),
         op: 'put',
       };
       const ops: Op[] = [this.client.put(this.layout.serviceKey(spec.name)).value(JSON.stringify(row))];
@@ -130,25 +132,45 @@ export class EtcdStore implements Store {
     removals: readonly string[],
     opts: { readonly ifRevision?: number } = {},
   ): Promise<number | undefined> {
-    return this.guarded(name, opts.ifRevision, (current) => {
+    return this.guarded(name, opts.ifRevision, (current) => current && this.patchOps(current, { upserts, removals }));
+  }
+
+  editEndpoints(name: string, edit: (current: EndpointView) => EndpointEdit): Promise<number | undefined> {
+    // Run again against the fresh state after each lost compare-and-swap.
+    return this.guarded(name, undefined, (current) => {
       if (!current) return undefined;
-      const row: Row = { ...rowOf(current), op: 'patch' };
-      const ops: Op[] = [this.client.put(this.layout.serviceKey(name)).value(JSON.stringify(row))];
-      const next = new Map(current.endpoints);
-      for (const key of removals) next.delete(key);
-      for (const ep of upserts) next.set(endpointKey(ep), ep);
-      const touched = touchedBuckets([...removals, ...upserts.map((e) => endpointKey(e))], BUCKETS);
-      const lists = new Map<number, Endpoint[]>([...touched].map((b) => [b, []]));
-      for (const [key, ep] of next) lists.get(bucketOf(key, BUCKETS))?.push(ep);
-      for (const [b, list] of lists) {
-        ops.push(
-          list.length > 0
-            ? this.client.put(this.layout.bucketKey(name, b)).value(JSON.stringify(list))
-            : this.client.delete().key(this.layout.bucketKey(name, b)),
-        );
-      }
-      return ops;
+      const change = edit({
+        name,
+        size: current.endpoints.size,
+        get: (key) => current.endpoints.get(key),
+        totalWeight: () => {
+          let n = 0;
+          for (const e of current.endpoints.values()) n += e.weight;
+          return n;
+        },
+      });
+      return this.patchOps(current, change);
     });
+  }
+
+  private patchOps(current: HeldService, { upserts, removals }: EndpointEdit): Op[] {
+    const name = current.head.name;
+    const row: Row = { ...rowOf(current), op: 'patch' };
+    const ops: Op[] = [this.client.put(this.layout.serviceKey(name)).value(JSON.stringify(row))];
+    const next = new Map(current.endpoints);
+    for (const key of removals) next.delete(key);
+    for (const ep of upserts) next.set(endpointKey(ep), ep);
+    const touched = touchedBuckets([...removals, ...upserts.map((e) => endpointKey(e))], BUCKETS);
+    const lists = new Map<number, Endpoint[]>([...touched].map((b) => [b, []]));
+    for (const [key, ep] of next) lists.get(bucketOf(key, BUCKETS))?.push(ep);
+    for (const [b, list] of lists) {
+      ops.push(
+        list.length > 0
+          ? this.client.put(this.layout.bucketKey(name, b)).value(JSON.stringify(list))
+          : this.client.delete().key(this.layout.bucketKey(name, b)),
+      );
+    }
+    return ops;
   }
 
   delete(name: string, opts: { readonly ifRevision?: number } = {}): Promise<number | undefined> {
@@ -208,7 +230,10 @@ export class EtcdStore implements Store {
       }
       const ops = build(current);
       if (ops === undefined) return undefined;
-      const result = await this.client.if(this.layout.serviceKey(name), 'Mod', '==', seen).then(...ops).commit();
+      const result = await this.client
+        .if(this.layout.serviceKey(name), 'Mod', '==', seen)
+        .then(...ops)
+        .commit();
       if (result.succeeded) {
         // Read-your-writes: the write is in this store's view before the caller hears of it.
         const revision = Number(result.header.revision);
@@ -260,7 +285,8 @@ export class EtcdStore implements Store {
     const rows: [string, Row, number][] = [];
     for (const kv of res.kvs) {
       const parsed = this.layout.parseKey(kv.key.toString());
-      if (parsed?.kind === 's') rows.push([parsed.name, JSON.parse(kv.value.toString()) as Row, Number(kv.mod_revision)]);
+      if (parsed?.kind === 's')
+        rows.push([parsed.name, JSON.parse(kv.value.toString()) as Row, Number(kv.mod_revision)]);
       else if (parsed?.kind === 'b') {
         let m = endpoints.get(parsed.name);
         if (!m) endpoints.set(parsed.name, (m = new Map()));
@@ -268,7 +294,8 @@ export class EtcdStore implements Store {
       }
     }
     const services = new Map<string, HeldService>();
-    for (const [name, row, revision] of rows) services.set(name, heldOf(row, revision, endpoints.get(name) ?? new Map()));
+    for (const [name, row, revision] of rows)
+      services.set(name, heldOf(row, revision, endpoints.get(name) ?? new Map()));
     return { revision: Number(res.header.revision), services };
   }
 
@@ -344,8 +371,6 @@ export class EtcdStore implements Store {
     this.history.record(events);
     for (const w of [...this.watchers]) w.onEvents(events);
   }
-
-
 }
 
 /** etcd's own failures (down, no leader, timeouts) are a store that cannot be reached: 503, not a bug. */
@@ -353,4 +378,3 @@ function unreachable(err: unknown): never {
   if (err instanceof CanopyError) throw err;
   throw new CanopyError('CANOPY_NOT_READY', `the store (etcd) cannot be written: ${(err as Error).message}`);
 }
-

@@ -1,13 +1,23 @@
 /**
  * A store held in this process: the state is in memory and every write is
- * first committed to a Journal (an embedded database, or nothing for a
- * memory-only store), then applied and announced. Writes are serialised, so
- * revisions are assigned in order and a watcher sees them in that order.
+ * committed to a Journal (an embedded database, or nothing for a memory-only
+ * store) before it is acknowledged and announced.
+ *
+ * Writes are applied one at a time, in arrival order, each against the state
+ * the writes before it left (a read-modify-write never loses another's
+ * change), and committed in groups: the writes that arrive while one durable
+ * write is in flight are applied in memory and share the next one (group
+ * commit). A write is acknowledged, and watchers hear of it, only after its
+ * group is durable; a group whose commit fails is undone and each of its
+ * writes rejected. `get` may see a group whose commit is in flight; `list`
+ * waits for it, so a snapshot and the watch that follows it are durable.
  */
 import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
 import {
   headOf,
   StoreConflict,
+  type EndpointEdit,
+  type EndpointView,
   type PutEntry,
   type PutOptions,
   type ServiceHead,
@@ -28,42 +38,76 @@ export interface HeldService {
   readonly endpoints: Map<string, Endpoint>;
 }
 
-/** Durable writes of one revision each; each call is atomic. */
+/** Where a LocalStore's writes become durable. */
 export interface Journal {
   readonly description: string;
   load(): Promise<{ revision: number; services: HeldService[] }>;
-  put(revision: number, service: HeldService, removedKeys: readonly string[]): Promise<void>;
-  /** Several puts (revisions in increasing order) as one atomic write. */
-  putMany(puts: readonly JournalPut[]): Promise<void>;
-  patch(revision: number, service: HeldService, upserts: readonly Endpoint[], removals: readonly string[]): Promise<void>;
-  delete(revision: number, name: string, endpointKeys: readonly string[]): Promise<void>;
+  /** A group of writes that become durable together, in one synced write. */
+  begin(): JournalBatch;
   close(): Promise<void>;
+}
+
+/**
+ * Writes staged in order, each describing the service as it is in memory
+ * right after that write; `commit` writes them all atomically and durably.
+ */
+export interface JournalBatch {
+  put(revision: number, service: HeldService): void;
+  patch(revision: number, service: HeldService, upserts: readonly Endpoint[], removals: readonly string[]): void;
+  delete(revision: number, name: string): void;
+  commit(): Promise<void>;
+  /** Forgets what was staged (the commit failed). */
+  rollback(): void;
+  /** Staged writes, including those that staged nothing new (e.g. a second write of one key). */
+  readonly size: number;
 }
 
 export interface JournalPut {
   readonly revision: number;
   readonly service: HeldService;
-  readonly removedKeys: readonly string[];
 }
 
-/** How many past events a late watcher can be replayed. */
+/** One write while a group is being built: how to stage it, undo it, and what it announces. */
+interface Group {
+  readonly batch: JournalBatch | undefined;
+  readonly undo: (() => void)[];
+  readonly events: StoreEvent[];
+}
+
+interface PendingWrite {
+  /** Applies the write in memory and stages it; throws (changing nothing) to refuse it. */
+  readonly apply: (group: Group) => unknown;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (err: unknown) => void;
+}
 
 export class LocalStore implements Store {
   private readonly services = new Map<string, HeldService>();
+  /** Each service's endpoint weight sum, kept as writes land (a PATCH checks it against uint32). */
+  private readonly weights = new Map<string, number>();
   private revision = 0;
+  /** The revision of the last durable write: what a watcher may be replayed up to. */
+  private durable = 0;
   private readonly history = new WatchHistory();
   private readonly watchers = new Set<WatchHandlers>();
-  private queue: Promise<unknown> = Promise.resolve();
+  private pending: PendingWrite[] = [];
+  /** A group commit is in progress; `flushed` settles when it ends. */
+  private flushing = false;
+  private flushed: Promise<void> = Promise.resolve();
+  private closed = false;
 
-  private constructor(private readonly journal: Journal | undefined) {}
+  protected constructor(private readonly journal: Journal | undefined) {}
 
   /** Opens the store over `journal` (loading what it holds), or memory-only without one. */
   static async open(journal?: Journal): Promise<LocalStore> {
     const store = new LocalStore(journal);
     if (journal) {
       const loaded = await journal.load();
-      store.revision = loaded.revision;
-      for (const s of loaded.services) store.services.set(s.head.name, s);
+      store.revision = store.durable = loaded.revision;
+      for (const s of loaded.services) {
+        store.services.set(s.head.name, s);
+        store.weights.set(s.head.name, sumWeights(s.endpoints.values()));
+      }
     }
     return store;
   }
@@ -78,25 +122,23 @@ export class LocalStore implements Store {
   }
 
   async list(): Promise<Snapshot> {
+    await this.settled();
     const services = [...this.services.values()].sort((a, b) => compare(a.head.name, b.head.name)).map(toStored);
     return { revision: this.revision, services };
   }
 
   put(spec: ServiceSpec, opts: PutOptions): Promise<number> {
-    return this.serialise(async () => {
+    return this.write((g) => {
       const [write] = this.prepare([{ spec, opts }]);
-      await this.journal?.put(write!.revision, write!.service, write!.removedKeys);
-      this.apply([write!]);
+      this.applyPuts(g, [write!]);
       return write!.revision;
     });
   }
 
   putMany(entries: readonly PutEntry[]): Promise<number[]> {
-    return this.serialise(async () => {
+    return this.write((g) => {
       const writes = this.prepare(entries);
-      if (writes.length === 0) return [];
-      await this.journal?.putMany(writes);
-      this.apply(writes);
+      this.applyPuts(g, writes);
       return writes.map((w) => w.revision);
     });
   }
@@ -111,24 +153,26 @@ export class LocalStore implements Store {
     }
     return entries.map(({ spec, opts }, i) => {
       const current = this.services.get(spec.name);
-      const revision = this.revision + 1 + i;
-      const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
+      const fileDigest = opts.keepFileDigest ? current?.fileDigest : opts.fileDigest;
       const service: HeldService = {
         head: headOf(spec),
         owner: opts.owner,
-        ...(opts.fileDigest !== undefined ? { fileDigest: opts.fileDigest } : {}),
-        revision,
-        endpoints,
+        ...(fileDigest !== undefined ? { fileDigest } : {}),
+        revision: this.revision + 1 + i,
+        endpoints: new Map(spec.endpoints.map((e) => [endpointKey(e), e])),
       };
-      const removedKeys = current ? [...current.endpoints.keys()].filter((k) => !endpoints.has(k)) : [];
-      return { revision, service, removedKeys };
+      return { revision: service.revision, service };
     });
   }
 
-  /** Durable puts into memory, announced to watchers in one batch. */
-  private apply(writes: readonly JournalPut[]): void {
-    for (const w of writes) this.services.set(w.service.head.name, w.service);
-    this.commit(writes.map((w) => ({ kind: 'put', revision: w.revision, service: toStored(w.service) })));
+  private applyPuts(g: Group, writes: readonly JournalPut[]): void {
+    for (const w of writes) {
+      const name = w.service.head.name;
+      this.replace(g, name, w.service, sumWeights(w.service.endpoints.values()));
+      g.batch?.put(w.revision, w.service);
+      g.events.push({ kind: 'put', revision: w.revision, service: toStored(w.service) });
+    }
+    this.advance(g, writes[writes.length - 1]?.revision ?? this.revision);
   }
 
   patchEndpoints(
@@ -137,64 +181,172 @@ export class LocalStore implements Store {
     removals: readonly string[],
     opts: { readonly ifRevision?: number } = {},
   ): Promise<number | undefined> {
-    return this.serialise(async () => {
+    return this.write((g) => {
       const current = this.services.get(name);
       if (!current) return undefined;
       checkRevision(name, current, opts.ifRevision);
-      const revision = this.revision + 1;
-      // Changed in place (a copy would cost O(service) per patch), and put back if the journal fails.
-      const endpoints = current.endpoints;
-      const previous = new Map<string, Endpoint | undefined>();
-      const remember = (k: string) => previous.has(k) || previous.set(k, endpoints.get(k));
-      for (const e of upserts) {
-        remember(endpointKey(e));
-        endpoints.set(endpointKey(e), e);
-      }
-      const removed = removals.filter((k) => endpoints.has(k) && remember(k) && endpoints.delete(k));
-      const held: HeldService = { ...current, revision, endpoints };
-      try {
-        await this.journal?.patch(revision, held, upserts, removed);
-      } catch (err) {
-        for (const [k, e] of previous) {
-          if (e) endpoints.set(k, e);
-          else endpoints.delete(k);
-        }
-        throw err;
-      }
-      this.services.set(name, held);
-      this.commit([{ kind: 'patch', revision, name, upserts, removals: removed }]);
-      return revision;
+      return this.applyPatch(g, current, { upserts, removals });
     });
   }
 
+  editEndpoints(name: string, edit: (current: EndpointView) => EndpointEdit): Promise<number | undefined> {
+    return this.write((g) => {
+      const current = this.services.get(name);
+      if (!current) return undefined;
+      const change = edit({
+        name,
+        size: current.endpoints.size,
+        get: (key) => current.endpoints.get(key),
+        totalWeight: () => this.weights.get(name) ?? 0,
+      });
+      return this.applyPatch(g, current, change);
+    });
+  }
+
+  /** Changes the endpoints in place (a copy would cost O(service) per patch); the group's undo puts them back. */
+  private applyPatch(g: Group, current: HeldService, { upserts, removals }: EndpointEdit): number {
+    const name = current.head.name;
+    const revision = this.revision + 1;
+    const endpoints = current.endpoints;
+    const previous = new Map<string, Endpoint | undefined>();
+    const remember = (k: string) => previous.has(k) || previous.set(k, endpoints.get(k));
+    let weight = this.weights.get(name) ?? 0;
+    for (const e of upserts) {
+      const k = endpointKey(e);
+      remember(k);
+      weight += e.weight - (endpoints.get(k)?.weight ?? 0);
+      endpoints.set(k, e);
+    }
+    const removed: string[] = [];
+    for (const k of removals) {
+      const held = endpoints.get(k);
+      if (!held) continue;
+      remember(k);
+      weight -= held.weight;
+      endpoints.delete(k);
+      removed.push(k);
+    }
+    g.undo.push(() => {
+      for (const [k, e] of previous) {
+        if (e) endpoints.set(k, e);
+        else endpoints.delete(k);
+      }
+    });
+    const held: HeldService = { ...current, revision, endpoints };
+    this.replace(g, name, held, weight);
+    g.batch?.patch(revision, held, upserts, removed);
+    g.events.push({ kind: 'patch', revision, name, upserts, removals: removed });
+    this.advance(g, revision);
+    return revision;
+  }
+
   delete(name: string, opts: { readonly ifRevision?: number } = {}): Promise<number | undefined> {
-    return this.serialise(async () => {
+    return this.write((g) => {
       const current = this.services.get(name);
       if (!current) return undefined;
       checkRevision(name, current, opts.ifRevision);
       const revision = this.revision + 1;
-      await this.journal?.delete(revision, name, [...current.endpoints.keys()]);
-      this.services.delete(name);
-      this.commit([{ kind: 'delete', revision, name }]);
+      this.replace(g, name, undefined, 0);
+      g.batch?.delete(revision, name);
+      g.events.push({ kind: 'delete', revision, name });
+      this.advance(g, revision);
       return revision;
     });
   }
 
   watch(fromRevision: number, handlers: WatchHandlers): () => void {
-    this.history.replay(fromRevision, this.revision, handlers);
+    this.history.replay(fromRevision, this.durable, handlers);
     this.watchers.add(handlers);
     return () => this.watchers.delete(handlers);
   }
 
   async close(): Promise<void> {
-    await this.queue.catch(() => {});
+    this.closed = true;
+    await this.settled();
     this.watchers.clear();
     await this.journal?.close();
   }
 
+  /** Sets a service (undefined: removes it) and its weight sum, with the undo. */
+  private replace(g: Group, name: string, held: HeldService | undefined, weight: number): void {
+    const before = this.services.get(name);
+    const beforeWeight = this.weights.get(name);
+    g.undo.push(() => {
+      if (before) this.services.set(name, before);
+      else this.services.delete(name);
+      if (beforeWeight !== undefined) this.weights.set(name, beforeWeight);
+      else this.weights.delete(name);
+    });
+    if (held) {
+      this.services.set(name, held);
+      this.weights.set(name, weight);
+    } else {
+      this.services.delete(name);
+      this.weights.delete(name);
+    }
+  }
+
+  private advance(g: Group, revision: number): void {
+    const before = this.revision;
+    g.undo.push(() => {
+      this.revision = before;
+    });
+    this.revision = revision;
+  }
+
+  /** Queues a write for the next group; starts a group commit unless one is in flight. */
+  private write<T>(apply: (g: Group) => T): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('the store is closed'));
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ apply, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.flushing) this.flushed = this.flush();
+    });
+  }
+
+  /** Commits groups until no write is waiting: each group is everything that arrived during the last commit. */
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    while (this.pending.length > 0) {
+      const writes = this.pending;
+      this.pending = [];
+      const group: Group = { batch: this.journal?.begin(), undo: [], events: [] };
+      const applied: { write: PendingWrite; result: unknown }[] = [];
+      for (const write of writes) {
+        const mark = group.undo.length;
+        const announced = group.events.length;
+        try {
+          applied.push({ write, result: write.apply(group) });
+        } catch (err) {
+          // Refused before it changed anything; whatever it did change is put back.
+          for (const u of group.undo.splice(mark).reverse()) u();
+          group.events.length = announced;
+          write.reject(err);
+        }
+      }
+      if (applied.length === 0) continue;
+      try {
+        if (group.batch && group.batch.size > 0) await group.batch.commit();
+      } catch (err) {
+        group.batch?.rollback();
+        for (const u of group.undo.reverse()) u();
+        for (const { write } of applied) write.reject(err);
+        continue;
+      }
+      if (group.events.length > 0) this.announce(group.events);
+      for (const { write, result } of applied) write.resolve(result);
+    }
+    // In the same turn as the last check of `pending`: a write queued after it starts a new flush.
+    this.flushing = false;
+  }
+
+  /** Resolves once no group commit is in flight. */
+  private async settled(): Promise<void> {
+    while (this.flushing) await this.flushed;
+  }
+
   /** Events of consecutive revisions, already durable. */
-  private commit(events: readonly StoreEvent[]): void {
-    this.revision = events[events.length - 1]!.revision;
+  private announce(events: readonly StoreEvent[]): void {
+    this.durable = events[events.length - 1]!.revision;
     this.history.record(events);
     for (const w of this.watchers) {
       try {
@@ -207,13 +359,12 @@ export class LocalStore implements Store {
       }
     }
   }
+}
 
-  /** One write at a time: a failed write rejects its caller and leaves the queue usable. */
-  private serialise<T>(write: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(write, write);
-    this.queue = run.catch(() => {});
-    return run;
-  }
+function sumWeights(endpoints: Iterable<Endpoint>): number {
+  let n = 0;
+  for (const e of endpoints) n += e.weight;
+  return n;
 }
 
 function checkRevision(name: string, current: HeldService | undefined, expected: number | undefined): void {

@@ -44,6 +44,26 @@ export interface PutOptions {
   readonly fileDigest?: string;
   /** Write only if the service's revision is this (0: only if it does not exist). */
   readonly ifRevision?: number;
+  /**
+   * Keep the fileDigest the service holds at the moment of the write (an API
+   * PUT taking a file-listed service over), instead of `fileDigest`.
+   */
+  readonly keepFileDigest?: boolean;
+}
+
+/** What an endpoint edit sees: one service's endpoints as the store holds them at the moment of the write. */
+export interface EndpointView {
+  readonly name: string;
+  readonly size: number;
+  get(key: string): Endpoint | undefined;
+  /** The sum of the endpoints' weights. */
+  totalWeight(): number;
+}
+
+export interface EndpointEdit {
+  readonly upserts: readonly Endpoint[];
+  /** Keys of endpoints to remove; keys the service does not hold are ignored. */
+  readonly removals: readonly string[];
 }
 
 export interface PutEntry {
@@ -88,6 +108,16 @@ export interface Store {
     removals: readonly string[],
     opts?: { readonly ifRevision?: number },
   ): Promise<number | undefined>;
+  /**
+   * A read-modify-write of one service's endpoints: `edit` computes the change
+   * from what the store holds at the moment of the write, so concurrent
+   * writers never overwrite each other's changes. It may throw to refuse the
+   * write (an endpoint removed meanwhile, a weight sum too large); the error
+   * rejects this call and nothing is written. The embedded store runs it in
+   * its write order; etcd runs it again after each lost compare-and-swap.
+   * Undefined when the service does not exist.
+   */
+  editEndpoints(name: string, edit: (current: EndpointView) => EndpointEdit): Promise<number | undefined>;
   /** Undefined when the service does not exist. */
   delete(name: string, opts?: { readonly ifRevision?: number }): Promise<number | undefined>;
   /** Reports every write after `fromRevision`; returns a function that stops the watch. */
