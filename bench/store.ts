@@ -1,11 +1,17 @@
 /**
- * `npm run bench:store [-- --runs=5] [--latency-only]`: the store backends.
+ * `npm run bench:store [-- --runs=5] [--latency-only | --writes-only]`: the store backends.
  *
  *   1. A 100k-endpoint service into each durable backend and back: the PUT
  *      (one atomic write), then a cold open that loads it (LevelDB: a new
  *      process's view of the data directory; etcd: a new client's range read).
  *   2. Replicas: a write through replica A's admin API until a raw ADS client
  *      on replica B holds the new version, 100 writes, p50/p99.
+ *   3. Write throughput (issue 19): 64 writers in flight, each PATCHing one
+ *      endpoint's weight again and again (a read-modify-write, as the admin
+ *      PATCH does), acknowledged only once durable. LevelDB with group commit
+ *      against the same store committing one synced write per change,
+ *      interleaved pairs; then `canopy serve` over HTTP (the user's path) and
+ *      etcd at the same concurrency.
  *
  * etcd sections need Debian's etcd-server; without it they say so and skip.
  */
@@ -21,9 +27,15 @@ import { LevelJournal } from '../server/src/store/level-journal.js';
 import { LocalStore } from '../server/src/store/local-store.js';
 import type { Store } from '../server/src/store/store.js';
 import { failoverService, makeEndpoints } from './data.js';
+import { ratio, show as showSpread, spread } from './stats.js';
 
 const runs = Number(process.argv.find((a) => a.startsWith('--runs='))?.slice('--runs='.length) ?? 5);
 const latencyOnly = process.argv.includes('--latency-only');
+const writesOnly = process.argv.includes('--writes-only');
+const IN_FLIGHT = 64;
+/** PATCHes a throughput run makes, and the most time it may take. */
+const WRITES = 4000;
+const WRITE_RUN_MS = 15_000;
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
 
 function stats(xs: number[]) {
@@ -45,14 +57,18 @@ async function loadBench(name: string, open: () => Promise<Store>, reopen: () =>
     const store = await open();
     // Alternate weights so every run writes every endpoint.
     const t0 = performance.now();
-    await store.put({ ...spec, endpoints: spec.endpoints.map((e) => ({ ...e, weight: 1 + (r % 2) })) }, { owner: 'api' });
+    await store.put(
+      { ...spec, endpoints: spec.endpoints.map((e) => ({ ...e, weight: 1 + (r % 2) })) },
+      { owner: 'api' },
+    );
     put.push(performance.now() - t0);
     await store.close();
     const t1 = performance.now();
     const again = await reopen();
     const { services } = await again.list();
     load.push(performance.now() - t1);
-    if (services[0]?.spec.endpoints.length !== 100_000) throw new Error(`${name}: reloaded ${services[0]?.spec.endpoints.length}`);
+    if (services[0]?.spec.endpoints.length !== 100_000)
+      throw new Error(`${name}: reloaded ${services[0]?.spec.endpoints.length}`);
     await again.close();
   }
   show(`${name}: PUT of a 100k-endpoint service`, put);
@@ -62,14 +78,23 @@ async function loadBench(name: string, open: () => Promise<Store>, reopen: () =>
 async function replicaLatency(etcd: EtcdProcess): Promise<void> {
   const config = {
     server: { debounceMs: 20 },
-    services: [{ name: 'echo', endpoints: makeEndpoints(100, 10).map((e) => ({ address: e.address, port: e.port, locality: e.locality })) }],
+    services: [
+      {
+        name: 'echo',
+        endpoints: makeEndpoints(100, 10).map((e) => ({ address: e.address, port: e.port, locality: e.locality })),
+      },
+    ],
   };
   const prefix = `etcd://${etcd.endpoint}/bench-replicas-${Date.now()}/`;
   const a = await startCanopyProcess(config, ['--store', prefix]);
   const b = await startCanopyProcess(config, ['--store', prefix]);
   const ads = new RawAdsStream(b.xdsUri);
   try {
-    ads.send({ type_url: EDS, node: { id: 'bench', locality: { region: 'r0', zone: 'z0', sub_zone: 's0' } }, resource_names: ['echo'] });
+    ads.send({
+      type_url: EDS,
+      node: { id: 'bench', locality: { region: 'r0', zone: 'z0', sub_zone: 's0' } },
+      resource_names: ['echo'],
+    });
     let held = await ads.next(5000);
     const first = config.services[0]!.endpoints[0]!;
     const key = encodeURIComponent(`${first.address}:${first.port}`);
@@ -80,7 +105,12 @@ async function replicaLatency(etcd: EtcdProcess): Promise<void> {
       if (res.status !== 200) throw new Error(`PATCH answered ${res.status}`);
       const next = await ads.next(5000);
       samples.push(performance.now() - t0);
-      ads.send({ type_url: EDS, resource_names: ['echo'], version_info: next.version_info, response_nonce: next.nonce });
+      ads.send({
+        type_url: EDS,
+        resource_names: ['echo'],
+        version_info: next.version_info,
+        response_nonce: next.nonce,
+      });
       held = next;
     }
     const st = stats(samples);
@@ -94,8 +124,141 @@ async function replicaLatency(etcd: EtcdProcess): Promise<void> {
   }
 }
 
+/** `IN_FLIGHT` writers sharing `WRITES` PATCHes (bounded by WRITE_RUN_MS): acknowledged writes/s and latency p99. */
+async function writeRun(patch: (i: number) => Promise<unknown>): Promise<{ rate: number; p99: number }> {
+  const latencies: number[] = [];
+  let next = 0;
+  const t0 = performance.now();
+  const end = t0 + WRITE_RUN_MS;
+  const writer = async (): Promise<void> => {
+    while (next < WRITES && performance.now() < end) {
+      const i = next++;
+      const s = performance.now();
+      await patch(i);
+      latencies.push(performance.now() - s);
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, writer));
+  const elapsed = performance.now() - t0;
+  return { rate: (latencies.length / elapsed) * 1000, p99: stats(latencies).p99 };
+}
+
+/** A PATCH as the admin API makes it: read the endpoint as held, change its weight, write it back. */
+function storePatcher(store: Store, keys: readonly string[]): (i: number) => Promise<unknown> {
+  return (i) =>
+    store.editEndpoints('svc', (current) => {
+      const ep = current.get(keys[i % keys.length]!)!;
+      return { upserts: [{ ...ep, weight: 1 + (i % 100) }], removals: [] };
+    });
+}
+
+async function writeThroughput(): Promise<void> {
+  const spec = failoverService('svc', makeEndpoints(1000));
+  const keys = spec.endpoints.map((e) => `${e.address}:${e.port}`);
+  const grouped = { rate: [] as number[], p99: [] as number[] };
+  const single = { rate: [] as number[], p99: [] as number[] };
+  const once = async (maxGroup: number | undefined, into: typeof grouped) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-writes-'));
+    try {
+      const store = await LocalStore.open(await LevelJournal.open(dir), maxGroup ? { maxGroup } : {});
+      await store.put(spec, { owner: 'api' });
+      const r = await writeRun(storePatcher(store, keys));
+      await store.close();
+      into.rate.push(r.rate);
+      into.p99.push(r.p99);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  for (let r = 0; r < runs; r++) {
+    // Interleaved, alternating which goes first.
+    if (r % 2 === 0) {
+      await once(undefined, grouped);
+      await once(1, single);
+    } else {
+      await once(1, single);
+      await once(undefined, grouped);
+    }
+  }
+  const [gr, sr, gp, sp] = [spread(grouped.rate), spread(single.rate), spread(grouped.p99), spread(single.p99)];
+  console.log(`LevelDB store, ${IN_FLIGHT} PATCHes in flight, ${WRITES} per run, ${runs} interleaved pairs:`);
+  console.log(`  group commit:        ${showSpread(gr)} acknowledged PATCHes/s, p99 ${showSpread(gp)} ms`);
+  console.log(`  one sync per change: ${showSpread(sr)} acknowledged PATCHes/s, p99 ${showSpread(sp)} ms`);
+  console.log(`  ratio (median rates): ${ratio(gr, sr)}×`);
+  await httpThroughput(spec, keys);
+}
+
+/** The user's path: `canopy serve` on the embedded store, PATCHes over HTTP from this process. */
+async function httpThroughput(spec: ReturnType<typeof failoverService>, keys: readonly string[]): Promise<void> {
+  const config = {
+    server: { debounceMs: 100 },
+    services: [
+      {
+        name: 'svc',
+        endpoints: spec.endpoints.map((e) => ({ address: e.address, port: e.port, locality: e.locality })),
+      },
+    ],
+  };
+  const server = await startCanopyProcess(config, ['--admin-write-limit', '10000000']);
+  const rate: number[] = [];
+  const p99: number[] = [];
+  try {
+    for (let r = 0; r < runs; r++) {
+      const res = await writeRun(async (i) => {
+        const path = `/api/v1/services/svc/endpoints/${encodeURIComponent(keys[i % keys.length]!)}`;
+        const reply = await server.admin('PATCH', path, { weight: 1 + (i % 100) });
+        if (reply.status !== 200) throw new Error(`PATCH answered ${reply.status}`);
+      });
+      rate.push(res.rate);
+      p99.push(res.p99);
+    }
+  } finally {
+    await server.stop();
+  }
+  console.log(
+    `canopy serve (LevelDB, group commit), PATCH over HTTP from one client process, ${IN_FLIGHT} in flight, ${runs} runs:`,
+  );
+  console.log(`  ${showSpread(spread(rate))} acknowledged PATCHes/s, p99 ${showSpread(spread(p99))} ms`);
+}
+
+async function etcdThroughput(etcd: EtcdProcess): Promise<void> {
+  const spec = failoverService('svc', makeEndpoints(1000));
+  const keys = spec.endpoints.map((e) => `${e.address}:${e.port}`);
+  const rate: number[] = [];
+  const p99: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const store = await EtcdStore.open({ endpoints: [etcd.endpoint], prefix: `/bench-writes-${r}-${Date.now()}/` });
+    try {
+      await store.put(spec, { owner: 'api' });
+      const res = await writeRun(storePatcher(store, keys));
+      rate.push(res.rate);
+      p99.push(res.p99);
+    } finally {
+      await store.close();
+    }
+  }
+  console.log(`etcd store (one replica, one etcd member), ${IN_FLIGHT} PATCHes in flight, ${runs} runs:`);
+  console.log(`  ${showSpread(spread(rate))} acknowledged PATCHes/s, p99 ${showSpread(spread(p99))} ms`);
+}
+
 async function main(): Promise<void> {
-  console.log(`node ${process.version}, ${os.cpus().length} cpus, ${runs} runs`);
+  console.log(
+    `node ${process.version}, ${os.cpus().length} cpus, load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}, ${runs} runs`,
+  );
+  if (writesOnly) {
+    await writeThroughput();
+    if (!hasEtcd()) return console.log('etcd: skipped (etcd-server is not installed)');
+    const etcd = await startEtcd();
+    try {
+      await etcdThroughput(etcd);
+    } finally {
+      await etcd.destroy();
+    }
+    return;
+  }
   if (!latencyOnly) await levelLoad();
   if (!hasEtcd()) {
     console.log('etcd: skipped (etcd-server is not installed)');

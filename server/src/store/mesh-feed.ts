@@ -74,7 +74,7 @@ export class MeshFeed {
           : e.kind === 'patch'
             ? this.mesh.patch(e.name, e.upserts, e.removals)
             : this.mesh.delete(e.name);
-      if (change) changes.push(change);
+      if (change) merge(changes, change);
       this.applied = e.revision;
     }
     if (changes.length > 0) for (const l of this.listeners) l(changes);
@@ -83,4 +83,20 @@ export class MeshFeed {
     this.waiters = this.waiters.filter((w) => w.revision > this.applied);
     for (const w of due) w.resolve();
   }
+}
+
+/**
+ * Adds `change`, folding an update into the previous change of the same
+ * service when that is the last one: a group commit of 64 PATCHes of one
+ * service is one change to log and push, not 64.
+ */
+function merge(changes: MeshChange[], change: MeshChange): void {
+  const last = changes[changes.length - 1];
+  if (!last || last.service !== change.service || change.kind !== 'updated' || last.kind === 'deleted') {
+    changes.push(change);
+    return;
+  }
+  const endpoints = new Set(last.endpoints);
+  for (const k of change.endpoints) endpoints.add(k);
+  changes[changes.length - 1] = { ...last, endpoints: [...endpoints] };
 }
