@@ -159,6 +159,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ready: () => ready && feed.connected,
     access: {
       ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
+      ...(security.adminTokenFile !== undefined ? { tokenFile: security.adminTokenFile } : {}),
       openReads: security.adminOpenReads ?? false,
       hostnames: security.adminHostnames ?? [],
     },

@@ -37,6 +37,8 @@ export interface SecurityValues {
 
 export interface ServeSecurity {
   readonly adminToken?: string;
+  /** Where adminToken was read from: the admin API re-reads it when it changes. */
+  readonly adminTokenFile?: string;
   readonly adminOpenReads: boolean;
   readonly adminHostnames: readonly string[];
   readonly insecureAdmin: boolean;
@@ -74,6 +76,7 @@ export async function readServeSecurity(values: SecurityValues, env: NodeJS.Proc
   const adminWriteLimit = positive('admin-write-limit', values['admin-write-limit'] ?? env['CANOPY_ADMIN_WRITE_LIMIT']);
   return {
     ...(adminToken !== undefined ? { adminToken } : {}),
+    ...(tokenFile !== undefined ? { adminTokenFile: tokenFile } : {}),
     adminOpenReads: values['admin-open-reads'] ?? truthy(env['CANOPY_ADMIN_OPEN_READS']),
     adminHostnames: values['admin-hostname'] ?? (env['CANOPY_ADMIN_HOSTNAMES']?.split(',').filter(Boolean) ?? []),
     insecureAdmin: values['insecure-admin'] ?? truthy(env['CANOPY_INSECURE_ADMIN']),

@@ -42,7 +42,6 @@ describe('admin input: addresses', () => {
   const sameAddress: [string, string][] = [
     ['fd00::1', 'FD00::1'],
     ['::1', '0:0:0:0:0:0:0:1'],
-    ['::ffff:1.2.3.4', '::ffff:102:304'],
     ['2001:db8::1', '2001:0db8:0:0::1'],
   ];
   for (const [a, b] of sameAddress) {
@@ -54,6 +53,15 @@ describe('admin input: addresses', () => {
       assert.match(error.fields?.[0]?.message ?? '', /duplicate endpoint/);
     });
   }
+
+  it('refuses unspecified, IPv4-mapped, multicast and broadcast addresses with their field paths', async () => {
+    const { app } = await setup();
+    const bad = ['::ffff:0.0.0.0', '::ffff:0:0', '::', '0.0.0.0', '0.1.2.3', '::ffff:1.2.3.4', '::ffff:102:304', '224.0.0.1', 'ff02::1', '255.255.255.255'];
+    const res = await app.inject({ method: 'PUT', url: '/api/v1/services/s', payload: { endpoints: bad.map((a) => ep(a)) } });
+    const error = errorOf(res, 400, 'CANOPY_INVALID_SERVICE');
+    assert.deepEqual(error.fields?.map((f) => f.path), bad.map((_, i) => `endpoints[${i}].address`));
+    assert.match(error.fields?.[5]?.message ?? '', /give 1\.2\.3\.4 itself/);
+  });
 
   it('stores the canonical spelling and finds it by any spelling', async () => {
     const { app, feed } = await setup();
@@ -167,11 +175,15 @@ describe('admin access: Host header, token, rate limit', () => {
   const put = (app: Awaited<ReturnType<typeof setup>>['app'], headers: Record<string, string> = {}) =>
     app.inject({ method: 'PUT', url: '/api/v1/services/s', payload: { endpoints: [ep('10.0.0.1')] }, headers });
 
-  it('refuses writes carrying an unknown DNS name in Host, accepts IP literals, localhost and configured names', async () => {
+  it('refuses reads and writes carrying an unknown DNS name in Host, accepts IP literals, localhost and configured names', async () => {
     const { app, feed } = await setup({ access: { hostnames: ['canopy.internal'] } });
     errorOf(await put(app, { host: 'rebind.attacker.example:18080' }), 421, 'CANOPY_MISDIRECTED');
     assert.equal(feed.mesh.size, 0, 'nothing changed');
-    assert.equal((await app.inject({ url: '/api/v1/services', headers: { host: 'rebind.attacker.example' } })).statusCode, 200, 'reads are not refused');
+    // Reads too: a rebound page must not read the mesh either (issue 19); probes and metrics stay open.
+    errorOf(await app.inject({ url: '/api/v1/services', headers: { host: 'rebind.attacker.example' } }), 421, 'CANOPY_MISDIRECTED');
+    errorOf(await app.inject({ url: '/debug/clients', headers: { host: 'rebind.attacker.example' } }), 421, 'CANOPY_MISDIRECTED');
+    assert.equal((await app.inject({ url: '/readyz', headers: { host: 'rebind.attacker.example' } })).statusCode, 200);
+    assert.equal((await app.inject({ url: '/api/v1/services', headers: { host: 'canopy.internal' } })).statusCode, 200);
     for (const host of ['127.0.0.1:18080', '[::1]:18080', 'localhost:18080', 'Canopy.Internal:18080', '10.1.2.3']) {
       assert.ok((await put(app, { host })).statusCode < 300, host);
     }

@@ -102,7 +102,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     return sendError(reply, 'CANOPY_INTERNAL', 'internal error');
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
-  registerAccessControl(app, deps.access ?? {});
+  registerAccessControl(app, deps.access ?? {}, app.log);
   void app.register(async (scope) => {
     const limit = deps.writeRateLimit ?? { max: 600, windowMs: 10_000 };
     await scope.register(rateLimit, {

@@ -8,16 +8,22 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { EMPTY_LOCALITY, type Locality } from './locality.js';
-import { canonicalIp, isIp, isUnspecified } from './ip.js';
+import { canonicalIp, isIp, unusableAddress } from './ip.js';
 import { endpointKey, HEALTH_VALUES, MAX_ENDPOINT_WEIGHT, type Endpoint, type Health } from './service.js';
 
-/** A dotted quad already in its one spelling (no leading zeros); 0.0.0.0 is left to the field-by-field reader. */
+/**
+ * A dotted quad already in its one spelling (no leading zeros). 0.0.0.0/8, multicast and broadcast (a first
+ * octet of 0 or from 224) are left to the field-by-field reader, which says why they are refused.
+ */
 const CANONICAL_IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 
 /** The canonical spelling of a usable endpoint address, or undefined (the slow path then says why). */
 function usableAddress(a: string): string | undefined {
-  if (CANONICAL_IPV4.test(a)) return a === '0.0.0.0' ? undefined : a;
-  if (!isIp(a) || isUnspecified(a)) return undefined;
+  if (CANONICAL_IPV4.test(a)) {
+    const first = Number(a.slice(0, a.indexOf('.')));
+    return first === 0 || first >= 224 ? undefined : a;
+  }
+  if (!isIp(a) || unusableAddress(a) !== undefined) return undefined;
   return canonicalIp(a);
 }
 

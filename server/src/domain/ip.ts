@@ -27,3 +27,32 @@ export function canonicalIp(s: string): string {
 export function isUnspecified(s: string): boolean {
   return ipaddr.parse(s).range() === 'unspecified';
 }
+
+/**
+ * Why an address literal cannot be a destination (an endpoint's or a VIP's
+ * address), or undefined if it can: the unspecified address in any spelling
+ * (0.0.0.0/8, ::, ::ffff:0.0.0.0), IPv4 written as IPv6 (::ffff:a.b.c.d and
+ * the translated and compatible forms: give the IPv4 address itself, so one
+ * backend has one key), multicast and broadcast. Expects isIp(s).
+ */
+export function unusableAddress(s: string): string | undefined {
+  const addr = ipaddr.parse(s);
+  if (addr.kind() === 'ipv6') {
+    const v6 = addr as ipaddr.IPv6;
+    if (v6.parts.every((p) => p === 0)) return 'the unspecified address (it means "any address" to a listener)';
+    const range = v6.range();
+    if (range === 'ipv4Mapped' || range === 'rfc6145') {
+      const v4 = new ipaddr.IPv4(v6.toByteArray().slice(12));
+      return v4.range() === 'unspecified'
+        ? `an IPv4-mapped form of the unspecified address ${v4.toString()}`
+        : `an IPv4 address written as IPv6; give ${v4.toString()} itself`;
+    }
+    if (range === 'multicast') return 'a multicast address';
+    return undefined;
+  }
+  const range = addr.range();
+  if (range === 'unspecified') return 'the unspecified address (0.0.0.0/8 means "this network", not a host)';
+  if (range === 'broadcast') return 'the broadcast address';
+  if (range === 'multicast') return 'a multicast address';
+  return undefined;
+}

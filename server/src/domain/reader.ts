@@ -3,7 +3,7 @@
  * problem with the path of the field at fault instead of throwing.
  */
 import type { FieldError, ValidationResult } from './errors.js';
-import { canonicalIp, isIp, isUnspecified } from './ip.js';
+import { canonicalIp, isIp, unusableAddress } from './ip.js';
 
 export type Obj = Record<string, unknown>;
 
@@ -49,7 +49,9 @@ export class Reader {
   readonly ip = (v: unknown, path: string): string | undefined => {
     if (typeof v !== 'string' || !isIp(v))
       return this.fail(path, `must be an IPv4 or IPv6 address literal, got ${describe(v)}`);
-    if (isUnspecified(v)) return this.fail(path, `must be a unicast address, got the unspecified address ${describe(v)}`);
+    const unusable = unusableAddress(v);
+    if (unusable)
+      return this.fail(path, `must be a unicast address a client can connect to, got ${describe(v)}: ${unusable}`);
     return canonicalIp(v);
   };
 
