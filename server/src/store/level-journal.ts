@@ -21,6 +21,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
+import { CanopyError } from '../domain/errors.js';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
 import { bucketOf as bucketFor } from './buckets.js';
@@ -48,31 +49,31 @@ function bucketsFor(endpoints: number): number {
 export class LevelJournal implements Journal {
   /** Which endpoint keys each service's buckets hold, so a patch rewrites only its buckets. */
   private readonly buckets = new Map<string, Set<string>[]>();
+  /** The revision of the last durable commit. */
+  private committed = 0;
+  /**
+   * Set when a write failed: LevelDB's log may then end in a partial record
+   * behind which later records would be dropped at the next open (an
+   * acknowledged write lost), so the database is closed and opened again
+   * (which starts a new log) before anything else is written.
+   */
+  private broken: Error | undefined;
+  private reopening: Promise<void> | undefined;
 
   private constructor(
-    private readonly db: ClassicLevel<string, string>,
+    private db: ClassicLevel<string, string>,
+    private readonly dir: string,
     readonly description: string,
   ) {}
 
   static async open(dir: string): Promise<LevelJournal> {
-    mkdirSync(dir, { recursive: true });
-    // JSON is encoded here rather than by valueEncoding 'json', which was ~3× slower for large batches.
-    const db = new ClassicLevel<string, string>(dir, { valueEncoding: 'utf8' });
-    try {
-      await db.open();
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause;
-      if ((err as { code?: string }).code === 'LEVEL_LOCKED' || cause?.code === 'LEVEL_LOCKED') {
-        throw new Error(`the data directory ${dir} is in use by another canopy process`);
-      }
-      throw err;
-    }
-    return new LevelJournal(db, `level:${dir}`);
+    return new LevelJournal(await openDatabase(dir), dir, `level:${dir}`);
   }
 
   async load(): Promise<{ revision: number; services: HeldService[] }> {
     const rev = await this.db.get('rev');
     const revision = rev === undefined ? 0 : (JSON.parse(rev) as number);
+    this.committed = revision;
     const rows = (await this.db.iterator({ gt: `s${SEP}`, lt: `s\u0001` }).all()).map(
       ([key, value]) => [key, JSON.parse(value) as Row] as const,
     );
@@ -103,8 +104,8 @@ export class LevelJournal implements Journal {
     return new LevelBatch(this);
   }
 
-  close(): Promise<void> {
-    return this.db.close();
+  async close(): Promise<void> {
+    if (this.db.status === 'open') await this.db.close();
   }
 
   /**
@@ -178,6 +179,7 @@ export class LevelJournal implements Journal {
     rows: ReadonlyMap<string, HeldService | undefined>,
     dirty: ReadonlyMap<string, Set<number>>,
   ): Promise<void> {
+    await this.usable();
     const batch = this.db.batch();
     batch.put('rev', String(revision));
     for (const [name, service] of rows) {
@@ -193,7 +195,52 @@ export class LevelJournal implements Journal {
         else batch.del(bucketKey(name, b));
       }
     }
-    await batch.write({ sync: true });
+    try {
+      await batch.write({ sync: true });
+    } catch (err) {
+      throw await this.failed(err);
+    }
+    this.committed = revision;
+  }
+
+  /**
+   * A durable write of what is already stored (the revision): how a store
+   * whose writes failed learns that it can write again without waiting for a
+   * client's write.
+   */
+  async probe(): Promise<void> {
+    await this.usable();
+    try {
+      await this.db.put('rev', String(this.committed), { sync: true });
+    } catch (err) {
+      throw await this.failed(err);
+    }
+  }
+
+  /** Reopens the database after a failed write (see `broken`). */
+  private usable(): Promise<void> {
+    if (!this.broken) return Promise.resolve();
+    // One reopen at a time: a client's write and the store's probe may both ask.
+    this.reopening ??= openDatabase(this.dir)
+      .then(
+        (db) => {
+          this.db = db;
+          this.broken = undefined;
+        },
+        (err: unknown) => {
+          throw storeError(this.dir, err);
+        },
+      )
+      .finally(() => {
+        this.reopening = undefined;
+      });
+    return this.reopening;
+  }
+
+  private async failed(err: unknown): Promise<Error> {
+    this.broken = err as Error;
+    await this.db.close().catch(() => {});
+    return storeError(this.dir, err);
   }
 
   private bucketValue(service: HeldService, keys: ReadonlySet<string>): string {
@@ -274,6 +321,59 @@ class LevelBatch implements JournalBatch {
     this.revision = revision;
     this.size++;
   }
+}
+
+/** Opens (creating) the database in `dir`, or fails naming the directory and what is wrong with it. */
+async function openDatabase(dir: string): Promise<ClassicLevel<string, string>> {
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (err) {
+    throw new Error(`cannot use the data directory ${dir}: ${describeFsError(err)}`);
+  }
+  // JSON is encoded here rather than by valueEncoding 'json', which was ~3× slower for large batches.
+  const db = new ClassicLevel<string, string>(dir, { valueEncoding: 'utf8' });
+  try {
+    await db.open();
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    if ((err as { code?: string }).code === 'LEVEL_LOCKED' || cause?.code === 'LEVEL_LOCKED') {
+      throw new Error(`the data directory ${dir} is in use by another canopy process`);
+    }
+    throw new Error(`cannot open the store in the data directory ${dir}: ${describeFsError(cause ?? err)}`);
+  }
+  return db;
+}
+
+/** A file-system or LevelDB error as a sentence with a hint at the fix. */
+function describeFsError(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  const message = e.message ?? String(err);
+  const text = `${e.code ?? ''} ${message}`;
+  const hint = /ENOTDIR|EEXIST|Not a directory|File exists/i.test(text)
+    ? 'a path in it is a file, not a directory'
+    : /EACCES|EPERM|Permission denied/i.test(text)
+      ? 'the user canopy runs as may not write there'
+      : /EROFS|Read-only file system/i.test(text)
+        ? 'it is on a read-only file system'
+        : /ENOSPC|No space left/i.test(text)
+          ? 'its disk is full'
+          : /Corruption/i.test(text)
+            ? 'the database files are damaged'
+            : undefined;
+  return hint ? `${message} (${hint})` : message;
+}
+
+/** A failed write as the error a client is answered with: a full disk has its own code (507). */
+function storeError(dir: string, err: unknown): Error {
+  const e = err as { message?: string; cause?: { message?: string } };
+  if (/No space left|ENOSPC|EDQUOT|quota/i.test(`${e.message ?? ''} ${e.cause?.message ?? ''}`)) {
+    return new CanopyError(
+      'CANOPY_STORE_FULL',
+      `the store's disk is full (data directory ${dir}); the write was not stored. ` +
+        'Writes resume, without a restart, once there is space again',
+    );
+  }
+  return err instanceof Error ? err : new Error(String(err));
 }
 
 function emptyBuckets(n: number): Set<string>[] {

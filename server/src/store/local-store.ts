@@ -44,6 +44,8 @@ export interface Journal {
   load(): Promise<{ revision: number; services: HeldService[] }>;
   /** A group of writes that become durable together, in one synced write. */
   begin(): JournalBatch;
+  /** A durable write that changes nothing: succeeds once the journal can write again after a failure. */
+  probe?(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -81,6 +83,9 @@ interface PendingWrite {
   readonly reject: (err: unknown) => void;
 }
 
+/** How often a journal that failed a write is probed. */
+const PROBE_MS = 1000;
+
 export class LocalStore implements Store {
   private readonly services = new Map<string, HeldService>();
   /** Each service's endpoint weight sum, kept as writes land (a PATCH checks it against uint32). */
@@ -95,6 +100,9 @@ export class LocalStore implements Store {
   private flushing = false;
   private flushed: Promise<void> = Promise.resolve();
   private closed = false;
+  /** False from a failed commit until a write (a client's, or the probe's) succeeds. */
+  private healthy = true;
+  private probeTimer: NodeJS.Timeout | undefined;
 
   protected constructor(
     private readonly journal: Journal | undefined,
@@ -264,11 +272,13 @@ export class LocalStore implements Store {
   watch(fromRevision: number, handlers: WatchHandlers): () => void {
     this.history.replay(fromRevision, this.durable, handlers);
     this.watchers.add(handlers);
+    if (!this.healthy) handlers.onHealth?.(false);
     return () => this.watchers.delete(handlers);
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.probeTimer);
     await this.settled();
     this.watchers.clear();
     await this.journal?.close();
@@ -336,13 +346,39 @@ export class LocalStore implements Store {
         group.batch?.rollback();
         for (const u of group.undo.reverse()) u();
         for (const { write } of applied) write.reject(err);
+        this.setHealthy(false);
         continue;
       }
+      this.setHealthy(true);
       if (group.events.length > 0) this.announce(group.events);
       for (const { write, result } of applied) write.resolve(result);
     }
     // In the same turn as the last check of `pending`: a write queued after it starts a new flush.
     this.flushing = false;
+  }
+
+  /**
+   * Readiness follows the journal: not ready from a failed commit (a full
+   * disk) until a write succeeds. While not ready the journal is probed every
+   * second, so readiness comes back with free space even if no client writes.
+   */
+  private setHealthy(healthy: boolean): void {
+    if (this.healthy === healthy) return;
+    this.healthy = healthy;
+    clearInterval(this.probeTimer);
+    this.probeTimer = undefined;
+    const probe = this.journal?.probe?.bind(this.journal);
+    if (!healthy && probe) {
+      this.probeTimer = setInterval(() => {
+        if (this.flushing || this.closed) return;
+        probe().then(
+          () => !this.flushing && this.setHealthy(true),
+          () => {},
+        );
+      }, PROBE_MS);
+      this.probeTimer.unref();
+    }
+    for (const w of this.watchers) w.onHealth?.(healthy);
   }
 
   /** Resolves once no group commit is in flight. */
