@@ -5,13 +5,27 @@
  *   CANOPY_STORE_FULL, /readyz says not ready until a write succeeds, and
  *   the server recovers once space is freed, without a restart and without
  *   losing what it acknowledged before, during or after;
+ * - a truncated or damaged LevelDB log is noticed: the start is refused
+ *   naming the directory and what was lost, unless --accept-store-loss;
  * - an unusable data directory fails the start naming the path and why.
  *
  * Mounting needs root: without it the full-disk tests skip and say so.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -115,6 +129,94 @@ describe('a full disk under the embedded store', { skip }, () => {
     );
   });
 });
+
+describe('a truncated or damaged LevelDB log', () => {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'canopy-trunc-'));
+  const started: CanopyProcess[] = [];
+  after(async () => {
+    for (const p of started) await p.kill();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  /** 30 services acknowledged, then kill -9: they live only in LevelDB's log (no compaction yet). */
+  async function thirtyServices(dataDir: string): Promise<void> {
+    const p = await startCanopyProcess({ services: [] }, ['--data-dir', dataDir]);
+    started.push(p);
+    for (let i = 0; i < 30; i++)
+      assert.equal((await p.admin('PUT', `/api/v1/services/svc-${i}`, service(i))).status, 201);
+    await p.kill();
+  }
+  const logFile = (dataDir: string) => {
+    const logs = readdirSync(dataDir).filter((f) => f.endsWith('.log'));
+    return path.join(
+      dataDir,
+      logs.sort((a, b) => statSync(path.join(dataDir, b)).size - statSync(path.join(dataDir, a)).size)[0]!,
+    );
+  };
+  const serve = (dataDir: string, extra: string[] = []) =>
+    spawnSync(
+      process.execPath,
+      [
+        CLI,
+        'serve',
+        '--config',
+        emptyConfig(root),
+        '--data-dir',
+        dataDir,
+        '--xds-port',
+        '0',
+        '--admin-port',
+        '0',
+        ...extra,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 20_000,
+      },
+    );
+
+  for (const [what, damage] of [
+    ['truncated', (file: string) => truncateSync(file, Math.floor(statSync(file).size / 2))],
+    [
+      'damaged in the middle',
+      (file: string) => {
+        const fd = openSync(file, 'r+');
+        writeSync(fd, Buffer.alloc(64, 0xa5), 0, 64, Math.floor(statSync(file).size / 3));
+        closeSync(fd);
+      },
+    ],
+  ] as const) {
+    it(`${what}: refuses to start naming the directory and the loss; starts with --accept-store-loss and logs it`, async () => {
+      const dataDir = path.join(root, what.replace(/ /g, '-'));
+      await thirtyServices(dataDir);
+      damage(logFile(dataDir));
+
+      const refused = serve(dataDir);
+      assert.equal(refused.status, 1, refused.stdout + refused.stderr);
+      assert.match(refused.stderr, new RegExp(`data directory ${dataDir}`));
+      assert.match(refused.stderr, /lost acknowledged writes/);
+      assert.match(refused.stderr, /--accept-store-loss/);
+
+      const p = await startCanopyProcess({ services: [] }, ['--data-dir', dataDir, '--accept-store-loss']);
+      started.push(p);
+      const list = (await p.admin('GET', '/api/v1/services')).body as { services: unknown[] };
+      assert.ok(list.services.length < 30, `${list.services.length} of 30 services recovered`);
+      assert.ok(p.logs().some((l) => l.includes('accepted a store loss') && l.includes(dataDir)));
+      // The recovered state is now the one on record: a plain start works again.
+      assert.equal((await p.admin('PUT', '/api/v1/services/after', service(99))).status, 201);
+      await p.stop();
+      const again = await startCanopyProcess({ services: [] }, ['--data-dir', dataDir]);
+      started.push(again);
+      await again.stop();
+    });
+  }
+});
+
+function emptyConfig(dir: string): string {
+  const file = path.join(dir, 'empty.yaml');
+  writeFileSync(file, stringify({ services: [] }));
+  return file;
+}
 
 describe('an unusable data directory', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-baddir-'));

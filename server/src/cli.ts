@@ -20,7 +20,7 @@ async function usage(): Promise<string> {
   const [{ IMPORT_USAGE }, { EXPLAIN_USAGE }, { DEMO_USAGE }] = await Promise.all([policyCli(), explainCli(), demoCli()]);
   return `usage:
   canopy serve --config FILE [--data-dir DIR | --store etcd://HOST:PORT[,…][/prefix/]] [--host H] [--xds-host H] [--admin-host H]
-               [--xds-port N] [--admin-port N] [--debounce-ms N] [--leds on|off] [--log-level L]
+               [--xds-port N] [--admin-port N] [--debounce-ms N] [--leds on|off] [--log-level L] [--accept-store-loss]
 ${SECURITY_USAGE}
   canopy demo [--exit]      (in a terminal it stays up until Ctrl-C; --exit runs and exits)
 ${IMPORT_USAGE}
@@ -30,7 +30,8 @@ ${AGENT_USAGE}
 env: CANOPY_CONFIG, CANOPY_DATA_DIR, CANOPY_STORE, CANOPY_HOST, CANOPY_XDS_HOST, CANOPY_ADMIN_HOST, CANOPY_XDS_PORT,
      CANOPY_ADMIN_PORT, CANOPY_DEBOUNCE_MS, CANOPY_LEDS, CANOPY_LOG_LEVEL,
      ${SECURITY_ENV}
---data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).`;
+--data-dir defaults to ./canopy-data (the embedded database; one canopy process per directory).
+--accept-store-loss starts on a data directory whose log lost acknowledged writes, logging what was lost.`;
 }
 
 /** Where `canopy serve` keeps services when neither --data-dir nor CANOPY_DATA_DIR says. */
@@ -70,6 +71,7 @@ async function main(argv: string[]): Promise<number> {
       'debounce-ms': { type: 'string' },
       leds: { type: 'string' },
       'log-level': { type: 'string' },
+      'accept-store-loss': { type: 'boolean' },
       ...SECURITY_FLAGS,
     },
     strict: true,
@@ -125,6 +127,7 @@ async function main(argv: string[]): Promise<number> {
     config: loaded.value,
     configPath,
     ...(storeUrl !== undefined ? { storeUrl } : { dataDir }),
+    ...(values['accept-store-loss'] ? { acceptStoreLoss: true } : {}),
     security,
     ...(host !== undefined ? { host } : {}),
     ...(xdsHost !== undefined ? { xdsHost } : {}),

@@ -39,6 +39,8 @@ export interface CanopyOptions {
   /** `etcd://host:port[,…][/prefix/]`: share services with other replicas through etcd. */
   readonly storeUrl?: string;
   readonly dataDir?: string;
+  /** Start on an embedded store that lost acknowledged writes (truncated or damaged log), logging what was lost. */
+  readonly acceptStoreLoss?: boolean;
   /** Tokens, TLS and request limits (README, "Access control"); none by default. */
   readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
@@ -94,6 +96,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     (await openStore({
       ...(opts.storeUrl !== undefined ? { url: opts.storeUrl } : {}),
       ...(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}),
+      ...(opts.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
+      onStoreLoss: (report) => logger.error({ dataDir: opts.dataDir }, `accepted a store loss: ${report}`),
     }));
   const feed = await MeshFeed.open(store);
   const mesh = feed.mesh;

@@ -22,6 +22,7 @@
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
 import { CanopyError } from '../domain/errors.js';
+import { CheckFile, lossReport } from './level-check.js';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
 import { bucketOf as bucketFor } from './buckets.js';
@@ -46,6 +47,12 @@ function bucketsFor(endpoints: number): number {
   return n;
 }
 
+export interface LevelJournalOptions {
+  /** Open even if writes were lost (level-check.ts); `onLoss` is told what. */
+  readonly acceptLoss?: boolean;
+  readonly onLoss?: (report: string) => void;
+}
+
 export class LevelJournal implements Journal {
   /** Which endpoint keys each service's buckets hold, so a patch rewrites only its buckets. */
   private readonly buckets = new Map<string, Set<string>[]>();
@@ -63,11 +70,14 @@ export class LevelJournal implements Journal {
   private constructor(
     private db: ClassicLevel<string, string>,
     private readonly dir: string,
+    private readonly check: CheckFile,
+    private readonly opts: LevelJournalOptions,
     readonly description: string,
   ) {}
 
-  static async open(dir: string): Promise<LevelJournal> {
-    return new LevelJournal(await openDatabase(dir), dir, `level:${dir}`);
+  static async open(dir: string, opts: LevelJournalOptions = {}): Promise<LevelJournal> {
+    const db = await openDatabase(dir);
+    return new LevelJournal(db, dir, CheckFile.open(dir), opts, `level:${dir}`);
   }
 
   async load(): Promise<{ revision: number; services: HeldService[] }> {
@@ -97,6 +107,16 @@ export class LevelJournal implements Journal {
       const { buckets: _, ...row } = value;
       return { ...row, endpoints: endpoints.get(row.head.name) ?? new Map<string, Endpoint>() };
     });
+    const found = { revision, services: services.length };
+    const loss = lossReport(this.dir, this.check.expected, found);
+    if (loss && !this.opts.acceptLoss) {
+      await this.close();
+      throw new Error(
+        `${loss}. Restore the directory from a backup, or start with --accept-store-loss to serve what was recovered`,
+      );
+    }
+    if (loss) this.opts.onLoss?.(loss);
+    this.check.record(found);
     return { revision, services };
   }
 
@@ -106,6 +126,7 @@ export class LevelJournal implements Journal {
 
   async close(): Promise<void> {
     if (this.db.status === 'open') await this.db.close();
+    this.check.close();
   }
 
   /**
@@ -201,6 +222,7 @@ export class LevelJournal implements Journal {
       throw await this.failed(err);
     }
     this.committed = revision;
+    this.check.record({ revision, services: this.buckets.size });
   }
 
   /**

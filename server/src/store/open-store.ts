@@ -10,6 +10,9 @@ export interface StoreOptions {
   readonly url?: string;
   /** The embedded database's directory; created when missing. */
   readonly dataDir?: string;
+  /** Open the embedded database even if it lost acknowledged writes (level-check.ts); `onStoreLoss` hears what. */
+  readonly acceptStoreLoss?: boolean;
+  readonly onStoreLoss?: (report: string) => void;
 }
 
 /** Each backend's client library is loaded only when that backend is chosen (etcd3 alone costs ~0.1 s of startup). */
@@ -21,7 +24,12 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
   }
   if (opts.dataDir === undefined) return LocalStore.open();
   const { LevelJournal } = await import('./level-journal.js');
-  return LocalStore.open(await LevelJournal.open(opts.dataDir));
+  return LocalStore.open(
+    await LevelJournal.open(opts.dataDir, {
+      ...(opts.acceptStoreLoss !== undefined ? { acceptLoss: opts.acceptStoreLoss } : {}),
+      ...(opts.onStoreLoss ? { onLoss: opts.onStoreLoss } : {}),
+    }),
+  );
 }
 
 export function parseEtcdUrl(url: string): { endpoints: string[]; prefix: string } {
