@@ -13,6 +13,7 @@ import {
   type DiscoveryRequest,
 } from '../wire/request.js';
 import { nodeIdRefusal, spiffeIds } from './node-identity.js';
+import { isUnreadable, readableRequest, type Unreadable } from './unreadable-frames.js';
 
 /** PEM key material; with clientCa, clients must present a certificate it signed (mTLS). */
 export interface TransportTls {
@@ -27,7 +28,7 @@ const ADS_SERVICE: grpc.ServiceDefinition = {
     requestStream: true,
     responseStream: true,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: (bytes: Buffer): DiscoveryRequest => decodeDiscoveryRequest(bytes),
+    requestDeserialize: readableRequest(decodeDiscoveryRequest, 'envoy.service.discovery.v3.DiscoveryRequest'),
     responseSerialize: (bytes: Buffer): Buffer => bytes,
     responseDeserialize: (bytes: Buffer): Buffer => bytes,
     originalName: 'streamAggregatedResources',
@@ -37,7 +38,10 @@ const ADS_SERVICE: grpc.ServiceDefinition = {
     requestStream: true,
     responseStream: true,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: (bytes: Buffer): DeltaDiscoveryRequest => decodeDeltaDiscoveryRequest(bytes),
+    requestDeserialize: readableRequest(
+      decodeDeltaDiscoveryRequest,
+      'envoy.service.discovery.v3.DeltaDiscoveryRequest',
+    ),
     responseSerialize: (bytes: Buffer): Buffer => bytes,
     responseDeserialize: (bytes: Buffer): Buffer => bytes,
     originalName: 'deltaAggregatedResources',
@@ -64,11 +68,14 @@ export async function startGrpcTransport(opts: {
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   });
   const mtls = opts.tls?.clientCa !== undefined;
-  server.addService(csdsServiceDefinition(), csdsHandlers(() => opts.ads.clients(Infinity)));
+  server.addService(
+    csdsServiceDefinition(),
+    csdsHandlers(() => opts.ads.clients(Infinity)),
+  );
   server.addService(ADS_SERVICE, {
-    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
+    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest | Unreadable, Buffer>) =>
       serveStream(call, mtls, (sink) => opts.ads.open(call.getPeer(), sink)),
-    DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest, Buffer>) =>
+    DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest | Unreadable, Buffer>) =>
       serveStream(call, mtls, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -103,7 +110,7 @@ function serverCredentials(tls: TransportTls | undefined): grpc.ServerCredential
 }
 
 function serveStream<R extends { readonly node?: { readonly id: string } }>(
-  call: grpc.ServerDuplexStream<R, Buffer>,
+  call: grpc.ServerDuplexStream<R | Unreadable, Buffer>,
   mtls: boolean,
   open: (sink: StreamSink) => StreamHandle<R>,
 ): void {
@@ -128,7 +135,14 @@ function serveStream<R extends { readonly node?: { readonly id: string } }>(
       call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
     },
   });
-  call.on('data', (req: R) => {
+  call.on('data', (req: R | Unreadable) => {
+    if (ended) return;
+    if (isUnreadable(req)) {
+      ended = true;
+      handle.closed();
+      call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: req.unreadable });
+      return;
+    }
     const refusal = identities && req.node ? nodeIdRefusal(identities, req.node.id) : undefined;
     if (refusal === undefined) return handle.receive(req);
     ended = true;
