@@ -14,6 +14,14 @@ import {
 } from '../wire/request.js';
 import { nodeIdRefusal, spiffeIds } from './node-identity.js';
 import { isUnreadable, readableRequest, type Unreadable } from './unreadable-frames.js';
+import {
+  defaultXdsLimits,
+  StreamAccount,
+  SubscriptionBudget,
+  type CountedRequest,
+  type LimitName,
+} from './subscription-budget.js';
+import v8 from 'node:v8';
 
 /** PEM key material; with clientCa, clients must present a certificate it signed (mTLS). */
 export interface TransportTls {
@@ -59,24 +67,32 @@ export async function startGrpcTransport(opts: {
   readonly tls?: TransportTls;
   readonly host: string;
   readonly port: number;
+  /** What clients may make the server hold (default: derived from the heap limit). */
+  readonly budget?: SubscriptionBudget;
+  /** A stream refused for a limit (metrics). */
+  readonly refused?: (limit: LimitName) => void;
 }): Promise<GrpcTransport> {
+  const budget =
+    opts.budget ?? new SubscriptionBudget(defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), () => true);
+  const edge: Edge = { mtls: opts.tls?.clientCa !== undefined, budget, refused: opts.refused ?? (() => {}) };
   const server = new grpc.Server({
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
+    // A backstop above the limit counted per connection, so that one is what clients normally meet (with its message).
+    'grpc.max_concurrent_streams': budget.limits.maxStreamsPerConnection * 2 + 16,
   });
-  const mtls = opts.tls?.clientCa !== undefined;
   server.addService(
     csdsServiceDefinition(),
     csdsHandlers(() => opts.ads.clients(Infinity)),
   );
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest | Unreadable, Buffer>) =>
-      serveStream(call, mtls, (sink) => opts.ads.open(call.getPeer(), sink)),
+      serveStream(call, edge, sotwCounted, (sink) => opts.ads.open(call.getPeer(), sink)),
     DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest | Unreadable, Buffer>) =>
-      serveStream(call, mtls, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
+      serveStream(call, edge, deltaCounted, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
   });
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(hostPort(opts.host, opts.port), serverCredentials(opts.tls), (err, bound) =>
@@ -109,13 +125,41 @@ function serverCredentials(tls: TransportTls | undefined): grpc.ServerCredential
   );
 }
 
+/** What every stream's handler checks before a request reaches the pipeline. */
+interface Edge {
+  readonly mtls: boolean;
+  readonly budget: SubscriptionBudget;
+  readonly refused: (limit: LimitName) => void;
+}
+
+const sotwCounted = (r: DiscoveryRequest): CountedRequest => ({
+  kind: 'sotw',
+  typeUrl: r.typeUrl,
+  names: r.resourceNames,
+});
+const deltaCounted = (r: DeltaDiscoveryRequest): CountedRequest => ({
+  kind: 'delta',
+  typeUrl: r.typeUrl,
+  subscribe: r.subscribe,
+  unsubscribe: r.unsubscribe,
+  initialVersions: r.initialVersions,
+});
+
 function serveStream<R extends { readonly node?: { readonly id: string } }>(
   call: grpc.ServerDuplexStream<R | Unreadable, Buffer>,
-  mtls: boolean,
+  edge: Edge,
+  counted: (req: R) => CountedRequest,
   open: (sink: StreamSink) => StreamHandle<R>,
 ): void {
+  const account = edge.budget.openStream(call.getPeer());
+  if (!(account instanceof StreamAccount)) {
+    edge.refused(account.limit);
+    call.on('error', () => {});
+    call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details: account.detail });
+    return;
+  }
   // With mTLS every request's node id must be one the client certificate names.
-  const identities = mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
+  const identities = edge.mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
   let ended = false;
   const handle = open({
     // The callback runs once grpc-js has handed the message on (the client's flow control lets it):
@@ -135,23 +179,29 @@ function serveStream<R extends { readonly node?: { readonly id: string } }>(
       call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
     },
   });
-  call.on('data', (req: R | Unreadable) => {
-    if (ended) return;
-    if (isUnreadable(req)) {
-      ended = true;
-      handle.closed();
-      call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: req.unreadable });
-      return;
-    }
-    const refusal = identities && req.node ? nodeIdRefusal(identities, req.node.id) : undefined;
-    if (refusal === undefined) return handle.receive(req);
+  /** Ends the stream with a status, after the responses already handed to grpc-js. */
+  const refuse = (code: grpc.status, details: string): void => {
     ended = true;
     handle.closed();
-    call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: refusal });
+    account.close();
+    call.emit('error', { code, details });
+  };
+  call.on('data', (req: R | Unreadable) => {
+    if (ended) return;
+    if (isUnreadable(req)) return refuse(grpc.status.INVALID_ARGUMENT, req.unreadable);
+    const refusal = identities && req.node ? nodeIdRefusal(identities, req.node.id) : undefined;
+    if (refusal !== undefined) return refuse(grpc.status.PERMISSION_DENIED, refusal);
+    const over = account.admit(counted(req));
+    if (over) {
+      edge.refused(over.limit);
+      return refuse(grpc.status.RESOURCE_EXHAUSTED, over.detail);
+    }
+    handle.receive(req);
   });
   const close = (): void => {
     ended = true;
     handle.closed();
+    account.close();
   };
   call.on('end', () => {
     close();
