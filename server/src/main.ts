@@ -17,6 +17,7 @@ import type { ServeSecurity } from './serve-security.js';
 import ipaddr from 'ipaddr.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { defaultXdsLimits, SubscriptionBudget } from './transport/subscription-budget.js';
+import { ReadAccess } from './transport/read-access.js';
 import v8 from 'node:v8';
 import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
 import { canopyResources } from './resources/registry.js';
@@ -150,6 +151,12 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ads: pipeline,
     budget,
     refused: (limit) => observer.requestRefused?.(limit),
+    resources,
+    access: new ReadAccess(security.xdsReadRules),
+    csds: {
+      ...(security.adminToken !== undefined ? { adminToken: security.adminToken } : {}),
+      openReads: security.adminOpenReads ?? false,
+    },
     host: xdsHost,
     port: xdsPort,
     ...(security.tls ? { tls: security.tls } : {}),

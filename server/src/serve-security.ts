@@ -3,9 +3,12 @@
  * flags and env, files loaded, bad values reported by flag name.
  */
 import { readFile } from 'node:fs/promises';
+import { formatFieldErrors } from './domain/errors.js';
+import { configFormatOf, parseConfigData } from './store/config-text.js';
+import { parseReadRules, type ReadRules } from './transport/read-access.js';
 
 export const SECURITY_USAGE = `               [--admin-token-file FILE] [--admin-open-reads] [--admin-hostname NAME]... [--insecure-admin]
-               [--tls-cert FILE --tls-key FILE] [--client-ca FILE]
+               [--tls-cert FILE --tls-key FILE] [--client-ca FILE] [--xds-read-rules FILE]
                [--admin-body-limit BYTES] [--admin-write-limit N]
                [--xds-max-streams-per-connection N] [--xds-max-names-per-connection N]
                [--xds-max-bytes-per-connection BYTES] [--xds-subscription-budget BYTES]`;
@@ -13,7 +16,7 @@ export const SECURITY_ENV =
   'CANOPY_ADMIN_TOKEN, CANOPY_ADMIN_TOKEN_FILE, CANOPY_ADMIN_OPEN_READS, CANOPY_ADMIN_HOSTNAMES, CANOPY_INSECURE_ADMIN,\n' +
   '     CANOPY_TLS_CERT, CANOPY_TLS_KEY, CANOPY_CLIENT_CA, CANOPY_ADMIN_BODY_LIMIT, CANOPY_ADMIN_WRITE_LIMIT,\n' +
   '     CANOPY_XDS_MAX_STREAMS_PER_CONNECTION, CANOPY_XDS_MAX_NAMES_PER_CONNECTION, CANOPY_XDS_MAX_BYTES_PER_CONNECTION,\n' +
-  '     CANOPY_XDS_SUBSCRIPTION_BUDGET';
+  '     CANOPY_XDS_SUBSCRIPTION_BUDGET, CANOPY_XDS_READ_RULES';
 
 export const SECURITY_FLAGS = {
   'admin-token-file': { type: 'string' },
@@ -23,6 +26,7 @@ export const SECURITY_FLAGS = {
   'tls-cert': { type: 'string' },
   'tls-key': { type: 'string' },
   'client-ca': { type: 'string' },
+  'xds-read-rules': { type: 'string' },
   'admin-body-limit': { type: 'string' },
   'admin-write-limit': { type: 'string' },
   'xds-max-streams-per-connection': { type: 'string' },
@@ -39,6 +43,7 @@ export interface SecurityValues {
   'tls-cert'?: string;
   'tls-key'?: string;
   'client-ca'?: string;
+  'xds-read-rules'?: string;
   'admin-body-limit'?: string;
   'admin-write-limit'?: string;
   'xds-max-streams-per-connection'?: string;
@@ -65,6 +70,8 @@ export interface ServeSecurity {
   readonly adminBodyLimit?: number;
   readonly adminWriteLimit?: number;
   readonly xdsLimits?: XdsLimitSettings;
+  /** Who may read which services on the xDS port, by SPIFFE ID (docs/security.md); none: everyone reads all. */
+  readonly xdsReadRules?: ReadRules;
 }
 
 export class FlagError extends Error {}
@@ -91,6 +98,11 @@ export async function readServeSecurity(values: SecurityValues, env: NodeJS.Proc
           ...(caFile !== undefined ? { clientCa: await readFlagFile('client-ca', caFile) } : {}),
         }
       : undefined;
+  const rulesFile = values['xds-read-rules'] ?? env['CANOPY_XDS_READ_RULES'];
+  if (rulesFile !== undefined && caFile === undefined) {
+    throw new FlagError('--xds-read-rules needs --client-ca: clients are told apart by their certificates');
+  }
+  const xdsReadRules = rulesFile !== undefined ? await readRulesFile(rulesFile) : undefined;
   const adminBodyLimit = positive('admin-body-limit', values['admin-body-limit'] ?? env['CANOPY_ADMIN_BODY_LIMIT']);
   const adminWriteLimit = positive('admin-write-limit', values['admin-write-limit'] ?? env['CANOPY_ADMIN_WRITE_LIMIT']);
   const xdsLimits: XdsLimitSettings = {};
@@ -106,6 +118,7 @@ export async function readServeSecurity(values: SecurityValues, env: NodeJS.Proc
   if (budget !== undefined) xdsLimits.subscriptionBudgetBytes = budget;
   return {
     ...(Object.keys(xdsLimits).length > 0 ? { xdsLimits } : {}),
+    ...(xdsReadRules ? { xdsReadRules } : {}),
     ...(adminToken !== undefined ? { adminToken } : {}),
     adminOpenReads: values['admin-open-reads'] ?? truthy(env['CANOPY_ADMIN_OPEN_READS']),
     adminHostnames: values['admin-hostname'] ?? env['CANOPY_ADMIN_HOSTNAMES']?.split(',').filter(Boolean) ?? [],
@@ -114,6 +127,14 @@ export async function readServeSecurity(values: SecurityValues, env: NodeJS.Proc
     ...(adminBodyLimit !== undefined ? { adminBodyLimit } : {}),
     ...(adminWriteLimit !== undefined ? { adminWriteLimit } : {}),
   };
+}
+
+async function readRulesFile(file: string): Promise<ReadRules> {
+  const text = (await readFlagFile('xds-read-rules', file)).toString('utf8');
+  const parsed = parseConfigData(text, configFormatOf(file));
+  const rules = parsed.ok ? parseReadRules(parsed.value) : parsed;
+  if (!rules.ok) throw new FlagError(`--xds-read-rules ${file}: ${formatFieldErrors(rules.errors)}`);
+  return rules.value;
 }
 
 async function readFlagFile(flag: string, file: string): Promise<Buffer> {

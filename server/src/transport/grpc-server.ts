@@ -6,6 +6,10 @@
 import * as grpc from '@grpc/grpc-js';
 import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
 import { csdsHandlers, csdsServiceDefinition } from './csds-service.js';
+import { guardCsds } from './csds-access.js';
+import { ReadAccess, type ReadGrant } from './read-access.js';
+import { readableResources } from './readable-resources.js';
+import type { ResourceTypes } from '../resources/resource-type.js';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
@@ -71,10 +75,18 @@ export async function startGrpcTransport(opts: {
   readonly budget?: SubscriptionBudget;
   /** A stream refused for a limit (metrics). */
   readonly refused?: (limit: LimitName) => void;
+  /** The resource types, to narrow to what each client may read (with `access`). */
+  readonly resources?: ResourceTypes;
+  /** Read rules by SPIFFE ID (mTLS); without them every client reads everything. */
+  readonly access?: ReadAccess;
+  /** Who may call CSDS besides identities with `csds: true`. */
+  readonly csds?: { readonly adminToken?: string; readonly openReads?: boolean };
 }): Promise<GrpcTransport> {
   const budget =
     opts.budget ?? new SubscriptionBudget(defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), () => true);
-  const edge: Edge = { mtls: opts.tls?.clientCa !== undefined, budget, refused: opts.refused ?? (() => {}) };
+  const access = opts.access ?? new ReadAccess();
+  const mtls = opts.tls?.clientCa !== undefined;
+  const edge: Edge = { mtls, budget, refused: opts.refused ?? (() => {}), access };
   const server = new grpc.Server({
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
@@ -86,13 +98,22 @@ export async function startGrpcTransport(opts: {
   });
   server.addService(
     csdsServiceDefinition(),
-    csdsHandlers(() => opts.ads.clients(Infinity)),
+    guardCsds(
+      csdsHandlers(() => opts.ads.clients(Infinity)),
+      {
+        ...opts.csds,
+        identityAllowed: (call) =>
+          mtls && access.grant(spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname)).csds,
+      },
+    ),
   );
+  const view = (grant: ReadGrant): ResourceTypes | undefined =>
+    opts.resources && !grant.all ? readableResources(opts.resources, grant) : undefined;
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest | Unreadable, Buffer>) =>
-      serveStream(call, edge, sotwCounted, (sink) => opts.ads.open(call.getPeer(), sink)),
+      serveStream(call, edge, sotwCounted, (sink, grant) => opts.ads.open(call.getPeer(), sink, view(grant))),
     DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest | Unreadable, Buffer>) =>
-      serveStream(call, edge, deltaCounted, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
+      serveStream(call, edge, deltaCounted, (sink, grant) => opts.ads.openDelta(call.getPeer(), sink, view(grant))),
   });
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(hostPort(opts.host, opts.port), serverCredentials(opts.tls), (err, bound) =>
@@ -130,6 +151,7 @@ interface Edge {
   readonly mtls: boolean;
   readonly budget: SubscriptionBudget;
   readonly refused: (limit: LimitName) => void;
+  readonly access: ReadAccess;
 }
 
 const sotwCounted = (r: DiscoveryRequest): CountedRequest => ({
@@ -149,7 +171,7 @@ function serveStream<R extends { readonly node?: { readonly id: string } }>(
   call: grpc.ServerDuplexStream<R | Unreadable, Buffer>,
   edge: Edge,
   counted: (req: R) => CountedRequest,
-  open: (sink: StreamSink) => StreamHandle<R>,
+  open: (sink: StreamSink, grant: ReadGrant) => StreamHandle<R>,
 ): void {
   const account = edge.budget.openStream(call.getPeer());
   if (!(account instanceof StreamAccount)) {
@@ -158,27 +180,40 @@ function serveStream<R extends { readonly node?: { readonly id: string } }>(
     call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details: account.detail });
     return;
   }
-  // With mTLS every request's node id must be one the client certificate names.
+  // With mTLS every request's node id must be one the client certificate names, and the identity says what it reads.
   const identities = edge.mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
+  if (identities?.length === 0) {
+    account.close();
+    call.on('error', () => {});
+    call.emit('error', {
+      code: grpc.status.PERMISSION_DENIED,
+      details: 'the client certificate has no spiffe:// URI SAN: mTLS clients are identified by their SPIFFE ID',
+    });
+    return;
+  }
+  const grant = edge.access.grant(identities ?? []);
   let ended = false;
-  const handle = open({
-    // The callback runs once grpc-js has handed the message on (the client's flow control lets it):
-    // the pipeline writes nothing more to this stream until then.
-    write: (bytes, flushed) => {
-      if (ended) return;
-      call.write(bytes, () => flushed());
+  const handle = open(
+    {
+      // The callback runs once grpc-js has handed the message on (the client's flow control lets it):
+      // the pipeline writes nothing more to this stream until then.
+      write: (bytes, flushed) => {
+        if (ended) return;
+        call.write(bytes, () => flushed());
+      },
+      end: () => {
+        if (ended) return;
+        ended = true;
+        call.end();
+      },
+      reject: (detail) => {
+        if (ended) return;
+        ended = true;
+        call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
+      },
     },
-    end: () => {
-      if (ended) return;
-      ended = true;
-      call.end();
-    },
-    reject: (detail) => {
-      if (ended) return;
-      ended = true;
-      call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
-    },
-  });
+    grant,
+  );
   /** Ends the stream with a status, after the responses already handed to grpc-js. */
   const refuse = (code: grpc.status, details: string): void => {
     ended = true;
