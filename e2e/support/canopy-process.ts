@@ -35,13 +35,19 @@ process.once('exit', () => {
 });
 
 /** `config` is an object written as YAML, or the file's text as it is (e.g. Istio, Kuma or Kubernetes documents). */
-export async function startCanopyProcess(config: object | string, extraArgs: string[] = []): Promise<CanopyProcess> {
+/** `nodeArgs` go to node before the CLI (e.g. `--max-old-space-size=160`). */
+export async function startCanopyProcess(
+  config: object | string,
+  extraArgs: string[] = [],
+  opts: { readonly nodeArgs?: readonly string[] } = {},
+): Promise<CanopyProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-e2e-'));
   const configPath = path.join(dir, 'mesh.yaml');
   writeFileSync(configPath, typeof config === 'string' ? config : stringify(config));
   const child = spawn(
     process.execPath,
     [
+      ...(opts.nodeArgs ?? []),
       CLI,
       'serve',
       '--config',
@@ -53,7 +59,9 @@ export async function startCanopyProcess(config: object | string, extraArgs: str
       '--admin-port',
       '0',
       // Each process its own embedded database, unless the test names one (a restart keeps it).
-      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store')) ? [] : ['--data-dir', path.join(dir, 'data')]),
+      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store'))
+        ? []
+        : ['--data-dir', path.join(dir, 'data')]),
       ...extraArgs,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -83,7 +91,8 @@ export async function startCanopyProcess(config: object | string, extraArgs: str
       clearTimeout(timer);
       reject(new Error(`canopy exited with ${code}:\n${lines.join('\n')}`));
       // After it was ready, the test sees only failed requests: say why the server went away.
-      if (code !== 0 && signal === null) process.stderr.write(`canopy exited with ${code}; its last output:\n${lines.slice(-20).join('\n')}\n`);
+      if (code !== 0 && signal === null)
+        process.stderr.write(`canopy exited with ${code}; its last output:\n${lines.slice(-20).join('\n')}\n`);
     });
   });
   let addresses: { xds: string; admin: string };

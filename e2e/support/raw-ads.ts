@@ -162,7 +162,7 @@ export class RawAdsStream extends RawStream<RawRequest, RawResponse> {
 
 /** DeltaAggregatedResources: the incremental protocol. */
 export class RawDeltaStream extends RawStream<RawDeltaRequest, RawDeltaResponse> {
-  constructor(address: string, options: grpc.ClientOptions = {}) {
-    super(address, 'DeltaAggregatedResources', options);
+  constructor(address: string, options: grpc.ClientOptions = {}, credentials?: grpc.ChannelCredentials) {
+    super(address, 'DeltaAggregatedResources', options, false, credentials);
   }
 }

@@ -16,6 +16,9 @@ import type { Store } from './store/store.js';
 import type { ServeSecurity } from './serve-security.js';
 import ipaddr from 'ipaddr.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
+import { defaultXdsLimits, SubscriptionBudget } from './transport/subscription-budget.js';
+import { ReadAccess } from './transport/read-access.js';
+import v8 from 'node:v8';
 import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
 import { canopyResources } from './resources/registry.js';
 import { kernelServable } from './resources/tree-codec.js';
@@ -104,11 +107,14 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const claCache = serverClaCache();
   const resources = canopyResources(mesh, claCache, server.lazyXds, { leds: opts.leds ?? server.leds ?? true });
   const registry = new Registry();
+  const limits = { ...defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), ...security.xdsLimits };
+  const budget = new SubscriptionBudget(limits, (typeUrl) => resources.get(typeUrl) !== undefined);
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),
     treeNodes: () => mesh.list().reduce((n, s) => n + s.tree.nodeCount, 0),
     // Read at scrape time, after the pipeline below exists.
     connectedClients: () => pipeline.connected,
+    subscriptions: () => ({ bytes: budget.used, budget: limits.subscriptionBudgetBytes }),
   });
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
   const pushWindow = opts.pushWindow ?? server.pushWindow;
@@ -144,8 +150,17 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const initial = await applyFileServices(store, opts.config.services);
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
 
+  logger.info({ xdsLimits: limits }, 'xds limits');
   const grpcTransport = await startGrpcTransport({
     ads: pipeline,
+    budget,
+    refused: (limit) => observer.requestRefused?.(limit),
+    resources,
+    access: new ReadAccess(security.xdsReadRules),
+    csds: {
+      ...(security.adminToken !== undefined ? { adminToken: security.adminToken } : {}),
+      openReads: security.adminOpenReads ?? false,
+    },
     host: xdsHost,
     port: xdsPort,
     ...(security.tls ? { tls: security.tls } : {}),

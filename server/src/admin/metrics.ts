@@ -4,13 +4,15 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ClaCacheStats } from '../domain/cla-cache.js';
-import type { XdsObserver } from '../sessions/observer.js';
+import { REFUSAL_REASONS, type XdsObserver } from '../sessions/observer.js';
 import { shortTypeName } from '../resources/type-urls.js';
 
 export interface MetricSources {
   readonly claCache: () => ClaCacheStats;
   readonly treeNodes: () => number;
   readonly connectedClients: () => number;
+  /** Bytes of subscription state clients hold now, and the server's budget for it. */
+  readonly subscriptions?: () => { readonly bytes: number; readonly budget: number };
 }
 
 /** The xDS observer that feeds the registry, and the registry /metrics serves. */
@@ -67,10 +69,33 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
   const streams = new Counter({ name: 'canopy_xds_streams_opened_total', help: 'ADS streams opened', registers });
   const refused = new Counter({
     name: 'canopy_xds_refused_requests_total',
-    help: 'Requests refused: for a type not served (ignored, no state kept) or over a stream limit (stream ended)',
+    help:
+      'Requests refused: for a type not served (ignored, no state kept), or over a stream, connection or ' +
+      'server-wide limit (stream ended)',
     labelNames: ['reason'],
     registers,
   });
+  // Every reason is listed from the start, at zero: an alert on it needs the series to exist.
+  for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
+  const subscriptions = sources.subscriptions;
+  if (subscriptions) {
+    new Gauge({
+      name: 'canopy_xds_subscription_bytes',
+      help: 'Bytes of subscription state ADS clients hold now (names and their bookkeeping)',
+      registers,
+      collect() {
+        this.set(subscriptions().bytes);
+      },
+    });
+    new Gauge({
+      name: 'canopy_xds_subscription_budget_bytes',
+      help: 'The most subscription state all ADS clients together may hold (--xds-subscription-budget)',
+      registers,
+      collect() {
+        this.set(subscriptions().budget);
+      },
+    });
+  }
   const oversized = new Counter({
     name: 'canopy_xds_oversized_responses_total',
     help: "Responses over gRPC's default 4 MiB receive limit (a default client ends its stream)",

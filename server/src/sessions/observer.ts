@@ -2,6 +2,16 @@
  * What the xDS layer reports as it works. main wires it to prom-client and
  * pino; the xDS layer itself knows neither.
  */
+export const REFUSAL_REASONS = [
+  'unserved_type',
+  'over_limit',
+  'streams_per_connection',
+  'names_per_connection',
+  'bytes_per_connection',
+  'subscription_budget',
+] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
 export interface XdsObserver {
   streamOpened(nodeId: string): void;
   streamClosed(nodeId: string): void;
@@ -12,8 +22,11 @@ export interface XdsObserver {
   acked(typeUrl: string): void;
   nacked(typeUrl: string, nodeId: string, detail: string): void;
   staleNonce(typeUrl: string): void;
-  /** A request refused: for a type not served here (no state kept), or over a stream's limits (stream ended). */
-  requestRefused?(reason: 'unserved_type' | 'over_limit'): void;
+  /**
+   * A request refused: for a type not served here (no state kept), over a stream's limits, or over what a
+   * connection or all clients may hold (stream ended).
+   */
+  requestRefused?(reason: RefusalReason): void;
   /** A response over gRPC's default 4 MiB receive limit was written. */
   oversizedResponse?(typeUrl: string): void;
 }

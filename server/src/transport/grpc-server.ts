@@ -6,6 +6,10 @@
 import * as grpc from '@grpc/grpc-js';
 import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
 import { csdsHandlers, csdsServiceDefinition } from './csds-service.js';
+import { guardCsds } from './csds-access.js';
+import { ReadAccess, type ReadGrant } from './read-access.js';
+import { readableResources } from './readable-resources.js';
+import type { ResourceTypes } from '../resources/resource-type.js';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
@@ -13,6 +17,15 @@ import {
   type DiscoveryRequest,
 } from '../wire/request.js';
 import { nodeIdRefusal, spiffeIds } from './node-identity.js';
+import { isUnreadable, readableRequest, type Unreadable } from './unreadable-frames.js';
+import {
+  defaultXdsLimits,
+  StreamAccount,
+  SubscriptionBudget,
+  type CountedRequest,
+  type LimitName,
+} from './subscription-budget.js';
+import v8 from 'node:v8';
 
 /** PEM key material; with clientCa, clients must present a certificate it signed (mTLS). */
 export interface TransportTls {
@@ -27,7 +40,7 @@ const ADS_SERVICE: grpc.ServiceDefinition = {
     requestStream: true,
     responseStream: true,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: (bytes: Buffer): DiscoveryRequest => decodeDiscoveryRequest(bytes),
+    requestDeserialize: readableRequest(decodeDiscoveryRequest, 'envoy.service.discovery.v3.DiscoveryRequest'),
     responseSerialize: (bytes: Buffer): Buffer => bytes,
     responseDeserialize: (bytes: Buffer): Buffer => bytes,
     originalName: 'streamAggregatedResources',
@@ -37,7 +50,10 @@ const ADS_SERVICE: grpc.ServiceDefinition = {
     requestStream: true,
     responseStream: true,
     requestSerialize: () => Buffer.alloc(0),
-    requestDeserialize: (bytes: Buffer): DeltaDiscoveryRequest => decodeDeltaDiscoveryRequest(bytes),
+    requestDeserialize: readableRequest(
+      decodeDeltaDiscoveryRequest,
+      'envoy.service.discovery.v3.DeltaDiscoveryRequest',
+    ),
     responseSerialize: (bytes: Buffer): Buffer => bytes,
     responseDeserialize: (bytes: Buffer): Buffer => bytes,
     originalName: 'deltaAggregatedResources',
@@ -55,21 +71,49 @@ export async function startGrpcTransport(opts: {
   readonly tls?: TransportTls;
   readonly host: string;
   readonly port: number;
+  /** What clients may make the server hold (default: derived from the heap limit). */
+  readonly budget?: SubscriptionBudget;
+  /** A stream refused for a limit (metrics). */
+  readonly refused?: (limit: LimitName) => void;
+  /** The resource types, to narrow to what each client may read (with `access`). */
+  readonly resources?: ResourceTypes;
+  /** Read rules by SPIFFE ID (mTLS); without them every client reads everything. */
+  readonly access?: ReadAccess;
+  /** Who may call CSDS besides identities with `csds: true`. */
+  readonly csds?: { readonly adminToken?: string; readonly openReads?: boolean };
 }): Promise<GrpcTransport> {
+  const budget =
+    opts.budget ?? new SubscriptionBudget(defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), () => true);
+  const access = opts.access ?? new ReadAccess();
+  const mtls = opts.tls?.clientCa !== undefined;
+  const edge: Edge = { mtls, budget, refused: opts.refused ?? (() => {}), access };
   const server = new grpc.Server({
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
+    // A backstop above the limit counted per connection, so that one is what clients normally meet (with its message).
+    'grpc.max_concurrent_streams': budget.limits.maxStreamsPerConnection * 2 + 16,
   });
-  const mtls = opts.tls?.clientCa !== undefined;
-  server.addService(csdsServiceDefinition(), csdsHandlers(() => opts.ads.clients(Infinity)));
+  server.addService(
+    csdsServiceDefinition(),
+    guardCsds(
+      csdsHandlers(() => opts.ads.clients(Infinity)),
+      {
+        ...opts.csds,
+        identityAllowed: (call) =>
+          mtls && access.grant(spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname)).csds,
+      },
+    ),
+  );
+  const view = (grant: ReadGrant): ResourceTypes | undefined =>
+    opts.resources && !grant.all ? readableResources(opts.resources, grant) : undefined;
   server.addService(ADS_SERVICE, {
-    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
-      serveStream(call, mtls, (sink) => opts.ads.open(call.getPeer(), sink)),
-    DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest, Buffer>) =>
-      serveStream(call, mtls, (sink) => opts.ads.openDelta(call.getPeer(), sink)),
+    StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest | Unreadable, Buffer>) =>
+      serveStream(call, edge, sotwCounted, (sink, grant) => opts.ads.open(call.getPeer(), sink, view(grant))),
+    DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest | Unreadable, Buffer>) =>
+      serveStream(call, edge, deltaCounted, (sink, grant) => opts.ads.openDelta(call.getPeer(), sink, view(grant))),
   });
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(hostPort(opts.host, opts.port), serverCredentials(opts.tls), (err, bound) =>
@@ -102,42 +146,97 @@ function serverCredentials(tls: TransportTls | undefined): grpc.ServerCredential
   );
 }
 
+/** What every stream's handler checks before a request reaches the pipeline. */
+interface Edge {
+  readonly mtls: boolean;
+  readonly budget: SubscriptionBudget;
+  readonly refused: (limit: LimitName) => void;
+  readonly access: ReadAccess;
+}
+
+const sotwCounted = (r: DiscoveryRequest): CountedRequest => ({
+  kind: 'sotw',
+  typeUrl: r.typeUrl,
+  names: r.resourceNames,
+});
+const deltaCounted = (r: DeltaDiscoveryRequest): CountedRequest => ({
+  kind: 'delta',
+  typeUrl: r.typeUrl,
+  subscribe: r.subscribe,
+  unsubscribe: r.unsubscribe,
+  initialVersions: r.initialVersions,
+});
+
 function serveStream<R extends { readonly node?: { readonly id: string } }>(
-  call: grpc.ServerDuplexStream<R, Buffer>,
-  mtls: boolean,
-  open: (sink: StreamSink) => StreamHandle<R>,
+  call: grpc.ServerDuplexStream<R | Unreadable, Buffer>,
+  edge: Edge,
+  counted: (req: R) => CountedRequest,
+  open: (sink: StreamSink, grant: ReadGrant) => StreamHandle<R>,
 ): void {
-  // With mTLS every request's node id must be one the client certificate names.
-  const identities = mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
+  const account = edge.budget.openStream(call.getPeer());
+  if (!(account instanceof StreamAccount)) {
+    edge.refused(account.limit);
+    call.on('error', () => {});
+    call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details: account.detail });
+    return;
+  }
+  // With mTLS every request's node id must be one the client certificate names, and the identity says what it reads.
+  const identities = edge.mtls ? spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname) : undefined;
+  if (identities?.length === 0) {
+    account.close();
+    call.on('error', () => {});
+    call.emit('error', {
+      code: grpc.status.PERMISSION_DENIED,
+      details: 'the client certificate has no spiffe:// URI SAN: mTLS clients are identified by their SPIFFE ID',
+    });
+    return;
+  }
+  const grant = edge.access.grant(identities ?? []);
   let ended = false;
-  const handle = open({
-    // The callback runs once grpc-js has handed the message on (the client's flow control lets it):
-    // the pipeline writes nothing more to this stream until then.
-    write: (bytes, flushed) => {
-      if (ended) return;
-      call.write(bytes, () => flushed());
+  const handle = open(
+    {
+      // The callback runs once grpc-js has handed the message on (the client's flow control lets it):
+      // the pipeline writes nothing more to this stream until then.
+      write: (bytes, flushed) => {
+        if (ended) return;
+        call.write(bytes, () => flushed());
+      },
+      end: () => {
+        if (ended) return;
+        ended = true;
+        call.end();
+      },
+      reject: (detail) => {
+        if (ended) return;
+        ended = true;
+        call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
+      },
     },
-    end: () => {
-      if (ended) return;
-      ended = true;
-      call.end();
-    },
-    reject: (detail) => {
-      if (ended) return;
-      ended = true;
-      call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: detail });
-    },
-  });
-  call.on('data', (req: R) => {
-    const refusal = identities && req.node ? nodeIdRefusal(identities, req.node.id) : undefined;
-    if (refusal === undefined) return handle.receive(req);
+    grant,
+  );
+  /** Ends the stream with a status, after the responses already handed to grpc-js. */
+  const refuse = (code: grpc.status, details: string): void => {
     ended = true;
     handle.closed();
-    call.emit('error', { code: grpc.status.PERMISSION_DENIED, details: refusal });
+    account.close();
+    call.emit('error', { code, details });
+  };
+  call.on('data', (req: R | Unreadable) => {
+    if (ended) return;
+    if (isUnreadable(req)) return refuse(grpc.status.INVALID_ARGUMENT, req.unreadable);
+    const refusal = identities && req.node ? nodeIdRefusal(identities, req.node.id) : undefined;
+    if (refusal !== undefined) return refuse(grpc.status.PERMISSION_DENIED, refusal);
+    const over = account.admit(counted(req));
+    if (over) {
+      edge.refused(over.limit);
+      return refuse(grpc.status.RESOURCE_EXHAUSTED, over.detail);
+    }
+    handle.receive(req);
   });
   const close = (): void => {
     ended = true;
     handle.closed();
+    account.close();
   };
   call.on('end', () => {
     close();
