@@ -77,11 +77,11 @@ struct {
 } canopy_stats SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct canopy_peer);
-} canopy_peers SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CANOPY_REVNAT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct canopy_revnat);
+} canopy_revnat SEC(".maps");
 
 struct canopy_result {
 	__u32 ip;
@@ -256,20 +256,13 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	return CANOPY_REWRITE;
 }
 
-/* IPv4: the service of vip:port, a pick in its tree, and the chosen backend's address. */
-static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
-					 struct canopy_result *res)
+/* IPv4: a pick in the service's tree, and the chosen backend's address. */
+static __always_inline int canopy_select_in(const struct canopy_svc *svcp, __u64 cgroup, __u32 rnd, const int live,
+					    struct canopy_result *res)
 {
-	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
-	struct canopy_svc *svcp;
 	__u32 slot;
 	int verdict;
 
-	res->lookups = 1;
-	res->matched = 0;
-	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
-	if (!svcp)
-		return CANOPY_PASS;
 	verdict = canopy_pick(svcp, cgroup, rnd, live, res);
 	if (verdict != CANOPY_REWRITE)
 		return verdict;
@@ -293,6 +286,68 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	return CANOPY_REWRITE;
 }
 
+/* IPv4: the service of vip:port, a pick in its tree, and the chosen backend's address. */
+static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
+					 struct canopy_result *res)
+{
+	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
+	struct canopy_svc *svcp;
+
+	res->lookups = 1;
+	res->matched = 0;
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
+		return CANOPY_PASS;
+	return canopy_select_in(svcp, cgroup, rnd, live, res);
+}
+
+/* This socket's reverse-translation slot (canopy_revnat), and its cookie. */
+static __always_inline struct canopy_revnat *canopy_revnat_slot(struct bpf_sock_addr *ctx, __u64 *cookie)
+{
+	__u32 key;
+
+	*cookie = bpf_get_socket_cookie(ctx);
+	key = (__u32)*cookie & (CANOPY_REVNAT_SLOTS - 1);
+	return bpf_map_lookup_elem(&canopy_revnat, &key);
+}
+
+/* Remembers that this socket's VIP is sent to the backend: the cookie is written last. */
+static __always_inline void canopy_remember(struct bpf_sock_addr *ctx, const __u32 *vip, __u16 port, const __u32 *backend,
+					    __u16 bport)
+{
+	struct canopy_revnat *e;
+	__u64 cookie;
+
+	e = canopy_revnat_slot(ctx, &cookie);
+	if (!e)
+		return;
+	*(volatile __u64 *)&e->cookie = 0;
+	e->vip[0] = vip[0];
+	e->vip[1] = vip[1];
+	e->vip[2] = vip[2];
+	e->vip[3] = vip[3];
+	e->backend[0] = backend[0];
+	e->backend[1] = backend[1];
+	e->backend[2] = backend[2];
+	e->backend[3] = backend[3];
+	e->port = port;
+	e->bport = bport;
+	*(volatile __u64 *)&e->cookie = cookie;
+}
+
+/* This socket's entry, copied; 0 when it has none (or another socket took its slot meanwhile). */
+static __always_inline int canopy_recall(struct bpf_sock_addr *ctx, struct canopy_revnat *out)
+{
+	struct canopy_revnat *e;
+	__u64 cookie;
+
+	e = canopy_revnat_slot(ctx, &cookie);
+	if (!e || *(volatile __u64 *)&e->cookie != cookie)
+		return 0;
+	__builtin_memcpy(out, e, sizeof(*out));
+	return out->cookie == cookie && *(volatile __u64 *)&e->cookie == cookie;
+}
+
 static __always_inline void canopy_count(int verdict, __u32 lookups)
 {
 	__u32 key = 0;
@@ -308,6 +363,21 @@ static __always_inline void canopy_count(int verdict, __u32 lookups)
 		st->refused++;
 }
 
+/* The IPv4 address an IPv4-mapped IPv6 address (::ffff:a.b.c.d) carries, or 0. */
+static __always_inline __u32 canopy_mapped4(const __u32 *ip6)
+{
+	if (ip6[0] == 0 && ip6[1] == 0 && ip6[2] == bpf_htonl(0xffff))
+		return ip6[3];
+	return 0;
+}
+
+static __always_inline void canopy_remember4(struct bpf_sock_addr *ctx, __u32 vip, __u16 port, __u32 ip, __u16 bport)
+{
+	__u32 v[4] = { vip, 0, 0, 0 }, b[4] = { ip, 0, 0, 0 };
+
+	canopy_remember(ctx, v, port, b, bport);
+}
+
 SEC("cgroup/connect4")
 int canopy_connect4(struct bpf_sock_addr *ctx)
 {
@@ -320,13 +390,7 @@ int canopy_connect4(struct bpf_sock_addr *ctx)
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* connect() fails with EPERM */
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (peer) {
-		peer->vip[0] = ctx->user_ip4;
-		peer->port = (__u16)ctx->user_port;
-		peer->backend[0] = res.ip;
-		peer->bport = res.port;
-	}
+	canopy_remember4(ctx, ctx->user_ip4, (__u16)ctx->user_port, res.ip, res.port);
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
 	return 1;
@@ -335,60 +399,71 @@ int canopy_connect4(struct bpf_sock_addr *ctx)
 /* The peer of a socket connected through a VIP is the VIP (getpeername, and recvmsg of connected UDP). */
 static __always_inline void canopy_peer4(struct bpf_sock_addr *ctx)
 {
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	struct canopy_revnat e;
 
-	if (peer && peer->backend[0] == ctx->user_ip4 && peer->bport == (__u16)ctx->user_port) {
-		ctx->user_ip4 = peer->vip[0];
-		ctx->user_port = peer->port;
+	if (canopy_recall(ctx, &e) && e.backend[0] == ctx->user_ip4 && e.bport == (__u16)ctx->user_port &&
+	    (e.backend[1] | e.backend[2] | e.backend[3]) == 0) {
+		ctx->user_ip4 = e.vip[0];
+		ctx->user_port = e.port;
 	}
 }
 
 static __always_inline void canopy_peer6(struct bpf_sock_addr *ctx)
 {
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	struct canopy_revnat e;
+	__u32 v4;
 
-	if (peer && peer->backend[0] == ctx->user_ip6[0] && peer->backend[1] == ctx->user_ip6[1] &&
-	    peer->backend[2] == ctx->user_ip6[2] && peer->backend[3] == ctx->user_ip6[3] &&
-	    peer->bport == (__u16)ctx->user_port) {
-		ctx->user_ip6[0] = peer->vip[0];
-		ctx->user_ip6[1] = peer->vip[1];
-		ctx->user_ip6[2] = peer->vip[2];
-		ctx->user_ip6[3] = peer->vip[3];
-		ctx->user_port = peer->port;
+	if (!canopy_recall(ctx, &e) || e.bport != (__u16)ctx->user_port)
+		return;
+	if (e.backend[0] == ctx->user_ip6[0] && e.backend[1] == ctx->user_ip6[1] && e.backend[2] == ctx->user_ip6[2] &&
+	    e.backend[3] == ctx->user_ip6[3]) {
+		ctx->user_ip6[0] = e.vip[0];
+		ctx->user_ip6[1] = e.vip[1];
+		ctx->user_ip6[2] = e.vip[2];
+		ctx->user_ip6[3] = e.vip[3];
+		ctx->user_port = e.port;
+		return;
+	}
+	/* A dual-stack socket's sendto() ::ffff:VIP runs sendmsg4 (the kernel hands
+	 * IPv4-mapped destinations to the IPv4 path), which leaves an IPv4 entry:
+	 * its replies arrive here as ::ffff:backend. */
+	v4 = canopy_mapped4((const __u32 *)ctx->user_ip6);
+	if (v4 && (e.backend[1] | e.backend[2] | e.backend[3]) == 0 && e.backend[0] == v4 &&
+	    (e.vip[1] | e.vip[2] | e.vip[3]) == 0) {
+		ctx->user_ip6[3] = e.vip[0];
+		ctx->user_port = e.port;
 	}
 }
 
 /*
  * Unconnected UDP: a sendto() a VIP goes to a backend. The socket keeps the
- * backend it was given for that VIP (in canopy_peers), so its datagrams go to
+ * backend it was given for that VIP (in canopy_revnat), so its datagrams go to
  * one backend and recvmsg4 reports the replies as the VIP's; a sendto()
- * another VIP picks again.
+ * another VIP picks again. A sendto() anything else costs one lookup.
  */
 SEC("cgroup/sendmsg4")
 int canopy_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
-	struct canopy_result res = {};
+	struct canopy_svc_key skey = { .vip = ctx->user_ip4, .port = (__u16)ctx->user_port, .pad = 0 };
+	struct canopy_result res = { .lookups = 1 };
+	struct canopy_revnat had;
+	struct canopy_svc *svcp;
 	int verdict;
 
-	if (peer && peer->vip[0] == ctx->user_ip4 && peer->port == (__u16)ctx->user_port && peer->backend[0]) {
-		ctx->user_ip4 = peer->backend[0];
-		ctx->user_port = peer->bport;
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
+		return 1;
+	if (canopy_recall(ctx, &had) && had.vip[0] == skey.vip && (had.vip[1] | had.vip[2] | had.vip[3]) == 0 &&
+	    had.port == skey.port && had.backend[0]) {
+		ctx->user_ip4 = had.backend[0];
+		ctx->user_port = had.bport;
 		return 1;
 	}
-	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 1, &res);
-	if (verdict == CANOPY_PASS)
-		return 1;
+	verdict = canopy_select_in(svcp, 0, 0, 1, &res);
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* sendmsg() fails with EPERM */
-	peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (peer) {
-		peer->vip[0] = ctx->user_ip4;
-		peer->port = (__u16)ctx->user_port;
-		peer->backend[0] = res.ip;
-		peer->bport = res.port;
-	}
+	canopy_remember4(ctx, skey.vip, skey.port, res.ip, res.port);
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
 	return 1;
@@ -423,7 +498,9 @@ int canopy_recvmsg6(struct bpf_sock_addr *ctx)
 }
 
 /*
- * IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend.
+ * IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend; and an
+ * IPv4 VIP reached from an IPv6 socket as ::ffff:VIP (dual-stack sockets),
+ * from canopy_services, to ::ffff:backend.
  * `sticky` (sendmsg6): a socket that was given a backend for this VIP keeps it.
  */
 static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky)
@@ -432,6 +509,8 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 	struct canopy_result res = {};
 	struct canopy_backend *be;
 	struct canopy_svc *svcp;
+	__u32 backend[4], v4;
+	__u16 bport;
 	__u32 slot;
 	int verdict;
 
@@ -440,46 +519,65 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 	skey.vip[2] = ctx->user_ip6[2];
 	skey.vip[3] = ctx->user_ip6[3];
 	skey.port = (__u16)ctx->user_port;
-	if (sticky) {
-		struct canopy_peer *had = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	v4 = canopy_mapped4(skey.vip);
+	if (v4) {
+		struct canopy_svc_key key4 = { .vip = v4, .port = skey.port, .pad = 0 };
 
-		if (had && had->vip[0] == skey.vip[0] && had->vip[1] == skey.vip[1] && had->vip[2] == skey.vip[2] &&
-		    had->vip[3] == skey.vip[3] && had->port == skey.port && had->bport) {
-			ctx->user_ip6[0] = had->backend[0];
-			ctx->user_ip6[1] = had->backend[1];
-			ctx->user_ip6[2] = had->backend[2];
-			ctx->user_ip6[3] = had->backend[3];
-			ctx->user_port = had->bport;
+		svcp = bpf_map_lookup_elem(&canopy_services, &key4);
+	} else {
+		svcp = bpf_map_lookup_elem(&canopy_services6, &skey);
+	}
+	if (!svcp)
+		return 1;
+	if (sticky) {
+		struct canopy_revnat had;
+
+		if (canopy_recall(ctx, &had) && had.vip[0] == skey.vip[0] && had.vip[1] == skey.vip[1] &&
+		    had.vip[2] == skey.vip[2] && had.vip[3] == skey.vip[3] && had.port == skey.port && had.bport) {
+			ctx->user_ip6[0] = had.backend[0];
+			ctx->user_ip6[1] = had.backend[1];
+			ctx->user_ip6[2] = had.backend[2];
+			ctx->user_ip6[3] = had.backend[3];
+			ctx->user_port = had.bport;
 			return 1;
 		}
 	}
 	res.lookups = 1;
-	svcp = bpf_map_lookup_elem(&canopy_services6, &skey);
-	if (!svcp)
-		return 1;
-	verdict = canopy_pick(svcp, 0, 0, 1, &res);
-	if (verdict == CANOPY_REWRITE) {
-		slot = res.slot;
-		res.lookups++;
-		be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
-		if (!be || (be->ip6[0] | be->ip6[1] | be->ip6[2] | be->ip6[3]) == 0)
-			verdict = CANOPY_REFUSE;
+	if (v4) {
+		verdict = canopy_select_in(svcp, 0, 0, 1, &res);
+		backend[0] = 0;
+		backend[1] = 0;
+		backend[2] = bpf_htonl(0xffff);
+		backend[3] = res.ip;
+		bport = res.port;
+	} else {
+		verdict = canopy_pick(svcp, 0, 0, 1, &res);
+		backend[0] = backend[1] = backend[2] = backend[3] = 0;
+		bport = 0;
+		if (verdict == CANOPY_REWRITE) {
+			slot = res.slot;
+			res.lookups++;
+			be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
+			if (!be || (be->ip6[0] | be->ip6[1] | be->ip6[2] | be->ip6[3]) == 0) {
+				verdict = CANOPY_REFUSE;
+			} else {
+				backend[0] = be->ip6[0];
+				backend[1] = be->ip6[1];
+				backend[2] = be->ip6[2];
+				backend[3] = be->ip6[3];
+				bport = be->port;
+			}
+		}
 	}
 	canopy_count(verdict, res.lookups);
 	if (verdict != CANOPY_REWRITE)
 		return 0; /* connect() fails with EPERM */
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (peer) {
-		__builtin_memcpy(peer->vip, skey.vip, sizeof(peer->vip));
-		peer->port = skey.port;
-		__builtin_memcpy(peer->backend, be->ip6, sizeof(peer->backend));
-		peer->bport = be->port;
-	}
-	ctx->user_ip6[0] = be->ip6[0];
-	ctx->user_ip6[1] = be->ip6[1];
-	ctx->user_ip6[2] = be->ip6[2];
-	ctx->user_ip6[3] = be->ip6[3];
-	ctx->user_port = be->port;
+	canopy_remember(ctx, skey.vip, skey.port, backend, bport);
+	ctx->user_ip6[0] = backend[0];
+	ctx->user_ip6[1] = backend[1];
+	ctx->user_ip6[2] = backend[2];
+	ctx->user_ip6[3] = backend[3];
+	ctx->user_port = bport;
 	return 1;
 }
 

@@ -115,14 +115,25 @@ struct canopy_backend {
 	__u32 ip6[4]; /* an IPv6 service's backend, network byte order (ip is 0) */
 };
 
-/* canopy_peers: BPF_MAP_TYPE_SK_STORAGE. A socket whose connect() was sent to a
- * backend remembers the VIP, so getpeername() and recvmsg() (connected UDP)
- * report the VIP the application asked for, not the backend. */
-struct canopy_peer {
+/* canopy_revnat: BPF_MAP_TYPE_ARRAY of CANOPY_REVNAT_SLOTS, key __u32 (cookie & (CANOPY_REVNAT_SLOTS - 1)).
+ * A socket whose connect() (or first sendto()) was sent to a backend leaves
+ * the VIP at the slot of its socket cookie, so getpeername() and recvmsg()
+ * report the VIP the application asked for, not the backend, and a sendto()
+ * the same VIP again keeps its backend. Direct-mapped: no allocation and no
+ * lock on the connect path (an inlined array access and a few stores, where
+ * socket storage cost an allocation per socket). A slot is taken over by the
+ * socket that connects CANOPY_REVNAT_SLOTS cookies later; the older socket's
+ * getpeername() then reports the backend (as Cilium's LRU reverse map does
+ * when it evicts). The cookie is written last and checked before and after a
+ * read, so a read never mixes two sockets' entries. */
+#define CANOPY_REVNAT_SLOTS 262144 /* a power of two */
+struct canopy_revnat {
+	__u64 cookie;     /* the socket's cookie (bpf_get_socket_cookie); 0: free */
 	__u32 vip[4];     /* IPv4 in vip[0], or IPv6; network byte order */
 	__u32 backend[4]; /* the same for the backend */
 	__u16 port;       /* the VIP's port, network byte order */
 	__u16 bport;      /* the backend's port, network byte order */
+	__u32 pad;
 };
 
 /* canopy_workloads: BPF_MAP_TYPE_HASH, key __u64 cgroup id; id 0 holds the node's own locality. */

@@ -25,6 +25,8 @@ export const DEFAULT_MAX = {
 export const MODE = { random: 0, failover: 1, strict: 2, networkFirst: 3 } as const;
 export const SVC_WEIGHTED = 1;
 export const WEIGHT_STEPS = 21;
+/** Slots of canopy_revnat (a socket's VIP, for getpeername/recvmsg), indexed by socket cookie. */
+export const REVNAT_SLOTS = 262144;
 /** Parent id of the merged tree's first level (network-first services). */
 export const ALT_ROOT = 0xffffffff;
 export const VERDICT = { pass: 0, rewrite: 1, refuse: 2 } as const;
@@ -38,10 +40,17 @@ export const MAP = {
   scopes: 'canopy_scopes',
   config: 'canopy_config',
   stats: 'canopy_stats',
-  peers: 'canopy_peers',
+  revnat: 'canopy_revnat',
 } as const;
 
-export const PROGRAM = { connect4: 'canopy_connect4', connect6: 'canopy_connect6', selectTest: 'canopy_select_test' } as const;
+/** Maps of earlier builds that this one no longer has: their pins are removed on open (an upgrade). */
+export const RETIRED_MAPS = ['canopy_peers'] as const;
+
+export const PROGRAM = {
+  connect4: 'canopy_connect4',
+  connect6: 'canopy_connect6',
+  selectTest: 'canopy_select_test',
+} as const;
 
 /** Programs beside connect4 (which open() handles on its own), each with its cgroup hook. */
 export const HOOK_PROGRAMS = [
@@ -58,17 +67,33 @@ export const HOOK_PROGRAMS = [
 export const LAYOUT = {
   canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
   canopy_svc_key6: { size: 20, fields: { vip: 0, port: 16, pad: 18 } },
-  canopy_svc: { size: 28, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, flags: 14, level_scope: 16, alt_base: 24 } },
+  canopy_svc: {
+    size: 28,
+    fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, flags: 14, level_scope: 16, alt_base: 24 },
+  },
   canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
   canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
   canopy_backend: { size: 28, fields: { ip: 0, port: 4, pad: 6, cum: 8, ip6: 12 } },
-  canopy_peer: { size: 36, fields: { vip: 0, backend: 16, port: 32, bport: 34 } },
+  canopy_revnat: { size: 48, fields: { cookie: 0, vip: 8, backend: 24, port: 40, bport: 42, pad: 44 } },
   canopy_config: { size: 8, fields: { workload_levels: 0, pad: 4 } },
   canopy_locality: { size: 128, fields: { value: 0 } },
   canopy_stats: { size: 32, fields: { connects: 0, rewritten: 8, refused: 16, lookups: 24 } },
   canopy_test_ctx: {
     size: 48,
-    fields: { vip: 0, port: 4, pad: 6, cgroup: 8, rand: 16, verdict: 20, ip: 24, bport: 28, pad2: 30, matched: 32, lookups: 36, pad3: 40 },
+    fields: {
+      vip: 0,
+      port: 4,
+      pad: 6,
+      cgroup: 8,
+      rand: 16,
+      verdict: 20,
+      ip: 24,
+      bport: 28,
+      pad2: 30,
+      matched: 32,
+      lookups: 36,
+      pad3: 40,
+    },
   },
 } as const;
 
@@ -90,6 +115,7 @@ export const CONSTANTS = {
   CANOPY_MODE_NETWORK_FIRST: MODE.networkFirst,
   CANOPY_SVC_WEIGHTED: SVC_WEIGHTED,
   CANOPY_WEIGHT_STEPS: WEIGHT_STEPS,
+  CANOPY_REVNAT_SLOTS: REVNAT_SLOTS,
   CANOPY_PASS: VERDICT.pass,
   CANOPY_REWRITE: VERDICT.rewrite,
   CANOPY_REFUSE: VERDICT.refuse,

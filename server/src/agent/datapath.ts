@@ -4,10 +4,11 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
 import os from 'node:os';
 import { type Placement } from '../domain/locality.js';
-import { DEFAULT_MAX, LAYOUT, MAP, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
+import { DEFAULT_MAX, LAYOUT, MAP, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { cgroupId, cgroupLevel } from './cgroups.js';
 import { deleteKeys, mapFds, servicesFd, writeBatch, type Fds } from './map-writes.js';
@@ -146,6 +147,8 @@ export class Datapath {
       limits,
     );
     dp.hooks = progs.hooks;
+    // The programs that used a retired map have been replaced: its pin goes with them.
+    for (const name of RETIRED_MAPS) rmSync(path.join(opts.pinDir, name), { force: true });
     dp.recoveredScopeHashes = recoverState(bpf, fds, dp.state);
     return dp;
   }
