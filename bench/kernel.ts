@@ -126,7 +126,7 @@ const NODE: Placement = {
  * the same rounds. Rounds interleave every kind; the median of the rounds and
  * their spread are reported.
  */
-export async function runProgramBench(quick: boolean): Promise<ProgramFigures> {
+export async function runProgramBench(quick: boolean, object?: string): Promise<ProgramFigures> {
   const env = kernelEnv();
   if (env.reason) return { skipped: env.reason };
   const bin = compileConnectBench();
@@ -158,7 +158,7 @@ export async function runProgramBench(quick: boolean): Promise<ProgramFigures> {
   let statsFd: number | undefined;
   const floorFds: { fd: number; hook: Hook }[] = [];
   try {
-    dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 10 });
+    dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 10, ...(object ? { objectPath: object } : {}) });
     dp.setWorkloads(NODE, [{ cgroup: pod, placement: NODE }]);
     const r = dp.apply(trees);
     if (r.rejected.length > 0) throw new Error(r.rejected.map((x) => x.detail).join('; '));
@@ -413,7 +413,12 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const quick = process.argv.includes('--quick');
   const only = process.argv.includes('--program');
-  const run = async () => ({ program: await runProgramBench(quick), ...(only ? {} : await runKernelBench(quick)) });
+  // --object FILE: the program rows for another build of the BPF object (to compare builds).
+  const object = process.argv[process.argv.indexOf('--object') + 1];
+  const run = async () => ({
+    program: await runProgramBench(quick, process.argv.includes('--object') ? object : undefined),
+    ...(only ? {} : await runKernelBench(quick)),
+  });
   run().then(
     (f) => {
       console.log(JSON.stringify(f, null, 2));

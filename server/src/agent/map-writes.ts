@@ -14,6 +14,7 @@ export function mapFds(get: (name: string) => number): Fds {
     nodes: get(MAP.nodes),
     endpoints: get(MAP.endpoints),
     workloads: get(MAP.workloads),
+    nodeloc: get(MAP.nodeloc),
     scopes: get(MAP.scopes),
     stats: get(MAP.stats),
     revnat: get(MAP.revnat),
