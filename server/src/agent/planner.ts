@@ -53,6 +53,8 @@ export interface Published {
   readonly key: SvcKey;
   readonly tree: number;
   readonly range: Range;
+  /** Live endpoints (backends of its tree; after a restart, the recovered tree's endpoint count until its next version). */
+  readonly endpoints: number;
   /** Its canopy_services value (to restore it when a later apply is rolled back). */
   readonly value: Buffer;
   /** Scope slot of each tree level (what keeps a dynamic slot in use). */
@@ -214,7 +216,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       const r = inPlace(held.layout, t);
       if (typeof r !== 'string') {
         patches.push(patchOf(t.service, held.range.start, r.writes));
-        services.set(ks, { ...held, hash, layout: r.layout });
+        services.set(ks, { ...held, hash, layout: r.layout, endpoints: t.backends.length });
         continue;
       }
     }
@@ -313,6 +315,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     if (held) retire.push(held);
     const layout = !weighted && !merged && !t.vip6 ? fullLayout(t) : undefined;
     services.set(ks, {
+      endpoints: n,
       name: t.service,
       key: { vip: t.vip, port: t.port, ...(t.vip6 ? { vip6: t.vip6 } : {}) },
       tree: treeId,
