@@ -15,7 +15,13 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadAddon, type Hook } from '../server/src/agent/bpf.js';
 import { Datapath } from '../server/src/agent/datapath.js';
+import { TreeInbox } from '../server/src/agent/tree-inbox.js';
+import { TREE_TYPE } from '../server/src/resources/type-urls.js';
+import { messageType } from '../server/src/wire/protos.js';
+import { tryDecodeLocalityTree } from '../server/src/resources/tree-codec.js';
+import type { Placement } from '../server/src/domain/locality.js';
 import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
 import { packagePath } from '../server/src/paths.js';
@@ -61,19 +67,226 @@ function bigService(n: number): ServiceSpec {
   };
 }
 
-function connectNs(bin: string, cgroup: string, addr: string, port: number, n: number): number {
+function connectNs(bin: string, cgroup: string, addr: string, port: number, n: number, sendto = false): number {
   // The shell joins the cgroup, then becomes the benchmark.
-  const out = execFileSync('sh', ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${bin}" ${addr} ${port} ${n}`], { encoding: 'utf8' });
+  const out = execFileSync(
+    'sh',
+    ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${bin}" ${addr} ${port} ${n}${sendto ? ' sendto' : ''}`],
+    {
+      encoding: 'utf8',
+    },
+  );
   return (JSON.parse(out) as { ns_per_connect: number }).ns_per_connect;
+}
+
+function compileConnectBench(): string | undefined {
+  const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);
+  if (!cc) return undefined;
+  const bin = path.join(mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-')), 'connect-bench');
+  execFileSync(cc, ['-O2', '-o', bin, packagePath('bpf', 'connect-bench.c')]);
+  return bin;
+}
+
+/** One row of program cost: ns of program time per run, median of the rounds and their spread. */
+export interface ProgramRow {
+  readonly ns: number;
+  readonly spread: string;
+  /** Above the floor (the empty program on the same hook), median of the per-round differences. */
+  readonly aboveFloor: number;
+}
+
+export interface ProgramFigures {
+  readonly skipped?: string;
+  readonly endpoints?: number;
+  readonly rounds?: number;
+  readonly callsPerRound?: number;
+  readonly rows?: Record<string, ProgramRow>;
+  readonly method?: string;
+}
+
+/** The N-endpoint 3-level service with backends on 127.0.0.0/8 (UDP sendto really sends). */
+function loopbackService(name: string, n: number, vip: string, port: number, mode: 'failover' | 'random'): ServiceSpec {
+  const eps = makeEndpoints(n, Math.max(1, Math.min(1000, Math.floor(n / 100)))).map((e, i) => ({
+    ...e,
+    address: `127.${((i >> 16) & 127) + 1}.${(i >> 8) & 255}.${i & 255}`,
+    port,
+  }));
+  const spec = { ...failoverService(name, eps), vip, port };
+  return { ...spec, loadBalancing: { ...spec.loadBalancing, mode, crossNetworkFailover: false } };
+}
+
+const NODE: Placement = {
+  locality: { region: 'r1', zone: 'z1', subzone: 's0' },
+  network: '',
+  node: '',
+  cluster: '',
+  labels: {},
+};
+
+/**
+ * Program time per run from the kernel's own counters (BPF_ENABLE_STATS:
+ * run_time_ns / run_cnt of the program, per connect or sendto), for each
+ * kind of call, against an empty program on the same hook (the floor) run in
+ * the same rounds. Rounds interleave every kind; the median of the rounds and
+ * their spread are reported.
+ */
+export async function runProgramBench(quick: boolean, object?: string): Promise<ProgramFigures> {
+  const env = kernelEnv();
+  if (env.reason) return { skipped: env.reason };
+  const bin = compileConnectBench();
+  if (!bin) return { skipped: 'no C compiler for the connect() benchmark' };
+  const bpf = loadAddon();
+  const n = quick ? 20_000 : 100_000;
+  const calls = quick ? 20_000 : 100_000;
+  const rounds = quick ? 5 : 7;
+  const PORT3 = 9191;
+  const VIP3 = '127.100.9.3';
+  const VIPR = '127.100.9.4';
+  const specs = [
+    loopbackService('tree3', n, VIP3, PORT3, 'failover'),
+    loopbackService('random', n, VIPR, PORT3, 'random'),
+  ];
+  const mesh = new Mesh();
+  const trees = specs.map((spec) => {
+    mesh.put(spec);
+    const st = mesh.get(spec.name)!;
+    const bytes = encodeLocalityTree(st.spec, st.tree.compile());
+    return { tree: decodeLocalityTree(bytes), hash: contentHash(bytes) };
+  });
+  const cg = testCgroup('progbench');
+  const pod = cg.child('pod'); // a workload with its own entry
+  const plain = cg.child('plain'); // no entry: the node's locality
+  const floorCg = cg.child('floor');
+  const floorPin = `${cg.pinDir}-floor`;
+  let dp: Datapath | undefined;
+  let statsFd: number | undefined;
+  const floorFds: { fd: number; hook: Hook }[] = [];
+  try {
+    dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 10, ...(object ? { objectPath: object } : {}) });
+    dp.setWorkloads(NODE, [{ cgroup: pod, placement: NODE }]);
+    const r = dp.apply(trees);
+    if (r.rejected.length > 0) throw new Error(r.rejected.map((x) => x.detail).join('; '));
+    const floor = bpf.load(packagePath('bpf', 'build', 'floor.bpf.o'), floorPin, {});
+    for (const [name, hook] of [
+      ['floor_connect4', 4],
+      ['floor_sendmsg4', 'sendmsg4'],
+    ] as const) {
+      const fd = floor.programs[name]!;
+      bpf.attachConnect4(fd, floorCg, hook);
+      floorFds.push({ fd, hook });
+    }
+    const floorFd = (hook: Hook) => floorFds.find((f) => f.hook === hook)!.fd;
+    statsFd = bpf.enableStats();
+    const kinds: { row: string; cgroup: string; addr: string; sendto: boolean; prog: number; floor: number }[] = [
+      {
+        row: 'floor connect (empty program)',
+        cgroup: floorCg,
+        addr: VIP3,
+        sendto: false,
+        prog: floorFd(4),
+        floor: floorFd(4),
+      },
+      {
+        row: 'non-VIP connect',
+        cgroup: pod,
+        addr: '127.0.0.1',
+        sendto: false,
+        prog: dp.programFd(4)!,
+        floor: floorFd(4),
+      },
+      {
+        row: 'VIP connect, 3-level tree, workload entry',
+        cgroup: pod,
+        addr: VIP3,
+        sendto: false,
+        prog: dp.programFd(4)!,
+        floor: floorFd(4),
+      },
+      {
+        row: 'VIP connect, 3-level tree, node locality',
+        cgroup: plain,
+        addr: VIP3,
+        sendto: false,
+        prog: dp.programFd(4)!,
+        floor: floorFd(4),
+      },
+      {
+        row: 'VIP connect, random mode',
+        cgroup: pod,
+        addr: VIPR,
+        sendto: false,
+        prog: dp.programFd(4)!,
+        floor: floorFd(4),
+      },
+      {
+        row: 'floor sendmsg (empty program)',
+        cgroup: floorCg,
+        addr: '127.0.0.1',
+        sendto: true,
+        prog: floorFd('sendmsg4'),
+        floor: floorFd('sendmsg4'),
+      },
+      {
+        row: 'UDP sendmsg to a VIP, 3-level tree',
+        cgroup: pod,
+        addr: VIP3,
+        sendto: true,
+        prog: dp.programFd('sendmsg4')!,
+        floor: floorFd('sendmsg4'),
+      },
+    ];
+    const per = new Map(kinds.map((k) => [k.row, [] as number[]]));
+    const floorOf = new Map<number, number[]>();
+    for (let round = 0; round < rounds; round++) {
+      for (const k of kinds) {
+        const a = bpf.progStats(k.prog);
+        connectNs(bin, k.cgroup, k.addr, PORT3, calls, k.sendto);
+        const b = bpf.progStats(k.prog);
+        const ns = (b.runTimeNs - a.runTimeNs) / Math.max(1, b.runCnt - a.runCnt);
+        per.get(k.row)!.push(ns);
+        if (k.prog === k.floor) floorOf.set(k.prog, [...(floorOf.get(k.prog) ?? []), ns]);
+      }
+    }
+    const rows: Record<string, ProgramRow> = {};
+    for (const k of kinds) {
+      const xs = per.get(k.row)!;
+      const fl = floorOf.get(k.floor)!;
+      rows[k.row] = {
+        ns: Math.round(median(xs)),
+        spread: `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`,
+        aboveFloor: Math.round(median(xs.map((x, i) => x - fl[i]!))),
+      };
+    }
+    return {
+      endpoints: n,
+      rounds,
+      callsPerRound: calls,
+      rows,
+      method:
+        'kernel run_time_ns / run_cnt of the program (BPF_ENABLE_STATS) over each batch of calls; every kind once per round, rounds interleaved; median of the rounds, spread min–max; aboveFloor: median of per-round differences to the empty program on the same hook',
+    };
+  } finally {
+    if (statsFd !== undefined) bpf.close(statsFd);
+    for (const f of floorFds) {
+      try {
+        bpf.detachConnect4(f.fd, floorCg, f.hook);
+      } catch {
+        // already detached
+      }
+      bpf.close(f.fd);
+    }
+    dp?.close({ detach: true, cgroup: cg.dir });
+    const { rmSync } = await import('node:fs');
+    rmSync(floorPin, { recursive: true, force: true });
+    cg.cleanup();
+  }
 }
 
 export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
   const env = kernelEnv();
   if (env.reason) return { skipped: env.reason };
-  const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);
-  if (!cc) return { skipped: 'no C compiler for the connect() benchmark' };
-  const bin = path.join(mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-')), 'connect-bench');
-  execFileSync(cc, ['-O2', '-o', bin, packagePath('bpf', 'connect-bench.c')]);
+  const bin = compileConnectBench();
+  if (!bin) return { skipped: 'no C compiler for the connect() benchmark' };
 
   const n = quick ? 20_000 : 100_000;
   const mesh = new Mesh();
@@ -97,7 +310,10 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
   let single: Datapath | undefined;
   try {
     dp = Datapath.open({ pinDir: cg.pinDir, cgroup: on, graceMs: 10 });
-    dp.setWorkloads({ locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} }, []);
+    dp.setWorkloads(
+      { locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} },
+      [],
+    );
     // Publish: the service is removed between rounds so each apply is a full fill + switch; batch vs single.
     const batchMs: number[] = [];
     const singleMs: number[] = [];
@@ -129,10 +345,14 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     figures['oneChangeApplyMsRange'] = `${Math.min(...changeMs).toFixed(1)}–${Math.max(...changeMs).toFixed(1)}`;
     // CPU time of the agent process in apply: what the wall time is without other processes' share of the cores.
     figures['oneChangeApplyCpuMs'] = median(changeCpuMs);
-    figures['oneChangeApplyCpuMsRange'] = `${Math.min(...changeCpuMs).toFixed(1)}–${Math.max(...changeCpuMs).toFixed(1)}`;
+    figures['oneChangeApplyCpuMsRange'] =
+      `${Math.min(...changeCpuMs).toFixed(1)}–${Math.max(...changeCpuMs).toFixed(1)}`;
     dp.close();
     single = Datapath.open({ pinDir: cg.pinDir, cgroup: on, graceMs: 10, batchUpdates: false });
-    single.setWorkloads({ locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} }, []);
+    single.setWorkloads(
+      { locality: { region: 'r1', zone: 'z1', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} },
+      [],
+    );
     for (let r = 0; r < rounds; r++) {
       single.apply([]);
       await single.settle();
@@ -151,10 +371,20 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     const vip6: number[] = [];
     // An IPv6 service of the same depth: 10k backends on ::1 (distinct ports), so the rewritten connect routes.
     const six = new Mesh();
-    six.put({ ...failoverService('big6', makeEndpoints(10_000, 100).map((e, i) => ({ ...e, address: '::1', port: 20000 + i }))), vip: VIP6, port: PORT });
+    six.put({
+      ...failoverService(
+        'big6',
+        makeEndpoints(10_000, 100).map((e, i) => ({ ...e, address: '::1', port: 20000 + i })),
+      ),
+      vip: VIP6,
+      port: PORT,
+    });
     const s6 = six.get('big6')!;
     const b6 = encodeLocalityTree(s6.spec, s6.tree.compile());
-    const r6 = single.apply([(rounds - 1) % 2 ? tree : reversed, { tree: decodeLocalityTree(b6), hash: contentHash(b6) }]);
+    const r6 = single.apply([
+      (rounds - 1) % 2 ? tree : reversed,
+      { tree: decodeLocalityTree(b6), hash: contentHash(b6) },
+    ]);
     if (r6.rejected.length > 0) throw new Error(r6.rejected.map((r) => r.detail).join('; '));
     if (r6.unchanged !== 1) throw new Error('the IPv4 tree was to stay as it was');
     const before = single.stats(); // VIP connects of both families go through the same walk
@@ -170,10 +400,12 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     figures['nsConnectVip'] = median(vip);
     figures['programNsPerVipConnect'] = median(vip) - median(without);
     figures['lookupsPerVipConnect'] = Number(after.lookups - before.lookups) / Number(after.connects - before.connects);
-    figures['lookupBound'] = 'depth + 5 for a cgroup with an entry (service, workload, one per level, endpoint, stats), + 2 without (the ancestor-level config, the node default); 1 for a non-VIP connect';
+    figures['lookupBound'] =
+      'depth + 5 for a cgroup with an entry (service, workload, one per level, endpoint, stats), + 2 without (the ancestor-level config, the node default); 1 for a non-VIP connect';
     figures['nsConnectVipV6'] = median(vip6);
     const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
-    figures['nsConnectRanges'] = `without ${spread(without)}, non-VIP ${spread(other)}, VIP ${spread(vip)}, VIP IPv6 ${spread(vip6)}`;
+    figures['nsConnectRanges'] =
+      `without ${spread(without)}, non-VIP ${spread(other)}, VIP ${spread(vip)}, VIP IPv6 ${spread(vip6)}`;
   } finally {
     single?.close({ detach: true, cgroup: on });
     if (!single) dp?.close({ detach: true, cgroup: on });
@@ -182,9 +414,139 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
   return figures as KernelFigures;
 }
 
+export interface AgentWorkFigures {
+  readonly skipped?: string;
+  readonly bigEndpoints?: number;
+  readonly pairs?: number;
+  /** Agent CPU ms per version (response decode + tree decode + plan + map writes), median and spread. */
+  readonly withBigMs?: number;
+  readonly withBigSpread?: string;
+  readonly withoutBigMs?: number;
+  readonly withoutBigSpread?: string;
+  /** The same version handled as before this change: every tree decoded and hashed. */
+  readonly decodeAllMs?: number;
+  readonly decodeAllSpread?: string;
+  /** Median of per-pair ratios withBig / withoutBig. */
+  readonly ratio?: number;
+  readonly method?: string;
+}
+
+/**
+ * Agent work per version, as the agent does it for each SotW response: decode
+ * the DiscoveryResponse, take its tree resources (TreeInbox: only new or
+ * changed bytes are decoded), plan and write the maps. The version flips one
+ * endpoint's health in a 4-endpoint service; one datapath also holds a
+ * 100k-endpoint service (sent unchanged every version), the other does not;
+ * a third handles the big one's versions decoding every tree (the agent
+ * before TreeInbox). Interleaved, CPU time of this process (process.cpuUsage).
+ */
+export async function runAgentWorkBench(quick: boolean): Promise<AgentWorkFigures> {
+  const env = kernelEnv();
+  if (env.reason) return { skipped: env.reason };
+  const n = quick ? 20_000 : 100_000;
+  const pairs = quick ? 7 : 11;
+  const Response = messageType('envoy.service.discovery.v3.DiscoveryResponse');
+  const treeBytes = (spec: ServiceSpec): Uint8Array => {
+    const mesh = new Mesh();
+    mesh.put(spec);
+    const st = mesh.get(spec.name)!;
+    return encodeLocalityTree(st.spec, st.tree.compile());
+  };
+  const big = treeBytes({ ...bigService(n), name: 'big' });
+  const small = (flip: boolean): Uint8Array => {
+    const eps = makeEndpoints(4, 4).map((e, i) => ({
+      ...e,
+      address: `127.0.8.${i + 1}`,
+      health: flip && i === 0 ? ('unhealthy' as const) : ('healthy' as const),
+    }));
+    return treeBytes({ ...failoverService('small', eps), vip: '127.100.8.1', port: 8080 });
+  };
+  const smallA = small(false);
+  const smallB = small(true);
+  const response = (version: number, trees: Uint8Array[]): Buffer =>
+    Buffer.from(
+      Response.encode(
+        Response.fromObject({
+          version_info: String(version),
+          type_url: TREE_TYPE,
+          nonce: String(version),
+          resources: trees.map((value) => ({ type_url: TREE_TYPE, value })),
+        }),
+      ).finish(),
+    );
+  const cgs = ['with', 'without', 'all'].map((name) => testCgroup(`agentwork-${name}`));
+  const dps: Datapath[] = [];
+  try {
+    for (const cg of cgs) {
+      const dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 10 });
+      dp.setWorkloads(NODE, []);
+      dps.push(dp);
+    }
+    const inboxes = [new TreeInbox(), new TreeInbox()];
+    // One version as the agent handles it: the response decoded as AgentAdsClient does, then the trees.
+    const handle = (i: number, bytes: Buffer): number => {
+      const cpu = process.cpuUsage();
+      const res = Response.toObject(Response.decode(bytes), { defaults: true }) as {
+        resources: { type_url: string; value: Uint8Array }[];
+      };
+      const resources = res.resources.map((r) => ({ typeUrl: r.type_url, value: r.value }));
+      let trees;
+      if (i < 2) {
+        trees = inboxes[i]!.receive(resources).trees;
+      } else {
+        trees = resources.map((r) => {
+          const d = tryDecodeLocalityTree(r.value);
+          if (!d.ok) throw new Error(d.error);
+          return { tree: d.tree, hash: contentHash(r.value) };
+        });
+      }
+      const applied = dps[i]!.apply(trees);
+      if (applied.rejected.length > 0) throw new Error(applied.rejected.map((x) => x.detail).join('; '));
+      const used = process.cpuUsage(cpu);
+      return (used.user + used.system) / 1000;
+    };
+    const rows: number[][] = [[], [], []];
+    for (let v = 0; v <= pairs; v++) {
+      const s = v % 2 ? smallB : smallA;
+      const ms = [handle(0, response(v, [big, s])), handle(1, response(v, [s])), handle(2, response(v, [big, s]))];
+      if (v > 0) ms.forEach((x, i) => rows[i]!.push(x)); // version 0 loads the trees: not a one-endpoint change
+      for (const dp of dps) await dp.settle();
+    }
+    const spread = (xs: number[]) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`;
+    return {
+      bigEndpoints: n,
+      pairs,
+      withBigMs: median(rows[0]!),
+      withBigSpread: spread(rows[0]!),
+      withoutBigMs: median(rows[1]!),
+      withoutBigSpread: spread(rows[1]!),
+      decodeAllMs: median(rows[2]!),
+      decodeAllSpread: spread(rows[2]!),
+      ratio: median(rows[0]!.map((x, i) => x / rows[1]![i]!)),
+      method:
+        'CPU ms of the agent process per version (DiscoveryResponse decode, TreeInbox, plan, map writes into real maps), one endpoint of a 4-endpoint service flipped each version; with a 100k-endpoint service in every response vs without it vs with it and every tree decoded (before); interleaved, medians of the versions, spread min–max',
+    };
+  } finally {
+    for (const dp of dps) dp.close({ detach: true, cgroup: cgs[dps.indexOf(dp)]!.dir });
+    for (const cg of cgs) cg.cleanup();
+  }
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const quick = process.argv.includes('--quick');
-  runKernelBench(quick).then(
+  const only = process.argv.includes('--program');
+  const agentOnly = process.argv.includes('--agent');
+  // --object FILE: the program rows for another build of the BPF object (to compare builds).
+  const object = process.argv[process.argv.indexOf('--object') + 1];
+  // --program: the program rows only; --agent: the agent-work rows only.
+  const run = async () => ({
+    ...(agentOnly
+      ? {}
+      : { program: await runProgramBench(quick, process.argv.includes('--object') ? object : undefined) }),
+    ...(only ? {} : { agentWork: await runAgentWorkBench(quick) }),
+    ...(only || agentOnly ? {} : await runKernelBench(quick)),
+  });
+  run().then(
     (f) => {
       console.log(JSON.stringify(f, null, 2));
       process.exit(0);

@@ -24,10 +24,11 @@ int main(void)
 	BEGIN(canopy_svc); FIELD(canopy_svc, tree); FIELD(canopy_svc, ep_base); FIELD(canopy_svc, ep_count);
 	FIELD(canopy_svc, mode); FIELD(canopy_svc, depth); FIELD(canopy_svc, flags); FIELD(canopy_svc, level_scope);
 	FIELD(canopy_svc, alt_base); END();
-	BEGIN(canopy_node_key); FIELD(canopy_node_key, tree); FIELD(canopy_node_key, parent); FIELD(canopy_node_key, value); END();
+	BEGIN(canopy_node_key); FIELD(canopy_node_key, tree); FIELD(canopy_node_key, level); FIELD(canopy_node_key, value); END();
 	BEGIN(canopy_node); FIELD(canopy_node, id); FIELD(canopy_node, start); FIELD(canopy_node, count); FIELD(canopy_node, pad); END();
 	BEGIN(canopy_backend); FIELD(canopy_backend, ip); FIELD(canopy_backend, port); FIELD(canopy_backend, pad); FIELD(canopy_backend, cum); FIELD(canopy_backend, ip6); END();
-	BEGIN(canopy_peer); FIELD(canopy_peer, vip); FIELD(canopy_peer, backend); FIELD(canopy_peer, port); FIELD(canopy_peer, bport); END();
+	BEGIN(canopy_revnat); FIELD(canopy_revnat, cookie); FIELD(canopy_revnat, vip); FIELD(canopy_revnat, backend);
+	FIELD(canopy_revnat, port); FIELD(canopy_revnat, bport); FIELD(canopy_revnat, pad); END();
 	BEGIN(canopy_config); FIELD(canopy_config, workload_levels); FIELD(canopy_config, pad); END();
 	BEGIN(canopy_locality); FIELD(canopy_locality, value); END();
 	BEGIN(canopy_stats); FIELD(canopy_stats, connects); FIELD(canopy_stats, rewritten); FIELD(canopy_stats, refused);
@@ -41,7 +42,8 @@ int main(void)
 	CONST(CANOPY_SCOPE_FIRST_DYNAMIC); CONST(CANOPY_MAX_SERVICES); CONST(CANOPY_MAX_NODES); CONST(CANOPY_MAX_ENDPOINTS);
 	CONST(CANOPY_MAX_WORKLOADS); CONST(CANOPY_MODE_RANDOM); CONST(CANOPY_MODE_FAILOVER); CONST(CANOPY_MODE_STRICT);
 	CONST(CANOPY_MODE_NETWORK_FIRST);
-	CONST(CANOPY_SVC_WEIGHTED); CONST(CANOPY_WEIGHT_STEPS);
+	CONST(CANOPY_SVC_WEIGHTED); CONST(CANOPY_WEIGHT_STEPS); CONST(CANOPY_REVNAT_SLOTS);
+	printf(",\"CANOPY_ALT_LEVEL\":%u", CANOPY_ALT_LEVEL);
 	CONST(CANOPY_PASS); CONST(CANOPY_REWRITE); CONST(CANOPY_REFUSE);
 	printf("}}\n");
 	return 0;

@@ -54,4 +54,10 @@ execFileSync(
   { stdio: 'inherit' },
 );
 console.log(`built ${path.relative(process.cwd(), obj)}`);
+// The kernel bench's floor: empty programs on the same hooks.
+const floor = path.join(out, 'floor.bpf.o');
+execFileSync('clang', ['-O2', '-g', '-Wall', '-Werror', '-target', 'bpf', ...includes, '-c', path.join(here, 'floor.bpf.c'), '-o', floor], {
+  stdio: 'inherit',
+});
+console.log(`built ${path.relative(process.cwd(), floor)}`);
 

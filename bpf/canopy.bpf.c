@@ -4,9 +4,12 @@
  * compiled locality tree with the caller's locality and send the connection
  * to a backend of the deepest matched node.
  *
- * Map lookups per VIP connect, at most: 1 service + 2 workload locality
- * (the cgroup's own entry, else the node default) + depth tree levels
- * + 1 endpoint + 1 stats = depth + 5 (13 at the maximum depth of 8).
+ * Map lookups per VIP connect: 1 service + 1 workload locality (the
+ * cgroup's own entry; else the ancestors' at the levels that have entries,
+ * then the node default) + the tree levels looked up deepest first (1 when
+ * the caller's own leaf has backends, depth at most; a network-first service
+ * whose caller's network has none adds depth - 1 in the merged tree)
+ * + 1 endpoint + 1 stats.
  * A connect to anything else costs 1 lookup. There is no loop over endpoints.
  */
 #include <linux/bpf.h>
@@ -57,6 +60,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct canopy_locality);
+} canopy_nodeloc SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, CANOPY_MAX_SCOPES);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -77,11 +87,11 @@ struct {
 } canopy_stats SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct canopy_peer);
-} canopy_peers SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CANOPY_REVNAT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct canopy_revnat);
+} canopy_revnat SEC(".maps");
 
 struct canopy_result {
 	__u32 ip;
@@ -135,11 +145,103 @@ __attribute__((noinline)) __u64 canopy_weighted(__u32 base, __u32 start, __u32 c
 	return (lookups + k) << 32 | lo;
 }
 
+/* What canopy_walk found: the deepest node with backends on the caller's path. */
+struct canopy_walk {
+	__u32 start;
+	__u32 count;
+	__u32 matched; /* its level, 0: none */
+	__u32 alt;     /* 1: in the merged tree (a network-first caller whose network has no backends) */
+	__u32 lookups;
+};
+
+/*
+ * The deepest node on the caller's path that has backends: the caller's path
+ * hash at each level it has a value for, then lookups deepest first, so a
+ * caller whose own leaf has backends costs one lookup.
+ */
+static __always_inline int canopy_walk_body(const struct canopy_svc *svc, const struct canopy_locality *loc,
+					    struct canopy_walk *out)
+{
+	struct canopy_node_key nkey = {};
+	__u64 path[CANOPY_MAX_DEPTH];
+	__u64 h = 0, value;
+	__u32 depth;
+	int i, n = 0;
+
+	if (!svc || !loc || !out)
+		return 0;
+	depth = svc->depth;
+	nkey.tree = svc->tree;
+	for (i = 0; i < CANOPY_MAX_DEPTH; i++) {
+		if (i >= depth)
+			break;
+		value = loc->value[svc->level_scope[i] & (CANOPY_MAX_SCOPES - 1)];
+		if (value == 0)
+			break;
+		h = (h ^ value) * CANOPY_PATH_PRIME;
+		path[i] = h;
+		n = i + 1;
+	}
+	for (i = CANOPY_MAX_DEPTH - 1; i >= 0; i--) {
+		struct canopy_node *node;
+
+		if (i >= n)
+			continue;
+		nkey.level = i + 1;
+		nkey.value = path[i];
+		out->lookups++;
+		node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
+		if (node && node->count > 0) {
+			out->start = node->start;
+			out->count = node->count;
+			out->matched = i + 1;
+			return 0;
+		}
+	}
+	/* No backend in the caller's network: rank every network's backends by
+	 * the remaining levels, in the merged tree. */
+	if (svc->mode != CANOPY_MODE_NETWORK_FIRST || n < 2)
+		return 0;
+	h = 0;
+	for (i = 1; i < CANOPY_MAX_DEPTH; i++) {
+		if (i >= n)
+			break;
+		h = (h ^ loc->value[svc->level_scope[i] & (CANOPY_MAX_SCOPES - 1)]) * CANOPY_PATH_PRIME;
+		path[i] = h;
+	}
+	for (i = CANOPY_MAX_DEPTH - 1; i >= 1; i--) {
+		struct canopy_node *node;
+
+		if (i >= n)
+			continue;
+		nkey.level = CANOPY_ALT_LEVEL | (i + 1);
+		nkey.value = path[i];
+		out->lookups++;
+		node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
+		if (node && node->count > 0) {
+			out->start = node->start;
+			out->count = node->count;
+			out->matched = i + 1;
+			out->alt = 1;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* The same as a global function: the verifier checks it once rather than once
+ * per program that calls it (the IPv6 hooks, the test harness); connect4 and
+ * sendmsg4 inline it (a call costs about 15 ns there). */
+__attribute__((noinline)) int canopy_walk(const struct canopy_svc *svc, const struct canopy_locality *loc, struct canopy_walk *out)
+{
+	return canopy_walk_body(svc, loc, out);
+}
+
 /*
  * The locality of the nearest ancestor cgroup with a workload entry, looking
  * only at the levels where the agent has put entries (canopy_config).
  */
-static __always_inline struct canopy_locality *canopy_ancestor_locality(struct canopy_result *res)
+static __always_inline struct canopy_locality *canopy_ancestor_locality(__u64 own, struct canopy_result *res)
 {
 	struct canopy_config *cfg;
 	struct canopy_locality *loc;
@@ -156,8 +258,8 @@ static __always_inline struct canopy_locality *canopy_ancestor_locality(struct c
 		if (!(levels & (1u << l)))
 			continue;
 		id = bpf_get_current_ancestor_cgroup_id(l);
-		if (id == 0)
-			continue; /* deeper than the caller */
+		if (id == 0 || id == own)
+			continue; /* deeper than the caller, or the caller itself (already looked up) */
 		res->lookups++;
 		loc = bpf_map_lookup_elem(&canopy_workloads, &id);
 		if (loc)
@@ -170,10 +272,11 @@ static __always_inline struct canopy_locality *canopy_ancestor_locality(struct c
  * The selection, shared by the connect4 program and the test-run harness.
  * Returns an enum canopy_verdict; on CANOPY_REWRITE, res holds the backend.
  *
- * `live` is a compile-time constant: connect4 passes 1 and the cgroup id and
- * the random number are read only once the destination is known to be a
- * service VIP, so a connect to anything else costs one map lookup and no
- * helper call. The test harness passes 0 and supplies both.
+ * `live` is a compile-time constant: connect4 passes 1 (2: with the tree
+ * walk inlined) and the cgroup id and the random number are read only once
+ * the destination is known to be a service VIP, so a connect to anything else
+ * costs one map lookup and no helper call. The test harness passes 0 and
+ * supplies both.
  */
 static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgroup, __u32 rnd, const int live,
 				       struct canopy_result *res)
@@ -181,8 +284,7 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	struct canopy_svc svc;
 	struct canopy_locality *loc = 0;
 	__u32 start = 0, count, slot, base;
-	__u64 zero_cg = 0;
-	int i;
+	__u32 zero = 0;
 
 	/* One copy: later reads see this version even if the entry is replaced meanwhile. */
 	__builtin_memcpy(&svc, svcp, sizeof(svc));
@@ -195,43 +297,27 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 		res->lookups++;
 		loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
 		if (!loc && live)
-			loc = canopy_ancestor_locality(res);
+			loc = canopy_ancestor_locality(cgroup, res);
 		if (!loc && cgroup != 0) {
 			res->lookups++;
-			loc = bpf_map_lookup_elem(&canopy_workloads, &zero_cg);
+			loc = bpf_map_lookup_elem(&canopy_nodeloc, &zero);
 		}
 	}
 
 	if (loc) {
-		struct canopy_node_key nkey = { .tree = svc.tree, .parent = 0, .value = 0 };
-		for (i = 0; i < CANOPY_MAX_DEPTH; i++) {
-			struct canopy_node *node;
-			__u32 scope;
-			__u64 value;
+		struct canopy_walk w = {};
 
-			if (i >= svc.depth)
-				break;
-			scope = svc.level_scope[i] & (CANOPY_MAX_SCOPES - 1);
-			value = loc->value[scope];
-			if (value == 0)
-				break;
-			nkey.value = value;
-			res->lookups++;
-			node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
-			if (!node || node->count == 0) {
-				/* No backend in the caller's network: rank every network's
-				 * backends by the remaining levels, in the merged tree. */
-				if (i == 0 && svc.mode == CANOPY_MODE_NETWORK_FIRST) {
-					nkey.parent = CANOPY_ALT_ROOT;
-					base = svc.alt_base;
-					continue;
-				}
-				break;
-			}
-			start = node->start;
-			count = node->count;
-			nkey.parent = node->id;
-			res->matched = i + 1;
+		if (live == 2)
+			canopy_walk_body(&svc, loc, &w);
+		else
+			canopy_walk(&svc, loc, &w);
+		res->lookups += w.lookups;
+		if (w.matched) {
+			res->matched = w.matched;
+			start = w.start;
+			count = w.count;
+			if (w.alt)
+				base = svc.alt_base;
 		}
 	}
 
@@ -256,20 +342,13 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	return CANOPY_REWRITE;
 }
 
-/* IPv4: the service of vip:port, a pick in its tree, and the chosen backend's address. */
-static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
-					 struct canopy_result *res)
+/* IPv4: a pick in the service's tree, and the chosen backend's address. */
+static __always_inline int canopy_select_in(const struct canopy_svc *svcp, __u64 cgroup, __u32 rnd, const int live,
+					    struct canopy_result *res)
 {
-	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
-	struct canopy_svc *svcp;
 	__u32 slot;
 	int verdict;
 
-	res->lookups = 1;
-	res->matched = 0;
-	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
-	if (!svcp)
-		return CANOPY_PASS;
 	verdict = canopy_pick(svcp, cgroup, rnd, live, res);
 	if (verdict != CANOPY_REWRITE)
 		return verdict;
@@ -293,6 +372,68 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	return CANOPY_REWRITE;
 }
 
+/* IPv4: the service of vip:port, a pick in its tree, and the chosen backend's address. */
+static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __u32 rnd, const int live,
+					 struct canopy_result *res)
+{
+	struct canopy_svc_key skey = { .vip = vip, .port = port, .pad = 0 };
+	struct canopy_svc *svcp;
+
+	res->lookups = 1;
+	res->matched = 0;
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
+		return CANOPY_PASS;
+	return canopy_select_in(svcp, cgroup, rnd, live, res);
+}
+
+/* This socket's reverse-translation slot (canopy_revnat), and its cookie. */
+static __always_inline struct canopy_revnat *canopy_revnat_slot(struct bpf_sock_addr *ctx, __u64 *cookie)
+{
+	__u32 key;
+
+	*cookie = bpf_get_socket_cookie(ctx);
+	key = (__u32)*cookie & (CANOPY_REVNAT_SLOTS - 1);
+	return bpf_map_lookup_elem(&canopy_revnat, &key);
+}
+
+/* Remembers that this socket's VIP is sent to the backend: the cookie is written last. */
+static __always_inline void canopy_remember(struct bpf_sock_addr *ctx, const __u32 *vip, __u16 port, const __u32 *backend,
+					    __u16 bport)
+{
+	struct canopy_revnat *e;
+	__u64 cookie;
+
+	e = canopy_revnat_slot(ctx, &cookie);
+	if (!e)
+		return;
+	*(volatile __u64 *)&e->cookie = 0;
+	e->vip[0] = vip[0];
+	e->vip[1] = vip[1];
+	e->vip[2] = vip[2];
+	e->vip[3] = vip[3];
+	e->backend[0] = backend[0];
+	e->backend[1] = backend[1];
+	e->backend[2] = backend[2];
+	e->backend[3] = backend[3];
+	e->port = port;
+	e->bport = bport;
+	*(volatile __u64 *)&e->cookie = cookie;
+}
+
+/* This socket's entry, copied; 0 when it has none (or another socket took its slot meanwhile). */
+static __always_inline int canopy_recall(struct bpf_sock_addr *ctx, struct canopy_revnat *out)
+{
+	struct canopy_revnat *e;
+	__u64 cookie;
+
+	e = canopy_revnat_slot(ctx, &cookie);
+	if (!e || *(volatile __u64 *)&e->cookie != cookie)
+		return 0;
+	__builtin_memcpy(out, e, sizeof(*out));
+	return out->cookie == cookie && *(volatile __u64 *)&e->cookie == cookie;
+}
+
 static __always_inline void canopy_count(int verdict, __u32 lookups)
 {
 	__u32 key = 0;
@@ -308,25 +449,34 @@ static __always_inline void canopy_count(int verdict, __u32 lookups)
 		st->refused++;
 }
 
+/* The IPv4 address an IPv4-mapped IPv6 address (::ffff:a.b.c.d) carries, or 0. */
+static __always_inline __u32 canopy_mapped4(const __u32 *ip6)
+{
+	if (ip6[0] == 0 && ip6[1] == 0 && ip6[2] == bpf_htonl(0xffff))
+		return ip6[3];
+	return 0;
+}
+
+static __always_inline void canopy_remember4(struct bpf_sock_addr *ctx, __u32 vip, __u16 port, __u32 ip, __u16 bport)
+{
+	__u32 v[4] = { vip, 0, 0, 0 }, b[4] = { ip, 0, 0, 0 };
+
+	canopy_remember(ctx, v, port, b, bport);
+}
+
 SEC("cgroup/connect4")
 int canopy_connect4(struct bpf_sock_addr *ctx)
 {
 	struct canopy_result res = {};
 	int verdict;
 
-	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 1, &res);
+	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 2, &res);
 	if (verdict == CANOPY_PASS)
 		return 1;
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* connect() fails with EPERM */
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (peer) {
-		peer->vip[0] = ctx->user_ip4;
-		peer->port = (__u16)ctx->user_port;
-		peer->backend[0] = res.ip;
-		peer->bport = res.port;
-	}
+	canopy_remember4(ctx, ctx->user_ip4, (__u16)ctx->user_port, res.ip, res.port);
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
 	return 1;
@@ -335,60 +485,71 @@ int canopy_connect4(struct bpf_sock_addr *ctx)
 /* The peer of a socket connected through a VIP is the VIP (getpeername, and recvmsg of connected UDP). */
 static __always_inline void canopy_peer4(struct bpf_sock_addr *ctx)
 {
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	struct canopy_revnat e;
 
-	if (peer && peer->backend[0] == ctx->user_ip4 && peer->bport == (__u16)ctx->user_port) {
-		ctx->user_ip4 = peer->vip[0];
-		ctx->user_port = peer->port;
+	if (canopy_recall(ctx, &e) && e.backend[0] == ctx->user_ip4 && e.bport == (__u16)ctx->user_port &&
+	    (e.backend[1] | e.backend[2] | e.backend[3]) == 0) {
+		ctx->user_ip4 = e.vip[0];
+		ctx->user_port = e.port;
 	}
 }
 
 static __always_inline void canopy_peer6(struct bpf_sock_addr *ctx)
 {
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	struct canopy_revnat e;
+	__u32 v4;
 
-	if (peer && peer->backend[0] == ctx->user_ip6[0] && peer->backend[1] == ctx->user_ip6[1] &&
-	    peer->backend[2] == ctx->user_ip6[2] && peer->backend[3] == ctx->user_ip6[3] &&
-	    peer->bport == (__u16)ctx->user_port) {
-		ctx->user_ip6[0] = peer->vip[0];
-		ctx->user_ip6[1] = peer->vip[1];
-		ctx->user_ip6[2] = peer->vip[2];
-		ctx->user_ip6[3] = peer->vip[3];
-		ctx->user_port = peer->port;
+	if (!canopy_recall(ctx, &e) || e.bport != (__u16)ctx->user_port)
+		return;
+	if (e.backend[0] == ctx->user_ip6[0] && e.backend[1] == ctx->user_ip6[1] && e.backend[2] == ctx->user_ip6[2] &&
+	    e.backend[3] == ctx->user_ip6[3]) {
+		ctx->user_ip6[0] = e.vip[0];
+		ctx->user_ip6[1] = e.vip[1];
+		ctx->user_ip6[2] = e.vip[2];
+		ctx->user_ip6[3] = e.vip[3];
+		ctx->user_port = e.port;
+		return;
+	}
+	/* A dual-stack socket's sendto() ::ffff:VIP runs sendmsg4 (the kernel hands
+	 * IPv4-mapped destinations to the IPv4 path), which leaves an IPv4 entry:
+	 * its replies arrive here as ::ffff:backend. */
+	v4 = canopy_mapped4((const __u32 *)ctx->user_ip6);
+	if (v4 && (e.backend[1] | e.backend[2] | e.backend[3]) == 0 && e.backend[0] == v4 &&
+	    (e.vip[1] | e.vip[2] | e.vip[3]) == 0) {
+		ctx->user_ip6[3] = e.vip[0];
+		ctx->user_port = e.port;
 	}
 }
 
 /*
  * Unconnected UDP: a sendto() a VIP goes to a backend. The socket keeps the
- * backend it was given for that VIP (in canopy_peers), so its datagrams go to
+ * backend it was given for that VIP (in canopy_revnat), so its datagrams go to
  * one backend and recvmsg4 reports the replies as the VIP's; a sendto()
- * another VIP picks again.
+ * another VIP picks again. A sendto() anything else costs one lookup.
  */
 SEC("cgroup/sendmsg4")
 int canopy_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
-	struct canopy_result res = {};
+	struct canopy_svc_key skey = { .vip = ctx->user_ip4, .port = (__u16)ctx->user_port, .pad = 0 };
+	struct canopy_result res = { .lookups = 1 };
+	struct canopy_revnat had;
+	struct canopy_svc *svcp;
 	int verdict;
 
-	if (peer && peer->vip[0] == ctx->user_ip4 && peer->port == (__u16)ctx->user_port && peer->backend[0]) {
-		ctx->user_ip4 = peer->backend[0];
-		ctx->user_port = peer->bport;
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
+		return 1;
+	if (canopy_recall(ctx, &had) && had.vip[0] == skey.vip && (had.vip[1] | had.vip[2] | had.vip[3]) == 0 &&
+	    had.port == skey.port && had.backend[0]) {
+		ctx->user_ip4 = had.backend[0];
+		ctx->user_port = had.bport;
 		return 1;
 	}
-	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 1, &res);
-	if (verdict == CANOPY_PASS)
-		return 1;
+	verdict = canopy_select_in(svcp, 0, 0, 2, &res);
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* sendmsg() fails with EPERM */
-	peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (peer) {
-		peer->vip[0] = ctx->user_ip4;
-		peer->port = (__u16)ctx->user_port;
-		peer->backend[0] = res.ip;
-		peer->bport = res.port;
-	}
+	canopy_remember4(ctx, skey.vip, skey.port, res.ip, res.port);
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
 	return 1;
@@ -423,7 +584,9 @@ int canopy_recvmsg6(struct bpf_sock_addr *ctx)
 }
 
 /*
- * IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend.
+ * IPv6 VIPs: the same walk from canopy_services6, to an IPv6 backend; and an
+ * IPv4 VIP reached from an IPv6 socket as ::ffff:VIP (dual-stack sockets),
+ * from canopy_services, to ::ffff:backend.
  * `sticky` (sendmsg6): a socket that was given a backend for this VIP keeps it.
  */
 static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky)
@@ -432,6 +595,8 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 	struct canopy_result res = {};
 	struct canopy_backend *be;
 	struct canopy_svc *svcp;
+	__u32 backend[4], v4;
+	__u16 bport;
 	__u32 slot;
 	int verdict;
 
@@ -440,46 +605,65 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 	skey.vip[2] = ctx->user_ip6[2];
 	skey.vip[3] = ctx->user_ip6[3];
 	skey.port = (__u16)ctx->user_port;
-	if (sticky) {
-		struct canopy_peer *had = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, 0);
+	v4 = canopy_mapped4(skey.vip);
+	if (v4) {
+		struct canopy_svc_key key4 = { .vip = v4, .port = skey.port, .pad = 0 };
 
-		if (had && had->vip[0] == skey.vip[0] && had->vip[1] == skey.vip[1] && had->vip[2] == skey.vip[2] &&
-		    had->vip[3] == skey.vip[3] && had->port == skey.port && had->bport) {
-			ctx->user_ip6[0] = had->backend[0];
-			ctx->user_ip6[1] = had->backend[1];
-			ctx->user_ip6[2] = had->backend[2];
-			ctx->user_ip6[3] = had->backend[3];
-			ctx->user_port = had->bport;
+		svcp = bpf_map_lookup_elem(&canopy_services, &key4);
+	} else {
+		svcp = bpf_map_lookup_elem(&canopy_services6, &skey);
+	}
+	if (!svcp)
+		return 1;
+	if (sticky) {
+		struct canopy_revnat had;
+
+		if (canopy_recall(ctx, &had) && had.vip[0] == skey.vip[0] && had.vip[1] == skey.vip[1] &&
+		    had.vip[2] == skey.vip[2] && had.vip[3] == skey.vip[3] && had.port == skey.port && had.bport) {
+			ctx->user_ip6[0] = had.backend[0];
+			ctx->user_ip6[1] = had.backend[1];
+			ctx->user_ip6[2] = had.backend[2];
+			ctx->user_ip6[3] = had.backend[3];
+			ctx->user_port = had.bport;
 			return 1;
 		}
 	}
 	res.lookups = 1;
-	svcp = bpf_map_lookup_elem(&canopy_services6, &skey);
-	if (!svcp)
-		return 1;
-	verdict = canopy_pick(svcp, 0, 0, 1, &res);
-	if (verdict == CANOPY_REWRITE) {
-		slot = res.slot;
-		res.lookups++;
-		be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
-		if (!be || (be->ip6[0] | be->ip6[1] | be->ip6[2] | be->ip6[3]) == 0)
-			verdict = CANOPY_REFUSE;
+	if (v4) {
+		verdict = canopy_select_in(svcp, 0, 0, 1, &res);
+		backend[0] = 0;
+		backend[1] = 0;
+		backend[2] = bpf_htonl(0xffff);
+		backend[3] = res.ip;
+		bport = res.port;
+	} else {
+		verdict = canopy_pick(svcp, 0, 0, 1, &res);
+		backend[0] = backend[1] = backend[2] = backend[3] = 0;
+		bport = 0;
+		if (verdict == CANOPY_REWRITE) {
+			slot = res.slot;
+			res.lookups++;
+			be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
+			if (!be || (be->ip6[0] | be->ip6[1] | be->ip6[2] | be->ip6[3]) == 0) {
+				verdict = CANOPY_REFUSE;
+			} else {
+				backend[0] = be->ip6[0];
+				backend[1] = be->ip6[1];
+				backend[2] = be->ip6[2];
+				backend[3] = be->ip6[3];
+				bport = be->port;
+			}
+		}
 	}
 	canopy_count(verdict, res.lookups);
 	if (verdict != CANOPY_REWRITE)
 		return 0; /* connect() fails with EPERM */
-	struct canopy_peer *peer = bpf_sk_storage_get(&canopy_peers, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (peer) {
-		__builtin_memcpy(peer->vip, skey.vip, sizeof(peer->vip));
-		peer->port = skey.port;
-		__builtin_memcpy(peer->backend, be->ip6, sizeof(peer->backend));
-		peer->bport = be->port;
-	}
-	ctx->user_ip6[0] = be->ip6[0];
-	ctx->user_ip6[1] = be->ip6[1];
-	ctx->user_ip6[2] = be->ip6[2];
-	ctx->user_ip6[3] = be->ip6[3];
-	ctx->user_port = be->port;
+	canopy_remember(ctx, skey.vip, skey.port, backend, bport);
+	ctx->user_ip6[0] = backend[0];
+	ctx->user_ip6[1] = backend[1];
+	ctx->user_ip6[2] = backend[2];
+	ctx->user_ip6[3] = backend[3];
+	ctx->user_port = bport;
 	return 1;
 }
 

@@ -10,7 +10,7 @@
  *
  *   canopy_services  (vip, port)               -> tree id, endpoint range, mode, levels
  *                    (canopy_services6: the same for IPv6 VIPs)
- *   canopy_nodes     (tree, parent, value hash) -> node id, endpoint sub-range
+ *   canopy_nodes     (tree, level, path hash)   -> node id, endpoint sub-range
  *   canopy_endpoints slot                       -> backend ip:port
  *
  * Endpoints sit in depth-first order, so every node's subtree is one
@@ -61,8 +61,13 @@ enum canopy_mode {
 /* Binary-search steps of a weighted pick: enough for CANOPY_MAX_ENDPOINTS (2^20). */
 #define CANOPY_WEIGHT_STEPS 21
 
-/* Parent id of the merged tree's first level (CANOPY_MODE_NETWORK_FIRST). */
-#define CANOPY_ALT_ROOT 0xffffffffu
+/* canopy_node_key.level bit of the merged tree's nodes (CANOPY_MODE_NETWORK_FIRST). */
+#define CANOPY_ALT_LEVEL 0x80000000u
+
+/* A node's path hash: h(0) = 0, h(level i) = (h(parent) ^ value) * CANOPY_PATH_PRIME
+ * (mod 2^64), value the FNV-1a 64 of the node's value. The merged tree's
+ * paths start below the network level. */
+#define CANOPY_PATH_PRIME 0x100000001b3ull
 
 /* canopy_services: BPF_MAP_TYPE_HASH, no prealloc (a replaced value is freed after RCU). */
 struct canopy_svc_key {
@@ -89,15 +94,18 @@ struct canopy_svc_key6 {
 	__u16 pad;    /* zero */
 };
 
-/* canopy_nodes: BPF_MAP_TYPE_HASH, no prealloc. The root is node 0 and has no entry. */
+/* canopy_nodes: BPF_MAP_TYPE_HASH, no prealloc. The root has no entry.
+ * Keyed by the whole path, so a connect looks up its deepest level first and
+ * stops at the first hit: one lookup when the caller's own leaf has backends
+ * (a walk from the root took one per level). */
 struct canopy_node_key {
 	__u32 tree;
-	__u32 parent; /* parent's node id within the tree */
-	__u64 value;  /* FNV-1a 64 of the node's value at its level */
+	__u32 level;  /* 1..depth; | CANOPY_ALT_LEVEL in the merged tree */
+	__u64 value;  /* path hash of the node (CANOPY_PATH_PRIME) */
 };
 
 struct canopy_node {
-	__u32 id;    /* this node's id, the parent of its children's keys */
+	__u32 id;    /* this node's index in the tree message (for debugging) */
 	__u32 start; /* first endpoint, relative to ep_base */
 	__u32 count; /* endpoints in this subtree */
 	__u32 pad;
@@ -115,17 +123,30 @@ struct canopy_backend {
 	__u32 ip6[4]; /* an IPv6 service's backend, network byte order (ip is 0) */
 };
 
-/* canopy_peers: BPF_MAP_TYPE_SK_STORAGE. A socket whose connect() was sent to a
- * backend remembers the VIP, so getpeername() and recvmsg() (connected UDP)
- * report the VIP the application asked for, not the backend. */
-struct canopy_peer {
+/* canopy_revnat: BPF_MAP_TYPE_ARRAY of CANOPY_REVNAT_SLOTS, key __u32 (cookie & (CANOPY_REVNAT_SLOTS - 1)).
+ * A socket whose connect() (or first sendto()) was sent to a backend leaves
+ * the VIP at the slot of its socket cookie, so getpeername() and recvmsg()
+ * report the VIP the application asked for, not the backend, and a sendto()
+ * the same VIP again keeps its backend. Direct-mapped: no allocation and no
+ * lock on the connect path (an inlined array access and a few stores, where
+ * socket storage cost an allocation per socket). A slot is taken over by the
+ * socket that connects CANOPY_REVNAT_SLOTS cookies later; the older socket's
+ * getpeername() then reports the backend (as Cilium's LRU reverse map does
+ * when it evicts). The cookie is written last and checked before and after a
+ * read, so a read never mixes two sockets' entries. */
+#define CANOPY_REVNAT_SLOTS 262144 /* a power of two */
+struct canopy_revnat {
+	__u64 cookie;     /* the socket's cookie (bpf_get_socket_cookie); 0: free */
 	__u32 vip[4];     /* IPv4 in vip[0], or IPv6; network byte order */
 	__u32 backend[4]; /* the same for the backend */
 	__u16 port;       /* the VIP's port, network byte order */
 	__u16 bport;      /* the backend's port, network byte order */
+	__u32 pad;
 };
 
-/* canopy_workloads: BPF_MAP_TYPE_HASH, key __u64 cgroup id; id 0 holds the node's own locality. */
+/* canopy_workloads: BPF_MAP_TYPE_HASH, key __u64 cgroup id; id 0 holds the node's own locality.
+ * canopy_nodeloc: BPF_MAP_TYPE_ARRAY with one entry, key 0: the node's own locality again, where
+ * a connect from a cgroup without an entry finds it (an inlined array read, not a hash lookup). */
 struct canopy_locality {
 	__u64 value[CANOPY_MAX_SCOPES]; /* FNV-1a 64 per scope slot, 0 = unset */
 };

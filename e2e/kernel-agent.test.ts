@@ -47,7 +47,8 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     assert.deepEqual(r.errors, {}, 'no failed connect');
     return counts(r.ids);
   };
-  const ep = (b: (typeof BACKENDS)[number]) => `/api/v1/services/web/endpoints/${encodeURIComponent(`${b.address}:${PORT}`)}`;
+  const ep = (b: (typeof BACKENDS)[number]) =>
+    `/api/v1/services/web/endpoints/${encodeURIComponent(`${b.address}:${PORT}`)}`;
 
   before(async () => {
     cg = testCgroup('agent');
@@ -56,14 +57,26 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     for (const b of BACKENDS) backends.push(await idBackend(b.address, PORT, b.id));
     canopy = await startCanopyProcess({ server: { debounceMs: 20 }, services: [service()] });
     agentArgs = [
-      '--server', canopy.xdsUri,
-      '--node-id', 'node-1',
-      '--region', 'r1', '--zone', 'z1', '--subzone', 's1',
-      '--cgroup', cg.dir,
-      '--pin-dir', cg.pinDir,
-      '--workload', 'east=region=r2,zone=z1,subzone=s1',
-      '--workload', 'no-such-cgroup=region=r9',
-      '--grace-ms', '100',
+      '--server',
+      canopy.xdsUri,
+      '--node-id',
+      'node-1',
+      '--region',
+      'r1',
+      '--zone',
+      'z1',
+      '--subzone',
+      's1',
+      '--cgroup',
+      cg.dir,
+      '--pin-dir',
+      cg.pinDir,
+      '--workload',
+      'east=region=r2,zone=z1,subzone=s1',
+      '--workload',
+      'no-such-cgroup=region=r9',
+      '--grace-ms',
+      '100',
     ];
     agent = await startAgentProcess(agentArgs);
     await agent.waitForLog(applied);
@@ -101,7 +114,7 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     assert.deepEqual(await onlyIds(east), { b3: 20 }, 'east is r2/z1/s1 by its --workload entry');
   });
 
-  it('a workload\'s locality applies to its descendant cgroups (pod → container)', async () => {
+  it("a workload's locality applies to its descendant cgroups (pod → container)", async () => {
     const container = cg.child('east/container');
     const c = await Connector.start(container);
     try {
@@ -114,7 +127,11 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
   it('workloads can be added and removed while the agent runs (PUT /workloads)', async () => {
     const late = await Connector.start(cg.child('late'));
     const put = (workloads: string[]) =>
-      fetch(`${agent.metricsUrl}/workloads`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ workloads }) });
+      fetch(`${agent.metricsUrl}/workloads`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ workloads }),
+      });
     try {
       assert.deepEqual(await onlyIds(late), { b1: 20 }, 'not a workload yet: the node locality');
       const r = await put(['east=region=r2,zone=z1,subzone=s1', 'late=region=r2,zone=z1,subzone=s1']);
@@ -140,7 +157,9 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     const { clients } = (await canopy.admin('GET', '/debug/clients')).body as {
       clients: { nodeId: string; types: { typeUrl: string; versionSent: string; versionAcked: string }[] }[];
     };
-    const tree = clients.find((c) => c.nodeId === 'node-1')?.types.find((t) => t.typeUrl.endsWith('canopy.v1.LocalityTree'));
+    const tree = clients
+      .find((c) => c.nodeId === 'node-1')
+      ?.types.find((t) => t.typeUrl.endsWith('canopy.v1.LocalityTree'));
     assert.ok(tree, 'the agent is a client of the tree type');
     assert.equal(tree.versionAcked, tree.versionSent, 'the agent ACKed the version once it was in the maps');
   });
@@ -162,6 +181,45 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     await agent.waitForLog(applied, { from: again });
   });
 
+  it('decodes only the trees that changed; /debug/state reports live endpoints, not slots', async () => {
+    // Eight backends in one subzone: one leaving is written in place (its slot becomes a filler).
+    const sideEps = Array.from({ length: 8 }, (_, i) => ({
+      address: `127.0.0.${51 + i}`,
+      port: PORT,
+      locality: BACKENDS[0]!.locality,
+    }));
+    const side = { ...service('side'), vip: '127.100.0.3', endpoints: sideEps };
+    let from = agent.logs.length;
+    assert.ok((await canopy.admin('PUT', '/api/v1/services/side', side)).status < 300);
+    let line = await agent.waitForLog(applied, { from });
+    assert.deepEqual(
+      [line['decoded'], line['reused']],
+      [1, 1],
+      'side is new; web came as the same bytes and was not decoded',
+    );
+    from = agent.logs.length;
+    const sideEp = `/api/v1/services/side/endpoints/${encodeURIComponent(`127.0.0.52:${PORT}`)}`;
+    assert.equal((await canopy.admin('PATCH', sideEp, { health: 'unhealthy' })).status, 200);
+    line = await agent.waitForLog(applied, { from });
+    assert.deepEqual([line['decoded'], line['reused']], [1, 1], 'one health flip: one tree decoded');
+    const state = (await agent.get('/debug/state')) as {
+      services: { service: string; endpoints: number; slots: number }[];
+    };
+    const byName = Object.fromEntries(state.services.map((x) => [x.service, x]));
+    // side lost one, written in place: its slot stays (a filler), the endpoint is gone. web lost b1 earlier (a full write).
+    assert.deepEqual(
+      {
+        web: [byName['web']?.endpoints, byName['web']?.slots],
+        side: [byName['side']?.endpoints, byName['side']?.slots],
+      },
+      { web: [2, 2], side: [7, 8] },
+    );
+    from = agent.logs.length;
+    assert.ok((await canopy.admin('DELETE', '/api/v1/services/side')).status < 300);
+    line = await agent.waitForLog(applied, { from });
+    assert.deepEqual([line['decoded'], line['reused']], [0, 1]);
+  });
+
   it('a killed agent leaves the datapath serving; a new one resumes it', async () => {
     await agent.stop('SIGKILL');
     assert.deepEqual(await onlyIds(west), { b2: 20 }, 'no agent: the pinned maps keep serving');
@@ -174,7 +232,11 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     await agent.waitForLog(applied, { from });
     await new Promise((r) => setTimeout(r, 100));
     const samples = await west.stop();
-    assert.deepEqual(samples.filter(([, id]) => id.startsWith('!')), [], 'no connect failed across the restart');
+    assert.deepEqual(
+      samples.filter(([, id]) => id.startsWith('!')),
+      [],
+      'no connect failed across the restart',
+    );
     assert.equal(samples.at(-1)?.[1], 'b1');
     assert.deepEqual(await onlyIds(west), { b1: 20 });
   });

@@ -82,7 +82,7 @@ describe('kernel datapath', { skip }, () => {
   });
 
   describe('selection under BPF_PROG_TEST_RUN', () => {
-    it('picks start + rand % count within the deepest matched node, in depth + 4 lookups', async () => {
+    it('picks start + rand % count within the deepest matched node, in 4 lookups (the deepest level first)', async () => {
       apply('failover');
       const { cgroupId } = await import('../server/src/agent/datapath.js');
       const id = cgroupId(near);
@@ -94,7 +94,7 @@ describe('kernel datapath', { skip }, () => {
         assert.equal(r.port, PORT);
         // r1/z1/s1 holds b1, b2 in that order: rand picks b1, b2, b1, ...
         assert.equal(idOf(r.ip), rand % 2 === 0 ? 'b1' : 'b2');
-        assert.equal(r.lookups, 3 + 3, 'service + workload + 3 levels + endpoint');
+        assert.equal(r.lookups, 4, 'service + workload + the leaf level (it has backends) + endpoint');
         seen.add(idOf(r.ip));
       }
       assert.deepEqual([...seen].sort(), ['b1', 'b2']);
@@ -104,23 +104,34 @@ describe('kernel datapath', { skip }, () => {
       const r = run(999_999n, 0);
       assert.equal(r.verdict, VERDICT.rewrite);
       assert.equal(idOf(r.ip), 'b4', 'the node is r1/z2/s1, which only b4 serves');
-      assert.equal(r.lookups, 1 + 2 + 3 + 1, 'the cgroup miss costs one more lookup');
+      assert.equal(r.lookups, 1 + 2 + 1 + 1, 'the cgroup miss costs one more lookup');
     });
 
     it('stops at the deepest level that matches', async () => {
       const { cgroupId } = await import('../server/src/agent/datapath.js');
-      apply('failover', BACKENDS.filter(([id]) => id !== 'b5'));
+      apply(
+        'failover',
+        BACKENDS.filter(([id]) => id !== 'b5'),
+      );
       // far is r2/z1/s1 and r2 has no backend now: no level matches, any backend of the service.
       const ids = new Set(Array.from({ length: 4 }, (_, rand) => idOf(run(cgroupId(far), rand).ip)));
       assert.deepEqual([...ids].sort(), ['b1', 'b2', 'b3', 'b4']);
       assert.equal(run(cgroupId(far), 0).matched, 0);
+      assert.equal(
+        run(cgroupId(far), 0).lookups,
+        1 + 1 + 3 + 1,
+        'no level matches: every level was looked up, deepest first',
+      );
       apply('failover');
       assert.equal(idOf(run(cgroupId(far), 7).ip), 'b5');
     });
 
     it('strict mode refuses without a full match; random mode ignores locality', async () => {
       const { cgroupId } = await import('../server/src/agent/datapath.js');
-      apply('strict', BACKENDS.filter(([id]) => id !== 'b5'));
+      apply(
+        'strict',
+        BACKENDS.filter(([id]) => id !== 'b5'),
+      );
       assert.equal(run(cgroupId(far), 0).verdict, VERDICT.refuse);
       assert.equal(idOf(run(cgroupId(near), 1).ip), 'b2');
       apply('random');
@@ -168,16 +179,25 @@ describe('kernel datapath', { skip }, () => {
     });
 
     it('fails over to the next tier when the nearest backends go, and back', async () => {
-      apply('failover', BACKENDS.filter(([id]) => id !== 'b1' && id !== 'b2'));
+      apply(
+        'failover',
+        BACKENDS.filter(([id]) => id !== 'b1' && id !== 'b2'),
+      );
       assert.deepEqual(counts((await a.connect(VIP, PORT, 20)).ids), { b3: 20 }, 'r1/z1/s1 is empty: r1/z1 is next');
-      apply('failover', BACKENDS.filter(([id]) => !['b1', 'b2', 'b3'].includes(id)));
+      apply(
+        'failover',
+        BACKENDS.filter(([id]) => !['b1', 'b2', 'b3'].includes(id)),
+      );
       assert.deepEqual(counts((await a.connect(VIP, PORT, 20)).ids), { b4: 20 }, 'then r1');
       apply('failover');
       assert.deepEqual(Object.keys(counts((await a.connect(VIP, PORT, 20)).ids)).sort(), ['b1', 'b2']);
     });
 
     it('strict mode refuses the connect (EPERM) rather than leave the locality', async () => {
-      apply('strict', BACKENDS.filter(([id]) => id !== 'b5'));
+      apply(
+        'strict',
+        BACKENDS.filter(([id]) => id !== 'b5'),
+      );
       const rb = await b.connect(VIP, PORT, 5);
       assert.deepEqual(rb, { ids: [], errors: { EPERM: 5 } });
       assert.deepEqual(Object.keys(counts((await a.connect(VIP, PORT, 10)).ids)).sort(), ['b1', 'b2']);
@@ -220,7 +240,10 @@ describe('kernel datapath', { skip }, () => {
       const late = samples.filter(([t, id]) => (id === 'b1' || id === 'b2') && t > end + grace);
       assert.deepEqual(late, [], 'a connect reached a backend removed more than one grace period earlier');
       const ids = new Set(samples.map(([, id]) => id));
-      assert.ok([...ids].every((id) => ['b1', 'b2', 'b3'].includes(id)), `only near-tier backends: ${[...ids].join(',')}`);
+      assert.ok(
+        [...ids].every((id) => ['b1', 'b2', 'b3'].includes(id)),
+        `only near-tier backends: ${[...ids].join(',')}`,
+      );
       console.log(`# churn: 1000 versions in ${publishMs} ms, ${samples.length} connects, 0 failed`);
       apply('failover');
     });
@@ -248,10 +271,16 @@ describe('kernel datapath', { skip }, () => {
         ]);
         await a.loop(VIP, PORT);
         apply('failover');
-        apply('failover', BACKENDS.filter(([id]) => id !== 'b1'));
+        apply(
+          'failover',
+          BACKENDS.filter(([id]) => id !== 'b1'),
+        );
         await new Promise((r) => setTimeout(r, 300));
         const samples = await a.stop();
-        assert.deepEqual(samples.filter(([, id]) => id.startsWith('!')), []);
+        assert.deepEqual(
+          samples.filter(([, id]) => id.startsWith('!')),
+          [],
+        );
         assert.equal(samples.at(-1)?.[1], 'b2');
       } finally {
         a.close();

@@ -622,6 +622,39 @@ static napi_value possible_cpus(napi_env env, napi_callback_info info)
 	return make_i32(env, n);
 }
 
+/* progStats(fd) -> { runTimeNs, runCnt }: the kernel's run-time counters of a
+ * program (they count only while statistics are enabled: enableStats). */
+static napi_value prog_stats(napi_env env, napi_callback_info info)
+{
+	napi_value argv[1], out, v;
+	struct bpf_prog_info pinfo;
+	__u32 len = sizeof(pinfo);
+	int32_t fd;
+
+	if (get_args(env, info, 1, argv) || get_i32(env, argv[0], &fd))
+		return NULL;
+	memset(&pinfo, 0, sizeof(pinfo));
+	if (bpf_obj_get_info_by_fd(fd, &pinfo, &len))
+		return throw_errno(env, errno, "program info of fd %d", fd);
+	CHECK(napi_create_object(env, &out));
+	CHECK(napi_create_double(env, (double)pinfo.run_time_ns, &v));
+	CHECK(napi_set_named_property(env, out, "runTimeNs", v));
+	CHECK(napi_create_double(env, (double)pinfo.run_cnt, &v));
+	CHECK(napi_set_named_property(env, out, "runCnt", v));
+	return out;
+}
+
+/* enableStats() -> fd: BPF run-time statistics are on while the fd is open (BPF_ENABLE_STATS). */
+static napi_value enable_stats(napi_env env, napi_callback_info info)
+{
+	int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+
+	(void)info;
+	if (fd < 0)
+		return throw_errno(env, errno, "BPF_ENABLE_STATS");
+	return make_i32(env, fd);
+}
+
 static napi_value init(napi_env env, napi_value exports)
 {
 	const struct {
@@ -646,6 +679,8 @@ static napi_value init(napi_env env, napi_value exports)
 		{ "mapDeleteBatch", map_delete_batch },
 		{ "testRun", test_run },
 		{ "possibleCpus", possible_cpus },
+		{ "progStats", prog_stats },
+		{ "enableStats", enable_stats },
 	};
 
 	libbpf_set_print(print_fn);

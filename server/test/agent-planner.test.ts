@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { LAYOUT, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
+import { LAYOUT, pathHash, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
 import { plan, type AgentState, type IncomingTree } from '../src/agent/planner.js';
 import { SlotAllocator } from '../src/agent/slot-allocator.js';
 import type { TreeMessage } from '../src/resources/tree-codec.js';
@@ -24,7 +24,14 @@ function tree(name: string, opts: Partial<Omit<TreeMessage, 'backends'>> & { bac
 }
 
 function empty(capacity = 100, limits = { services: 4096, nodes: 1000 }): AgentState {
-  return { services: new Map(), allocator: new SlotAllocator(capacity), nextTree: 1, scopes: new Map(), nodesHeld: 0, limits };
+  return {
+    services: new Map(),
+    allocator: new SlotAllocator(capacity),
+    nextTree: 1,
+    scopes: new Map(),
+    nodesHeld: 0,
+    limits,
+  };
 }
 
 const details = (p: ReturnType<typeof plan>) => p.rejected.map((r) => r.detail);
@@ -53,7 +60,10 @@ describe('SlotAllocator', () => {
     assert.throws(() => a.release(r), /were not allocated/);
     a.reserve({ start: 2, length: 3 });
     assert.throws(() => a.reserve({ start: 4, length: 2 }), /not free/);
-    assert.deepEqual(a.freeRanges(), [{ start: 0, length: 2 }, { start: 5, length: 5 }]);
+    assert.deepEqual(a.freeRanges(), [
+      { start: 0, length: 2 },
+      { start: 5, length: 5 },
+    ]);
   });
 
   it('a clone is independent', () => {
@@ -69,7 +79,13 @@ describe('planner', () => {
     const p = plan(empty(), [tree('a', { backends: 3 }), tree('b', { vip: 0x0a000002 })]);
     assert.equal(p.fills.length, 2);
     assert.equal(p.publish.length, 2);
-    assert.deepEqual(p.fills.map((f) => [f.endpoints.count, f.nodes.count]), [[3, 1], [2, 1]]);
+    assert.deepEqual(
+      p.fills.map((f) => [f.endpoints.count, f.nodes.count]),
+      [
+        [3, 1],
+        [2, 1],
+      ],
+    );
     const [a, b] = p.publish.map((x) => readSvcValue(x.value));
     assert.deepEqual([a!.tree, a!.epBase, a!.epCount], [1, 0, 3]);
     assert.deepEqual([b!.tree, b!.epBase, b!.epCount], [2, 3, 2]);
@@ -93,8 +109,14 @@ describe('planner', () => {
   it('unpublishes and retires a service that is gone', () => {
     const first = plan(empty(), [tree('a'), tree('b', { vip: 0x0a000002 })]);
     const p = plan(first.next, [tree('b', { vip: 0x0a000002 })]);
-    assert.deepEqual(p.unpublish.map((u) => u.service), ['a']);
-    assert.deepEqual(p.retire.map((r) => r.name), ['a']);
+    assert.deepEqual(
+      p.unpublish.map((u) => u.service),
+      ['a'],
+    );
+    assert.deepEqual(
+      p.retire.map((r) => r.name),
+      ['a'],
+    );
     assert.equal(p.next.services.size, 1);
   });
 
@@ -123,9 +145,9 @@ describe('planner', () => {
     const vs = LAYOUT.canopy_node.size;
     const keys = Array.from({ length: f.nodes.count }, (_, i) => f.nodes.keys.subarray(i * ks, (i + 1) * ks));
     const vals = Array.from({ length: f.nodes.count }, (_, i) => f.nodes.values.subarray(i * vs, (i + 1) * vs));
-    // z9 under r2 (node 3): key parent 3, value hash of z9; value id 4, start 2, count 1.
-    assert.equal(keys[3]!.readUInt32LE(4), 3);
-    assert.equal(keys[3]!.readBigUInt64LE(8), valueHash('z9'));
+    // z9 under r2 (node 4): key level 2, the hash of the path r2/z9; value id 4, start 2, count 1.
+    assert.equal(keys[3]!.readUInt32LE(4), 2);
+    assert.equal(keys[3]!.readBigUInt64LE(8), pathHash(pathHash(0n, valueHash('r2')), valueHash('z9')));
     assert.deepEqual([vals[3]!.readUInt32LE(0), vals[3]!.readUInt32LE(4), vals[3]!.readUInt32LE(8)], [4, 2, 1]);
   });
 
@@ -140,23 +162,41 @@ describe('planner', () => {
   it('rejects, service by service, what the kernel cannot serve, naming the service and field', () => {
     const dup = plan(empty(), [tree('a'), tree('b')]);
     assert.deepEqual(details(dup), ['service b: vip:port is also used by service a']);
-    assert.deepEqual(dup.publish.map((x) => x.service), ['a'], 'the valid one is still loaded');
+    assert.deepEqual(
+      dup.publish.map((x) => x.service),
+      ['a'],
+      'the valid one is still loaded',
+    );
     assert.match(details(plan(empty(), [tree('a', { port: 0 })]))[0]!, /service a: port 0/);
     assert.match(details(plan(empty(), [tree('a', { vip: 0 })]))[0]!, /service a: vip is 0.0.0.0/);
-    assert.match(details(plan(empty(4), [tree('a', { backends: 5 })]))[0]!, /service a: endpoint map full: 5 slots needed, 4 free of 4/);
-    assert.match(details(plan(empty(100, { services: 1, nodes: 100 }), [tree('a'), tree('b', { vip: 2 })]))[0]!, /service b: service map full: 1 services/);
-    assert.match(details(plan(empty(100, { services: 10, nodes: 1 }), [tree('a'), tree('b', { vip: 2 })]))[0]!, /service b: node map full: 1 entries needed, 0 free of 1/);
+    assert.match(
+      details(plan(empty(4), [tree('a', { backends: 5 })]))[0]!,
+      /service a: endpoint map full: 5 slots needed, 4 free of 4/,
+    );
+    assert.match(
+      details(plan(empty(100, { services: 1, nodes: 100 }), [tree('a'), tree('b', { vip: 2 })]))[0]!,
+      /service b: service map full: 1 services/,
+    );
+    assert.match(
+      details(plan(empty(100, { services: 10, nodes: 1 }), [tree('a'), tree('b', { vip: 2 })]))[0]!,
+      /service b: node map full: 1 entries needed, 0 free of 1/,
+    );
     const scopes = Array.from({ length: 9 }, (_, i) => `label:k${i}`);
     assert.match(details(plan(empty(), [tree('a', { scopes })]))[0]!, /scopes has 9 levels, at most 8/);
     const many = Array.from({ length: 14 }, (_, i) => tree(`s${i}`, { vip: 0x0a000100 + i, scopes: [`label:k${i}`] }));
-    assert.deepEqual(details(plan(empty(), many)), ['service s13: scopes[0] label:k13: no scope slot left (13 dynamic scopes at most)']);
+    assert.deepEqual(details(plan(empty(), many)), [
+      'service s13: scopes[0] label:k13: no scope slot left (13 dynamic scopes at most)',
+    ]);
   });
 
   it('keeps the last good state of a rejected service, and of one named in keep', () => {
     const first = plan(empty(), [tree('a'), tree('b', { vip: 2 })]);
     const p = plan(first.next, [tree('a', { backends: 3 }), tree('b', { vip: 2, port: 0 })]);
     assert.deepEqual(p.unpublish, [], 'b is not removed');
-    assert.deepEqual(p.publish.map((x) => x.service), ['a']);
+    assert.deepEqual(
+      p.publish.map((x) => x.service),
+      ['a'],
+    );
     assert.equal([...p.next.services.values()].find((s) => s.name === 'b')?.tree, 2);
     const kept = plan(first.next, [tree('a')], new Set(['b']));
     assert.deepEqual(kept.unpublish, []);
@@ -180,7 +220,8 @@ describe('planner: in-place versions (O(change))', () => {
     const nodes: { parent: number; value: string; start: number; end: number }[] = [];
     for (let z = 0; z < 2; z++) {
       const start = backends.length;
-      for (let i = 0; i < per; i++) if (!drop.includes(z * per + i)) backends.push({ ipv4: 0x0a010000 + z * per + i, port: 8080, weight: 1 });
+      for (let i = 0; i < per; i++)
+        if (!drop.includes(z * per + i)) backends.push({ ipv4: 0x0a010000 + z * per + i, port: 8080, weight: 1 });
       if (extra?.zone === z) backends.push({ ipv4: extra.ipv4, port: 8080, weight: 1 });
       nodes.push({ parent: 1, value: `z${z}`, start, end: backends.length });
     }
@@ -191,14 +232,21 @@ describe('planner: in-place versions (O(change))', () => {
       mode: 'failover',
       networkFirst: false,
       scopes: ['region', 'zone'],
-      nodes: [{ parent: 0, value: '', start: 0, end: backends.length }, { parent: 0, value: 'r1', start: 0, end: backends.length }, ...nodes.map((n) => ({ ...n }))],
+      nodes: [
+        { parent: 0, value: '', start: 0, end: backends.length },
+        { parent: 0, value: 'r1', start: 0, end: backends.length },
+        ...nodes.map((n) => ({ ...n })),
+      ],
       backends,
     };
     return { tree: t, hash: JSON.stringify(t) };
   }
   const slotIps = (p: ReturnType<typeof plan>) => {
     const pt = p.patches[0]!;
-    return Array.from({ length: pt.count }, (_, i) => ({ slot: pt.keys.readUInt32LE(i * 4), ip: pt.values.readUInt32BE(i * LAYOUT.canopy_backend.size) }));
+    return Array.from({ length: pt.count }, (_, i) => ({
+      slot: pt.keys.readUInt32LE(i * 4),
+      ip: pt.values.readUInt32BE(i * LAYOUT.canopy_backend.size),
+    }));
   };
 
   it('writes one endpoint slot for a backend that leaves, and no node, fill or switch', () => {
@@ -232,14 +280,25 @@ describe('planner: in-place versions (O(change))', () => {
     assert.equal(w.length, 2, 'the leaving backend and the filler that copied it');
     for (const { ip } of w) assert.ok(ip !== 0x0a010003 && ip !== 0x0a010000 + copied);
     state = next.next;
-    assert.equal(state.services.get('167772161:80')!.layout!.filler.reduce((a, b) => a + b, 0), 2);
+    assert.equal(
+      state.services.get('167772161:80')!.layout!.filler.reduce((a, b) => a + b, 0),
+      2,
+    );
   });
 
   it('goes the full way when a node would run out of backends, of slots, or hold too many fillers, or the shape changes', () => {
     const first = plan(empty(), [zoned(16)]);
     const full = (p: ReturnType<typeof plan>) => [p.patches.length, p.fills.length, p.publish.length];
-    assert.deepEqual(full(plan(first.next, [zoned(16, [0, 1, 2])])), [0, 1, 1], '3 fillers in 16 slots is more than one in 8');
-    assert.deepEqual(full(plan(first.next, [zoned(16, [], { zone: 1, ipv4: 0x0a0300ff })])), [0, 1, 1], 'no filler to take');
+    assert.deepEqual(
+      full(plan(first.next, [zoned(16, [0, 1, 2])])),
+      [0, 1, 1],
+      '3 fillers in 16 slots is more than one in 8',
+    );
+    assert.deepEqual(
+      full(plan(first.next, [zoned(16, [], { zone: 1, ipv4: 0x0a0300ff })])),
+      [0, 1, 1],
+      'no filler to take',
+    );
     assert.deepEqual(full(plan(first.next, [tree('a', { backends: 16 })])), [0, 1, 1], 'another node set');
     const small = plan(empty(), [zoned(1)]);
     assert.deepEqual(full(plan(small.next, [zoned(1, [0])])), [0, 1, 1], 'a zone left empty');
@@ -247,7 +306,10 @@ describe('planner: in-place versions (O(change))', () => {
 
   it('keeps weighted and network-first services on the full path', () => {
     const w = zoned(16);
-    const weighted = { tree: { ...w.tree, backends: w.tree.backends.map((b, i) => ({ ...b, weight: i === 0 ? 9 : 1 })) }, hash: 'w' };
+    const weighted = {
+      tree: { ...w.tree, backends: w.tree.backends.map((b, i) => ({ ...b, weight: i === 0 ? 9 : 1 })) },
+      hash: 'w',
+    };
     const first = plan(empty(), [weighted]);
     assert.equal(first.next.services.get('167772161:80')!.layout, undefined);
     const again = plan(first.next, [{ ...weighted, hash: 'w2' }]);

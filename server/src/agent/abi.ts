@@ -25,8 +25,12 @@ export const DEFAULT_MAX = {
 export const MODE = { random: 0, failover: 1, strict: 2, networkFirst: 3 } as const;
 export const SVC_WEIGHTED = 1;
 export const WEIGHT_STEPS = 21;
-/** Parent id of the merged tree's first level (network-first services). */
-export const ALT_ROOT = 0xffffffff;
+/** Slots of canopy_revnat (a socket's VIP, for getpeername/recvmsg), indexed by socket cookie. */
+export const REVNAT_SLOTS = 262144;
+/** canopy_node_key.level bit of the merged tree's nodes (network-first services). */
+export const ALT_LEVEL = 0x80000000;
+/** A node's path hash: (parent's ^ value hash) * PATH_PRIME, mod 2^64. */
+export const PATH_PRIME = 0x100000001b3n;
 export const VERDICT = { pass: 0, rewrite: 1, refuse: 2 } as const;
 
 export const MAP = {
@@ -35,13 +39,21 @@ export const MAP = {
   nodes: 'canopy_nodes',
   endpoints: 'canopy_endpoints',
   workloads: 'canopy_workloads',
+  nodeloc: 'canopy_nodeloc',
   scopes: 'canopy_scopes',
   config: 'canopy_config',
   stats: 'canopy_stats',
-  peers: 'canopy_peers',
+  revnat: 'canopy_revnat',
 } as const;
 
-export const PROGRAM = { connect4: 'canopy_connect4', connect6: 'canopy_connect6', selectTest: 'canopy_select_test' } as const;
+/** Maps of earlier builds that this one no longer has: their pins are removed on open (an upgrade). */
+export const RETIRED_MAPS = ['canopy_peers'] as const;
+
+export const PROGRAM = {
+  connect4: 'canopy_connect4',
+  connect6: 'canopy_connect6',
+  selectTest: 'canopy_select_test',
+} as const;
 
 /** Programs beside connect4 (which open() handles on its own), each with its cgroup hook. */
 export const HOOK_PROGRAMS = [
@@ -58,17 +70,33 @@ export const HOOK_PROGRAMS = [
 export const LAYOUT = {
   canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
   canopy_svc_key6: { size: 20, fields: { vip: 0, port: 16, pad: 18 } },
-  canopy_svc: { size: 28, fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, flags: 14, level_scope: 16, alt_base: 24 } },
-  canopy_node_key: { size: 16, fields: { tree: 0, parent: 4, value: 8 } },
+  canopy_svc: {
+    size: 28,
+    fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, flags: 14, level_scope: 16, alt_base: 24 },
+  },
+  canopy_node_key: { size: 16, fields: { tree: 0, level: 4, value: 8 } },
   canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
   canopy_backend: { size: 28, fields: { ip: 0, port: 4, pad: 6, cum: 8, ip6: 12 } },
-  canopy_peer: { size: 36, fields: { vip: 0, backend: 16, port: 32, bport: 34 } },
+  canopy_revnat: { size: 48, fields: { cookie: 0, vip: 8, backend: 24, port: 40, bport: 42, pad: 44 } },
   canopy_config: { size: 8, fields: { workload_levels: 0, pad: 4 } },
   canopy_locality: { size: 128, fields: { value: 0 } },
   canopy_stats: { size: 32, fields: { connects: 0, rewritten: 8, refused: 16, lookups: 24 } },
   canopy_test_ctx: {
     size: 48,
-    fields: { vip: 0, port: 4, pad: 6, cgroup: 8, rand: 16, verdict: 20, ip: 24, bport: 28, pad2: 30, matched: 32, lookups: 36, pad3: 40 },
+    fields: {
+      vip: 0,
+      port: 4,
+      pad: 6,
+      cgroup: 8,
+      rand: 16,
+      verdict: 20,
+      ip: 24,
+      bport: 28,
+      pad2: 30,
+      matched: 32,
+      lookups: 36,
+      pad3: 40,
+    },
   },
 } as const;
 
@@ -90,6 +118,8 @@ export const CONSTANTS = {
   CANOPY_MODE_NETWORK_FIRST: MODE.networkFirst,
   CANOPY_SVC_WEIGHTED: SVC_WEIGHTED,
   CANOPY_WEIGHT_STEPS: WEIGHT_STEPS,
+  CANOPY_REVNAT_SLOTS: REVNAT_SLOTS,
+  CANOPY_ALT_LEVEL: ALT_LEVEL,
   CANOPY_PASS: VERDICT.pass,
   CANOPY_REWRITE: VERDICT.rewrite,
   CANOPY_REFUSE: VERDICT.refuse,
@@ -206,20 +236,27 @@ export function readSvcValue(b: Buffer): SvcValue {
 
 export interface NodeKey {
   readonly tree: number;
-  readonly parent: number;
+  /** 1..depth; | ALT_LEVEL in the merged tree */
+  readonly level: number;
+  /** path hash (pathHash) */
   readonly value: bigint;
+}
+
+/** The path hash of a node whose parent's is `parent` (0 at the root) and whose value hashes to `value`. */
+export function pathHash(parent: bigint, value: bigint): bigint {
+  return ((parent ^ value) * PATH_PRIME) & 0xffffffffffffffffn;
 }
 
 export function writeNodeKey(b: Buffer, off: number, k: NodeKey): void {
   const f = LAYOUT.canopy_node_key.fields;
   u32(b, off + f.tree, k.tree);
-  u32(b, off + f.parent, k.parent);
+  u32(b, off + f.level, k.level);
   u64(b, off + f.value, k.value);
 }
 
 export function readNodeKey(b: Buffer, off = 0): NodeKey {
   const f = LAYOUT.canopy_node_key.fields;
-  return { tree: readU32(b, off + f.tree), parent: readU32(b, off + f.parent), value: readU64(b, off + f.value) };
+  return { tree: readU32(b, off + f.tree), level: readU32(b, off + f.level), value: readU64(b, off + f.value) };
 }
 
 export function writeNode(b: Buffer, off: number, n: { id: number; start: number; count: number }): void {

@@ -9,12 +9,11 @@ import pino, { type Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Placement } from '../domain/locality.js';
 import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/agent-ads-client.js';
-import { contentHash } from '../resources/resource.js';
-import { intToIpv4, ipv6String, tryDecodeLocalityTree, type TreeMessage } from '../resources/tree-codec.js';
+import { intToIpv4, ipv6String, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
 import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
 import { Datapath, type Workload } from './datapath.js';
-import type { IncomingTree } from './planner.js';
+import { TreeInbox } from './tree-inbox.js';
 
 export interface AgentOptions {
   /** host:port of Canopy's ADS server */
@@ -114,6 +113,17 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       this.set(Number(datapath.stats().lookups));
     },
   });
+  const decodedTotal = new Counter({
+    name: 'canopy_agent_tree_resources_decoded_total',
+    help: 'Tree resources decoded (new or changed bytes)',
+    registers,
+  });
+  const reusedTotal = new Counter({
+    name: 'canopy_agent_tree_resources_reused_total',
+    help: 'Tree resources whose bytes equal the last version\'s: not decoded again',
+    registers,
+  });
+  const inbox = new TreeInbox();
   const connectedGauge = new Gauge({ name: 'canopy_agent_connected', help: '1 while the ADS stream is up', registers });
 
   // ------------------------------------------------------------- ADS
@@ -129,19 +139,10 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     const t0 = process.hrtime.bigint();
     try {
       // A resource that does not decode is rejected alone; its service (when
-      // its name can be read) keeps what it had.
-      const trees: IncomingTree[] = [];
-      const errors: string[] = [];
-      const keep = new Set<string>();
-      resources.forEach((any, i) => {
-        if (any.typeUrl !== TREE_TYPE) return errors.push(`resources[${i}]: type_url ${any.typeUrl} is not ${TREE_TYPE}`);
-        const decoded = tryDecodeLocalityTree(any.value);
-        if (!decoded.ok) {
-          if (decoded.service) keep.add(decoded.service);
-          return errors.push(`resources[${i}]: ${decoded.error}`);
-        }
-        trees.push({ tree: decoded.tree, hash: contentHash(any.value) });
-      });
+      // its name can be read) keeps what it had. Only new or changed bytes are decoded.
+      const { trees, keep, errors, decoded, reused } = inbox.receive(resources);
+      decodedTotal.inc(decoded);
+      reusedTotal.inc(reused);
       const r = datapath.apply(trees, keep);
       applySeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
       errors.push(...r.rejected.map((x) => x.detail));
@@ -156,7 +157,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       applied.inc();
       status.versionApplied = version;
       status.versionsApplied++;
-      log.info({ version, services: trees.length, changed: r.changed, removed: r.removed, mapWrites: r.mapWrites, ms: +r.ms.toFixed(3) }, 'tree version applied');
+      log.info({ version, services: trees.length, decoded, reused, changed: r.changed, removed: r.removed, mapWrites: r.mapWrites, ms: +r.ms.toFixed(3) }, 'tree version applied');
       for (let i = waiters.length - 1; i >= 0; i--) {
         const w = waiters[i]!;
         if (w.version === undefined || w.version === version) {
@@ -227,7 +228,9 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       service: s.name,
       vip: s.key.vip6 ? `[${ipv6String(s.key.vip6)}]:${s.key.port}` : `${intToIpv4(s.key.vip)}:${s.key.port}`,
       tree: s.tree,
-      endpoints: s.range.length,
+      // Live endpoints; slots: the endpoint-map entries the service holds (fillers and a network-first service's merged layout included).
+      endpoints: s.endpoints,
+      slots: s.range.length,
       nodes: s.nodeCount,
     })),
   }));

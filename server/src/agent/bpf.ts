@@ -39,6 +39,10 @@ export interface BpfAddon {
   mapDeleteBatch(fd: number, keys: Buffer, count: number): number;
   testRun(progFd: number, ctx: Buffer): { retval: number; duration: number };
   possibleCpus(): number;
+  /** A program's run-time counters (kernel.bpf_stats_enabled, or while an enableStats() fd is open). */
+  progStats(fd: number): { runTimeNs: number; runCnt: number };
+  /** Turns BPF run-time statistics on until the returned fd is closed. */
+  enableStats(): number;
 }
 
 export const BPF_ANY = 0;
@@ -77,7 +81,8 @@ export function loadAddon(): BpfAddon {
   if (process.platform !== 'linux') throw new Error('the kernel datapath needs Linux');
   const file = addonPath();
   if (!existsSync(file)) throw new Error(`the BPF addon is not built (${file} is missing): run npm run build:bpf`);
-  if (!existsSync(objectPath())) throw new Error(`the BPF object is not built (${objectPath()} is missing): run npm run build:bpf`);
+  if (!existsSync(objectPath()))
+    throw new Error(`the BPF object is not built (${objectPath()} is missing): run npm run build:bpf`);
   cached = createRequire(import.meta.url)(file) as BpfAddon;
   return cached;
 }
@@ -89,6 +94,7 @@ export function kernelUnavailable(): string | undefined {
   } catch (err) {
     return (err as Error).message;
   }
-  if (typeof process.getuid === 'function' && process.getuid() !== 0) return 'BPF needs root (or CAP_BPF + CAP_NET_ADMIN)';
+  if (typeof process.getuid === 'function' && process.getuid() !== 0)
+    return 'BPF needs root (or CAP_BPF + CAP_NET_ADMIN)';
   return undefined;
 }

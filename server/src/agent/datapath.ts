@@ -4,19 +4,34 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
 import os from 'node:os';
 import { type Placement } from '../domain/locality.js';
-import { DEFAULT_MAX, LAYOUT, MAP, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
+import { DEFAULT_MAX, LAYOUT, MAP, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { cgroupId, cgroupLevel } from './cgroups.js';
 import { deleteKeys, mapFds, servicesFd, writeBatch, type Fds } from './map-writes.js';
 import { uninstall } from './pins.js';
-import { plan, type AgentState, type IncomingTree, type Limits, type Plan, type Published, type Rejected } from './planner.js';
+import {
+  plan,
+  type AgentState,
+  type IncomingTree,
+  type Limits,
+  type Plan,
+  type Published,
+  type Rejected,
+} from './planner.js';
 import { installPrograms } from './programs.js';
 import { adoptRecoveredScopes, recoverState } from './recover.js';
 import { SlotAllocator } from './slot-allocator.js';
-import { placementScopes, resolveWorkloads, writeWorkloads, type Workload, type WorkloadEntry } from './workload-entries.js';
+import {
+  placementScopes,
+  resolveWorkloads,
+  writeWorkloads,
+  type Workload,
+  type WorkloadEntry,
+} from './workload-entries.js';
 
 export type { Workload };
 
@@ -120,8 +135,20 @@ export class Datapath {
     const progs = installPrograms(bpf, (name) => fd(name, loaded.programs), opts.pinDir, opts.cgroup);
     const size = (name: string, dflt: number) => loaded.maxEntries[name] ?? dflt;
     const limits = { services: size(MAP.services, DEFAULT_MAX.services), nodes: size(MAP.nodes, DEFAULT_MAX.nodes) };
-    const dp = new Datapath(bpf, fds, progs.progFd, progs.testFd, loaded.reused.length > 0, progs.replaced, opts, size(MAP.endpoints, DEFAULT_MAX.endpoints), limits);
+    const dp = new Datapath(
+      bpf,
+      fds,
+      progs.progFd,
+      progs.testFd,
+      loaded.reused.length > 0,
+      progs.replaced,
+      opts,
+      size(MAP.endpoints, DEFAULT_MAX.endpoints),
+      limits,
+    );
     dp.hooks = progs.hooks;
+    // The programs that used a retired map have been replaced: its pin goes with them.
+    for (const name of RETIRED_MAPS) rmSync(path.join(opts.pinDir, name), { force: true });
     dp.recoveredScopeHashes = recoverState(bpf, fds, dp.state);
     return dp;
   }
@@ -174,8 +201,22 @@ export class Datapath {
       for (const f of p.fills) {
         // The endpoint slots were free: only the node entries need undoing.
         undo.push(() => deleteKeys(this.bpf, this.fds.nodes, f.nodes.keys, f.nodes.count, LAYOUT.canopy_node_key.size));
-        writes += this.batch(this.fds.endpoints, f.endpoints.keys, f.endpoints.values, f.endpoints.count, 4, LAYOUT.canopy_backend.size);
-        writes += this.batch(this.fds.nodes, f.nodes.keys, f.nodes.values, f.nodes.count, LAYOUT.canopy_node_key.size, LAYOUT.canopy_node.size);
+        writes += this.batch(
+          this.fds.endpoints,
+          f.endpoints.keys,
+          f.endpoints.values,
+          f.endpoints.count,
+          4,
+          LAYOUT.canopy_backend.size,
+        );
+        writes += this.batch(
+          this.fds.nodes,
+          f.nodes.keys,
+          f.nodes.values,
+          f.nodes.count,
+          LAYOUT.canopy_node_key.size,
+          LAYOUT.canopy_node.size,
+        );
       }
       // In place: endpoint slots only (planner.ts, in-place.ts).
       for (const pt of p.patches) {
@@ -187,7 +228,9 @@ export class Datapath {
         const fd = servicesFd(this.fds, pub.key);
         this.bpf.mapUpdate(fd, pub.key, pub.value, BPF_ANY);
         const previous = pub.previous;
-        undo.push(previous ? () => this.bpf.mapUpdate(fd, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(fd, pub.key));
+        undo.push(
+          previous ? () => this.bpf.mapUpdate(fd, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(fd, pub.key),
+        );
         writes++;
       }
       for (const u of p.unpublish) {
@@ -234,8 +277,14 @@ export class Datapath {
   stats(): Stats {
     const cpus = this.bpf.possibleCpus();
     const v = Buffer.alloc(cpus * LAYOUT.canopy_stats.size);
-    if (!this.bpf.mapLookup(this.fds.stats, u32Key(0), v)) return { connects: 0n, rewritten: 0n, refused: 0n, lookups: 0n };
+    if (!this.bpf.mapLookup(this.fds.stats, u32Key(0), v))
+      return { connects: 0n, rewritten: 0n, refused: 0n, lookups: 0n };
     return sumStats(v, cpus);
+  }
+
+  /** The fd of the program on `hook` (4: connect4), for its run-time counters. */
+  programFd(hook: Hook): number | undefined {
+    return hook === 4 ? this.progFd : this.hooks.find((h) => h.hook === hook)?.fd;
   }
 
   /** Runs the selection in the kernel through BPF_PROG_TEST_RUN (canopy_select_test). */
@@ -266,7 +315,8 @@ export class Datapath {
         // already detached
       }
     }
-    for (const fd of [...Object.values(this.fds), this.progFd, ...this.hooks.map((h) => h.fd), this.testProgFd]) this.bpf.close(fd);
+    for (const fd of [...Object.values(this.fds), this.progFd, ...this.hooks.map((h) => h.fd), this.testProgFd])
+      this.bpf.close(fd);
   }
 
   /** Takes back the slots of recovered scopes by name; true when one was taken (workload entries need it). */

@@ -14,9 +14,10 @@ export function mapFds(get: (name: string) => number): Fds {
     nodes: get(MAP.nodes),
     endpoints: get(MAP.endpoints),
     workloads: get(MAP.workloads),
+    nodeloc: get(MAP.nodeloc),
     scopes: get(MAP.scopes),
     stats: get(MAP.stats),
-    peers: get(MAP.peers),
+    revnat: get(MAP.revnat),
     config: get(MAP.config),
   };
 }
@@ -27,7 +28,16 @@ export function servicesFd(fds: Fds, key: Buffer): number {
 }
 
 /** Writes `count` packed entries (keys of `ks` bytes, values of `vs`); returns how many. */
-export function writeBatch(bpf: BpfAddon, batchUpdates: boolean, fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
+export function writeBatch(
+  bpf: BpfAddon,
+  batchUpdates: boolean,
+  fd: number,
+  keys: Buffer,
+  values: Buffer,
+  count: number,
+  ks: number,
+  vs: number,
+): number {
   if (count === 0) return 0;
   try {
     if (!batchUpdates) throw Object.assign(new Error('batch updates off'), { code: 'ENOTSUPP' });

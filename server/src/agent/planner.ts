@@ -17,11 +17,12 @@
  */
 import type { TreeMessage } from '../resources/tree-codec.js';
 import {
-  ALT_ROOT,
+  ALT_LEVEL,
   LAYOUT,
   MAX_DEPTH,
   MAX_SCOPES,
   MODE,
+  pathHash,
   SCOPE_FIRST_DYNAMIC,
   SCOPE_REGION,
   SCOPE_SUBZONE,
@@ -52,6 +53,8 @@ export interface Published {
   readonly key: SvcKey;
   readonly tree: number;
   readonly range: Range;
+  /** Live endpoints (backends of its tree; after a restart, the recovered tree's endpoint count until its next version). */
+  readonly endpoints: number;
   /** Its canopy_services value (to restore it when a later apply is rolled back). */
   readonly value: Buffer;
   /** Scope slot of each tree level (what keeps a dynamic slot in use). */
@@ -116,7 +119,12 @@ export interface Plan {
   /** In-place versions: endpoint slot writes only, no switch needed (each connect reads one slot). */
   readonly patches: readonly Patch[];
   /** `previous`: the value it replaces, if any (for a rollback). */
-  readonly publish: readonly { readonly service: string; readonly key: Buffer; readonly value: Buffer; readonly previous?: Buffer }[];
+  readonly publish: readonly {
+    readonly service: string;
+    readonly key: Buffer;
+    readonly value: Buffer;
+    readonly previous?: Buffer;
+  }[];
   readonly unpublish: readonly { readonly service: string; readonly key: Buffer; readonly previous: Buffer }[];
   /** Freed after the grace period. */
   readonly retire: readonly Published[];
@@ -141,7 +149,8 @@ export function keyString(k: SvcKey): string {
  */
 export function plan(state: AgentState, trees: readonly IncomingTree[], keep: ReadonlySet<string> = new Set()): Plan {
   const rejected: Rejected[] = [];
-  const reject = (t: TreeMessage, detail: string) => rejected.push({ service: t.service, detail: `service ${t.service}: ${detail}` });
+  const reject = (t: TreeMessage, detail: string) =>
+    rejected.push({ service: t.service, detail: `service ${t.service}: ${detail}` });
 
   // 1. What each tree asks for, checked on its own.
   const accepted: IncomingTree[] = [];
@@ -207,7 +216,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       const r = inPlace(held.layout, t);
       if (typeof r !== 'string') {
         patches.push(patchOf(t.service, held.range.start, r.writes));
-        services.set(ks, { ...held, hash, layout: r.layout });
+        services.set(ks, { ...held, hash, layout: r.layout, endpoints: t.backends.length });
         continue;
       }
     }
@@ -226,13 +235,19 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     const n = t.backends.length;
     const nodeCount = t.nodes.length - 1 + (merged?.nodes.length ?? 0);
     if (nodesHeld + nodeCount > state.limits.nodes) {
-      reject(t, `node map full: ${nodeCount} entries needed, ${state.limits.nodes - nodesHeld} free of ${state.limits.nodes} (--max-nodes; retired trees hold theirs for one grace period)`);
+      reject(
+        t,
+        `node map full: ${nodeCount} entries needed, ${state.limits.nodes - nodesHeld} free of ${state.limits.nodes} (--max-nodes; retired trees hold theirs for one grace period)`,
+      );
       continue;
     }
     const slotsNeeded = n + (merged?.order.length ?? 0);
     const range = allocator.allocate(slotsNeeded);
     if (!range) {
-      reject(t, `endpoint map full: ${slotsNeeded} slots needed, ${allocator.capacity - allocator.inUse} free of ${allocator.capacity} (--max-endpoints; retired trees hold theirs for one grace period)`);
+      reject(
+        t,
+        `endpoint map full: ${slotsNeeded} slots needed, ${allocator.capacity - allocator.inUse} free of ${allocator.capacity} (--max-endpoints; retired trees hold theirs for one grace period)`,
+      );
       continue;
     }
     for (const [scope, slot] of slots.added) {
@@ -257,19 +272,29 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
 
     const nodeKeys = Buffer.alloc(nodeCount * LAYOUT.canopy_node_key.size);
     const nodeValues = Buffer.alloc(nodeCount * LAYOUT.canopy_node.size);
-    const put = (i: number, parent: number, value: string, id: number, start: number, count: number) => {
-      writeNodeKey(nodeKeys, i * LAYOUT.canopy_node_key.size, { tree: treeId, parent, value: valueHash(value) });
+    const put = (i: number, level: number, path: bigint, id: number, start: number, count: number) => {
+      writeNodeKey(nodeKeys, i * LAYOUT.canopy_node_key.size, { tree: treeId, level, value: path });
       writeNode(nodeValues, i * LAYOUT.canopy_node.size, { id, start, count });
     };
+    const paths = nodePaths(t);
     for (let i = 1; i < t.nodes.length; i++) {
       const node = t.nodes[i]!;
-      put(i - 1, node.parent, node.value, i, node.start, node.end - node.start);
+      put(i - 1, paths.level[i]!, paths.hash[i]!, i, node.start, node.end - node.start);
     }
-    // Merged nodes: ids after the tree's own, ranges after its n backends.
-    merged?.nodes.forEach((m, j) => {
-      const id = t.nodes.length + j;
-      put(t.nodes.length - 1 + j, m.parent < 0 ? ALT_ROOT : t.nodes.length + m.parent, m.value, id, m.start, m.end - m.start);
-    });
+    // Merged nodes: keyed in the merged tree's level space, paths from below the network; ranges after its n backends.
+    if (merged) {
+      const mp = mergedPaths(merged);
+      merged.nodes.forEach((m, j) => {
+        put(
+          t.nodes.length - 1 + j,
+          ALT_LEVEL | mp.level[j]!,
+          mp.hash[j]!,
+          t.nodes.length + j,
+          m.start,
+          m.end - m.start,
+        );
+      });
+    }
 
     const value = svcValue({
       tree: treeId,
@@ -289,7 +314,19 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     publish.push({ service: t.service, key: svcKey(t), value, ...(held ? { previous: held.value } : {}) });
     if (held) retire.push(held);
     const layout = !weighted && !merged && !t.vip6 ? fullLayout(t) : undefined;
-    services.set(ks, { name: t.service, key: { vip: t.vip, port: t.port, ...(t.vip6 ? { vip6: t.vip6 } : {}) }, tree: treeId, range, value, slots: slots.levels, nodeKeys, nodeCount, hash, ...(layout ? { layout } : {}) });
+    services.set(ks, {
+      endpoints: n,
+      name: t.service,
+      key: { vip: t.vip, port: t.port, ...(t.vip6 ? { vip6: t.vip6 } : {}) },
+      tree: treeId,
+      range,
+      value,
+      slots: slots.levels,
+      nodeKeys,
+      nodeCount,
+      hash,
+      ...(layout ? { layout } : {}),
+    });
   }
 
   // 4. A dynamic scope no service uses any more gives its slot back.
@@ -325,7 +362,11 @@ function sameSlots(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((s, i) => s === b[i]);
 }
 
-function patchOf(service: string, base: number, w: { slots: readonly number[]; keys: readonly number[]; previous: readonly number[] }): Patch {
+function patchOf(
+  service: string,
+  base: number,
+  w: { slots: readonly number[]; keys: readonly number[]; previous: readonly number[] },
+): Patch {
   const vs = LAYOUT.canopy_backend.size;
   const count = w.slots.length;
   const keys = Buffer.alloc(count * 4);
@@ -347,15 +388,40 @@ function checkTree(t: TreeMessage): string | undefined {
   return undefined;
 }
 
-/** Two siblings whose values hash alike would be one node in the kernel. */
-function siblingClash(t: TreeMessage): string | undefined {
-  const siblings = new Map<string, string>();
+/** Each node's level (1-based; the root 0) and path hash (the key the kernel looks it up by). */
+export function nodePaths(t: TreeMessage): { level: Int32Array; hash: bigint[] } {
+  const level = new Int32Array(t.nodes.length);
+  const hash: bigint[] = [0n];
   for (let i = 1; i < t.nodes.length; i++) {
     const node = t.nodes[i]!;
-    const sib = `${node.parent}/${valueHash(node.value)}`;
-    const other = siblings.get(sib);
-    if (other !== undefined) return `nodes[${i}] value ${JSON.stringify(node.value)} hashes like its sibling ${JSON.stringify(other)}`;
-    siblings.set(sib, node.value);
+    level[i] = level[node.parent]! + 1;
+    hash[i] = pathHash(hash[node.parent]!, valueHash(node.value));
+  }
+  return { level, hash };
+}
+
+/** The same for the merged tree of a network-first service: levels 2.., paths from below the network. */
+function mergedPaths(m: ReturnType<typeof mergedTree>): { level: Int32Array; hash: bigint[] } {
+  const level = new Int32Array(m.nodes.length);
+  const hash: bigint[] = [];
+  m.nodes.forEach((n, j) => {
+    level[j] = n.parent < 0 ? 2 : level[n.parent]! + 1;
+    hash[j] = pathHash(n.parent < 0 ? 0n : hash[n.parent]!, valueHash(n.value));
+  });
+  return { level, hash };
+}
+
+/** Two nodes of a level whose paths hash alike would be one node in the kernel. */
+function siblingClash(t: TreeMessage): string | undefined {
+  const seen = new Map<string, number>();
+  const paths = nodePaths(t);
+  for (let i = 1; i < t.nodes.length; i++) {
+    const key = `${paths.level[i]}/${paths.hash[i]}`;
+    const other = seen.get(key);
+    if (other !== undefined) {
+      return `nodes[${i}] value ${JSON.stringify(t.nodes[i]!.value)} has the path hash of nodes[${other}] ${JSON.stringify(t.nodes[other]!.value)}`;
+    }
+    seen.set(key, i);
   }
   return undefined;
 }
@@ -377,7 +443,8 @@ function scopeSlots(
     if (slot === undefined) {
       const used = new Set([...scopes.values(), ...added.values(), ...[...services.values()].flatMap((s) => s.slots)]);
       for (let s = SCOPE_FIRST_DYNAMIC; s < MAX_SCOPES && slot === undefined; s++) if (!used.has(s)) slot = s;
-      if (slot === undefined) return `scopes[${i}] ${scope}: no scope slot left (${MAX_SCOPES - SCOPE_FIRST_DYNAMIC} dynamic scopes at most)`;
+      if (slot === undefined)
+        return `scopes[${i}] ${scope}: no scope slot left (${MAX_SCOPES - SCOPE_FIRST_DYNAMIC} dynamic scopes at most)`;
       added.set(scope, slot);
     }
     out.push(slot);

@@ -59,6 +59,7 @@ export function recoverState(bpf: BpfAddon, fds: Fds, state: AgentState): Map<bi
       slots: value.levelScope,
       nodeKeys: Buffer.concat(keys),
       nodeCount: keys.length,
+      endpoints: value.epCount,
       hash: '',
     });
     state.nodesHeld += keys.length;

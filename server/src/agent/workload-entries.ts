@@ -57,13 +57,21 @@ export function placementScopes(entries: readonly WorkloadEntry[]): Set<string> 
 }
 
 /** Writes every entry for these scope slots and drops the others; returns the map writes. */
-export function writeWorkloads(bpf: BpfAddon, fds: Fds, entries: readonly WorkloadEntry[], levels: number, scopes: ReadonlyMap<string, number>): number {
+export function writeWorkloads(
+  bpf: BpfAddon,
+  fds: Fds,
+  entries: readonly WorkloadEntry[],
+  levels: number,
+  scopes: ReadonlyMap<string, number>,
+): number {
   const all = new Map<string, number>([...FIXED_SCOPES, ...scopes]);
   const keep = new Set<bigint>();
   for (const w of entries) {
     const values = new Map<number, bigint>();
     for (const [scope, slot] of all) values.set(slot, valueHash(scopeValue(scope as Scope, w.placement)));
     bpf.mapUpdate(fds.workloads, cgroupKey(w.id), localityValue(values), BPF_ANY);
+    // The node's own locality, where the kernel reads it for a cgroup without an entry.
+    if (w.id === 0n) bpf.mapUpdate(fds.nodeloc, u32Key(0), localityValue(values), BPF_ANY);
     keep.add(w.id);
   }
   // The agent owns the map: drop entries of workloads no longer configured.
@@ -78,5 +86,5 @@ export function writeWorkloads(bpf: BpfAddon, fds: Fds, entries: readonly Worklo
   for (const key of drop) bpf.mapDelete(fds.workloads, key);
   // Levels last: an ancestor walk never looks for an entry not yet written.
   bpf.mapUpdate(fds.config, u32Key(0), configValue(levels), BPF_ANY);
-  return entries.length + drop.length + 1;
+  return entries.length + drop.length + 2;
 }
