@@ -43,6 +43,12 @@ describe('imported policies with real xDS clients', () => {
     ];
     for (const [id, host, loc] of specs)
       backends.set(id, await startBackend({ id, host, locality: parseLocality(loc) }));
+    // A rollout: the old pod terminating (still serving), the new one not ready yet; one slice, one port.
+    backends.set('t-old', await startBackend({ id: 't-old', host: '127.0.14.31', locality: parseLocality('/za') }));
+    backends.set(
+      't-new',
+      await startBackend({ id: 't-new', host: '127.0.14.32', port: b('t-old').port, locality: parseLocality('/za') }),
+    );
     const ep = (id: string) => `{ address: ${b(id).address}, ports: { grpc: ${b(id).port} }`;
     const dp = (id: string, zone: string, extra: string) =>
       `type: Dataplane\nmesh: default\nname: ${id}\nnetworking: { address: ${b(id).address}, inbound: [{ port: ${b(id).port}, tags: { kuma.io/service: backend, kuma.io/zone: ${zone}${extra} } }] }\n`;
@@ -105,7 +111,22 @@ endpoints:
     ].join('---\n');
     // The two web backends listen on different ports; the slice has one port, so zb gets its own slice.
     const slice2 = `---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: { name: web-2, labels: { kubernetes.io/service-name: web } }\naddressType: IPv4\nports: [{ port: ${b('w-zb').port} }]\nendpoints:\n  - { addresses: [${b('w-zb').address}], zone: zb }\n`;
-    canopy = await startCanopyProcess(config + slice2);
+    const rollout = `---
+apiVersion: v1
+kind: Service
+metadata: { name: rollout }
+spec: { ports: [{ port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: rollout-1, labels: { kubernetes.io/service-name: rollout } }
+addressType: IPv4
+ports: [{ port: ${b('t-old').port} }]
+endpoints:
+  - { addresses: [${b('t-old').address}], zone: za, conditions: { ready: false, serving: true, terminating: true } }
+  - { addresses: [${b('t-new').address}], zone: za, conditions: { ready: false, serving: false, terminating: false } }
+`;
+    canopy = await startCanopyProcess(config + slice2 + rollout);
   });
   after(async () => {
     for (const c of clients) c.close();
@@ -150,6 +171,26 @@ endpoints:
     const c = client('web', { region: '', zone: 'za', subzone: '' }, {});
     await c.waitUntil(only(['w-za']));
     assert.ok(only(['w-za'])(await c.tally(30)));
+  });
+
+  it('Kubernetes, every endpoint terminating: the serving ones get the traffic until a ready one appears (kube-proxy)', async () => {
+    const c = client('rollout', { region: '', zone: 'za', subzone: '' }, {});
+    await c.waitUntil(only(['t-old']));
+    assert.ok(only(['t-old'])(await c.tally(20)));
+    const r = await canopy.admin(
+      'PATCH',
+      `/api/v1/services/rollout/endpoints/${encodeURIComponent(`${b('t-new').address}:${b('t-new').port}`)}`,
+      { health: 'healthy' },
+    );
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    await c.waitUntil(only(['t-new']));
+    // The new pod fails too: the terminating one serves again rather than nothing.
+    await canopy.admin(
+      'PATCH',
+      `/api/v1/services/rollout/endpoints/${encodeURIComponent(`${b('t-new').address}:${b('t-new').port}`)}`,
+      { health: 'unhealthy' },
+    );
+    await c.waitUntil(only(['t-old']));
   });
 
   it('the clients NACKed nothing they were sent', async () => {

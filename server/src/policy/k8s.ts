@@ -155,14 +155,16 @@ function readSlice(f: Findings, doc: Obj, at: string): Slice {
     const zone = e['zone'] === undefined ? '' : (str(f, e['zone'], join(p, 'zone')) ?? '');
     const node = e['nodeName'] === undefined ? '' : (str(f, e['nodeName'], join(p, 'nodeName')) ?? '');
     checkHints(f, e['hints'], join(p, 'hints'), zone, node);
-    const c = isObject(e['conditions']) ? e['conditions'] : {};
-    // kube-proxy: ready (nil = ready); a terminating endpoint that still serves is draining.
+    const c = e['conditions'] === undefined ? {} : (obj(f, e['conditions'], join(p, 'conditions')) ?? {});
+    f.keys(c, join(p, 'conditions'), ['ready', 'serving', 'terminating']);
+    // kube-proxy: ready (nil = ready) serves; serving and terminating serves only while no endpoint of the
+    // service is ready (health terminating); anything else gets no traffic.
     const health =
-      c['ready'] === false
-        ? c['serving'] === true && c['terminating'] === true
-          ? 'draining'
-          : 'unhealthy'
-        : 'healthy';
+      c['ready'] !== false
+        ? 'healthy'
+        : c['serving'] === true && c['terminating'] === true
+          ? 'terminating'
+          : 'unhealthy';
     for (const address of strings(f, e['addresses'], join(p, 'addresses')) ?? []) {
       if (port === undefined) {
         f.error(join(at, 'ports'), 'needs a port');
