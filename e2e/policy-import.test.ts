@@ -77,6 +77,18 @@ spec:
     - ${ep('v2-us')}, locality: us/us-a, labels: { version: v2 } }
     - ${ep('v1-eu')}, locality: eu/eu-a, labels: { version: v1 } }
 `,
+      `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: ratings
+  annotations: { networking.istio.io/traffic-distribution: PreferClose }
+spec:
+  hosts: [ratings]
+  ports: [{ number: 9080, name: grpc }]
+  endpoints:
+    - ${ep('v1-us')}, locality: us/us-a }
+    - ${ep('v1-eu')}, locality: eu/eu-a }
+`,
       `apiVersion: kuma.io/v1alpha1
 kind: MeshLoadBalancingStrategy
 metadata: { name: backend-la }
@@ -148,6 +160,15 @@ endpoints:
       assert.equal(r.status, 200, JSON.stringify(r.body));
     }
     await c.waitUntil(only(['v2-us']));
+  });
+
+  it('Istio traffic-distribution annotation on a ServiceEntry: traffic stays local, no DestinationRule needed', async () => {
+    const us = client('ratings', parseLocality('us/us-a'), {});
+    const eu = client('ratings', parseLocality('eu/eu-b'), {});
+    await us.waitUntil(only(['v1-us']));
+    await eu.waitUntil(only(['v1-eu']));
+    assert.ok(only(['v1-us'])(await us.tally(20)));
+    assert.ok(only(['v1-eu'])(await eu.tally(20)));
   });
 
   it('Kuma affinity: the same-node locality outweighs the rest of the zone; the other zone is only a failover target', async () => {

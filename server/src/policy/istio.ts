@@ -19,6 +19,7 @@ import {
   list,
   nameOf,
   obj,
+  readMetadata,
   str,
   strings,
   type Obj,
@@ -45,6 +46,42 @@ interface Endpoints {
   readonly vip?: string;
   readonly port?: number;
   readonly endpoints: Obj[];
+  /** The `networking.istio.io/traffic-distribution` annotation, as Istio reads it. */
+  readonly trafficDistribution?: IstioTrafficDistribution;
+  readonly at: string;
+}
+
+export const TRAFFIC_DISTRIBUTION_ANNOTATION = 'networking.istio.io/traffic-distribution';
+export type IstioTrafficDistribution = 'PreferSameZone' | 'PreferSameNode';
+
+/**
+ * Istio (pilot/pkg/model GetTrafficDistribution): the Service field first,
+ * else the annotation, case-insensitive; PreferClose is PreferSameZone; an
+ * unknown value means no preference (Istio logs a warning; the import notes it).
+ */
+export function istioTrafficDistribution(
+  f: Findings,
+  value: string | undefined,
+  path: string,
+): IstioTrafficDistribution | undefined {
+  if (value === undefined) return undefined;
+  const v = value.toLowerCase();
+  if (v === 'preferclose' || v === 'prefersamezone') return 'PreferSameZone';
+  if (v === 'prefersamenode') return 'PreferSameNode';
+  if (v !== '')
+    f.note(path, `unknown traffic distribution ${describe(value)}: no preference (as in Istio, which logs a warning)`);
+  return undefined;
+}
+
+/**
+ * What a traffic distribution means to an Istio sidecar when no
+ * DestinationRule sets locality load balancing: failoverPriority on network,
+ * region, zone (PreferSameZone) and also subzone and node (PreferSameNode),
+ * forced on without outlierDetection.
+ */
+export function trafficDistributionSetting(td: IstioTrafficDistribution): Obj {
+  const labels = ['network', 'region', 'zone', ...(td === 'PreferSameNode' ? ['subzone', 'node'] : [])];
+  return { mode: 'random', routingPreference: ['region', 'zone', 'subzone'], policy: { failoverPriority: labels } };
 }
 
 export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[] {
@@ -53,6 +90,10 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
   for (const d of docs) {
     const doc = d.value as Obj;
     const kind = doc['kind'];
+    f.keys(doc, d.at, ['apiVersion', 'kind', 'metadata', 'spec'], {
+      status: 'the status is written by Istio, not read',
+    });
+    const annotations = readMetadata(f, doc, d.at, kind === 'ServiceEntry' ? [TRAFFIC_DISTRIBUTION_ANNOTATION] : []);
     const spec = obj(f, doc['spec'], join(d.at, 'spec'));
     if (!spec) continue;
     if (kind === 'DestinationRule') {
@@ -62,7 +103,13 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
       else rules.set(host, { at: d.at, spec });
     } else if (kind === 'ServiceEntry') {
       const se = readServiceEntry(f, spec, join(d.at, 'spec'));
-      for (const h of se.hosts) entries.set(h, se.endpoints);
+      const td = istioTrafficDistribution(
+        f,
+        annotations[TRAFFIC_DISTRIBUTION_ANNOTATION],
+        `${d.at}.metadata.annotations["${TRAFFIC_DISTRIBUTION_ANNOTATION}"]`,
+      );
+      const endpoints = { ...se.endpoints, at: d.at, ...(td ? { trafficDistribution: td } : {}) };
+      for (const h of se.hosts) entries.set(h, endpoints);
     } else {
       f.error(
         join(d.at, 'kind'),
@@ -73,7 +120,11 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
   const out: Obj[] = [];
   for (const [host, se] of entries) {
     const rule = rules.get(host);
-    const loadBalancing = rule ? readDestinationRule(f, rule.spec, join(rule.at, 'spec')) : defaultSetting(f, host);
+    const loadBalancing = rule
+      ? readDestinationRule(f, rule.spec, join(rule.at, 'spec'), se.trafficDistribution)
+      : se.trafficDistribution
+        ? trafficDistributionSetting(se.trafficDistribution)
+        : defaultSetting(f, host);
     out.push({
       name: host,
       ...(se.vip !== undefined ? { vip: se.vip } : {}),
@@ -98,7 +149,7 @@ function defaultSetting(f: Findings, host: string): Obj {
   return { mode: 'random', routingPreference: ['region', 'zone', 'subzone'] };
 }
 
-function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string[]; endpoints: Endpoints } {
+function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string[]; endpoints: Omit<Endpoints, 'at'> } {
   f.keys(spec, path, ['hosts', 'addresses', 'ports', 'endpoints'], {
     location: 'Canopy serves the listed endpoints wherever they are',
     resolution: 'Canopy serves the listed endpoint addresses (STATIC)',
@@ -154,7 +205,8 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
   };
 }
 
-function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
+/** `td`: the service's traffic distribution, which applies when the rule sets no locality load balancing. */
+function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTrafficDistribution): Obj {
   f.keys(spec, path, ['host', 'trafficPolicy'], {
     subsets: 'subsets are not imported; the host is one service',
     exportTo: 'Canopy has no namespaces',
@@ -188,6 +240,7 @@ function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
   const tree = ['region', 'zone', 'subzone'];
   const random = { mode: 'random', routingPreference: tree };
   if (lbo['localityLbSetting'] === undefined) {
+    if (td) return trafficDistributionSetting(td);
     if (outlier) return { mode: 'failover', routingPreference: tree };
     f.note(
       lbPath,

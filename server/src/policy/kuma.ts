@@ -19,6 +19,7 @@ import {
   labelsOf,
   list,
   obj,
+  readMetadata,
   str,
   strings,
   type Obj,
@@ -48,6 +49,18 @@ export function importKuma(docs: readonly PolicyDocument[], f: Findings): Obj[] 
   for (const d of docs) {
     const doc = d.value as Obj;
     const kind = doc['kind'] ?? doc['type'];
+    if (doc['type'] !== undefined) {
+      // Universal form: the resource's own fields sit beside type, name and mesh.
+      f.keys(doc, d.at, ['type', 'name', 'mesh', 'labels', kind === 'Dataplane' ? 'networking' : 'spec'], {
+        creationTime: 'set by Kuma, not read',
+        modificationTime: 'set by Kuma, not read',
+      });
+    } else {
+      f.keys(doc, d.at, ['apiVersion', 'kind', 'metadata', 'spec', 'mesh'], {
+        status: 'the status is not read',
+      });
+      readMetadata(f, doc, d.at);
+    }
     if (kind === 'Dataplane') readDataplane(f, doc, d.at, endpoints);
     else if (kind === 'MeshLoadBalancingStrategy') readStrategy(f, doc, d.at, policies);
     else

@@ -1,0 +1,122 @@
+/**
+ * Issue 22's importer cases, with documents as Istio, Kuma and Kubernetes
+ * users write them: what is imported, what is noted, what is refused (with
+ * the source document's field path).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { importDocuments, type PolicySystem } from '../src/policy/import.js';
+
+function imp(system: PolicySystem | undefined, text: string) {
+  return importDocuments([{ name: 'in.yaml', text }], system);
+}
+
+function ok(r: ReturnType<typeof imp>) {
+  assert.ok(r.result.ok, JSON.stringify(!r.result.ok && r.result.errors));
+  return r.result.value;
+}
+
+function errorsOf(r: ReturnType<typeof imp>) {
+  assert.ok(!r.result.ok, 'should fail');
+  return r.result.errors;
+}
+
+const se = (annotations: string, extra = '') => `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: ratings
+  namespace: shop
+  annotations: {${annotations}}
+spec:
+  hosts: [ratings.shop]
+  ports: [{ number: 80, name: http }]
+  endpoints:
+    - { address: 10.0.0.1, locality: r1/z1 }
+    - { address: 10.0.0.2, locality: r2/z1 }
+${extra}`;
+
+describe('Istio traffic-distribution annotation, and nothing silently dropped', () => {
+  it('ServiceEntry PreferClose / PreferSameNode: failoverPriority on network, region, zone (…, subzone, node), no outlierDetection needed', () => {
+    const zone = ok(imp('istio', se('networking.istio.io/traffic-distribution: PreferClose'))).services[0]!;
+    assert.deepEqual(zone.loadBalancing.policy?.failoverPriority, [
+      { scope: 'network' },
+      { scope: 'region' },
+      { scope: 'zone' },
+    ]);
+    const node = ok(imp('istio', se('networking.istio.io/traffic-distribution: prefersamenode'))).services[0]!;
+    assert.deepEqual(
+      node.loadBalancing.policy?.failoverPriority?.map((l) => l.scope),
+      ['network', 'region', 'zone', 'subzone', 'node'],
+    );
+  });
+
+  it('a DestinationRule localityLbSetting wins over the annotation; enabled: false turns it off', () => {
+    const dr = (setting: string) => `---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: { name: ratings }
+spec:
+  host: ratings.shop
+  trafficPolicy: { loadBalancer: { localityLbSetting: ${setting} } }
+`;
+    const off = ok(imp('istio', se('networking.istio.io/traffic-distribution: PreferClose', dr('{ enabled: false }'))));
+    assert.equal(off.services[0]!.loadBalancing.policy, undefined);
+    // A rule without localityLbSetting: the annotation applies.
+    const plain = ok(
+      imp(
+        'istio',
+        se('networking.istio.io/traffic-distribution: PreferClose') +
+          dr('{ }').replace('trafficPolicy: { loadBalancer: { localityLbSetting: { } } }', 'trafficPolicy: {}'),
+      ),
+    );
+    assert.ok(plain.services[0]!.loadBalancing.policy?.failoverPriority);
+  });
+
+  it('unknown annotations and an unknown traffic distribution are noted; unknown metadata fields are errors', () => {
+    const r = imp('istio', se('networking.istio.io/traffic-distribution: Anywhere, example.com/owner: team-a'));
+    const notes = r.notes.map((n) => n.path);
+    assert.ok(
+      notes.includes('in.yaml[0].metadata.annotations["networking.istio.io/traffic-distribution"]'),
+      notes.join(),
+    );
+    assert.ok(notes.includes('in.yaml[0].metadata.annotations["example.com/owner"]'), notes.join());
+    const bad = errorsOf(imp('istio', se('').replace('  namespace: shop', '  namespce: shop')));
+    assert.ok(bad.some((e) => e.path === 'in.yaml[0].metadata.namespce'));
+  });
+
+  it('a Kubernetes Service with the Istio annotation: imported as trafficDistribution, with a note', () => {
+    const r = imp(
+      'k8s',
+      `apiVersion: v1
+kind: Service
+metadata: { name: web, annotations: { networking.istio.io/traffic-distribution: PreferClose } }
+spec: { ports: [{ port: 80 }] }
+`,
+    );
+    assert.equal(ok(r).services[0]!.loadBalancing.policy?.trafficDistribution, 'PreferSameZone');
+    assert.ok(r.notes.some((n) => n.path.endsWith('["networking.istio.io/traffic-distribution"]')));
+  });
+
+  it('EndpointSlice conditions: serving + terminating is terminating; unknown condition keys are errors', () => {
+    const slice = (conditions: string) => `apiVersion: v1
+kind: Service
+metadata: { name: web }
+spec: { ports: [{ port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: web-1, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+ports: [{ port: 8080 }]
+endpoints:
+  - { addresses: [10.0.0.1], conditions: ${conditions} }
+`;
+    const t = ok(imp('k8s', slice('{ ready: false, serving: true, terminating: true }')));
+    assert.equal(t.services[0]!.endpoints[0]!.health, 'terminating');
+    const u = ok(imp('k8s', slice('{ ready: false, serving: false, terminating: true }')));
+    assert.equal(u.services[0]!.endpoints[0]!.health, 'unhealthy');
+    assert.ok(
+      errorsOf(imp('k8s', slice('{ redy: true }'))).some((e) => e.path === 'in.yaml[1].endpoints[0].conditions.redy'),
+    );
+  });
+});
