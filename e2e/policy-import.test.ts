@@ -89,6 +89,27 @@ spec:
     - ${ep('v1-us')}, locality: us/us-a }
     - ${ep('v1-eu')}, locality: eu/eu-a }
 `,
+      `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: { name: catalog }
+spec:
+  host: catalog
+  trafficPolicy:
+    loadBalancer:
+      simple: ROUND_ROBIN
+      zoneAwareLbSetting: { enabled: true, failover: [{ from: ap, to: eu }] }
+`,
+      `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: { name: catalog }
+spec:
+  hosts: [catalog]
+  ports: [{ number: 9080, name: grpc }]
+  endpoints:
+    - ${ep('v1-us')}, locality: us/us-a }
+    - ${ep('v2-us')}, locality: us/us-a }
+    - ${ep('v1-eu')}, locality: eu/eu-a }
+`,
       `apiVersion: kuma.io/v1alpha1
 kind: MeshLoadBalancingStrategy
 metadata: { name: backend-la }
@@ -169,6 +190,15 @@ endpoints:
     await eu.waitUntil(only(['v1-eu']));
     assert.ok(only(['v1-us'])(await us.tally(20)));
     assert.ok(only(['v1-eu'])(await eu.tally(20)));
+  });
+
+  it('Istio zoneAwareLbSetting: the client’s region first (any zone), its failover region next', async () => {
+    const us = client('catalog', parseLocality('us/us-b'), {});
+    const ap = client('catalog', parseLocality('ap/ap-a'), {});
+    await us.waitUntil(only(['v1-us', 'v2-us']));
+    await ap.waitUntil(only(['v1-eu']));
+    assert.ok(only(['v1-us', 'v2-us'])(await us.tally(30)));
+    assert.ok(only(['v1-eu'])(await ap.tally(20)));
   });
 
   it('Kuma affinity: the same-node locality outweighs the rest of the zone; the other zone is only a failover target', async () => {

@@ -120,3 +120,43 @@ endpoints:
     );
   });
 });
+
+describe('Istio zoneAwareLbSetting', () => {
+  const dr = (setting: string) => `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: { name: ratings }
+spec:
+  host: ratings
+  trafficPolicy:
+    loadBalancer:
+      zoneAwareLbSetting: ${setting}
+      localityLbSetting: { enabled: true }
+`;
+  it('is region tiers, failover regions and failoverPriority labels; the zone-aware part is noted', () => {
+    const r = imp(
+      'istio',
+      dr('{ enabled: true, minClusterSize: 3, failover: [{ from: r1, to: r2 }], failoverPriority: [version] }'),
+    );
+    const lb = ok(r).services[0]!.loadBalancing;
+    assert.deepEqual(lb.routingPreference, ['region']);
+    assert.equal(lb.mode, 'failover');
+    assert.deepEqual(lb.policy?.failoverPriority, [{ scope: 'label:version' }]);
+    assert.deepEqual(lb.policy?.failover?.rules, [{ from: ['r1'], to: { type: 'only', values: ['r2'] } }]);
+    const notes = r.notes.map((n) => `${n.path}: ${n.message}`).join('\n');
+    assert.match(notes, /zoneAwareLbSetting: Envoy's zone-aware routing .*min_cluster_size 3/);
+    assert.match(notes, /localityLbSetting: not imported: zoneAwareLbSetting takes precedence/);
+  });
+  it('refuses region/zone/subzone in failoverPriority and bad fields, at their path', () => {
+    const paths = errorsOf(
+      imp(
+        'istio',
+        dr('{ enabled: yes, minClusterSize: -1, failoverPriority: [topology.kubernetes.io/zone], extra: 1 }'),
+      ),
+    ).map((e) => e.path);
+    for (const p of ['enabled', 'minClusterSize', 'failoverPriority[0]', 'extra'])
+      assert.ok(
+        paths.includes(`in.yaml[0].spec.trafficPolicy.loadBalancer.zoneAwareLbSetting.${p}`),
+        `${p}: ${paths.join(', ')}`,
+      );
+  });
+});

@@ -230,7 +230,7 @@ function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTra
     );
   const lbPath = join(tpPath, 'loadBalancer');
   const lbo = tp['loadBalancer'] === undefined ? {} : (obj(f, tp['loadBalancer'], lbPath) ?? {});
-  f.keys(lbo, lbPath, ['localityLbSetting'], {
+  f.keys(lbo, lbPath, ['localityLbSetting', 'zoneAwareLbSetting'], {
     simple: "the endpoint picking algorithm is the client's (gRPC: round_robin inside a locality)",
     consistentHash: 'hash-based load balancing is not supported',
     warmupDurationSecs: 'slow start is not supported',
@@ -238,6 +238,12 @@ function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTra
   });
   const settingPath = join(lbPath, 'localityLbSetting');
   const tree = ['region', 'zone', 'subzone'];
+  if (lbo['zoneAwareLbSetting'] !== undefined) {
+    // Istio's GetEffectiveLbSetting: the zone-aware setting comes first.
+    if (lbo['localityLbSetting'] !== undefined)
+      f.note(settingPath, 'not imported: zoneAwareLbSetting takes precedence (as in Istio)');
+    return readZoneAware(f, lbo['zoneAwareLbSetting'], join(lbPath, 'zoneAwareLbSetting'));
+  }
   const random = { mode: 'random', routingPreference: tree };
   if (lbo['localityLbSetting'] === undefined) {
     if (td) return trafficDistributionSetting(td);
@@ -285,6 +291,46 @@ function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTra
     routingPreference: tree,
     ...(Object.keys(policy).length ? { policy } : {}),
   };
+}
+
+/**
+ * Istio's zoneAwareLbSetting: endpoints are partitioned by region (the
+ * client's own region first, then the `failover` target, then the rest),
+ * under the optional failoverPriority labels; inside the region Envoy's
+ * zone-aware routing spreads load by zone, which needs Envoy's local cluster
+ * (self-discovery) and is the client's. Canopy sends the region tiers with
+ * every zone as its own locality.
+ */
+function readZoneAware(f: Findings, v: unknown, path: string): Obj {
+  const tree = ['region'];
+  const s = obj(f, v, path);
+  if (!s) return { mode: 'failover', routingPreference: tree };
+  f.keys(s, path, ['enabled', 'failover', 'failoverPriority', 'minClusterSize']);
+  if (s['enabled'] !== undefined && typeof s['enabled'] !== 'boolean')
+    f.error(join(path, 'enabled'), `must be true or false, got ${describe(s['enabled'])}`);
+  const size = s['minClusterSize'];
+  if (size !== undefined && !(typeof size === 'number' && Number.isInteger(size) && size >= 0))
+    f.error(join(path, 'minClusterSize'), `must be a non-negative integer, got ${describe(size)}`);
+  f.note(
+    path,
+    s['enabled'] === false
+      ? 'enabled: false: Envoy routes 0% by zone; the region tiers still apply (as in Istio)'
+      : `Envoy's zone-aware routing inside the client's region (min_cluster_size ${typeof size === 'number' ? size : 6}) is not sent: it needs Envoy's local cluster; Canopy sends the region tiers with each zone as its own locality, and gRPC clients weigh zones by endpoint count`,
+  );
+  const failover = s['failover'] === undefined ? undefined : readFailover(f, s['failover'], join(path, 'failover'));
+  const keys =
+    s['failoverPriority'] === undefined ? undefined : strings(f, s['failoverPriority'], join(path, 'failoverPriority'));
+  keys?.forEach((k, i) => {
+    const key = k.includes('=') ? k.slice(0, k.indexOf('=')) : k;
+    if (LOCALITY_LABELS.includes(key))
+      f.error(
+        join(join(path, 'failoverPriority'), i),
+        `must not name ${key}: region, zone and subzone are handled by zone-aware routing (Istio rejects the rule)`,
+      );
+  });
+  const priority = keys ? readPriority(f, keys, join(path, 'failoverPriority'), false) : undefined;
+  const policy: Obj = { ...(failover ? { failover } : {}), ...(priority ? { failoverPriority: priority } : {}) };
+  return { mode: 'failover', routingPreference: tree, ...(Object.keys(policy).length ? { policy } : {}) };
 }
 
 function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefined {
