@@ -159,7 +159,27 @@ endpoints:
   - { addresses: [${b('t-old').address}], zone: za, conditions: { ready: false, serving: true, terminating: true } }
   - { addresses: [${b('t-new').address}], zone: za, conditions: { ready: false, serving: false, terminating: false } }
 `;
-    canopy = await startCanopyProcess(config + slice2 + rollout);
+    // Bare metal: nodes, no zones; each backend its own port, so its own slice.
+    const bare = ['k-n1', 'k-n2']
+      .map(
+        (id, i) => `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: bare-${i}, labels: { kubernetes.io/service-name: bare } }
+addressType: IPv4
+ports: [{ port: ${b(id).port} }]
+endpoints:
+  - { addresses: [${b(id).address}], nodeName: n${i + 1} }
+`,
+      )
+      .join('');
+    const bareService = `---
+apiVersion: v1
+kind: Service
+metadata: { name: bare }
+spec: { ports: [{ port: 80 }], trafficDistribution: PreferSameNode }
+`;
+    canopy = await startCanopyProcess(config + slice2 + rollout + bareService + bare);
   });
   after(async () => {
     for (const c of clients) c.close();
@@ -242,6 +262,15 @@ endpoints:
       { health: 'unhealthy' },
     );
     await c.waitUntil(only(['t-old']));
+  });
+
+  it('Kubernetes PreferSameNode with nodes but no zones: each client stays on its node', async () => {
+    const n1 = client('bare', { region: '', zone: 'za', subzone: '' }, { node: 'n1' });
+    const n2 = client('bare', { region: '', zone: '', subzone: '' }, { node: 'n2' });
+    await n1.waitUntil(only(['k-n1']));
+    await n2.waitUntil(only(['k-n2']));
+    assert.ok(only(['k-n1'])(await n1.tally(20)));
+    assert.ok(only(['k-n2'])(await n2.tally(20)));
   });
 
   it('the clients NACKed nothing they were sent', async () => {
