@@ -160,3 +160,84 @@ spec:
       );
   });
 });
+
+describe('validation parity: refused as the source system refuses, at the source field', () => {
+  const istio = (distribute: string) => `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: { name: r }
+spec:
+  host: r
+  trafficPolicy: { loadBalancer: { localityLbSetting: { distribute: ${distribute} } } }
+`;
+  it('Istio distribute: a wildcard not at the end, two wildcards, an empty part, overlapping to keys or from values', () => {
+    const at = (r: number, k: string) =>
+      `in.yaml[0].spec.trafficPolicy.loadBalancer.localityLbSetting.distribute[${r}].${k}`;
+    const cases: [string, string][] = [
+      ['[{ from: "*/z1", to: { r1: 100 } }]', at(0, 'from')],
+      ['[{ from: "r1/*/*", to: { r1: 100 } }]', at(0, 'from')],
+      ['[{ from: "r1//s1", to: { r1: 100 } }]', at(0, 'from')],
+      ['[{ from: "r1", to: { "r1/*": 50, "r1/z1": 50 } }]', at(0, 'to.r1/z1')],
+      ['[{ from: "r1", to: { "*": 50, "r2": 50 } }]', at(0, 'to.r2')],
+      ['[{ from: "r1/*", to: { r1: 100 } }, { from: "r1/z1", to: { r1: 100 } }]', at(1, 'from')],
+    ];
+    for (const [d, path] of cases) {
+      const paths = errorsOf(imp('istio', istio(d))).map((e) => e.path);
+      assert.ok(paths.includes(path), `${d}: ${path} in ${paths.join(', ')}`);
+    }
+    ok(imp('istio', istio('[{ from: "r1/z1/*", to: { "r1/z1/*": 80, "r2/*": 20 } }]')));
+  });
+
+  it('Canopy distribute patterns compare segment by segment: "*/z1" is zone z1 in any region', async () => {
+    const { localityMatches } = await import('../src/domain/policy.js');
+    assert.equal(localityMatches(['r1', 'z1', 's1'], '*/z1'), true);
+    assert.equal(localityMatches(['r2', 'z2', 's1'], '*/z1'), false);
+    assert.equal(localityMatches(['r1', 'z2', ''], 'r1/*'), true);
+  });
+
+  const kuma = (localityAwareness: string) => `type: MeshLoadBalancingStrategy
+name: mlbs
+mesh: default
+spec:
+  targetRef: { kind: Mesh }
+  to:
+    - targetRef: { kind: MeshService, name: backend }
+      default: { localityAwareness: ${localityAwareness} }
+`;
+  const la = 'in.yaml[0].spec.to[0].default.localityAwareness';
+  it('Kuma: affinity tags mixing weighted and unweighted, an empty tag key', () => {
+    const paths = errorsOf(
+      imp(
+        'kuma',
+        kuma('{ localZone: { affinityTags: [{ key: k8s.io/node, weight: 9 }, { key: k8s.io/az }, { key: "" }] } }'),
+      ),
+    ).map((e) => e.path);
+    assert.ok(paths.includes(`${la}.localZone.affinityTags`), paths.join());
+    assert.ok(paths.includes(`${la}.localZone.affinityTags[2].key`), paths.join());
+  });
+
+  it('Kuma "broken failover rules": every violation Kuma reports, at its field', () => {
+    const rules = [
+      '{ from: { zones: [] }, to: { type: Any } }',
+      '{ to: { type: Any, zones: [zone-1] } }',
+      '{ to: { type: None, zones: [zone-1] } }',
+      '{ to: { type: Only } }',
+      '{ to: { type: AnyExcept, zones: [] } }',
+      '{ to: { type: Sometimes } }',
+      '{ from: { zones: [zone-1] }, to: { type: Only, zones: [zone-2], extra: 1 } }',
+    ];
+    const broken = `{ crossZone: { failoverThreshold: { percentage: 0 }, failover: [${rules.join(', ')}] } }`;
+    const paths = errorsOf(imp('kuma', kuma(broken))).map((e) => e.path);
+    const f = (i: number, k: string) => `${la}.crossZone.failover[${i}].${k}`;
+    for (const p of [
+      f(0, 'from.zones'),
+      f(1, 'to.zones'),
+      f(2, 'to.zones'),
+      f(3, 'to.zones'),
+      f(4, 'to.zones'),
+      f(5, 'to.type'),
+      `${f(6, 'to')}.extra`,
+      `${la}.crossZone.failoverThreshold.percentage`,
+    ])
+      assert.ok(paths.includes(p), `${p} in ${paths.join(', ')}`);
+  });
+});

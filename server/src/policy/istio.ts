@@ -337,6 +337,7 @@ function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefine
   const rules = list(f, v, path);
   if (!rules) return undefined;
   const out: Obj[] = [];
+  const froms: [string, string][] = [];
   rules.forEach((r, i) => {
     const p = join(path, i);
     const o = obj(f, r, p);
@@ -345,6 +346,7 @@ function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefine
     const from = str(f, o['from'], join(p, 'from'));
     const to = obj(f, o['to'], join(p, 'to'));
     if (from === undefined || !to) return;
+    froms.push([from, join(p, 'from')]);
     let sum = 0;
     for (const [k, w] of Object.entries(to)) {
       if (typeof w !== 'number' || !Number.isInteger(w) || w < 1 || w > 100)
@@ -353,9 +355,40 @@ function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefine
     }
     if (sum !== 100 && Object.values(to).every((w) => typeof w === 'number'))
       f.error(join(p, 'to'), `weights must sum to 100, got ${sum}`);
+    checkLocalities(
+      f,
+      Object.keys(to).map((k) => [k, join(join(p, 'to'), k)]),
+    );
     out.push({ from, to });
   });
+  checkLocalities(f, froms);
   return out;
+}
+
+/**
+ * Istio's validateLocalities: one `*` at most, and only at the end; no empty
+ * region/zone/subzone; no pattern overlapping an earlier one ("r1/*" then
+ * "r1/z1", or anything after "*").
+ */
+function checkLocalities(f: Findings, patterns: readonly (readonly [string, string])[]): void {
+  const seen: string[][] = [];
+  for (const [pattern, path] of patterns) {
+    const stars = pattern.split('*').length - 1;
+    if (stars > 1 || (stars === 1 && !pattern.endsWith('*'))) {
+      f.error(path, `locality ${describe(pattern)}: at most one wildcard "*", and only at the end (Istio rejects it)`);
+      continue;
+    }
+    const segs = pattern.split('/');
+    if (segs.length > 3 || segs.some((x) => x === '')) {
+      f.error(path, `locality ${describe(pattern)} must be region[/zone[/subzone]] with no empty part`);
+      continue;
+    }
+    const key = segs[segs.length - 1] === '*' ? segs.slice(0, -1) : segs;
+    // Two patterns overlap when one is a prefix of the other (a shorter pattern covers the longer).
+    const clash = seen.find((s) => s.every((x, i) => key[i] === x) || key.every((x, i) => s[i] === x));
+    if (clash) f.error(path, `locality ${describe(pattern)} overlaps "${clash.join('/') || '*'}" (Istio rejects it)`);
+    else seen.push(key);
+  }
 }
 
 function readFailover(f: Findings, v: unknown, path: string): Obj | undefined {

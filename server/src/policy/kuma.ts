@@ -186,17 +186,22 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
   const policy: Obj = {};
   if (local) {
     f.keys(local, join(lp, 'localZone'), ['affinityTags']);
-    const tags = list(f, local['affinityTags'] ?? [], join(lp, 'localZone.affinityTags')) ?? [];
+    const tp0 = join(lp, 'localZone.affinityTags');
+    const tags = list(f, local['affinityTags'] ?? [], tp0) ?? [];
     const affinity: Obj[] = [];
     tags.forEach((t, i) => {
-      const tp = join(join(lp, 'localZone.affinityTags'), i);
+      const tp = join(tp0, i);
       const o = obj(f, t, tp);
       if (!o) return;
       f.keys(o, tp, ['key', 'weight']);
       const key = str(f, o['key'], join(tp, 'key'));
-      if (key !== undefined)
-        affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
+      if (key === '') f.error(join(tp, 'key'), 'must not be empty');
+      if (key) affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
     });
+    // Kuma: either every tag has a weight or none has (the defaults 900/90/9 are for the unweighted form).
+    const weighted = tags.filter((t) => isObject(t) && t['weight'] !== undefined).length;
+    if (weighted > 0 && weighted < tags.length)
+      f.error(tp0, `all or none of the affinity tags must have a weight (${weighted} of ${tags.length} have one)`);
     if (affinity.length) policy['affinity'] = affinity;
   }
   let factor = 200;
@@ -210,20 +215,31 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
       if (!o) return;
       f.keys(o, rp, ['from', 'to']);
       const from = o['from'] === undefined ? undefined : obj(f, o['from'], join(rp, 'from'));
+      if (from) f.keys(from, join(rp, 'from'), ['zones']);
       const zones = from ? strings(f, from['zones'], join(rp, 'from.zones')) : undefined;
+      if (zones?.length === 0) f.error(join(rp, 'from.zones'), 'must not be empty');
       const to = obj(f, o['to'], join(rp, 'to'));
       if (!to) return;
+      f.keys(to, join(rp, 'to'), ['type', 'zones']);
       const type = TARGET_TYPES[String(to['type'])];
       if (!type)
         return void f.error(join(rp, 'to.type'), `must be Any, Only, AnyExcept or None, got ${describe(to['type'])}`);
       const values = to['zones'] === undefined ? [] : (strings(f, to['zones'], join(rp, 'to.zones')) ?? []);
+      // Kuma's validator: zones are required for Only/AnyExcept and forbidden for Any/None.
+      if ((type === 'only' || type === 'anyExcept') && values.length === 0)
+        return void f.error(join(rp, 'to.zones'), `must not be empty when type is ${String(to['type'])}`);
+      if ((type === 'any' || type === 'none') && values.length > 0)
+        return void f.error(join(rp, 'to.zones'), `must be empty when type is ${String(to['type'])}`);
       rules.push({ ...(zones ? { from: zones } : {}), to: { type, ...(values.length ? { values } : {}) } });
     });
     const threshold = cross['failoverThreshold'];
     if (threshold !== undefined) {
       const tp = join(cp, 'failoverThreshold');
       const o = obj(f, threshold, tp);
-      const pct = o ? Number(o['percentage']) : NaN;
+      if (o) f.keys(o, tp, ['percentage']);
+      const raw = o?.['percentage'];
+      // Kuma's IntOrString: 70 or "70" (or "70.5").
+      const pct = typeof raw === 'number' || (typeof raw === 'string' && raw.trim() !== '') ? Number(raw) : NaN;
       if (!(pct > 0 && pct <= 100))
         f.error(join(tp, 'percentage'), `must be a percentage in (0, 100], got ${describe(o?.['percentage'])}`);
       else factor = Math.floor(100 / pct) * 100;
