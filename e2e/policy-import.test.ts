@@ -115,7 +115,7 @@ kind: MeshLoadBalancingStrategy
 metadata: { name: backend-la }
 spec:
   to:
-    - targetRef: { kind: MeshService, name: backend }
+    - targetRef: { kind: MeshService, labels: { kuma.io/display-name: backend, k8s.kuma.io/namespace: kuma-demo } }
       default:
         localityAwareness:
           localZone:

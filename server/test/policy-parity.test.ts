@@ -241,3 +241,39 @@ spec:
       assert.ok(paths.includes(p), `${p} in ${paths.join(', ')}`);
   });
 });
+
+describe('Kuma targetRef by labels', () => {
+  const mlbs = (ref: string) => `apiVersion: kuma.io/v1alpha1
+kind: MeshLoadBalancingStrategy
+metadata: { name: mlbs, namespace: kuma-system, labels: { kuma.io/mesh: default } }
+spec:
+  to:
+    - targetRef: ${ref}
+      default: { localityAwareness: { localZone: { affinityTags: [{ key: k8s.io/node }] } } }
+---
+type: Dataplane
+mesh: default
+name: dp-1
+networking: { address: 10.0.0.1, inbound: [{ port: 80, tags: { kuma.io/service: backend, kuma.io/zone: z1 } }] }
+`;
+  it('MeshService and MeshMultiZoneService by kuma.io/display-name; other labels noted', () => {
+    for (const kind of ['MeshService', 'MeshMultiZoneService']) {
+      const r = imp('kuma', mlbs(`{ kind: ${kind}, labels: { kuma.io/display-name: backend, kuma.io/zone: z1 } }`));
+      const [s] = ok(r).services;
+      assert.equal(s!.name, 'backend');
+      assert.deepEqual(s!.loadBalancing.policy?.affinity?.[0]?.scope, 'label:k8s.io/node');
+      assert.ok(r.notes.some((n) => n.path.endsWith('targetRef.labels["kuma.io/zone"]')));
+    }
+  });
+  it('labels without kuma.io/display-name, or with name, are refused at the targetRef', () => {
+    const at = 'in.yaml[0].spec.to[0].targetRef.labels';
+    assert.ok(
+      errorsOf(imp('kuma', mlbs('{ kind: MeshService, labels: { app: backend } }'))).some((e) => e.path === at),
+    );
+    assert.ok(
+      errorsOf(
+        imp('kuma', mlbs('{ kind: MeshService, name: backend, labels: { kuma.io/display-name: backend } }')),
+      ).some((e) => e.path === at),
+    );
+  });
+});

@@ -33,6 +33,8 @@ const TARGET_TYPES: Readonly<Record<string, string>> = {
   None: 'none',
 };
 
+const DISPLAY_NAME = 'kuma.io/display-name';
+
 export function isKuma(doc: Obj): boolean {
   const api = doc['apiVersion'];
   return (
@@ -145,15 +147,14 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
     const kind = ref['kind'];
     let name: string | undefined;
     if (kind === 'Mesh') name = '*';
-    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService')
-      name = str(f, ref['name'], join(p, 'targetRef.name'));
+    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService') name = serviceOf(f, ref, join(p, 'targetRef'));
     else
       return void f.error(
         join(p, 'targetRef.kind'),
         `must be Mesh, MeshService or MeshMultiZoneService, got ${describe(kind)}`,
       );
     for (const k of Object.keys(ref))
-      if (!['kind', 'name'].includes(k))
+      if (!['kind', 'name', 'labels'].includes(k))
         f.note(join(join(p, 'targetRef'), k), 'not imported: services are matched by name');
     if (name === undefined) return;
     const def = obj(f, to['default'] ?? {}, join(p, 'default'));
@@ -161,6 +162,31 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
     if (out.has(name)) f.note(p, `a later entry for "${name === '*' ? 'Mesh' : name}" replaces the earlier one`);
     out.set(name, readDefault(f, def, join(p, 'default')));
   });
+}
+
+/**
+ * The service a MeshService/MeshMultiZoneService targetRef names: `name`, or
+ * (Kuma's current form) `labels` with `kuma.io/display-name`, the name the
+ * service's Dataplanes carry as `kuma.io/service`. Other labels select among
+ * MeshService resources, which Canopy does not hold: noted.
+ */
+function serviceOf(f: Findings, ref: Obj, path: string): string | undefined {
+  if (ref['labels'] === undefined) return str(f, ref['name'], join(path, 'name'));
+  const labels = labelsOf(f, ref['labels'], join(path, 'labels'));
+  if (ref['name'] !== undefined) return void f.error(join(path, 'labels'), 'give name or labels, not both');
+  const name = labels[DISPLAY_NAME];
+  if (!name)
+    return void f.error(
+      join(path, 'labels'),
+      `needs ${DISPLAY_NAME}: Canopy matches services by the name their Dataplanes carry as kuma.io/service`,
+    );
+  for (const k of Object.keys(labels))
+    if (k !== DISPLAY_NAME)
+      f.note(
+        `${join(path, 'labels')}["${k}"]`,
+        `not used: the service is selected by ${DISPLAY_NAME} "${name}" alone (Canopy holds no MeshService resources)`,
+      );
+  return name;
 }
 
 function readDefault(f: Findings, def: Obj, path: string): Obj {
@@ -202,7 +228,13 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
     const weighted = tags.filter((t) => isObject(t) && t['weight'] !== undefined).length;
     if (weighted > 0 && weighted < tags.length)
       f.error(tp0, `all or none of the affinity tags must have a weight (${weighted} of ${tags.length} have one)`);
-    if (affinity.length) policy['affinity'] = affinity;
+    if (affinity.length) {
+      policy['affinity'] = affinity;
+      f.note(
+        join(lp, 'localZone.affinityTags'),
+        "the client's values are its xDS node labels (node metadata `labels`); Kuma reads the client Dataplane's labels (and, before 2.10, its inbound tags): give those as node labels",
+      );
+    }
   }
   let factor = 200;
   const rules: Obj[] = [];
