@@ -294,7 +294,7 @@ describe('Kubernetes importer', () => {
       s!.endpoints.map((e) => [e.address, e.port, e.locality.zone, e.node, e.health]),
       [
         ['127.0.0.1', 8080, 'zone-a', 'node-a', 'healthy'],
-        ['127.0.0.2', 8080, 'zone-b', 'node-b', 'draining'],
+        ['127.0.0.2', 8080, 'zone-b', 'node-b', 'terminating'],
         ['127.0.0.3', 8080, 'zone-b', 'node-c', 'healthy'],
       ],
     );

@@ -12,6 +12,12 @@ export class ServiceState {
   readonly endpoints = new Map<string, Endpoint>();
   /** Bumped on every change that can alter what a client is sent. */
   generation = 0;
+  /** How many endpoints are healthy; at 0 the terminating ones serve (kube-proxy's fallback). */
+  private healthy = 0;
+  /** Keys of the terminating endpoints. */
+  private readonly terminating = new Set<string>();
+  /** Whether the terminating endpoints are in the tree now (healthy was 0 at the last change). */
+  private servingTerminating = true;
 
   /** The service as a spec. After a patch its endpoint list is built from `endpoints` on first read. */
   constructor(public spec: ServiceSpec) {
@@ -41,18 +47,60 @@ export class ServiceState {
   upsertEndpoint(ep: Endpoint, key = endpointKey(ep)): boolean {
     const old = this.endpoints.get(key);
     if (old && sameEndpoint(old, ep)) return false;
+    if (old) this.count(old, key, -1);
     this.endpoints.set(key, ep);
-    if (isRoutable(ep)) this.tree.upsert(ep, key);
+    this.count(ep, key, 1);
+    if (this.serves(ep)) this.tree.upsert(ep, key);
     else if (old) this.tree.remove(key);
+    this.fallBack();
     this.generation++;
     return true;
   }
 
   removeEndpoint(key: string): boolean {
-    if (!this.endpoints.delete(key)) return false;
+    const old = this.endpoints.get(key);
+    if (!old) return false;
+    this.endpoints.delete(key);
+    this.count(old, key, -1);
     this.tree.remove(key);
+    this.fallBack();
     this.generation++;
     return true;
+  }
+
+  /** Terminating endpoints serve: no endpoint is healthy (kube-proxy's rule). */
+  get fallback(): boolean {
+    return this.healthy === 0 && this.terminating.size > 0;
+  }
+
+  /** Does this endpoint of the service receive new traffic (is it in the tree)? */
+  serves(ep: Endpoint): boolean {
+    return isRoutable(ep) || (ep.health === 'terminating' && this.healthy === 0);
+  }
+
+  /** The endpoints held but not served (sent to Envoy sidecars to drain). */
+  *parked(): Iterable<Endpoint> {
+    for (const ep of this.endpoints.values()) if (!this.serves(ep)) yield ep;
+  }
+
+  private count(ep: Endpoint, key: string, d: 1 | -1): void {
+    if (ep.health === 'healthy') this.healthy += d;
+    else if (ep.health === 'terminating') {
+      if (d > 0) this.terminating.add(key);
+      else this.terminating.delete(key);
+    }
+  }
+
+  /** The last healthy endpoint went, or the first came back: the terminating ones join or leave the tree. */
+  private fallBack(): void {
+    const now = this.healthy === 0;
+    if (now === this.servingTerminating) return;
+    this.servingTerminating = now;
+    for (const key of this.terminating) {
+      const ep = this.endpoints.get(key)!;
+      if (now) this.tree.upsert(ep, key);
+      else this.tree.remove(key);
+    }
   }
 }
 

@@ -11,11 +11,12 @@
  */
 import type { Cla, ClaGroup } from './cla.js';
 import { localityKey } from './locality.js';
-import { isRoutable, type Endpoint } from './service.js';
+import type { Endpoint } from './service.js';
 
-export function parkedGroups(cla: Cla, endpoints: Iterable<Endpoint>): ClaGroup[] {
+/** `parked`: the service's endpoints that get no new traffic (ServiceState.parked). */
+export function parkedGroups(cla: Cla, parkedEndpoints: Iterable<Endpoint>): ClaGroup[] {
   let parked: Endpoint[] | undefined;
-  for (const e of endpoints) if (!isRoutable(e)) (parked ??= []).push(e);
+  for (const e of parkedEndpoints) (parked ??= []).push(e);
   if (!parked) return [];
   let last = -1;
   const localities = new Set<string>();

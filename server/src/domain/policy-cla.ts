@@ -43,9 +43,7 @@ export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Plac
   const p = lb.policy ?? {};
   // `reach` cuts the final priorities (capToReach), not the tree's tiers: the key needs no tier count, as a
   // policy CLA is rebuilt on every change of the service.
-  const parts: string[] = [
-    p.trafficDistribution ? `t${tree.matchPlacement(client).id}` : planKeyFor(tree, uncapped(lb), client),
-  ];
+  const parts: string[] = [p.trafficDistribution ? trafficKey(tree, client) : planKeyFor(tree, uncapped(lb), client)];
   if (p.failover) {
     const v = scopeValue(tree.scopes[0]!, client);
     parts.push(`o${tree.root.children.get(v)?.id ?? '-'}:${applicableRules(p, v).join(',')}`);
@@ -90,7 +88,7 @@ export function resolvePolicy(
       work.push(opts.reasons ? { ...w, reasons: [] } : w);
     }
   }
-  if (p.trafficDistribution) rankByTrafficDistribution(tree, p, matched, work);
+  if (p.trafficDistribution) rankByTrafficDistribution(tree, p, client, work);
   else rankByTree(tree, uncapped(lb), client, work);
   if (p.failover) rankByFailoverOrder(tree, p, client, matched, work);
   if (p.failoverPriority) rankByLabels(p.failoverPriority, client, work);
@@ -173,35 +171,66 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
   }
 }
 
-/**
- * Kubernetes trafficDistribution with kube-proxy's applicability rule: a
- * level counts only while every endpoint has a value there (kube-proxy: every
- * endpoint hinted). Tiers fall back node → zone → region, where kube-proxy
- * would go cluster-wide as soon as this node or zone has no endpoint.
- */
-function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, matched: TreeNode, work: Working[]): void {
-  let levels = 0;
-  while (levels < tree.levels && !hasEmptyValueAt(tree.root, levels + 1)) levels++;
-  const used = tree.scopes.slice(0, levels);
-  const path = matched.path();
-  for (const w of work) {
-    const m = Math.min(commonPrefix(w.path, path), levels);
-    w.tier = levels - m;
-    const skipped =
-      levels < tree.levels ? ` (${tree.scopes[levels]} is not set on every endpoint, so it is not used)` : '';
-    note(w, () =>
-      m === 0
-        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${skipped}`
-        : `${p.trafficDistribution}: same ${scopeNames(tree.scopes.slice(0, m))} as the client${skipped}`,
-    );
-  }
+/** The values present at each tree level (index 0 = depth 1). */
+function valuesByLevel(tree: LocalityTree): Set<string>[] {
+  const out = Array.from({ length: tree.levels }, () => new Set<string>());
+  const visit = (n: TreeNode): void => {
+    for (const c of n.orderedChildren()) {
+      out[c.depth - 1]?.add(c.value);
+      visit(c);
+    }
+  };
+  visit(tree.root);
+  return out;
 }
 
-function hasEmptyValueAt(node: TreeNode, depth: number): boolean {
-  for (const c of node.orderedChildren()) {
-    if (c.depth === depth ? c.value === '' : hasEmptyValueAt(c, depth)) return true;
+/**
+ * What a trafficDistribution CLA depends on: the client's value at each level
+ * that applies, or "-" when no endpoint has it (all such clients get the
+ * same CLA), so keys stay bounded by the tree's values.
+ */
+function trafficKey(tree: LocalityTree, client: Placement): string {
+  const values = valuesByLevel(tree);
+  return `t${JSON.stringify(
+    tree.scopes.map((s, i) => {
+      const v = scopeValue(s, client);
+      if (values[i]!.has('')) return null;
+      return values[i]!.has(v) ? v : '-';
+    }),
+  )}`;
+}
+
+/**
+ * Kubernetes trafficDistribution with kube-proxy's applicability rule: a
+ * level counts only when every endpoint has a value there (kube-proxy: every
+ * endpoint hinted), and each level on its own, so nodes without zones (bare
+ * metal) still prefer the same node (KEP-3015). Tiers fall back node → zone →
+ * region over the levels that count, where kube-proxy would go cluster-wide
+ * as soon as this node or zone has no endpoint.
+ */
+function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, client: Placement, work: Working[]): void {
+  const values = valuesByLevel(tree);
+  const applies = values.map((v) => !v.has(''));
+  const used = tree.scopes.filter((_, i) => applies[i]);
+  const skipped = tree.scopes.filter((_, i) => !applies[i]);
+  const clientPath = tree.scopes.map((s) => scopeValue(s, client));
+  const why = skipped.length
+    ? ` (${skipped.join(', ')} ${skipped.length > 1 ? 'are' : 'is'} not set on every endpoint, so not used)`
+    : '';
+  for (const w of work) {
+    const same: Scope[] = [];
+    for (let i = 0; i < tree.levels; i++) {
+      if (!applies[i]) continue;
+      if (w.path[i] !== clientPath[i]) break;
+      same.push(tree.scopes[i]!);
+    }
+    w.tier = used.length - same.length;
+    note(w, () =>
+      same.length === 0
+        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${why}`
+        : `${p.trafficDistribution}: same ${scopeNames(same)} as the client${why}`,
+    );
   }
-  return false;
 }
 
 function applicableRules(p: LocalityPolicy, clientValue: string): number[] {

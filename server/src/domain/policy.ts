@@ -70,11 +70,15 @@ export function defaultAffinityWeight(index: number, count: number): number {
   return 9 * 10 ** (count - index - 1);
 }
 
-/** Does a locality "r/z/s" match an Istio-style pattern ("*", "r1/*", "r1/z1", "r1/z1/s1")? */
+/**
+ * Does a locality "r/z/s" match an Istio-style pattern ("*", "r1/*", "r1/z1",
+ * or "*" then "z1": zone z1 in any region)? As Istio's LocalityMatch: each segment is compared on its own, a
+ * `*` segment matches any value there, and missing segments match anything.
+ */
 export function localityMatches(locality: readonly string[], pattern: string): boolean {
   const segs = pattern.split('/');
   for (let i = 0; i < segs.length; i++) {
-    if (segs[i] === '*') return true;
+    if (segs[i] === '*') continue;
     if ((locality[i] ?? '') !== segs[i]) return false;
   }
   return true;

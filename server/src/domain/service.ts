@@ -10,8 +10,14 @@ export const MAX_ENDPOINT_WEIGHT = 1_000_000;
 /** uint32: the most a locality's load_balancing_weight, or a priority's total, can carry. */
 export const MAX_TOTAL_WEIGHT = 0xffff_ffff;
 
-export type Health = 'healthy' | 'unhealthy' | 'draining';
-export const HEALTH_VALUES: readonly Health[] = ['healthy', 'unhealthy', 'draining'];
+/**
+ * `terminating`: shutting down but still serving (a Kubernetes EndpointSlice
+ * endpoint with `serving` and `terminating` true). As in kube-proxy, such
+ * endpoints get traffic only while the service has no healthy endpoint at
+ * all, so a rollout that terminates every pod is not an outage.
+ */
+export type Health = 'healthy' | 'unhealthy' | 'draining' | 'terminating';
+export const HEALTH_VALUES: readonly Health[] = ['healthy', 'unhealthy', 'draining', 'terminating'];
 
 export interface Endpoint extends Placement {
   readonly address: string;
@@ -75,7 +81,11 @@ export function endpointKey(e: { readonly address: string; readonly port: number
   return e.address.includes(':') ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`;
 }
 
-/** Routable endpoints receive new traffic; unhealthy and draining ones never do. */
+/**
+ * Routable endpoints receive new traffic; unhealthy and draining ones never
+ * do; terminating ones only while no endpoint of their service is healthy
+ * (ServiceState.serves).
+ */
 export function isRoutable(e: Endpoint): boolean {
   return e.health === 'healthy';
 }

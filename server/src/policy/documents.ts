@@ -135,3 +135,39 @@ export function nameOf(doc: Obj): string | undefined {
   if (isObject(md) && typeof md['name'] === 'string') return md['name'];
   return typeof doc['name'] === 'string' ? doc['name'] : undefined;
 }
+
+/** Metadata the API server sets: it says nothing about load balancing. */
+const SERVER_SET_METADATA = [
+  'uid',
+  'resourceVersion',
+  'generation',
+  'creationTimestamp',
+  'deletionTimestamp',
+  'deletionGracePeriodSeconds',
+  'managedFields',
+  'ownerReferences',
+  'finalizers',
+  'generateName',
+  'selfLink',
+];
+
+/**
+ * A Kubernetes-style document's `metadata`: name, namespace and labels
+ * identify it; every annotation is either one `read` names (returned) or a
+ * note, so an annotation that changes behaviour in its system is never
+ * dropped silently.
+ */
+export function readMetadata(f: Findings, doc: Obj, at: string, read: readonly string[] = []): Record<string, string> {
+  if (doc['metadata'] === undefined) return {};
+  const path = join(at, 'metadata');
+  const md = obj(f, doc['metadata'], path);
+  if (!md) return {};
+  f.keys(md, path, ['name', 'namespace', 'labels', 'annotations', ...SERVER_SET_METADATA]);
+  const annotations = labelsOf(f, md['annotations'], join(path, 'annotations'));
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const [k, v] of Object.entries(annotations)) {
+    if (read.includes(k)) out[k] = v;
+    else f.note(`${join(path, 'annotations')}["${k}"]`, 'annotation not imported: Canopy does not read it');
+  }
+  return out;
+}

@@ -19,6 +19,7 @@ import {
   list,
   nameOf,
   obj,
+  readMetadata,
   str,
   strings,
   type Obj,
@@ -45,6 +46,42 @@ interface Endpoints {
   readonly vip?: string;
   readonly port?: number;
   readonly endpoints: Obj[];
+  /** The `networking.istio.io/traffic-distribution` annotation, as Istio reads it. */
+  readonly trafficDistribution?: IstioTrafficDistribution;
+  readonly at: string;
+}
+
+export const TRAFFIC_DISTRIBUTION_ANNOTATION = 'networking.istio.io/traffic-distribution';
+export type IstioTrafficDistribution = 'PreferSameZone' | 'PreferSameNode';
+
+/**
+ * Istio (pilot/pkg/model GetTrafficDistribution): the Service field first,
+ * else the annotation, case-insensitive; PreferClose is PreferSameZone; an
+ * unknown value means no preference (Istio logs a warning; the import notes it).
+ */
+export function istioTrafficDistribution(
+  f: Findings,
+  value: string | undefined,
+  path: string,
+): IstioTrafficDistribution | undefined {
+  if (value === undefined) return undefined;
+  const v = value.toLowerCase();
+  if (v === 'preferclose' || v === 'prefersamezone') return 'PreferSameZone';
+  if (v === 'prefersamenode') return 'PreferSameNode';
+  if (v !== '')
+    f.note(path, `unknown traffic distribution ${describe(value)}: no preference (as in Istio, which logs a warning)`);
+  return undefined;
+}
+
+/**
+ * What a traffic distribution means to an Istio sidecar when no
+ * DestinationRule sets locality load balancing: failoverPriority on network,
+ * region, zone (PreferSameZone) and also subzone and node (PreferSameNode),
+ * forced on without outlierDetection.
+ */
+export function trafficDistributionSetting(td: IstioTrafficDistribution): Obj {
+  const labels = ['network', 'region', 'zone', ...(td === 'PreferSameNode' ? ['subzone', 'node'] : [])];
+  return { mode: 'random', routingPreference: ['region', 'zone', 'subzone'], policy: { failoverPriority: labels } };
 }
 
 export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[] {
@@ -53,6 +90,10 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
   for (const d of docs) {
     const doc = d.value as Obj;
     const kind = doc['kind'];
+    f.keys(doc, d.at, ['apiVersion', 'kind', 'metadata', 'spec'], {
+      status: 'the status is written by Istio, not read',
+    });
+    const annotations = readMetadata(f, doc, d.at, kind === 'ServiceEntry' ? [TRAFFIC_DISTRIBUTION_ANNOTATION] : []);
     const spec = obj(f, doc['spec'], join(d.at, 'spec'));
     if (!spec) continue;
     if (kind === 'DestinationRule') {
@@ -62,7 +103,13 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
       else rules.set(host, { at: d.at, spec });
     } else if (kind === 'ServiceEntry') {
       const se = readServiceEntry(f, spec, join(d.at, 'spec'));
-      for (const h of se.hosts) entries.set(h, se.endpoints);
+      const td = istioTrafficDistribution(
+        f,
+        annotations[TRAFFIC_DISTRIBUTION_ANNOTATION],
+        `${d.at}.metadata.annotations["${TRAFFIC_DISTRIBUTION_ANNOTATION}"]`,
+      );
+      const endpoints = { ...se.endpoints, at: d.at, ...(td ? { trafficDistribution: td } : {}) };
+      for (const h of se.hosts) entries.set(h, endpoints);
     } else {
       f.error(
         join(d.at, 'kind'),
@@ -73,7 +120,11 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
   const out: Obj[] = [];
   for (const [host, se] of entries) {
     const rule = rules.get(host);
-    const loadBalancing = rule ? readDestinationRule(f, rule.spec, join(rule.at, 'spec')) : defaultSetting(f, host);
+    const loadBalancing = rule
+      ? readDestinationRule(f, rule.spec, join(rule.at, 'spec'), se.trafficDistribution)
+      : se.trafficDistribution
+        ? trafficDistributionSetting(se.trafficDistribution)
+        : defaultSetting(f, host);
     out.push({
       name: host,
       ...(se.vip !== undefined ? { vip: se.vip } : {}),
@@ -98,7 +149,7 @@ function defaultSetting(f: Findings, host: string): Obj {
   return { mode: 'random', routingPreference: ['region', 'zone', 'subzone'] };
 }
 
-function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string[]; endpoints: Endpoints } {
+function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string[]; endpoints: Omit<Endpoints, 'at'> } {
   f.keys(spec, path, ['hosts', 'addresses', 'ports', 'endpoints'], {
     location: 'Canopy serves the listed endpoints wherever they are',
     resolution: 'Canopy serves the listed endpoint addresses (STATIC)',
@@ -154,7 +205,8 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
   };
 }
 
-function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
+/** `td`: the service's traffic distribution, which applies when the rule sets no locality load balancing. */
+function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTrafficDistribution): Obj {
   f.keys(spec, path, ['host', 'trafficPolicy'], {
     subsets: 'subsets are not imported; the host is one service',
     exportTo: 'Canopy has no namespaces',
@@ -178,7 +230,7 @@ function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
     );
   const lbPath = join(tpPath, 'loadBalancer');
   const lbo = tp['loadBalancer'] === undefined ? {} : (obj(f, tp['loadBalancer'], lbPath) ?? {});
-  f.keys(lbo, lbPath, ['localityLbSetting'], {
+  f.keys(lbo, lbPath, ['localityLbSetting', 'zoneAwareLbSetting'], {
     simple: "the endpoint picking algorithm is the client's (gRPC: round_robin inside a locality)",
     consistentHash: 'hash-based load balancing is not supported',
     warmupDurationSecs: 'slow start is not supported',
@@ -186,8 +238,15 @@ function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
   });
   const settingPath = join(lbPath, 'localityLbSetting');
   const tree = ['region', 'zone', 'subzone'];
+  if (lbo['zoneAwareLbSetting'] !== undefined) {
+    // Istio's GetEffectiveLbSetting: the zone-aware setting comes first.
+    if (lbo['localityLbSetting'] !== undefined)
+      f.note(settingPath, 'not imported: zoneAwareLbSetting takes precedence (as in Istio)');
+    return readZoneAware(f, lbo['zoneAwareLbSetting'], join(lbPath, 'zoneAwareLbSetting'));
+  }
   const random = { mode: 'random', routingPreference: tree };
   if (lbo['localityLbSetting'] === undefined) {
+    if (td) return trafficDistributionSetting(td);
     if (outlier) return { mode: 'failover', routingPreference: tree };
     f.note(
       lbPath,
@@ -234,10 +293,51 @@ function readDestinationRule(f: Findings, spec: Obj, path: string): Obj {
   };
 }
 
+/**
+ * Istio's zoneAwareLbSetting: endpoints are partitioned by region (the
+ * client's own region first, then the `failover` target, then the rest),
+ * under the optional failoverPriority labels; inside the region Envoy's
+ * zone-aware routing spreads load by zone, which needs Envoy's local cluster
+ * (self-discovery) and is the client's. Canopy sends the region tiers with
+ * every zone as its own locality.
+ */
+function readZoneAware(f: Findings, v: unknown, path: string): Obj {
+  const tree = ['region'];
+  const s = obj(f, v, path);
+  if (!s) return { mode: 'failover', routingPreference: tree };
+  f.keys(s, path, ['enabled', 'failover', 'failoverPriority', 'minClusterSize']);
+  if (s['enabled'] !== undefined && typeof s['enabled'] !== 'boolean')
+    f.error(join(path, 'enabled'), `must be true or false, got ${describe(s['enabled'])}`);
+  const size = s['minClusterSize'];
+  if (size !== undefined && !(typeof size === 'number' && Number.isInteger(size) && size >= 0))
+    f.error(join(path, 'minClusterSize'), `must be a non-negative integer, got ${describe(size)}`);
+  f.note(
+    path,
+    s['enabled'] === false
+      ? 'enabled: false: Envoy routes 0% by zone; the region tiers still apply (as in Istio)'
+      : `Envoy's zone-aware routing inside the client's region (min_cluster_size ${typeof size === 'number' ? size : 6}) is not sent: it needs Envoy's local cluster; Canopy sends the region tiers with each zone as its own locality, and gRPC clients weigh zones by endpoint count`,
+  );
+  const failover = s['failover'] === undefined ? undefined : readFailover(f, s['failover'], join(path, 'failover'));
+  const keys =
+    s['failoverPriority'] === undefined ? undefined : strings(f, s['failoverPriority'], join(path, 'failoverPriority'));
+  keys?.forEach((k, i) => {
+    const key = k.includes('=') ? k.slice(0, k.indexOf('=')) : k;
+    if (LOCALITY_LABELS.includes(key))
+      f.error(
+        join(join(path, 'failoverPriority'), i),
+        `must not name ${key}: region, zone and subzone are handled by zone-aware routing (Istio rejects the rule)`,
+      );
+  });
+  const priority = keys ? readPriority(f, keys, join(path, 'failoverPriority'), false) : undefined;
+  const policy: Obj = { ...(failover ? { failover } : {}), ...(priority ? { failoverPriority: priority } : {}) };
+  return { mode: 'failover', routingPreference: tree, ...(Object.keys(policy).length ? { policy } : {}) };
+}
+
 function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefined {
   const rules = list(f, v, path);
   if (!rules) return undefined;
   const out: Obj[] = [];
+  const froms: [string, string][] = [];
   rules.forEach((r, i) => {
     const p = join(path, i);
     const o = obj(f, r, p);
@@ -246,6 +346,7 @@ function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefine
     const from = str(f, o['from'], join(p, 'from'));
     const to = obj(f, o['to'], join(p, 'to'));
     if (from === undefined || !to) return;
+    froms.push([from, join(p, 'from')]);
     let sum = 0;
     for (const [k, w] of Object.entries(to)) {
       if (typeof w !== 'number' || !Number.isInteger(w) || w < 1 || w > 100)
@@ -254,9 +355,40 @@ function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefine
     }
     if (sum !== 100 && Object.values(to).every((w) => typeof w === 'number'))
       f.error(join(p, 'to'), `weights must sum to 100, got ${sum}`);
+    checkLocalities(
+      f,
+      Object.keys(to).map((k) => [k, join(join(p, 'to'), k)]),
+    );
     out.push({ from, to });
   });
+  checkLocalities(f, froms);
   return out;
+}
+
+/**
+ * Istio's validateLocalities: one `*` at most, and only at the end; no empty
+ * region/zone/subzone; no pattern overlapping an earlier one ("r1/*" then
+ * "r1/z1", or anything after "*").
+ */
+function checkLocalities(f: Findings, patterns: readonly (readonly [string, string])[]): void {
+  const seen: string[][] = [];
+  for (const [pattern, path] of patterns) {
+    const stars = pattern.split('*').length - 1;
+    if (stars > 1 || (stars === 1 && !pattern.endsWith('*'))) {
+      f.error(path, `locality ${describe(pattern)}: at most one wildcard "*", and only at the end (Istio rejects it)`);
+      continue;
+    }
+    const segs = pattern.split('/');
+    if (segs.length > 3 || segs.some((x) => x === '')) {
+      f.error(path, `locality ${describe(pattern)} must be region[/zone[/subzone]] with no empty part`);
+      continue;
+    }
+    const key = segs[segs.length - 1] === '*' ? segs.slice(0, -1) : segs;
+    // Two patterns overlap when one is a prefix of the other (a shorter pattern covers the longer).
+    const clash = seen.find((s) => s.every((x, i) => key[i] === x) || key.every((x, i) => s[i] === x));
+    if (clash) f.error(path, `locality ${describe(pattern)} overlaps "${clash.join('/') || '*'}" (Istio rejects it)`);
+    else seen.push(key);
+  }
 }
 
 function readFailover(f: Findings, v: unknown, path: string): Obj | undefined {

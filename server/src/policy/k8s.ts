@@ -15,11 +15,13 @@ import {
   list,
   nameOf,
   obj,
+  readMetadata,
   str,
   strings,
   type Obj,
   type PolicyDocument,
 } from './documents.js';
+import { istioTrafficDistribution, TRAFFIC_DISTRIBUTION_ANNOTATION } from './istio.js';
 
 const SERVICE_IGNORED: Readonly<Record<string, string>> = {
   selector: 'Canopy takes endpoints from the EndpointSlices',
@@ -56,14 +58,37 @@ export function importKubernetes(docs: readonly PolicyDocument[], f: Findings): 
   for (const d of docs) {
     const doc = d.value as Obj;
     if (doc['kind'] === 'Service') {
+      f.keys(doc, d.at, ['apiVersion', 'kind', 'metadata', 'spec'], { status: 'the status is not read' });
+      const annotations = readMetadata(f, doc, d.at, [TRAFFIC_DISTRIBUTION_ANNOTATION]);
       const name = nameOf(doc);
       if (name === undefined) {
         f.error(join(d.at, 'metadata.name'), 'is required');
         continue;
       }
       const spec = obj(f, doc['spec'] ?? {}, join(d.at, 'spec'));
+      const annotation = annotations[TRAFFIC_DISTRIBUTION_ANNOTATION];
+      if (spec && annotation !== undefined && spec['trafficDistribution'] === undefined) {
+        // Istio reads the field first, then this annotation; kube-proxy reads only the field.
+        const ap = `${d.at}.metadata.annotations["${TRAFFIC_DISTRIBUTION_ANNOTATION}"]`;
+        const td = istioTrafficDistribution(f, annotation, ap);
+        if (td) {
+          f.note(
+            ap,
+            `Istio's annotation: imported as trafficDistribution ${td} with Kubernetes' tiers; import the endpoints as an Istio ServiceEntry for Istio's exact order (network, region, zone${td === 'PreferSameNode' ? ', subzone, node' : ''})`,
+          );
+          services.push({ at: d.at, name, spec: { ...spec, trafficDistribution: td } });
+          continue;
+        }
+      } else if (annotation !== undefined) {
+        f.note(
+          `${d.at}.metadata.annotations["${TRAFFIC_DISTRIBUTION_ANNOTATION}"]`,
+          'not imported: spec.trafficDistribution is set and takes precedence (as in Istio)',
+        );
+      }
       if (spec) services.push({ at: d.at, name, spec });
     } else if (doc['kind'] === 'EndpointSlice') {
+      f.keys(doc, d.at, ['apiVersion', 'kind', 'metadata', 'addressType', 'endpoints', 'ports']);
+      readMetadata(f, doc, d.at);
       const md = isObject(doc['metadata']) ? doc['metadata'] : {};
       const owner = isObject(md['labels']) ? md['labels']['kubernetes.io/service-name'] : undefined;
       if (typeof owner !== 'string') {
@@ -137,7 +162,6 @@ function readService(f: Findings, spec: Obj, path: string, name: string, slices:
 }
 
 function readSlice(f: Findings, doc: Obj, at: string): Slice {
-  f.keys(doc, at, ['apiVersion', 'kind', 'metadata', 'addressType', 'endpoints', 'ports']);
   const ports = doc['ports'] === undefined ? [] : (list(f, doc['ports'], join(at, 'ports')) ?? []);
   const first = ports[0];
   const port = isObject(first) && typeof first['port'] === 'number' ? first['port'] : undefined;
@@ -155,14 +179,16 @@ function readSlice(f: Findings, doc: Obj, at: string): Slice {
     const zone = e['zone'] === undefined ? '' : (str(f, e['zone'], join(p, 'zone')) ?? '');
     const node = e['nodeName'] === undefined ? '' : (str(f, e['nodeName'], join(p, 'nodeName')) ?? '');
     checkHints(f, e['hints'], join(p, 'hints'), zone, node);
-    const c = isObject(e['conditions']) ? e['conditions'] : {};
-    // kube-proxy: ready (nil = ready); a terminating endpoint that still serves is draining.
+    const c = e['conditions'] === undefined ? {} : (obj(f, e['conditions'], join(p, 'conditions')) ?? {});
+    f.keys(c, join(p, 'conditions'), ['ready', 'serving', 'terminating']);
+    // kube-proxy: ready (nil = ready) serves; serving and terminating serves only while no endpoint of the
+    // service is ready (health terminating); anything else gets no traffic.
     const health =
-      c['ready'] === false
-        ? c['serving'] === true && c['terminating'] === true
-          ? 'draining'
-          : 'unhealthy'
-        : 'healthy';
+      c['ready'] !== false
+        ? 'healthy'
+        : c['serving'] === true && c['terminating'] === true
+          ? 'terminating'
+          : 'unhealthy';
     for (const address of strings(f, e['addresses'], join(p, 'addresses')) ?? []) {
       if (port === undefined) {
         f.error(join(at, 'ports'), 'needs a port');

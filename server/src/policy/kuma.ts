@@ -19,6 +19,7 @@ import {
   labelsOf,
   list,
   obj,
+  readMetadata,
   str,
   strings,
   type Obj,
@@ -31,6 +32,8 @@ const TARGET_TYPES: Readonly<Record<string, string>> = {
   AnyExcept: 'anyExcept',
   None: 'none',
 };
+
+const DISPLAY_NAME = 'kuma.io/display-name';
 
 export function isKuma(doc: Obj): boolean {
   const api = doc['apiVersion'];
@@ -48,6 +51,18 @@ export function importKuma(docs: readonly PolicyDocument[], f: Findings): Obj[] 
   for (const d of docs) {
     const doc = d.value as Obj;
     const kind = doc['kind'] ?? doc['type'];
+    if (doc['type'] !== undefined) {
+      // Universal form: the resource's own fields sit beside type, name and mesh.
+      f.keys(doc, d.at, ['type', 'name', 'mesh', 'labels', kind === 'Dataplane' ? 'networking' : 'spec'], {
+        creationTime: 'set by Kuma, not read',
+        modificationTime: 'set by Kuma, not read',
+      });
+    } else {
+      f.keys(doc, d.at, ['apiVersion', 'kind', 'metadata', 'spec', 'mesh'], {
+        status: 'the status is not read',
+      });
+      readMetadata(f, doc, d.at);
+    }
     if (kind === 'Dataplane') readDataplane(f, doc, d.at, endpoints);
     else if (kind === 'MeshLoadBalancingStrategy') readStrategy(f, doc, d.at, policies);
     else
@@ -132,15 +147,14 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
     const kind = ref['kind'];
     let name: string | undefined;
     if (kind === 'Mesh') name = '*';
-    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService')
-      name = str(f, ref['name'], join(p, 'targetRef.name'));
+    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService') name = serviceOf(f, ref, join(p, 'targetRef'));
     else
       return void f.error(
         join(p, 'targetRef.kind'),
         `must be Mesh, MeshService or MeshMultiZoneService, got ${describe(kind)}`,
       );
     for (const k of Object.keys(ref))
-      if (!['kind', 'name'].includes(k))
+      if (!['kind', 'name', 'labels'].includes(k))
         f.note(join(join(p, 'targetRef'), k), 'not imported: services are matched by name');
     if (name === undefined) return;
     const def = obj(f, to['default'] ?? {}, join(p, 'default'));
@@ -148,6 +162,31 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
     if (out.has(name)) f.note(p, `a later entry for "${name === '*' ? 'Mesh' : name}" replaces the earlier one`);
     out.set(name, readDefault(f, def, join(p, 'default')));
   });
+}
+
+/**
+ * The service a MeshService/MeshMultiZoneService targetRef names: `name`, or
+ * (Kuma's current form) `labels` with `kuma.io/display-name`, the name the
+ * service's Dataplanes carry as `kuma.io/service`. Other labels select among
+ * MeshService resources, which Canopy does not hold: noted.
+ */
+function serviceOf(f: Findings, ref: Obj, path: string): string | undefined {
+  if (ref['labels'] === undefined) return str(f, ref['name'], join(path, 'name'));
+  const labels = labelsOf(f, ref['labels'], join(path, 'labels'));
+  if (ref['name'] !== undefined) return void f.error(join(path, 'labels'), 'give name or labels, not both');
+  const name = labels[DISPLAY_NAME];
+  if (!name)
+    return void f.error(
+      join(path, 'labels'),
+      `needs ${DISPLAY_NAME}: Canopy matches services by the name their Dataplanes carry as kuma.io/service`,
+    );
+  for (const k of Object.keys(labels))
+    if (k !== DISPLAY_NAME)
+      f.note(
+        `${join(path, 'labels')}["${k}"]`,
+        `not used: the service is selected by ${DISPLAY_NAME} "${name}" alone (Canopy holds no MeshService resources)`,
+      );
+  return name;
 }
 
 function readDefault(f: Findings, def: Obj, path: string): Obj {
@@ -173,18 +212,29 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
   const policy: Obj = {};
   if (local) {
     f.keys(local, join(lp, 'localZone'), ['affinityTags']);
-    const tags = list(f, local['affinityTags'] ?? [], join(lp, 'localZone.affinityTags')) ?? [];
+    const tp0 = join(lp, 'localZone.affinityTags');
+    const tags = list(f, local['affinityTags'] ?? [], tp0) ?? [];
     const affinity: Obj[] = [];
     tags.forEach((t, i) => {
-      const tp = join(join(lp, 'localZone.affinityTags'), i);
+      const tp = join(tp0, i);
       const o = obj(f, t, tp);
       if (!o) return;
       f.keys(o, tp, ['key', 'weight']);
       const key = str(f, o['key'], join(tp, 'key'));
-      if (key !== undefined)
-        affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
+      if (key === '') f.error(join(tp, 'key'), 'must not be empty');
+      if (key) affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
     });
-    if (affinity.length) policy['affinity'] = affinity;
+    // Kuma: either every tag has a weight or none has (the defaults 900/90/9 are for the unweighted form).
+    const weighted = tags.filter((t) => isObject(t) && t['weight'] !== undefined).length;
+    if (weighted > 0 && weighted < tags.length)
+      f.error(tp0, `all or none of the affinity tags must have a weight (${weighted} of ${tags.length} have one)`);
+    if (affinity.length) {
+      policy['affinity'] = affinity;
+      f.note(
+        join(lp, 'localZone.affinityTags'),
+        "the client's values are its xDS node labels (node metadata `labels`); Kuma reads the client Dataplane's labels (and, before 2.10, its inbound tags): give those as node labels",
+      );
+    }
   }
   let factor = 200;
   const rules: Obj[] = [];
@@ -197,20 +247,31 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
       if (!o) return;
       f.keys(o, rp, ['from', 'to']);
       const from = o['from'] === undefined ? undefined : obj(f, o['from'], join(rp, 'from'));
+      if (from) f.keys(from, join(rp, 'from'), ['zones']);
       const zones = from ? strings(f, from['zones'], join(rp, 'from.zones')) : undefined;
+      if (zones?.length === 0) f.error(join(rp, 'from.zones'), 'must not be empty');
       const to = obj(f, o['to'], join(rp, 'to'));
       if (!to) return;
+      f.keys(to, join(rp, 'to'), ['type', 'zones']);
       const type = TARGET_TYPES[String(to['type'])];
       if (!type)
         return void f.error(join(rp, 'to.type'), `must be Any, Only, AnyExcept or None, got ${describe(to['type'])}`);
       const values = to['zones'] === undefined ? [] : (strings(f, to['zones'], join(rp, 'to.zones')) ?? []);
+      // Kuma's validator: zones are required for Only/AnyExcept and forbidden for Any/None.
+      if ((type === 'only' || type === 'anyExcept') && values.length === 0)
+        return void f.error(join(rp, 'to.zones'), `must not be empty when type is ${String(to['type'])}`);
+      if ((type === 'any' || type === 'none') && values.length > 0)
+        return void f.error(join(rp, 'to.zones'), `must be empty when type is ${String(to['type'])}`);
       rules.push({ ...(zones ? { from: zones } : {}), to: { type, ...(values.length ? { values } : {}) } });
     });
     const threshold = cross['failoverThreshold'];
     if (threshold !== undefined) {
       const tp = join(cp, 'failoverThreshold');
       const o = obj(f, threshold, tp);
-      const pct = o ? Number(o['percentage']) : NaN;
+      if (o) f.keys(o, tp, ['percentage']);
+      const raw = o?.['percentage'];
+      // Kuma's IntOrString: 70 or "70" (or "70.5").
+      const pct = typeof raw === 'number' || (typeof raw === 'string' && raw.trim() !== '') ? Number(raw) : NaN;
       if (!(pct > 0 && pct <= 100))
         f.error(join(tp, 'percentage'), `must be a percentage in (0, 100], got ${describe(o?.['percentage'])}`);
       else factor = Math.floor(100 / pct) * 100;

@@ -47,7 +47,7 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsCl
       let r = wrapped.get(entry);
       if (!r) wrapped.set(entry, (r = makeResource(entry.service, ENDPOINT_TYPE, entry.bytes)));
       if (kindOf(client) !== 'envoy') return r;
-      const parked = parkedGroups(entry.cla, service.endpoints.values());
+      const parked = parkedGroups(entry.cla, service.parked());
       if (parked.length === 0) return r;
       const key = `${r.hash}\n${parkedSignature(parked)}`;
       const hit = withParked.get(entry);

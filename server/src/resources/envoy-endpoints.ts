@@ -13,6 +13,8 @@ const HEALTH_STATUS: Readonly<Record<Health, string>> = {
   healthy: 'HEALTHY',
   unhealthy: 'UNHEALTHY',
   draining: 'DRAINING',
+  // Parked: the service has healthy endpoints, so these drain (kube-proxy's rule).
+  terminating: 'DRAINING',
 };
 
 export function encodeParkedGroups(groups: readonly ClaGroup[]): Uint8Array {

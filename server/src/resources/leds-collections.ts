@@ -17,13 +17,17 @@ const HEALTH_STATUS: Readonly<Record<Health, string>> = {
   healthy: 'HEALTHY',
   unhealthy: 'UNHEALTHY',
   draining: 'DRAINING',
+  terminating: 'DRAINING',
 };
 
-/** One envoy.config.endpoint.v3.LbEndpoint: address, health_status, weight when not 1. */
-export function encodeLbEndpoint(e: Endpoint): Uint8Array {
+/**
+ * One envoy.config.endpoint.v3.LbEndpoint: address, health_status, weight when
+ * not 1. `serving`: a terminating endpoint the service serves (no healthy one left) is HEALTHY.
+ */
+export function encodeLbEndpoint(e: Endpoint, serving = false): Uint8Array {
   return encodeMessage('envoy.config.endpoint.v3.LbEndpoint', {
     endpoint: { address: { socket_address: { address: e.address, port_value: e.port } } },
-    health_status: HEALTH_STATUS[e.health],
+    health_status: serving && e.health === 'terminating' ? 'HEALTHY' : HEALTH_STATUS[e.health],
     ...(e.weight !== 1 ? { load_balancing_weight: { value: e.weight } } : {}),
   });
 }
@@ -38,6 +42,7 @@ function snapshot(name: string, members: ReadonlyMap<string, Resource>): Collect
 
 interface HeldEndpoint {
   readonly ep: Endpoint;
+  readonly serving: boolean;
   readonly glob: string;
   readonly member: Resource;
 }
@@ -159,10 +164,11 @@ export class LedsCollections {
     held.stale.clear();
     for (const [key, ep] of state.endpoints) {
       const h = held.endpoints.get(key);
-      if (h?.ep === ep) continue;
+      const serving = state.serves(ep);
+      if (h?.ep === ep && h.serving === serving) continue;
       const stem = collectionStem(state.name, leafPathOf(scopes, ep));
       const glob = `${stem}*`;
-      const fresh = makeResource(memberName(stem, ep.address, ep.port), LEDS_TYPE, encodeLbEndpoint(ep));
+      const fresh = makeResource(memberName(stem, ep.address, ep.port), LEDS_TYPE, encodeLbEndpoint(ep, serving));
       // Equal bytes keep the resource the snapshot already holds (a change the member does not show).
       const member = h && h.member.name === fresh.name && h.member.hash === fresh.hash ? h.member : fresh;
       if (h) {
@@ -173,7 +179,7 @@ export class LedsCollections {
       let keys = held.keys.get(glob);
       if (!keys) held.keys.set(glob, (keys = new Set()));
       keys.add(key);
-      held.endpoints.set(key, { ep, glob, member });
+      held.endpoints.set(key, { ep, serving, glob, member });
     }
     for (const [key, h] of held.endpoints) {
       if (state.endpoints.has(key)) continue;
