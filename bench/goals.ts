@@ -8,6 +8,7 @@ import type { FanoutFigures } from './fanout.js';
 import type { incrementalUpdate } from './incremental.js';
 import type { MemoizedFigures } from './memoized.js';
 import type { ProtocolFigures, ServerFigures } from './server.js';
+import { show } from './stats.js';
 
 export interface Goal {
   readonly goal: string;
@@ -26,20 +27,9 @@ export function goalReport(
   wire: ReturnType<typeof wireSize>[],
 ) {
   const out: Goal[] = [];
-  const at10k = cla.filter((r) => r.endpoints === 10000 && r.clients === 10000);
-  if (at10k.length) {
-    const worst = Math.min(...at10k.map((r) => r.speedupVsRankLoop));
-    out.push({
-      goal: '≥100× less CPU than the rank loop at 10k clients × 10k endpoints',
-      figure: at10k
-        .map(
-          (r) =>
-            `L=${r.localities}: ${r.speedupVsRankLoop}× cold, ${r.speedupVsRankLoopFlat}× cold+flat, ${r.speedupVsRankLoopWarm}× warm`,
-        )
-        .join('; '),
-      met: `${verdict(worst >= 100)} cold; ${verdict(Math.min(...at10k.map((r) => r.speedupVsRankLoopWarm)) >= 100)} warm`,
-    });
-  }
+  // The rank-loop ratio (≥ 100×) measured memoization, not the tree: the loop recomputes per client what
+  // any cache keyed by locality computes once. Retired; section 1b compares against a fair memoized builder.
+  void cla;
   if (incremental) {
     const worst = Math.max(incremental.add.medianUs, incremental.flip.medianUs, incremental.remove.medianUs);
     const maxUs = Math.max(incremental.add.maxUs, incremental.flip.maxUs, incremental.remove.maxUs);
@@ -97,11 +87,21 @@ export function scaleGoals(
   if (macro && !('skipped' in macro)) out.push(...serverGoals(macro));
   if (memo.length) {
     out.push({
-      goal: 'CLA work ≥ 10× cheaper than the memoized same-output builder (100 and 1,000 localities)',
+      goal: 'one endpoint change: CLA work ≥ 20× cheaper than the fair builder redoing the affected CLAs',
       figure: memo
-        .map((m) => `L=${m.localities}: ${m.timesCheaperThanSameOutput}×${m.sameBytes ? '' : ' (bytes differ!)'}`)
+        .map(
+          (m) =>
+            `L=${m.localities}: ${show(m.incremental.timesCheaper)}× (${m.incremental.canopyUs.median} vs ${m.incremental.baselineUs.median} µs)`,
+        )
         .join('; '),
-      met: memo.map((m) => `${verdict(m.timesCheaperThanSameOutput >= 10)} at L=${m.localities}`).join(', '),
+      met: memo.map((m) => `${verdict(m.incremental.timesCheaper.median >= 20)} at L=${m.localities}`).join(', '),
+    });
+    out.push({
+      goal: 'cold CLA work vs the fair builder memoized by tree node (no goal: both compute each distinct CLA once)',
+      figure: memo
+        .map((m) => `L=${m.localities}: ${show(m.timesCheaper)}× (${m.canopyMs.median} vs ${m.baselineMs.median} ms)`)
+        .join('; '),
+      met: 'measured (bytes equal)',
     });
   }
   if (configs && !('skipped' in configs)) {

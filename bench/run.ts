@@ -10,7 +10,7 @@
  *   4. Memory per connected stream
  *   5. Wire size per endpoint: CLA and compiled tree
  *   6. Kernel: publish (batch vs single), ns per connect() with and without the program
- *   1b. CLA work vs baselines memoized by client locality (same output, rank loop)
+ *   1b. CLA work vs a plain builder memoized by tree node (same bytes, checked), cold and after one change
  *   7. Config load: `canopy serve` on a 100k-endpoint file, ready time and RSS
  *   8. Server macro run: `canopy serve` and a bare grpc-js server as processes, streams from a client process
  *
@@ -225,8 +225,11 @@ async function main() {
   }
   if (memo.length) {
     console.log(
-      "\n1b. CLA work, endpoints → every stream's bytes, CPU ms: median (min–max) of 5 runs. Canopy includes the tree\n" +
-        "    build and one contiguous copy per distinct CLA; both baselines memoize by client locality (Istio's EDS cache)",
+      "\n1b. CLA work, endpoints → every stream's bytes, CPU ms: median (min–max) of interleaved pairs. Canopy: tree build,\n" +
+        '    CLA cache, one contiguous copy per distinct CLA. Baseline: a plain builder memoized by tree node (the key its\n' +
+        '    outputs are equal under), each locality body encoded once with encodeRunBody; bytes checked equal for every client.\n' +
+        '    Incremental: one health flip, then every CLA ready again (µs, wall); the baseline re-encodes the changed body and\n' +
+        '    rebuilds the CLAs holding it',
     );
     console.table(
       memo.map((m) => ({
@@ -234,12 +237,14 @@ async function main() {
         clients: m.clients,
         localities: m.localities,
         'distinct CLAs': m.distinctClas,
+        'baseline builds': m.baselineBuilds,
         'canopy ms': show(m.canopyMs),
-        'same-output memo ms': show(m.sameOutputMemoMs),
-        'rank loop memo ms': show(m.rankLoopMemoMs),
-        '× same output': m.timesCheaperThanSameOutput,
-        '× rank loop': m.timesCheaperThanRankLoop,
-        'same bytes': m.sameBytes,
+        'baseline ms': show(m.baselineMs),
+        '× cold': show(m.timesCheaper),
+        'incr canopy µs': show(m.incremental.canopyUs),
+        'incr baseline µs': show(m.incremental.baselineUs),
+        '× incremental': show(m.incremental.timesCheaper),
+        pairs: m.pairs,
       })),
     );
   }
