@@ -5,7 +5,8 @@
  * grpc-js server process writing the same bytes. Two protocols:
  *
  * - SotW: StreamAggregatedResources, one full CLA per stream; the bare server
- *   (bare-server.ts) pre-encodes the same CLA bytes per client locality and
+ *   (bare-server.ts) pre-encodes the same CLA bytes per client locality (each
+ *   distinct CLA once, before it says it is ready) and
  *   writes each stream the final bytes as many times as Canopy pushed (the
  *   median).
  * - LEDS: Envoy on DeltaAggregatedResources: the CLA names endpoint
@@ -328,7 +329,7 @@ export async function serverMacro(opts: {
         );
         // The bare server reads the config as Canopy did and flips the same endpoints itself.
         const bare = await withBare(
-          [BARE, '--config', file, '--service', SERVICE],
+          [BARE, '--config', file, '--service', SERVICE, '--localities', String(opts.localities)],
           (side) => measureSide(side, shape, 'sotw', canopy.bursts),
           (_b, writes) => `write ${writes}`,
         );
