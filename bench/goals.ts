@@ -129,55 +129,67 @@ export function scaleGoals(
 const ran = (p: ProtocolFigures | { skipped: string } | undefined): ProtocolFigures | undefined =>
   p && !('skipped' in p) ? p : undefined;
 
-/** The goals the server macro run decides (issue 13). */
+/** The goals the server macro run decides (issues 13 and 24): ratios pair by pair, median (min–max). */
 function serverGoals(macro: ServerFigures): Goal[] {
   const out: Goal[] = [];
   const sotw = ran(macro.sotw);
   const leds = ran(macro.leds);
-  const at = `at ${macro.streams} streams`;
+  const at = `at ${macro.streams} streams, ${macro.pairs} pairs`;
   if (sotw) {
     const c = sotw.canopy;
     const b = sotw.bare;
-    const initial = c.initialCpuMs / b.initialCpuMs;
     out.push({
-      goal: 'initial serve CPU ≤ 1.2× bare grpc-js for the same bytes',
-      figure:
-        `SotW ${c.initialCpuMs} vs ${b.initialCpuMs} ms (${initial.toPrecision(2)}×) ${at}` +
-        (leds
-          ? `; LEDS ${leds.canopy.initialCpuMs} vs ${leds.bare.initialCpuMs} ms (${(leds.canopy.initialCpuMs / leds.bare.initialCpuMs).toPrecision(2)}×)`
-          : ''),
-      met: leds
-        ? `${verdict(initial <= 1.2)} SotW, ${verdict(leds.canopy.initialCpuMs / leds.bare.initialCpuMs <= 1.2)} LEDS`
-        : verdict(initial <= 1.2),
+      goal: 'SotW initial sync: server CPU ≤ 1.2× the bare writer (pre-encoded bytes)',
+      figure: `${show(sotw.ratios.initialCpu)}× (${show(c.initialCpuMs)} vs ${show(b.initialCpuMs)} ms) ${at}`,
+      met: verdict(sotw.ratios.initialCpu.median <= 1.2),
+    });
+    const one = sotw.ratios.bursts.find((x) => x.changes === 1);
+    const oneC = c.bursts.find((x) => x.changes === 1);
+    const oneB = b.bursts.find((x) => x.changes === 1);
+    if (one && oneC && oneB) {
+      out.push({
+        goal: 'SotW one flip: p99 to the last response ≤ 1.2× the bare writer',
+        figure: `${show(one.p99)}× (${show(oneC.p99PerPass)} vs ${show(oneB.p99PerPass)} ms; Canopy's 100 ms debounce included) ${at}`,
+        met: verdict(one.p99.median <= 1.2),
+      });
+      out.push({
+        goal: 'SotW one flip: server CPU ≤ 1.3× the bare writer',
+        figure: `${show(one.cpu)}× (${show(oneC.cpuMs)} vs ${show(oneB.cpuMs)} ms; Canopy's includes the admin PATCH) ${at}`,
+        met: verdict(one.cpu.median <= 1.3),
+      });
+    }
+    const peak = Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB));
+    out.push({
+      goal: `SotW RSS per stream ≤ 60 KB, settled and peak (${macro.claBytes}-byte CLAs)`,
+      figure: `settled ${show(c.rssPerStreamKB)} KB, peak ${peak} KB (bare ${show(b.rssPerStreamKB)} / ${Math.max(...b.bursts.map((x) => x.peakRssPerStreamKB))} KB) ${at}`,
+      met: verdict(c.rssPerStreamKB.median <= 60 && peak <= 60),
+    });
+  }
+  if (leds) {
+    const c = leds.canopy;
+    if (sotw) {
+      const r = c.initialCpuMs.median / sotw.canopy.initialCpuMs.median;
+      out.push({
+        goal: 'LEDS initial sync: server CPU ≤ 3× SotW initial sync',
+        figure: `${r.toPrecision(2)}× (${show(c.initialCpuMs)} vs ${show(sotw.canopy.initialCpuMs)} ms; LEDS over its bare replay: ${show(leds.ratios.initialCpu)}×) ${at}`,
+        met: verdict(r <= 3),
+      });
+    }
+    out.push({
+      goal: 'LEDS RSS per stream ≤ 150 KB',
+      figure: `settled ${show(c.rssPerStreamKB)} KB, peak ${Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB))} KB (bare replay ${show(leds.bare.rssPerStreamKB)} KB) ${at}`,
+      met: verdict(c.rssPerStreamKB.median <= 150),
     });
   }
   const oneLeds = leds?.canopy.bursts.find((x) => x.changes === 1);
   out.push({
     goal: `one change, ${macro.streams} streams: ≤ 2 KB per Envoy/LEDS stream, p99 to all-ACK ≤ 0.5 s`,
     figure: oneLeds
-      ? `${oneLeds.bytesPerStream.median} B/stream (max ${oneLeds.bytesPerStream.max}), p99 ${oneLeds.p99Ms} ms, debounce included`
+      ? `${oneLeds.bytesPerStream.median} B/stream (max ${oneLeds.bytesPerStream.max}), p99 ${show(oneLeds.p99PerPass)} ms, debounce included`
       : macro.leds && 'skipped' in macro.leds
         ? `LEDS rows skipped: ${macro.leds.skipped}`
         : 'run with LEDS',
-    met: oneLeds ? verdict(oneLeds.bytesPerStream.max <= 2048 && oneLeds.p99Ms <= 500) : 'not measured',
+    met: oneLeds ? verdict(oneLeds.bytesPerStream.max <= 2048 && oneLeds.p99PerPass.median <= 500) : 'not measured',
   });
-  if (sotw) {
-    const one = sotw.canopy.bursts.find((x) => x.changes === 1);
-    const oneBare = sotw.bare.bursts.find((x) => x.changes === 1);
-    if (one && oneBare) {
-      const r = one.p99Ms / oneBare.p99Ms;
-      out.push({
-        goal: 'one change, SotW: p99 to all-ACK ≤ 1.2× the bare write of the same bytes',
-        figure: `${one.p99Ms} vs ${oneBare.p99Ms} ms (${r.toPrecision(2)}×) ${at}, debounce included`,
-        met: verdict(r <= 1.2),
-      });
-    }
-    const peak = Math.max(...sotw.canopy.bursts.map((x) => x.peakRssPerStreamKB));
-    out.push({
-      goal: `RSS per stream ≤ 60 KB, steady and peak (${macro.claBytes}-byte CLAs)`,
-      figure: `steady ${sotw.canopy.rssPerStreamKB} KB, peak ${peak} KB (bare ${sotw.bare.rssPerStreamKB} / ${Math.max(...sotw.bare.bursts.map((x) => x.peakRssPerStreamKB))} KB)`,
-      met: verdict(sotw.canopy.rssPerStreamKB <= 60 && peak <= 60),
-    });
-  }
   return out;
 }
