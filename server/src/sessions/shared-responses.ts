@@ -18,8 +18,8 @@
  */
 import type { SharedResponses } from './session.js';
 
-/** What one push may hold strongly by default: enough for ~2,000 distinct 256 KB responses. */
-export const DEFAULT_PIN_BYTES = 512 * 1024 * 1024;
+/** What one push may hold strongly by default: 1,000 distinct 256 KB responses (past it: weakly, as before). */
+export const DEFAULT_PIN_BYTES = 256 * 1024 * 1024;
 /** How long the pipeline stays idle before the pins go (streams still connecting reuse them meanwhile). */
 export const DEFAULT_GRACE_MS = 1000;
 
