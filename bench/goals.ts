@@ -60,6 +60,22 @@ export function goalReport(
       ? mem.map((f) => `${verdict(f.memory.rssPerStreamKB <= 50)} by RSS at ${f.streams}`).join(', ')
       : 'not measured',
   });
+  const at = (n: number) => ran.find((f) => f.streams === n && f.endpoints === 1000);
+  const small = at(1000);
+  const big = at(10000);
+  if (small && big) {
+    const loop = (f: FanoutFigures) => f.canopyPushLoopMs / f.streams;
+    const raw = (f: FanoutFigures) => f.rawWriteLoopMs / f.streams;
+    const knee = loop(big) / loop(small);
+    const heap = big.memory.heapPerStreamKB / small.memory.heapPerStreamKB;
+    out.push({
+      goal: 'flat per-stream cost to 10,000 streams (push loop and heap per stream at 10k ≤ 1.2× at 1k)',
+      figure: `push loop per stream ${knee.toPrecision(2)}× (raw write loop ${(raw(big) / raw(small)).toPrecision(2)}×), heap per stream ${heap.toPrecision(2)}×`,
+      met: verdict(knee <= 1.2 && heap <= 1.2),
+    });
+  } else {
+    out.push({ goal: 'flat per-stream cost to 10,000 streams', figure: 'run the full bench', met: 'not measured' });
+  }
   out.push({
     goal: 'fan-out within 2× of the raw write',
     figure: ran.map((f) => `${f.streams}: ${f.ratioP99}×`).join('; '),

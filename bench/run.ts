@@ -133,6 +133,8 @@ async function main() {
           { streams: 1000, endpoints: 1000 },
           { streams: 5000, endpoints: 1000 },
           { streams: 5000, endpoints: 100 },
+          // The knee: per-stream cost from 1,000 to 10,000 streams (every full GC marks every stream's state).
+          { streams: 10000, endpoints: 1000 },
         ];
     for (const r of runs) {
       log(`3/4. fan-out to ${r.streams} streams, ${r.endpoints}-endpoint service…`);
