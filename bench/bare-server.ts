@@ -1,16 +1,19 @@
 /**
  * The bare grpc-js baseline of the server macro run, as its own process: the
  * same ADS method on grpc-js, whose response serializer is the identity (as
- * Canopy's is), writing the same CLA bytes Canopy would send, pre-encoded
- * per client locality before any timing. It does no xDS bookkeeping at all:
- * what it costs is the floor of writing and ACKing those bytes here.
+ * Canopy's is), writing the same CLA bytes Canopy would send. Every client
+ * locality the bench's clients use (`--localities L`: makeClients' first L)
+ * is looked up in one CLA cache and each distinct CLA encoded once, before
+ * the server says it is ready: the timed window holds only map lookups and
+ * writes. It does no xDS bookkeeping at all: what it costs is the floor of
+ * writing and ACKing those bytes here.
  *
- *   node dist/bench/bare-server.js --config FILE --service NAME
+ *   node dist/bench/bare-server.js --config FILE --service NAME --localities L
  *
  * stdout, JSON lines: {"event":"ready","address":…}. stdin, lines:
  *   `prepare START COUNT` flips the health of endpoints START… of the service
  *     (as the macro run's admin PATCHes do to Canopy) and pre-encodes every
- *     connected stream's next response → {"event":"prepared"};
+ *     locality's next response → {"event":"prepared"};
  *   `write N` writes each stream its prepared response N times → {"event":"written"}.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -26,9 +29,17 @@ import { loadConfigFile } from '../server/src/store/config-file.js';
 import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
 import type { DiscoveryRequest } from '../server/src/wire/request.js';
 import { bareAdsServer } from './bare-ads.js';
+import { makeClients } from './data.js';
 
-const { values } = parseArgs({ options: { config: { type: 'string' }, service: { type: 'string', default: 'svc' } } });
+const { values } = parseArgs({
+  options: {
+    config: { type: 'string' },
+    service: { type: 'string', default: 'svc' },
+    localities: { type: 'string', default: '100' },
+  },
+});
 const service = values.service ?? 'svc';
+const localities = makeClients(Number(values.localities), Number(values.localities)).map((c) => c.locality);
 
 const loaded = await loadConfigFile(values.config ?? '');
 if (!loaded.ok) throw new Error(`bare server: bad config: ${JSON.stringify(loaded.errors)}`);
@@ -36,24 +47,51 @@ const mesh = new Mesh();
 for (const s of loaded.value.services) mesh.put(s);
 const state = (): ServiceState => mesh.get(service) as ServiceState;
 
+const keyOf = (l: Locality): string => `${l.region}/${l.zone}/${l.subzone}`;
 let version = 0;
 let encoded = new Map<string, Buffer>();
-function bytesFor(l: Locality): Buffer {
-  const key = `${l.region}/${l.zone}/${l.subzone}`;
-  let b = encoded.get(key);
-  if (!b) {
-    const entry = serverClaCache().lookup(state(), { locality: l, network: '', node: '', cluster: '', labels: {} });
-    const any = makeResource(service, ENDPOINT_TYPE, entry.bytes).any;
-    b = encodeDiscoveryResponse({
-      versionInfo: `v${version}`,
-      typeUrl: ENDPOINT_TYPE,
-      nonce: `n${version}`,
-      resources: [any],
-    });
-    encoded.set(key, b);
+/** Late encodes (a locality not pre-encoded): should stay 0, reported on stderr. */
+let late = 0;
+
+/** Every locality's response at the current version: one cache, each distinct CLA encoded once. */
+function preEncode(): void {
+  const cache = serverClaCache();
+  const byEntry = new Map<unknown, Buffer>();
+  encoded = new Map();
+  for (const l of localities) {
+    const entry = cache.lookup(state(), { locality: l, network: '', node: '', cluster: '', labels: {} });
+    let b = byEntry.get(entry);
+    if (!b) {
+      const any = makeResource(service, ENDPOINT_TYPE, entry.bytes).any;
+      b = encodeDiscoveryResponse({
+        versionInfo: `v${version}`,
+        typeUrl: ENDPOINT_TYPE,
+        nonce: `n${version}`,
+        resources: [any],
+      });
+      byEntry.set(entry, b);
+    }
+    encoded.set(keyOf(l), b);
   }
-  return b;
 }
+
+function bytesFor(l: Locality): Buffer {
+  const b = encoded.get(keyOf(l));
+  if (b) return b;
+  late++;
+  process.stderr.write(`bare server: locality ${keyOf(l)} was not pre-encoded (${late} so far)\n`);
+  const entry = serverClaCache().lookup(state(), { locality: l, network: '', node: '', cluster: '', labels: {} });
+  const any = makeResource(service, ENDPOINT_TYPE, entry.bytes).any;
+  const out = encodeDiscoveryResponse({
+    versionInfo: `v${version}`,
+    typeUrl: ENDPOINT_TYPE,
+    nonce: `n${version}`,
+    resources: [any],
+  });
+  encoded.set(keyOf(l), out);
+  return out;
+}
+preEncode();
 
 interface Stream {
   readonly call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>;
@@ -90,7 +128,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     }
     mesh.patch(service, flips);
     version++;
-    encoded = new Map();
+    preEncode();
     prepared = streams.map((s) => bytesFor(s.locality));
     say({ event: 'prepared' });
   } else if (cmd === 'write') {

@@ -3,11 +3,12 @@
  * decides it and whether it is met, from the sections' results.
  */
 import type { claGeneration, wireSize } from './cla.js';
-import type { ConfigLoadFigures } from './config-load.js';
+import type { AdminDuringReloadFigures, ConfigLoadFigures } from './config-load.js';
 import type { FanoutFigures } from './fanout.js';
 import type { incrementalUpdate } from './incremental.js';
 import type { MemoizedFigures } from './memoized.js';
 import type { ProtocolFigures, ServerFigures } from './server.js';
+import { show } from './stats.js';
 
 export interface Goal {
   readonly goal: string;
@@ -26,20 +27,9 @@ export function goalReport(
   wire: ReturnType<typeof wireSize>[],
 ) {
   const out: Goal[] = [];
-  const at10k = cla.filter((r) => r.endpoints === 10000 && r.clients === 10000);
-  if (at10k.length) {
-    const worst = Math.min(...at10k.map((r) => r.speedupVsRankLoop));
-    out.push({
-      goal: '≥100× less CPU than the rank loop at 10k clients × 10k endpoints',
-      figure: at10k
-        .map(
-          (r) =>
-            `L=${r.localities}: ${r.speedupVsRankLoop}× cold, ${r.speedupVsRankLoopFlat}× cold+flat, ${r.speedupVsRankLoopWarm}× warm`,
-        )
-        .join('; '),
-      met: `${verdict(worst >= 100)} cold; ${verdict(Math.min(...at10k.map((r) => r.speedupVsRankLoopWarm)) >= 100)} warm`,
-    });
-  }
+  // The rank-loop ratio (≥ 100×) measured memoization, not the tree: the loop recomputes per client what
+  // any cache keyed by locality computes once. Retired; section 1b compares against a fair memoized builder.
+  void cla;
   if (incremental) {
     const worst = Math.max(incremental.add.medianUs, incremental.flip.medianUs, incremental.remove.medianUs);
     const maxUs = Math.max(incremental.add.maxUs, incremental.flip.maxUs, incremental.remove.maxUs);
@@ -70,6 +60,22 @@ export function goalReport(
       ? mem.map((f) => `${verdict(f.memory.rssPerStreamKB <= 50)} by RSS at ${f.streams}`).join(', ')
       : 'not measured',
   });
+  const at = (n: number) => ran.find((f) => f.streams === n && f.endpoints === 1000);
+  const small = at(1000);
+  const big = at(10000);
+  if (small && big) {
+    const loop = (f: FanoutFigures) => f.canopyPushLoopMs / f.streams;
+    const raw = (f: FanoutFigures) => f.rawWriteLoopMs / f.streams;
+    const knee = loop(big) / loop(small);
+    const heap = big.memory.heapPerStreamKB / small.memory.heapPerStreamKB;
+    out.push({
+      goal: 'flat per-stream cost to 10,000 streams (push loop and heap per stream at 10k ≤ 1.2× at 1k)',
+      figure: `push loop per stream ${knee.toPrecision(2)}× (raw write loop ${(raw(big) / raw(small)).toPrecision(2)}×), heap per stream ${heap.toPrecision(2)}×`,
+      met: verdict(knee <= 1.2 && heap <= 1.2),
+    });
+  } else {
+    out.push({ goal: 'flat per-stream cost to 10,000 streams', figure: 'run the full bench', met: 'not measured' });
+  }
   out.push({
     goal: 'fan-out within 2× of the raw write',
     figure: ran.map((f) => `${f.streams}: ${f.ratioP99}×`).join('; '),
@@ -92,35 +98,61 @@ export function scaleGoals(
   memo: readonly MemoizedFigures[],
   configs: ConfigLoadFigures[] | { skipped: string } | undefined,
   macro: ServerFigures | { skipped: string } | undefined,
+  reload?: AdminDuringReloadFigures | { skipped: string },
 ) {
   const out: Goal[] = [];
   if (macro && !('skipped' in macro)) out.push(...serverGoals(macro));
   if (memo.length) {
     out.push({
-      goal: 'CLA work ≥ 10× cheaper than the memoized same-output builder (100 and 1,000 localities)',
+      goal: 'one endpoint change: CLA work ≥ 20× cheaper than the fair builder redoing the affected CLAs',
       figure: memo
-        .map((m) => `L=${m.localities}: ${m.timesCheaperThanSameOutput}×${m.sameBytes ? '' : ' (bytes differ!)'}`)
+        .map(
+          (m) =>
+            `L=${m.localities}: ${show(m.incremental.timesCheaper)}× (${m.incremental.canopyUs.median} vs ${m.incremental.baselineUs.median} µs)`,
+        )
         .join('; '),
-      met: memo.map((m) => `${verdict(m.timesCheaperThanSameOutput >= 10)} at L=${m.localities}`).join(', '),
+      met: memo.map((m) => `${verdict(m.incremental.timesCheaper.median >= 20)} at L=${m.localities}`).join(', '),
+    });
+    out.push({
+      goal: 'cold CLA work vs the fair builder memoized by tree node (no goal: both compute each distinct CLA once)',
+      figure: memo
+        .map((m) => `L=${m.localities}: ${show(m.timesCheaper)}× (${m.canopyMs.median} vs ${m.baselineMs.median} ms)`)
+        .join('; '),
+      met: 'measured (bytes equal)',
     });
   }
   if (configs && !('skipped' in configs)) {
-    const big = configs.filter((c) => c.endpoints >= 100_000);
+    const big = configs.filter((c) => c.endpoints >= 100_000 && !c.config.includes('restart'));
+    const restarts = configs.filter((c) => c.endpoints >= 100_000 && c.config.includes('restart'));
     const floor = configs.find((c) => c.endpoints === 0)?.readyMs.median ?? 0;
     out.push({
-      goal: '100k-endpoint config serving in ≤ 1 s with ≤ 300 MB RSS added',
+      goal: '100k-endpoint config serving in ≤ 1 s with ≤ 300 MB peak RSS added, JSON and YAML',
       figure:
         big
           .map(
             (c) =>
-              `${c.config} ${c.format}: ${c.readyMs.median} ms (CPU ${c.cpuMs.median} ms), +${c.rssAddedMB.median} MB`,
+              `${c.config} ${c.format}: ${show(c.readyMs)} ms (CPU ${c.cpuMs.median} ms), peak +${show(c.peakAddedMB)} MB`,
           )
           .join('; ') + ` (process start with no services: ${floor} ms)`,
       met: big.length
         ? big
-            .map((c) => `${verdict(c.readyMs.median <= 1000 && c.rssAddedMB.median <= 300)} ${c.config} ${c.format}`)
+            .map((c) => `${verdict(c.readyMs.median <= 1000 && c.peakAddedMB.median <= 300)} ${c.config} ${c.format}`)
             .join(', ')
         : 'run the full bench',
+    });
+    out.push({
+      goal: 'restart with the 100k-endpoint file unchanged ready in ≤ 0.5 s',
+      figure: restarts.map((c) => `${c.config} ${c.format}: ${show(c.readyMs)} ms`).join('; ') || 'run the full bench',
+      met: restarts.length
+        ? restarts.map((c) => `${verdict(c.readyMs.median <= 500)} ${c.format}`).join(', ')
+        : 'not measured',
+    });
+  }
+  if (reload && !('skipped' in reload)) {
+    out.push({
+      goal: `a ${reload.fileMB} MB config edit does not stall the admin API (answers during the parse)`,
+      figure: `${show(reload.answersDuringParse)} answers during a ${show(reload.parseMs)} ms parse; p99 ${show(reload.duringParseP99Ms)} ms vs idle ${show(reload.idleP99Ms)} ms (${show(reload.timesIdle)}×)`,
+      met: verdict(reload.answersDuringParse.min > 0),
     });
   }
   return out;
@@ -129,55 +161,67 @@ export function scaleGoals(
 const ran = (p: ProtocolFigures | { skipped: string } | undefined): ProtocolFigures | undefined =>
   p && !('skipped' in p) ? p : undefined;
 
-/** The goals the server macro run decides (issue 13). */
+/** The goals the server macro run decides (issues 13 and 24): ratios pair by pair, median (min–max). */
 function serverGoals(macro: ServerFigures): Goal[] {
   const out: Goal[] = [];
   const sotw = ran(macro.sotw);
   const leds = ran(macro.leds);
-  const at = `at ${macro.streams} streams`;
+  const at = `at ${macro.streams} streams, ${macro.pairs} pairs`;
   if (sotw) {
     const c = sotw.canopy;
     const b = sotw.bare;
-    const initial = c.initialCpuMs / b.initialCpuMs;
     out.push({
-      goal: 'initial serve CPU ≤ 1.2× bare grpc-js for the same bytes',
-      figure:
-        `SotW ${c.initialCpuMs} vs ${b.initialCpuMs} ms (${initial.toPrecision(2)}×) ${at}` +
-        (leds
-          ? `; LEDS ${leds.canopy.initialCpuMs} vs ${leds.bare.initialCpuMs} ms (${(leds.canopy.initialCpuMs / leds.bare.initialCpuMs).toPrecision(2)}×)`
-          : ''),
-      met: leds
-        ? `${verdict(initial <= 1.2)} SotW, ${verdict(leds.canopy.initialCpuMs / leds.bare.initialCpuMs <= 1.2)} LEDS`
-        : verdict(initial <= 1.2),
+      goal: 'SotW initial sync: server CPU ≤ 1.2× the bare writer (pre-encoded bytes)',
+      figure: `${show(sotw.ratios.initialCpu)}× (${show(c.initialCpuMs)} vs ${show(b.initialCpuMs)} ms) ${at}`,
+      met: verdict(sotw.ratios.initialCpu.median <= 1.2),
+    });
+    const one = sotw.ratios.bursts.find((x) => x.changes === 1);
+    const oneC = c.bursts.find((x) => x.changes === 1);
+    const oneB = b.bursts.find((x) => x.changes === 1);
+    if (one && oneC && oneB) {
+      out.push({
+        goal: 'SotW one flip: p99 to the last response ≤ 1.2× the bare writer',
+        figure: `${show(one.p99)}× (${show(oneC.p99PerPass)} vs ${show(oneB.p99PerPass)} ms; Canopy's 100 ms debounce included) ${at}`,
+        met: verdict(one.p99.median <= 1.2),
+      });
+      out.push({
+        goal: 'SotW one flip: server CPU ≤ 1.3× the bare writer',
+        figure: `${show(one.cpu)}× (${show(oneC.cpuMs)} vs ${show(oneB.cpuMs)} ms; Canopy's includes the admin PATCH) ${at}`,
+        met: verdict(one.cpu.median <= 1.3),
+      });
+    }
+    const peak = Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB));
+    out.push({
+      goal: `SotW RSS per stream ≤ 60 KB, settled and peak (${macro.claBytes}-byte CLAs)`,
+      figure: `settled ${show(c.rssPerStreamKB)} KB, peak ${peak} KB (bare ${show(b.rssPerStreamKB)} / ${Math.max(...b.bursts.map((x) => x.peakRssPerStreamKB))} KB) ${at}`,
+      met: verdict(c.rssPerStreamKB.median <= 60 && peak <= 60),
+    });
+  }
+  if (leds) {
+    const c = leds.canopy;
+    if (sotw) {
+      const r = c.initialCpuMs.median / sotw.canopy.initialCpuMs.median;
+      out.push({
+        goal: 'LEDS initial sync: server CPU ≤ 3× SotW initial sync',
+        figure: `${r.toPrecision(2)}× (${show(c.initialCpuMs)} vs ${show(sotw.canopy.initialCpuMs)} ms; LEDS over its bare replay: ${show(leds.ratios.initialCpu)}×) ${at}`,
+        met: verdict(r <= 3),
+      });
+    }
+    out.push({
+      goal: 'LEDS RSS per stream ≤ 150 KB',
+      figure: `settled ${show(c.rssPerStreamKB)} KB, peak ${Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB))} KB (bare replay ${show(leds.bare.rssPerStreamKB)} KB) ${at}`,
+      met: verdict(c.rssPerStreamKB.median <= 150),
     });
   }
   const oneLeds = leds?.canopy.bursts.find((x) => x.changes === 1);
   out.push({
     goal: `one change, ${macro.streams} streams: ≤ 2 KB per Envoy/LEDS stream, p99 to all-ACK ≤ 0.5 s`,
     figure: oneLeds
-      ? `${oneLeds.bytesPerStream.median} B/stream (max ${oneLeds.bytesPerStream.max}), p99 ${oneLeds.p99Ms} ms, debounce included`
+      ? `${oneLeds.bytesPerStream.median} B/stream (max ${oneLeds.bytesPerStream.max}), p99 ${show(oneLeds.p99PerPass)} ms, debounce included`
       : macro.leds && 'skipped' in macro.leds
         ? `LEDS rows skipped: ${macro.leds.skipped}`
         : 'run with LEDS',
-    met: oneLeds ? verdict(oneLeds.bytesPerStream.max <= 2048 && oneLeds.p99Ms <= 500) : 'not measured',
+    met: oneLeds ? verdict(oneLeds.bytesPerStream.max <= 2048 && oneLeds.p99PerPass.median <= 500) : 'not measured',
   });
-  if (sotw) {
-    const one = sotw.canopy.bursts.find((x) => x.changes === 1);
-    const oneBare = sotw.bare.bursts.find((x) => x.changes === 1);
-    if (one && oneBare) {
-      const r = one.p99Ms / oneBare.p99Ms;
-      out.push({
-        goal: 'one change, SotW: p99 to all-ACK ≤ 1.2× the bare write of the same bytes',
-        figure: `${one.p99Ms} vs ${oneBare.p99Ms} ms (${r.toPrecision(2)}×) ${at}, debounce included`,
-        met: verdict(r <= 1.2),
-      });
-    }
-    const peak = Math.max(...sotw.canopy.bursts.map((x) => x.peakRssPerStreamKB));
-    out.push({
-      goal: `RSS per stream ≤ 60 KB, steady and peak (${macro.claBytes}-byte CLAs)`,
-      figure: `steady ${sotw.canopy.rssPerStreamKB} KB, peak ${peak} KB (bare ${sotw.bare.rssPerStreamKB} / ${Math.max(...sotw.bare.bursts.map((x) => x.peakRssPerStreamKB))} KB)`,
-      met: verdict(sotw.canopy.rssPerStreamKB <= 60 && peak <= 60),
-    });
-  }
   return out;
 }

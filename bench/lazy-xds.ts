@@ -3,17 +3,27 @@
  * for its initial sync in a mesh of 1,000 services (3 endpoints each, in
  * three regions) when it uses 10 of them: full (wildcard LDS/CDS, then EDS and
  * RDS for what they name) against lazy (the same requests, the 10 declared in
- * node metadata), over SotW and over delta. Sizes are deterministic: one run.
+ * node metadata), over SotW and over delta. On delta an Envoy's CLAs name
+ * LEDS collections, and the Envoy subscribes to those next: their members
+ * are counted too (as a row of their own and in the delta total). Sizes are
+ * deterministic: one run.
  */
 import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
 import { serverClaCache } from '../server/src/resources/endpoint.js';
 import { canopyResources } from '../server/src/resources/registry.js';
-import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from '../server/src/resources/type-urls.js';
+import {
+  CLUSTER_TYPE,
+  ENDPOINT_TYPE,
+  LEDS_TYPE,
+  LISTENER_TYPE,
+  ROUTE_TYPE,
+} from '../server/src/resources/type-urls.js';
 import { DeltaSession } from '../server/src/sessions/delta-session.js';
 import { handleNow, type OutgoingResponse } from '../server/src/sessions/session.js';
 import { SotwSession } from '../server/src/sessions/sotw-session.js';
 import type { NodeInfo } from '../server/src/wire/request.js';
+import { collectionsInResponse, deltaResponseHead } from './delta-wire.js';
 
 const SERVICES = 1000;
 const USED = 10;
@@ -89,9 +99,10 @@ function sotw(lazy: boolean): Figures {
   return f;
 }
 
-function delta(lazy: boolean): Figures {
+function delta(lazy: boolean): { all: Figures; leds: Figures } {
   const s = new DeltaSession(1, 'bench', canopyResources(mesh(), serverClaCache()));
   const f: Figures = { resources: 0, bytes: 0 };
+  const leds: Figures = { resources: 0, bytes: 0 };
   const n = node(lazy);
   const req = (typeUrl: string, subscribe: string[], withNode = false) =>
     handleNow(s, {
@@ -104,15 +115,26 @@ function delta(lazy: boolean): Figures {
     });
   add(f, req(CLUSTER_TYPE, ['*'], true).responses);
   const names = (s.status().types[0]?.resources ?? []).map((r) => r.name);
-  add(f, req(ENDPOINT_TYPE, names).responses);
+  const eds = req(ENDPOINT_TYPE, names).responses;
+  add(f, eds);
+  // What Envoy fetches next: the LEDS collections its CLAs name.
+  const collections = [...new Set(eds.flatMap((r) => collectionsInResponse(r.bytes, deltaResponseHead(r.bytes))))];
+  if (collections.length > 0) {
+    const members = req(LEDS_TYPE, collections).responses;
+    add(leds, members);
+    add(f, members);
+  }
   add(f, req(LISTENER_TYPE, ['*']).responses);
   add(f, req(ROUTE_TYPE, names).responses);
-  return f;
+  return { all: f, leds };
 }
 
+const deltaFull = delta(false);
+const deltaLazy = delta(true);
 const rows: [string, Figures, Figures][] = [
   ['SotW', sotw(false), sotw(true)],
-  ['delta', delta(false), delta(true)],
+  ['delta (LEDS members included)', deltaFull.all, deltaLazy.all],
+  ['  of which LEDS members', deltaFull.leds, deltaLazy.leds],
 ];
 process.stdout.write(
   `Lazy xDS: one Envoy sidecar using ${USED} of ${SERVICES} services (initial sync: CDS, EDS, LDS, RDS)\n`,

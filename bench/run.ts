@@ -10,8 +10,9 @@
  *   4. Memory per connected stream
  *   5. Wire size per endpoint: CLA and compiled tree
  *   6. Kernel: publish (batch vs single), ns per connect() with and without the program
- *   1b. CLA work vs baselines memoized by client locality (same output, rank loop)
- *   7. Config load: `canopy serve` on a 100k-endpoint file, ready time and RSS
+ *   1b. CLA work vs a plain builder memoized by tree node (same bytes, checked), cold and after one change
+ *   7. Config load: `canopy serve` on a 100k-endpoint file, ready time and RSS, first start and restart
+ *   7b. Admin API p99 while a running server parses a 50 MB edit of its file
  *   8. Server macro run: `canopy serve` and a bare grpc-js server as processes, streams from a client process
  *
  * Benchmarks measure; they never fail. A section that cannot run here says why.
@@ -24,7 +25,7 @@ import { round } from './data.js';
 import { runFanout, type FanoutFigures } from './fanout.js';
 import { incrementalUpdate } from './incremental.js';
 import { runKernelBench, type KernelFigures } from './kernel.js';
-import { configLoad, type ConfigLoadFigures } from './config-load.js';
+import { adminDuringReload, configLoad, type AdminDuringReloadFigures, type ConfigLoadFigures } from './config-load.js';
 import { memoizedComparison, type MemoizedFigures } from './memoized.js';
 import { serverMacro, type ServerFigures, type ServerMode } from './server.js';
 import { printServerMacro } from './server-report.js';
@@ -132,6 +133,8 @@ async function main() {
           { streams: 1000, endpoints: 1000 },
           { streams: 5000, endpoints: 1000 },
           { streams: 5000, endpoints: 100 },
+          // The knee: per-stream cost from 1,000 to 10,000 streams (every full GC marks every stream's state).
+          { streams: 10000, endpoints: 1000 },
         ];
     for (const r of runs) {
       log(`3/4. fan-out to ${r.streams} streams, ${r.endpoints}-endpoint service…`);
@@ -169,6 +172,16 @@ async function main() {
       configs = { skipped: (err as Error).message };
     }
     results['configLoad'] = configs;
+  }
+  let reload: AdminDuringReloadFigures | { skipped: string } | undefined;
+  if (wantsProcesses('reload')) {
+    log('7b. admin API during a big config reload…');
+    try {
+      reload = await adminDuringReload(quick);
+    } catch (err) {
+      reload = { skipped: (err as Error).message };
+    }
+    results['adminDuringReload'] = reload;
   }
   let macro: ServerFigures | { skipped: string } | undefined;
   const serverModes = (['sotw', 'leds'] as const).filter(
@@ -225,8 +238,11 @@ async function main() {
   }
   if (memo.length) {
     console.log(
-      "\n1b. CLA work, endpoints → every stream's bytes, CPU ms: median (min–max) of 5 runs. Canopy includes the tree\n" +
-        "    build and one contiguous copy per distinct CLA; both baselines memoize by client locality (Istio's EDS cache)",
+      "\n1b. CLA work, endpoints → every stream's bytes, CPU ms: median (min–max) of interleaved pairs. Canopy: tree build,\n" +
+        '    CLA cache, one contiguous copy per distinct CLA. Baseline: a plain builder memoized by tree node (the key its\n' +
+        '    outputs are equal under), each locality body encoded once with encodeRunBody; bytes checked equal for every client.\n' +
+        '    Incremental: one health flip, then every CLA ready again (µs, wall); the baseline re-encodes the changed body and\n' +
+        '    rebuilds the CLAs holding it',
     );
     console.table(
       memo.map((m) => ({
@@ -234,18 +250,21 @@ async function main() {
         clients: m.clients,
         localities: m.localities,
         'distinct CLAs': m.distinctClas,
+        'baseline builds': m.baselineBuilds,
         'canopy ms': show(m.canopyMs),
-        'same-output memo ms': show(m.sameOutputMemoMs),
-        'rank loop memo ms': show(m.rankLoopMemoMs),
-        '× same output': m.timesCheaperThanSameOutput,
-        '× rank loop': m.timesCheaperThanRankLoop,
-        'same bytes': m.sameBytes,
+        'baseline ms': show(m.baselineMs),
+        '× cold': show(m.timesCheaper),
+        'incr canopy µs': show(m.incremental.canopyUs),
+        'incr baseline µs': show(m.incremental.baselineUs),
+        '× incremental': show(m.incremental.timesCheaper),
+        pairs: m.pairs,
       })),
     );
   }
   if (configs) {
     console.log(
-      '\n7. Config load: `canopy serve --config FILE` spawned → "canopy ready"; ms and RSS added (MB) vs no services, median (min–max) of 5',
+      '\n7. Config load: `canopy serve --config FILE` spawned → "canopy ready"; ms, RSS and peak RSS added (MB) vs no services,\n' +
+        '   median (min–max) of 5; each first start on an empty data directory, then a restart on it with the file unchanged',
     );
     console.table(
       'skipped' in configs
@@ -257,7 +276,29 @@ async function main() {
             'ready ms': show(c.readyMs),
             'server CPU ms': show(c.cpuMs),
             'RSS added MB': show(c.rssAddedMB),
+            'peak added MB': show(c.peakAddedMB),
           })),
+    );
+  }
+  if (reload) {
+    console.log(
+      '\n7b. Admin API during a config reload: GET /healthz every 5 ms while `canopy serve` parses a big edit of its file\n' +
+        '    (between its "parsing" and "parsed" log lines) vs the same client on the idle server just before; median (min–max) of 5 reloads',
+    );
+    console.table(
+      'skipped' in reload
+        ? reload
+        : [
+            {
+              'file MB': reload.fileMB,
+              endpoints: reload.endpoints,
+              'parse ms': show(reload.parseMs),
+              'answers during parse': show(reload.answersDuringParse),
+              'p99 during parse ms': show(reload.duringParseP99Ms),
+              'p99 idle ms': show(reload.idleP99Ms),
+              '× idle': show(reload.timesIdle),
+            },
+          ],
     );
   }
   if (macro) printServerMacro(macro);
@@ -307,7 +348,7 @@ async function main() {
     console.table(kernel);
   }
 
-  const goals = [...goalReport(cla, incremental, fanout, wire), ...scaleGoals(memo, configs, macro)];
+  const goals = [...goalReport(cla, incremental, fanout, wire), ...scaleGoals(memo, configs, macro, reload)];
   results['goals'] = goals;
   console.log('\nGoals');
   console.table(goals);

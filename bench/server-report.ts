@@ -5,12 +5,14 @@ import { show } from './stats.js';
 function row(side: string, f: SideFigures) {
   return {
     side,
-    'initial CPU ms': f.initialCpuMs,
-    'initial wall ms': f.initialWallMs,
-    'RSS KB/stream': f.rssPerStreamKB,
+    'initial CPU ms': show(f.initialCpuMs),
+    'initial wall ms': show(f.initialWallMs),
+    'RSS KB/stream': show(f.rssPerStreamKB),
     ...Object.fromEntries(
       f.bursts.flatMap((b) => [
         [`${b.changes}-change p50/p99/max ms`, `${b.p50Ms}/${b.p99Ms}/${b.maxMs}`],
+        [`${b.changes}-change p99 per pass`, show(b.p99PerPass)],
+        [`${b.changes}-change CPU ms`, show(b.cpuMs)],
         [`${b.changes}-change pushes/stream`, show(b.pushesPerStream)],
         [`${b.changes}-change bytes/stream`, show(b.bytesPerStream)],
         [`${b.changes}-change peak RSS KB/stream`, b.peakRssPerStreamKB],
@@ -26,12 +28,18 @@ export function printServerMacro(macro: ServerFigures | { skipped: string }): vo
   }
   console.log(
     `\n8. Server macro run: ${macro.streams} streams over ${macro.localities} localities, ${macro.endpoints} endpoints, ${macro.claBytes}-byte SotW CLAs,\n` +
-      `   ${macro.rounds} rounds per burst, push window ${macro.pushWindow ?? 'default'}; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
+      `   ${macro.pairs} interleaved pairs (Canopy pass, bare pass; each pass: connect, one burst of each size), push window ${macro.pushWindow ?? 'default'}; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
   );
   const table = (what: string, p: ProtocolFigures | { skipped: string } | undefined): void => {
     if (!p) return;
     if ('skipped' in p) console.log(`   ${what}: skipped: ${p.skipped}`);
-    else console.table([row(`canopy ${what}`, p.canopy), row(`bare grpc-js ${what}`, p.bare)]);
+    else {
+      console.table([row(`canopy ${what}`, p.canopy), row(`bare grpc-js ${what}`, p.bare)]);
+      console.log(
+        `   ${what} canopy ÷ bare, pair by pair: initial CPU ${show(p.ratios.initialCpu)}; ` +
+          p.ratios.bursts.map((b) => `${b.changes}-change p99 ${show(b.p99)}, CPU ${show(b.cpu)}`).join('; '),
+      );
+    }
   };
   table('SotW', macro.sotw);
   table('LEDS', macro.leds);

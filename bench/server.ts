@@ -5,7 +5,8 @@
  * grpc-js server process writing the same bytes. Two protocols:
  *
  * - SotW: StreamAggregatedResources, one full CLA per stream; the bare server
- *   (bare-server.ts) pre-encodes the same CLA bytes per client locality and
+ *   (bare-server.ts) pre-encodes the same CLA bytes per client locality (each
+ *   distinct CLA once, before it says it is ready) and
  *   writes each stream the final bytes as many times as Canopy pushed (the
  *   median).
  * - LEDS: Envoy on DeltaAggregatedResources: the CLA names endpoint
@@ -46,33 +47,51 @@ export type ServerMode = 'sotw' | 'leds';
 
 export interface BurstFigures {
   readonly changes: number;
+  /** Over every stream of every pass. */
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
-  /** Responses each stream received in one burst: median (min–max) over every stream and round. */
+  /** Each pass's p99, median (min–max) over the passes. */
+  readonly p99PerPass: Spread;
+  /** Server CPU from the change until every stream settled, per pass. */
+  readonly cpuMs: Spread;
+  /** Responses each stream received in one burst: median (min–max) over every stream and pass. */
   readonly pushesPerStream: Spread;
   /** Bytes each stream received in one burst, the same way. */
   readonly bytesPerStream: Spread;
+  /** Peak RSS (VmHWM) during the burst over the server's RSS before any stream, per stream; highest pass. */
   readonly peakRssPerStreamKB: number;
 }
 
 export interface SideFigures {
-  readonly initialCpuMs: number;
-  readonly initialWallMs: number;
-  readonly rssPerStreamKB: number;
+  /** Server CPU from the clients' start until every stream holds its first response, ACKed; per pass. */
+  readonly initialCpuMs: Spread;
+  readonly initialWallMs: Spread;
+  /** RSS once every stream is connected, over the server's RSS before any stream, per stream; per pass. */
+  readonly rssPerStreamKB: Spread;
   readonly bursts: readonly BurstFigures[];
+}
+
+/** Canopy over bare, pass by pass (each pair run back to back): median (min–max) of the pairs. */
+export interface PairRatios {
+  readonly initialCpu: Spread;
+  /** Per burst size: p99 to the last response, and server CPU. */
+  readonly bursts: readonly { readonly changes: number; readonly p99: Spread; readonly cpu: Spread }[];
 }
 
 export interface ProtocolFigures {
   readonly canopy: SideFigures;
   readonly bare: SideFigures;
+  readonly ratios: PairRatios;
+  readonly pairs: number;
 }
 
 export interface ServerFigures {
   readonly streams: number;
   readonly endpoints: number;
   readonly localities: number;
-  readonly rounds: number;
+  /** Interleaved passes per side (Canopy, bare, Canopy, …). */
+  readonly pairs: number;
   /** Canopy's push window, when the run set one. */
   readonly pushWindow?: number;
   /** One client's SotW CLA (in failover mode every CLA holds every healthy endpoint). */
@@ -93,7 +112,7 @@ interface Side {
 interface Shape {
   readonly streams: number;
   readonly localities: number;
-  readonly rounds: number;
+  readonly pairs: number;
 }
 
 const firstOf = (changes: number): number => (changes === 1 ? 1 : 100);
@@ -103,16 +122,31 @@ function clientArgs(target: string, streams: number, localities: number, mode: S
   return [...args, '--service', SERVICE, '--mode', mode];
 }
 
-async function measureSide(
-  side: Side,
-  shape: Shape,
-  mode: ServerMode,
-  pushesFrom?: readonly BurstFigures[],
-): Promise<SideFigures> {
+interface PassBurst {
+  readonly changes: number;
+  readonly lastMs: number[];
+  readonly counts: number[];
+  readonly bytes: number[];
+  readonly cpuMs: number;
+  readonly peakKB: number;
+}
+
+interface Pass {
+  readonly initialCpuMs: number;
+  readonly initialWallMs: number;
+  readonly rssKB: number;
+  readonly bursts: PassBurst[];
+}
+
+/**
+ * One pass against one side: the streams connect (initial sync), then one
+ * burst of each size, then they disconnect. `writes`: how many times the bare
+ * side writes each burst (Canopy's pushes per stream in the same pair).
+ */
+async function onePass(side: Side, shape: Shape, mode: ServerMode, writes?: readonly number[]): Promise<Pass> {
   const pid = side.server.proc.pid!;
   await sleep(300);
   const cpu0 = cpuMs(pid);
-  const rss0 = statusKB(pid, 'VmRSS');
   const clients = start(clientArgs(side.target, shape.streams, shape.localities, mode), 'clients');
   try {
     // Thousands of 256 KB first responses take a while on a loaded 2-core machine.
@@ -122,38 +156,79 @@ async function measureSide(
       throw new Error('the server named no LEDS collection in its CLAs (full CLAs on delta): LEDS not served');
     }
     await sleep(500);
-    const rssPerStreamKB = sig2((statusKB(pid, 'VmRSS') - rss0) / shape.streams);
-    const bursts: BurstFigures[] = [];
+    const rssKB = statusKB(pid, 'VmRSS');
+    const bursts: PassBurst[] = [];
     for (const [b, changes] of BURSTS.entries()) {
-      const lastMs: number[] = [];
-      const counts: number[] = [];
-      const bytes: number[] = [];
-      let peakKB = 0;
-      const writes = pushesFrom ? Math.max(1, Math.round(pushesFrom[b]?.pushesPerStream.median ?? 1)) : 1;
-      for (let r = 0; r < shape.rounds; r++) {
-        await side.prepare(firstOf(changes), changes);
-        resetPeak(pid);
-        const settled = await burst(clients, () => side.change(firstOf(changes), changes, b, writes));
-        lastMs.push(...settled.lastMs);
-        counts.push(...settled.counts);
-        bytes.push(...settled.bytes);
-        peakKB = Math.max(peakKB, statusKB(pid, 'VmHWM'));
-      }
-      bursts.push({
-        changes,
-        p50Ms: sig2(median(lastMs)),
-        p99Ms: sig2(percentile(lastMs, 99)),
-        maxMs: sig2(Math.max(...lastMs)),
-        pushesPerStream: spread(counts),
-        bytesPerStream: spread(bytes),
-        peakRssPerStreamKB: sig2((peakKB - rss0) / shape.streams),
-      });
+      await side.prepare(firstOf(changes), changes);
+      resetPeak(pid);
+      const c0 = cpuMs(pid);
+      const settled = await burst(clients, () => side.change(firstOf(changes), changes, b, writes?.[b] ?? 1));
+      bursts.push({ changes, ...settled, cpuMs: cpuMs(pid) - c0, peakKB: statusKB(pid, 'VmHWM') });
     }
-    return { initialCpuMs: sig2(initialCpuMs), initialWallMs: sig2(Number(ready['ms'])), rssPerStreamKB, bursts };
+    return { initialCpuMs, initialWallMs: Number(ready['ms']), rssKB, bursts };
   } finally {
     await clients.stop();
   }
 }
+
+/** Canopy's pushes per stream in a pass, per burst: what the bare side writes in the same pair. */
+function writesOf(p: Pass): number[] {
+  return p.bursts.map((b) => Math.max(1, Math.round(median(b.counts))));
+}
+
+function sideFigures(passes: readonly Pass[], rss0KB: number, streams: number): SideFigures {
+  const perStream = (kb: number): number => (kb - rss0KB) / streams;
+  return {
+    initialCpuMs: spread(passes.map((p) => p.initialCpuMs)),
+    initialWallMs: spread(passes.map((p) => p.initialWallMs)),
+    rssPerStreamKB: spread(passes.map((p) => perStream(p.rssKB))),
+    bursts: BURSTS.map((changes, b) => {
+      const of = passes.map((p) => p.bursts[b]!);
+      const lastMs = of.flatMap((x) => x.lastMs);
+      return {
+        changes,
+        p50Ms: sig2(median(lastMs)),
+        p99Ms: sig2(percentile(lastMs, 99)),
+        maxMs: sig2(Math.max(...lastMs)),
+        p99PerPass: spread(of.map((x) => percentile(x.lastMs, 99))),
+        cpuMs: spread(of.map((x) => x.cpuMs)),
+        pushesPerStream: spread(of.flatMap((x) => x.counts)),
+        bytesPerStream: spread(of.flatMap((x) => x.bytes)),
+        peakRssPerStreamKB: sig2(Math.max(...of.map((x) => perStream(x.peakKB)))),
+      };
+    }),
+  };
+}
+
+/** Pairs of passes, Canopy then bare, back to back, both servers up: load from elsewhere lands on both alike. */
+async function interleaved(canopy: Side, bare: Side, shape: Shape, mode: ServerMode): Promise<ProtocolFigures> {
+  await sleep(500);
+  const rss0 = { canopy: statusKB(canopy.server.proc.pid!, 'VmRSS'), bare: statusKB(bare.server.proc.pid!, 'VmRSS') };
+  const passes = { canopy: [] as Pass[], bare: [] as Pass[] };
+  for (let i = 0; i < shape.pairs; i++) {
+    const c = await onePass(canopy, shape, mode).catch(blame('canopy'));
+    const b = await onePass(bare, shape, mode, mode === 'sotw' ? writesOf(c) : undefined).catch(blame('bare'));
+    passes.canopy.push(c);
+    passes.bare.push(b);
+  }
+  const pairs = passes.canopy.map((c, i) => [c, passes.bare[i]!] as const);
+  return {
+    canopy: sideFigures(passes.canopy, rss0.canopy, shape.streams),
+    bare: sideFigures(passes.bare, rss0.bare, shape.streams),
+    ratios: {
+      initialCpu: spread(pairs.map(([c, b]) => c.initialCpuMs / b.initialCpuMs)),
+      bursts: BURSTS.map((changes, k) => ({
+        changes,
+        p99: spread(pairs.map(([c, b]) => percentile(c.bursts[k]!.lastMs, 99) / percentile(b.bursts[k]!.lastMs, 99))),
+        cpu: spread(pairs.map(([c, b]) => c.bursts[k]!.cpuMs / Math.max(TICK, b.bursts[k]!.cpuMs))),
+      })),
+    },
+    pairs: shape.pairs,
+  };
+}
+
+/** /proc counts CPU in 10 ms ticks: a burst that took less is counted as one tick. */
+const TICK = 10;
 
 interface Settled {
   readonly lastMs: number[];
@@ -295,12 +370,12 @@ export async function serverMacro(opts: {
   readonly streams: number;
   readonly endpoints: number;
   readonly localities: number;
-  readonly rounds?: number;
+  readonly pairs?: number;
   readonly modes?: readonly ServerMode[];
   /** Canopy's push window (server.pushWindow); absent: its default. */
   readonly pushWindow?: number;
 }): Promise<ServerFigures> {
-  const shape: Shape = { streams: opts.streams, localities: opts.localities, rounds: opts.rounds ?? MIN_RUNS };
+  const shape: Shape = { streams: opts.streams, localities: opts.localities, pairs: opts.pairs ?? MIN_RUNS };
   const modes = opts.modes ?? ['sotw', 'leds'];
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-server-'));
   const endpoints = makeEndpoints(opts.endpoints);
@@ -323,16 +398,14 @@ export async function serverMacro(opts: {
   try {
     if (modes.includes('sotw')) {
       try {
-        const canopy = await withCanopy(file, endpoints, (side) => measureSide(side, shape, 'sotw')).catch(
-          blame('canopy'),
-        );
         // The bare server reads the config as Canopy did and flips the same endpoints itself.
-        const bare = await withBare(
-          [BARE, '--config', file, '--service', SERVICE],
-          (side) => measureSide(side, shape, 'sotw', canopy.bursts),
-          (_b, writes) => `write ${writes}`,
+        sotw = await withCanopy(file, endpoints, (canopy) =>
+          withBare(
+            [BARE, '--config', file, '--service', SERVICE, '--localities', String(opts.localities)],
+            (bare) => interleaved(canopy, bare, shape, 'sotw'),
+            (_b, writes) => `write ${writes}`,
+          ),
         );
-        sotw = { canopy, bare };
       } catch (err) {
         sotw = skipped(err);
       }
@@ -340,17 +413,15 @@ export async function serverMacro(opts: {
     if (modes.includes('leds')) {
       const record = path.join(dir, 'leds-record.json');
       try {
-        const canopy = await withCanopy(file, endpoints, async (side) => {
-          const figures = await measureSide(side, shape, 'leds');
-          await recordLeds(side, shape, record);
-          return figures;
+        // The bare LEDS server replays what Canopy sent: recorded first, then the pairs with both up.
+        leds = await withCanopy(file, endpoints, async (canopy) => {
+          await recordLeds(canopy, shape, record);
+          return withBare(
+            [BARE_LEDS, '--record', record],
+            (bare) => interleaved(canopy, bare, shape, 'leds'),
+            (b) => `write ${b}`,
+          );
         });
-        const bare = await withBare(
-          [BARE_LEDS, '--record', record],
-          (side) => measureSide(side, shape, 'leds'),
-          (b) => `write ${b}`,
-        );
-        leds = { canopy, bare };
       } catch (err) {
         leds = skipped(err);
       }
@@ -359,7 +430,7 @@ export async function serverMacro(opts: {
       streams: opts.streams,
       endpoints: opts.endpoints,
       localities: opts.localities,
-      rounds: shape.rounds,
+      pairs: shape.pairs,
       ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
       claBytes: claBytesOf(endpoints),
       ...(sotw ? { sotw } : {}),

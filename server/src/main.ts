@@ -194,13 +194,16 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   const stopWatching = opts.configPath
     ? watchConfigFile(opts.configPath, {
-        onValid: (config) =>
-          applyFileServices(store, config.services).then(
+        onValid: (config) => {
+          logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
+          return applyFileServices(store, config.services).then(
             (applied) => logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded'),
             (err: unknown) => logger.error({ file: opts.configPath, err }, 'config reload failed to write the store'),
-          ),
+          );
+        },
         onWatchError: (err) =>
           logger.warn({ file: opts.configPath, err }, 'config directory watch failed: edits are seen by polling only'),
+        onParsing: (bytes) => logger.info({ file: opts.configPath, bytes }, 'config file changed: parsing'),
         onInvalid: (errors) =>
           logger.error(
             { file: opts.configPath, errors },

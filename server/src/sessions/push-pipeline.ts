@@ -7,8 +7,8 @@
  * reading therefore holds one response, however many changes or requests
  * come; what it missed is computed from the current state when it reads again.
  *
- * Responses are encoded once and shared by every stream that needs the same
- * bytes (a weakly held cache, on the initial path as well as pushes), and at
+ * Responses are encoded once per push and shared by every stream that needs
+ * the same bytes (held for the push, on the initial path as well), and at
  * most `pushWindow` streams have a response in the transport (written, not
  * yet flushed): the others wait in order and start as responses go out,
  * streams close or a slot times out. Answers to a client's own requests take
@@ -24,7 +24,7 @@ import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
 import { nullObserver, type XdsObserver } from './observer.js';
 import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
-import { WeakResponses } from './shared-responses.js';
+import { PushResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
 
 /** gRPC's default receive limit: a bigger response ends the stream of a client that kept the default. */
@@ -117,8 +117,8 @@ export class PushPipeline {
   private firstChangeAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closing = false;
-  /** Streams in the same state get byte-identical responses: each is encoded once while any stream holds it. */
-  private readonly shared = new WeakResponses();
+  /** Streams in the same state get byte-identical responses: each is encoded once per push (shared-responses.ts). */
+  private readonly shared = new PushResponses();
   private readonly window: number;
   private readonly windowTimeoutMs: number;
   private inFlight = 0;
@@ -182,6 +182,7 @@ export class PushPipeline {
     this.changed = new Set();
     this.firstChangeAt = undefined;
     if (changed.size === 0) return;
+    this.shared.newPush();
     const touched = this.resources.touchedBy(changed);
     for (const conn of this.conns.values()) {
       if (!conn.session.concerns(touched)) continue;
@@ -336,6 +337,7 @@ export class PushPipeline {
     conn.pushTypes = conn.changeAt = undefined;
     // The last response has been flushed (or there was nothing to send): the slot goes to the next stream.
     this.release(conn);
+    if (this.inFlight === 0 && this.waiting.length === 0) this.shared.idle();
     return undefined;
   }
 

@@ -8,6 +8,7 @@
 import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
 import { mayHoldPolicyDocuments } from '../policy/sniff.js';
@@ -38,12 +39,47 @@ export async function parseConfigText(text: string, name = 'config'): Promise<Va
   return data.ok ? parseConfig(data.value) : data;
 }
 
+/** Above this size a reload is parsed on a worker thread (below it, a thread costs more than the parse). */
+export const OFF_THREAD_BYTES = 1024 * 1024;
+
+/**
+ * `parseConfigText` on a worker thread, so that a big file (tens of MB take
+ * seconds to parse and validate) does not stall the event loop: xDS streams
+ * and the admin API keep answering meanwhile. The result arrives as one
+ * structured clone, which costs the main thread a fraction of the parse.
+ */
+export function parseConfigTextOffThread(text: string, name = 'config'): Promise<ValidationResult<CanopyConfig>> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL('./config-parse-worker.js', import.meta.url), { workerData: { text, name } });
+    let done = false;
+    worker.once('message', (result: ValidationResult<CanopyConfig>) => {
+      done = true;
+      resolve(result);
+      void worker.terminate();
+    });
+    worker.once('error', (err) => {
+      done = true;
+      reject(err);
+    });
+    worker.once('exit', (code) => {
+      if (!done) reject(new Error(`the config parser thread exited (code ${code}) without a result`));
+    });
+  });
+}
+
+/** A reload's parse: on a worker thread for big text, inline for the usual small file. */
+function parseForReload(text: string, name: string): Promise<ValidationResult<CanopyConfig>> {
+  return text.length >= OFF_THREAD_BYTES ? parseConfigTextOffThread(text, name) : parseConfigText(text, name);
+}
+
 export interface ConfigWatchHandlers {
   onValid(config: CanopyConfig): void;
   /** The running config stays; the edit is never passed to onValid. */
   onInvalid(errors: readonly FieldError[]): void;
   /** The directory watch failed (e.g. the directory was removed); polling the path goes on. */
   onWatchError?(err: Error): void;
+  /** A changed content was read and is being parsed (`bytes` long): onValid or onInvalid follows. */
+  onParsing?(bytes: number): void;
 }
 
 export interface ConfigWatchOptions {
@@ -107,7 +143,8 @@ export function watchConfigFile(
     // Editors raise several events per save, and `touch` raises one without a change.
     if (stopped || text === lastText) return;
     lastText = text;
-    const result = await parseConfigText(text, path.basename(target));
+    handlers.onParsing?.(Buffer.byteLength(text));
+    const result = await parseForReload(text, path.basename(target));
     if (stopped) return;
     if (result.ok) handlers.onValid(result.value);
     else handlers.onInvalid(result.errors);
