@@ -48,6 +48,12 @@ export interface EtcdStoreOptions {
 
 /** How often a write whose compare failed because our view was stale is redone. */
 const ATTEMPTS = 50;
+/** How long a write (of a small service) may wait for etcd to commit it, and the readiness read to answer. */
+const WRITE_DEADLINE_MS = 1000;
+/** More time for a large PUT: about 15 MB of JSON for 100k endpoints. */
+const DEADLINE_MS_PER_ENDPOINT = 0.05;
+/** How often readiness is checked with a linearizable read. */
+const PROBE_MS = 1000;
 /** How many past events a late watcher can be replayed. */
 
 export class EtcdStore implements Store {
@@ -57,6 +63,11 @@ export class EtcdStore implements Store {
   private readonly history = new WatchHistory();
   private watcher: Watcher | undefined;
   private healthy = true;
+  /** The watch stream is up. */
+  private watchUp = true;
+  /** The last linearizable read (the readiness probe) succeeded: etcd has a quorum for us. */
+  private readOk = true;
+  private probeTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -86,6 +97,7 @@ export class EtcdStore implements Store {
       throw new Error(`cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`);
     }
     await store.follow();
+    store.probeQuorum();
     return store;
   }
 
@@ -100,23 +112,30 @@ export class EtcdStore implements Store {
   }
 
   put(spec: ServiceSpec, opts: PutOptions): Promise<number> {
-    return this.guarded(spec.name, opts.ifRevision, (current) => {
-      const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
-      const fileDigest = opts.keepFileDigest ? current?.fileDigest : opts.fileDigest;
-      const row: Row = {
-        head: headOf(spec),
-        owner: opts.owner,
-        ...(fileDigest !== undefined ? { fileDigest } : {}),
-        op: 'put',
-      };
-      const ops: Op[] = [this.client.put(this.layout.serviceKey(spec.name)).value(JSON.stringify(row))];
-      const before = current ? splitIntoBuckets(current.endpoints, BUCKETS) : [];
-      splitIntoBuckets(endpoints, BUCKETS).forEach((list, b) => {
-        if (list.length > 0) ops.push(this.client.put(this.layout.bucketKey(spec.name, b)).value(JSON.stringify(list)));
-        else if ((before[b]?.length ?? 0) > 0) ops.push(this.client.delete().key(this.layout.bucketKey(spec.name, b)));
-      });
-      return ops;
-    }).then((r) => r as number);
+    return this.guarded(
+      spec.name,
+      opts.ifRevision,
+      (current) => {
+        const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
+        const fileDigest = opts.keepFileDigest ? current?.fileDigest : opts.fileDigest;
+        const row: Row = {
+          head: headOf(spec),
+          owner: opts.owner,
+          ...(fileDigest !== undefined ? { fileDigest } : {}),
+          op: 'put',
+        };
+        const ops: Op[] = [this.client.put(this.layout.serviceKey(spec.name)).value(JSON.stringify(row))];
+        const before = current ? splitIntoBuckets(current.endpoints, BUCKETS) : [];
+        splitIntoBuckets(endpoints, BUCKETS).forEach((list, b) => {
+          if (list.length > 0)
+            ops.push(this.client.put(this.layout.bucketKey(spec.name, b)).value(JSON.stringify(list)));
+          else if ((before[b]?.length ?? 0) > 0)
+            ops.push(this.client.delete().key(this.layout.bucketKey(spec.name, b)));
+        });
+        return ops;
+      },
+      spec.endpoints.length,
+    ).then((r) => r as number);
   }
 
   /** One transaction per service: etcd bounds the operations in one transaction (128 by default). */
@@ -192,6 +211,7 @@ export class EtcdStore implements Store {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.probeTimer);
     this.watchers.clear();
     await this.watcher?.cancel().catch(() => {});
     this.client.close();
@@ -206,8 +226,9 @@ export class EtcdStore implements Store {
     name: string,
     ifRevision: number | undefined,
     build: (current: HeldService | undefined) => Op[] | undefined,
+    size = 0,
   ): Promise<number | undefined> {
-    const attempt = () => this.commitGuarded(name, ifRevision, build).catch(unreachable);
+    const attempt = () => this.commitGuarded(name, ifRevision, build, size).catch(unreachable);
     const run = this.queue.then(attempt, attempt);
     this.queue = run.catch(() => {});
     return run;
@@ -217,6 +238,7 @@ export class EtcdStore implements Store {
     name: string,
     ifRevision: number | undefined,
     build: (current: HeldService | undefined) => Op[] | undefined,
+    size: number,
   ): Promise<number | undefined> {
     for (let attempt = 1; ; attempt++) {
       const current = this.services.get(name);
@@ -230,10 +252,16 @@ export class EtcdStore implements Store {
       }
       const ops = build(current);
       if (ops === undefined) return undefined;
+      // Without quorum etcd holds a write for its own ~7 s timeout: give up sooner (the size allows for large PUTs).
+      const endpoints = Math.max(size, current?.endpoints.size ?? 0);
       const result = await this.client
         .if(this.layout.serviceKey(name), 'Mod', '==', seen)
         .then(...ops)
-        .commit();
+        .options({ deadline: Date.now() + WRITE_DEADLINE_MS + endpoints * DEADLINE_MS_PER_ENDPOINT })
+        .commit()
+        .catch((err: unknown) => {
+          throw notCommitted(err, WRITE_DEADLINE_MS + endpoints * DEADLINE_MS_PER_ENDPOINT);
+        });
       if (result.succeeded) {
         // Read-your-writes: the write is in this store's view before the caller hears of it.
         const revision = Number(result.header.revision);
@@ -249,7 +277,10 @@ export class EtcdStore implements Store {
   }
 
   private async readRevision(name: string): Promise<number> {
-    const r = await this.client.get(this.layout.serviceKey(name)).exec();
+    const r = await this.client
+      .get(this.layout.serviceKey(name))
+      .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
+      .exec();
     return Number(r.kvs[0]?.mod_revision ?? 0);
   }
 
@@ -321,11 +352,11 @@ export class EtcdStore implements Store {
     this.history.clear(); // older revisions cannot be replayed across the gap
     for (const w of [...this.watchers]) if (events.length > 0) w.onEvents(events);
     await this.follow();
-    this.setHealthy(true);
+    this.setWatchUp(true);
   }
 
   private watchEnded(): void {
-    this.setHealthy(false);
+    this.setWatchUp(false);
     if (this.closed) return;
     setTimeout(() => {
       if (!this.closed) this.resync().catch(() => this.watchEnded());
@@ -339,10 +370,38 @@ export class EtcdStore implements Store {
       .startRevision(String(this.revision + 1))
       .create();
     this.watcher.on('data', (res) => this.applyWatch(res));
-    this.watcher.on('disconnected', () => this.setHealthy(false));
-    this.watcher.on('connected', () => this.setHealthy(true));
+    this.watcher.on('disconnected', () => this.setWatchUp(false));
+    this.watcher.on('connected', () => this.setWatchUp(true));
     // A cancelled watch never resumes by itself (etcd3 drops it): start over from a fresh read.
     this.watcher.on('error', () => this.watchEnded());
+  }
+
+  private setWatchUp(up: boolean): void {
+    this.watchUp = up;
+    this.setHealthy(up && this.readOk);
+  }
+
+  /**
+   * Readiness follows a linearizable read, once a second: a watch stays
+   * connected to a member that lost quorum, but such a member cannot serve
+   * this read (nor commit a write), so the replica reports not ready.
+   */
+  private probeQuorum(): void {
+    if (this.closed) return;
+    this.client
+      .get(this.layout.serviceKey('\u0000readiness'))
+      .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
+      .exec()
+      .then(
+        () => true,
+        () => false,
+      )
+      .then((ok) => {
+        this.readOk = ok;
+        this.setHealthy(ok && this.watchUp);
+        this.probeTimer = setTimeout(() => this.probeQuorum(), PROBE_MS);
+        this.probeTimer.unref();
+      });
   }
 
   private setHealthy(healthy: boolean): void {
@@ -371,6 +430,18 @@ export class EtcdStore implements Store {
     this.history.record(events);
     for (const w of [...this.watchers]) w.onEvents(events);
   }
+}
+
+/** A transaction etcd did not commit in time (no quorum, no leader) or at all. */
+function notCommitted(err: unknown, deadlineMs: number): Error {
+  const e = err as { code?: number; message?: string; constructor?: { name?: string } };
+  if (e.code === 4 || /deadline/i.test(`${e.constructor?.name ?? ''} ${e.message ?? ''}`)) {
+    return new CanopyError(
+      'CANOPY_NOT_READY',
+      `the store (etcd) did not commit the write within ${Math.round(deadlineMs)} ms (no quorum or no leader?); it may not have been stored`,
+    );
+  }
+  return err instanceof Error ? err : new Error(String(err));
 }
 
 /** etcd's own failures (down, no leader, timeouts) are a store that cannot be reached: 503, not a bug. */

@@ -1,0 +1,119 @@
+/**
+ * A real three-member etcd cluster (Debian's etcd-server) on loopback, so
+ * that a test can take quorum away: stop two members and the third stays up
+ * but can neither commit a write nor serve a linearizable read.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export interface EtcdMember {
+  readonly name: string;
+  readonly endpoint: string;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+export interface EtcdCluster {
+  readonly members: readonly EtcdMember[];
+  /** host:port of every member, comma-separated, as `--store etcd://…` takes them. */
+  readonly endpoints: string;
+  destroy(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of running) c.kill('SIGKILL');
+});
+
+export async function startEtcdCluster(size = 3): Promise<EtcdCluster> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-etcd-cluster-'));
+  const ports = await Promise.all(Array.from({ length: size }, async () => [await freePort(), await freePort()] as const));
+  const names = ports.map((_, i) => `m${i}`);
+  const initialCluster = ports.map(([, peer], i) => `${names[i]}=http://127.0.0.1:${peer}`).join(',');
+  const members = ports.map(([client, peer], i) => member(names[i]!, dir, client, peer, initialCluster));
+  // Members wait for each other: start all, then wait for each to be healthy.
+  await Promise.all(members.map((m) => m.start()));
+  return {
+    members,
+    endpoints: members.map((m) => m.endpoint).join(','),
+    destroy: async () => {
+      await Promise.all(members.map((m) => m.stop()));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function member(name: string, dir: string, clientPort: number, peerPort: number, initialCluster: string): EtcdMember {
+  const endpoint = `127.0.0.1:${clientPort}`;
+  let child: ChildProcess | undefined;
+  return {
+    name,
+    endpoint,
+    start: async () => {
+      const c = spawn(
+        'etcd',
+        [
+          '--name', name,
+          '--data-dir', path.join(dir, name),
+          '--listen-client-urls', `http://${endpoint}`,
+          '--advertise-client-urls', `http://${endpoint}`,
+          '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
+          '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
+          '--initial-cluster', initialCluster,
+          '--initial-cluster-state', 'new',
+          '--initial-cluster-token', path.basename(dir),
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      child = c;
+      running.add(c);
+      c.once('exit', () => running.delete(c));
+      let log = '';
+      c.stderr?.on('data', (b: Buffer) => {
+        log = (log + b.toString()).slice(-4000);
+      });
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        if (c.exitCode !== null) throw new Error(`etcd member ${name} exited with ${c.exitCode}:\n${log}`);
+        if (await healthy(endpoint)) return;
+        if (Date.now() > deadline) throw new Error(`etcd member ${name} did not become healthy:\n${log}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    stop: async () => {
+      const c = child;
+      if (!c || c.exitCode !== null || c.signalCode !== null) return;
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => c.kill('SIGKILL'), 5000);
+        c.once('exit', () => {
+          clearTimeout(force);
+          resolve();
+        });
+        c.kill('SIGTERM');
+      });
+    },
+  };
+}
+
+async function healthy(endpoint: string): Promise<boolean> {
+  try {
+    const r = await fetch(`http://${endpoint}/health`, { signal: AbortSignal.timeout(1000) });
+    return r.ok;
+  } catch {
+    return false;
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
