@@ -74,9 +74,12 @@ describe('bounded memory against any xDS client', () => {
     (await metrics()).get(`canopy_xds_refused_requests_total{reason="${reason}"}`);
 
   before(async () => {
-    canopy = await startCanopyProcess({ services: Array.from({ length: SERVICES }, (_, i) => service(i)) }, [], {
-      nodeArgs: [`--max-old-space-size=${HEAP_MIB}`],
-    });
+    // Every limit at its default (from the heap limit) but streams per connection, lowered from 1,000.
+    canopy = await startCanopyProcess(
+      { services: Array.from({ length: SERVICES }, (_, i) => service(i)) },
+      ['--xds-max-streams-per-connection', '100'],
+      { nodeArgs: [`--max-old-space-size=${HEAP_MIB}`] },
+    );
     // Ordinary clients: each its own connection, three services each, as grpc-xds or Envoy would.
     for (let i = 0; i < ORDINARY; i++) {
       const s = new RawAdsStream(canopy.xdsUri, { 'grpc.use_local_subchannel_pool': 1 });
@@ -118,7 +121,7 @@ describe('bounded memory against any xDS client', () => {
   });
 
   it('refuses the streams one connection opens past its limit, and subscriptions past its byte limit', async () => {
-    // 105 streams on one connection (the default limit is 100 per connection).
+    // 105 streams on one connection (the limit is 100 per connection here).
     const streams = Array.from({ length: 105 }, () => onConnection(canopy.xdsUri, 'hoarder-a'));
     hoarders.push(...streams);
     streams.forEach((s, i) => s.send({ node: { id: `hoarder-a-${i}` }, type_url: EDS, resource_names: ['svc-0'] }));

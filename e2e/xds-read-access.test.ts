@@ -164,6 +164,24 @@ describe('read access on the xDS port', { skip }, () => {
     }
   });
 
+  it('refuses to start on a bad rule file, naming each field, or on rules without --client-ca', async () => {
+    const bad = path.join(ca.dir, 'bad-rules.yaml');
+    writeFileSync(bad, 'rules:\n  - spiffe: spiffe://*.test/ns\n    services: [a b]\n    csd: true\n');
+    const server = ca.server();
+    const tls = ['--tls-cert', server.certFile, '--tls-key', server.keyFile];
+    await assert.rejects(
+      startCanopyProcess({ services: [] }, [...tls, '--client-ca', ca.caFile, '--xds-read-rules', bad]),
+      (err: Error) =>
+        /rules\[0\]\.spiffe: must be spiffe:\/\/TRUST-DOMAIN\/PATH/.test(err.message) &&
+        /rules\[0\]\.services\[0\]: must be a service name pattern/.test(err.message) &&
+        /rules\[0\]\.csd: unknown field/.test(err.message),
+    );
+    await assert.rejects(
+      startCanopyProcess({ services: [] }, [...tls, '--xds-read-rules', bad]),
+      /--xds-read-rules needs --client-ca/,
+    );
+  });
+
   it('CSDS: refused without the admin token, served with it or to an identity allowed to read it', async () => {
     const fetch = (pem: Pem, token?: string) =>
       new Promise<{ code: number; bytes?: Buffer }>((resolve) => {

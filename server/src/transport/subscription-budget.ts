@@ -50,11 +50,13 @@ export const LIMIT_FLAGS: Readonly<Record<LimitName, string>> = {
 /**
  * Defaults from the V8 heap limit (`--max-old-space-size`, else what Node chose for the machine): a
  * quarter of the heap for all subscription state, a sixteenth of that (at least 1 MiB) per connection.
+ * Streams per connection: 1,000, as one HTTP/2 connection may carry many clients (a proxy, a test
+ * harness with one channel).
  */
 export function defaultXdsLimits(heapLimitBytes: number): XdsLimits {
   const budget = Math.floor(heapLimitBytes / 4);
   return {
-    maxStreamsPerConnection: 100,
+    maxStreamsPerConnection: 1000,
     maxNamesPerConnection: 100_000,
     maxBytesPerConnection: Math.max(1024 * 1024, Math.floor(budget / 16)),
     subscriptionBudgetBytes: budget,
