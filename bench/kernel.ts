@@ -401,7 +401,7 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     figures['programNsPerVipConnect'] = median(vip) - median(without);
     figures['lookupsPerVipConnect'] = Number(after.lookups - before.lookups) / Number(after.connects - before.connects);
     figures['lookupBound'] =
-      'depth + 5 for a cgroup with an entry (service, workload, one per level, endpoint, stats), + 2 without (the ancestor-level config, the node default); 1 for a non-VIP connect';
+      "service, workload entry, the tree levels looked up deepest first (1 when the caller's leaf has backends, depth at most), endpoint, stats; + 2 for a cgroup without an entry (the ancestor-level config, the node default: array reads); 1 for a non-VIP connect";
     figures['nsConnectVipV6'] = median(vip6);
     const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
     figures['nsConnectRanges'] =
