@@ -401,7 +401,7 @@ export async function runKernelBench(quick: boolean): Promise<KernelFigures> {
     figures['programNsPerVipConnect'] = median(vip) - median(without);
     figures['lookupsPerVipConnect'] = Number(after.lookups - before.lookups) / Number(after.connects - before.connects);
     figures['lookupBound'] =
-      'depth + 5 for a cgroup with an entry (service, workload, one per level, endpoint, stats), + 2 without (the ancestor-level config, the node default); 1 for a non-VIP connect';
+      "service, workload entry, the tree levels looked up deepest first (1 when the caller's leaf has backends, depth at most), endpoint, stats; + 2 for a cgroup without an entry (the ancestor-level config, the node default: array reads); 1 for a non-VIP connect";
     figures['nsConnectVipV6'] = median(vip6);
     const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
     figures['nsConnectRanges'] =
@@ -532,20 +532,118 @@ export async function runAgentWorkBench(quick: boolean): Promise<AgentWorkFigure
   }
 }
 
+/** Map writes of one apply for each kind of one-endpoint change in an N-endpoint service. */
+export interface ChangeWrites {
+  readonly skipped?: string;
+  readonly endpoints?: number;
+  readonly rows?: Record<string, { mapWrites: number; path: 'in place' | 'full' }>;
+  readonly goal?: string;
+}
+
+/**
+ * For each kind of one-endpoint change the issue names, the map writes of the
+ * apply that loads it into an N-endpoint service (3 levels, 1,000 leaves):
+ * the base version is loaded, then the changed one. Deterministic counts (no
+ * timing): each is one apply.
+ */
+export async function runChangeWritesBench(quick: boolean): Promise<ChangeWrites> {
+  const env = kernelEnv();
+  if (env.reason) return { skipped: env.reason };
+  const n = quick ? 20_000 : 100_000;
+  const enc = (spec: ServiceSpec) => {
+    const mesh = new Mesh();
+    mesh.put(spec);
+    const st = mesh.get(spec.name)!;
+    const bytes = encodeLocalityTree(st.spec, st.tree.compile());
+    return { tree: decodeLocalityTree(bytes), hash: contentHash(bytes) };
+  };
+  const base = bigService(n);
+  const eps = base.endpoints;
+  const first = eps[0]!;
+  const other = eps.find(
+    (e) => e.locality.subzone !== first.locality.subzone || e.locality.zone !== first.locality.zone,
+  )!;
+  const with_ = (endpoints: typeof eps, extra: Partial<ServiceSpec> = {}): ServiceSpec => ({
+    ...base,
+    ...extra,
+    endpoints,
+  });
+  const weighted = eps.map((e, i) => (i === 1 ? { ...e, weight: 2 } : e));
+  const nf: ServiceSpec = {
+    ...base,
+    loadBalancing: {
+      ...base.loadBalancing,
+      routingPreference: ['network', 'region', 'zone', 'subzone'],
+      crossNetworkFailover: true,
+    },
+    endpoints: eps.map((e, i) => ({ ...e, network: i % 2 ? 'n2' : 'n1' })),
+  };
+  const v6: ServiceSpec = {
+    ...base,
+    vip: 'fd00:c::901',
+    endpoints: eps.map((e, i) => ({ ...e, address: `fd00:d::${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}` })),
+  };
+  // Each kind: the versions loaded in turn; the last apply's writes are the row.
+  const kinds: [string, ...ServiceSpec[]][] = [
+    ['health flip (an endpoint leaves its leaf)', base, with_(eps.slice(1))],
+    ['re-add after a health flip (it comes back)', base, with_(eps.slice(1)), base],
+    ['add an endpoint to a leaf with no free slot', base, with_([...eps, { ...first, address: '10.255.255.1' }])],
+    ['move an endpoint between leaves', base, with_([{ ...first, locality: other.locality }, ...eps.slice(1)])],
+    ['weight change', base, with_(weighted)],
+    ['health flip while weighted', with_(weighted), with_(weighted.slice(0, 1).concat(weighted.slice(2)))],
+    [
+      'new locality',
+      base,
+      with_([...eps, { ...first, address: '10.255.255.2', locality: { region: 'r-new', zone: 'z', subzone: 's' } }]),
+    ],
+    ['network-first service: health flip', nf, { ...nf, endpoints: nf.endpoints.slice(1) }],
+    ['IPv6 service: health flip', v6, { ...v6, endpoints: v6.endpoints.slice(1) }],
+  ];
+  const cg = testCgroup('changewrites');
+  let dp: Datapath | undefined;
+  const rows: Record<string, { mapWrites: number; path: 'in place' | 'full' }> = {};
+  try {
+    dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 5 });
+    dp.setWorkloads(NODE, []);
+    for (const [kind, ...versions] of kinds) {
+      for (const [i, spec] of versions.entries()) {
+        const t = enc(spec);
+        const planned = dp.plan([t]);
+        const r = dp.apply([t]);
+        if (r.rejected.length > 0) throw new Error(`${kind}: ${r.rejected.map((x) => x.detail).join('; ')}`);
+        await dp.settle();
+        if (i === versions.length - 1)
+          rows[kind] = { mapWrites: r.mapWrites, path: planned.patches.length > 0 ? 'in place' : 'full' };
+      }
+      dp.apply([]);
+      await dp.settle();
+    }
+  } finally {
+    dp?.close({ detach: true, cgroup: cg.dir });
+    cg.cleanup();
+  }
+  return { endpoints: n, rows, goal: '<= 100 map writes for each' };
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const quick = process.argv.includes('--quick');
   const only = process.argv.includes('--program');
   const agentOnly = process.argv.includes('--agent');
+  const writesOnly = process.argv.includes('--writes');
   // --object FILE: the program rows for another build of the BPF object (to compare builds).
   const object = process.argv[process.argv.indexOf('--object') + 1];
-  // --program: the program rows only; --agent: the agent-work rows only.
-  const run = async () => ({
-    ...(agentOnly
-      ? {}
-      : { program: await runProgramBench(quick, process.argv.includes('--object') ? object : undefined) }),
-    ...(only ? {} : { agentWork: await runAgentWorkBench(quick) }),
-    ...(only || agentOnly ? {} : await runKernelBench(quick)),
-  });
+  // --program: the program rows only; --agent: the agent-work rows only; --writes: the map writes per change kind only.
+  const run = async () =>
+    writesOnly
+      ? { changeWrites: await runChangeWritesBench(quick) }
+      : {
+          ...(agentOnly
+            ? {}
+            : { program: await runProgramBench(quick, process.argv.includes('--object') ? object : undefined) }),
+          ...(only ? {} : { agentWork: await runAgentWorkBench(quick) }),
+          ...(only || agentOnly ? {} : { changeWrites: await runChangeWritesBench(quick) }),
+          ...(only || agentOnly ? {} : await runKernelBench(quick)),
+        };
   run().then(
     (f) => {
       console.log(JSON.stringify(f, null, 2));

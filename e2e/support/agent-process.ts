@@ -19,6 +19,20 @@ export interface AgentProcess {
   get(path: string): Promise<unknown>;
   /** SIGTERM (a clean stop) or SIGKILL (a crash). */
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
+  /** Resolves with the exit status once the process has exited on its own or been stopped. */
+  readonly exited: Promise<number | null>;
+}
+
+/** Runs `canopy agent ARGS` to completion (a subcommand, or a start that fails): its status and output. */
+export function runAgentCommand(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, 'agent', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.once('exit', (status) => resolve({ status, stdout, stderr }));
+  });
 }
 
 const running = new Set<ChildProcess>();
@@ -27,7 +41,9 @@ process.once('exit', () => {
 });
 
 export async function startAgentProcess(args: string[]): Promise<AgentProcess> {
-  const child = spawn(process.execPath, [CLI, 'agent', '--metrics-port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, 'agent', '--metrics-port', '0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   running.add(child);
   child.once('exit', () => running.delete(child));
   const logs: LogLine[] = [];
@@ -51,12 +67,16 @@ export async function startAgentProcess(args: string[]): Promise<AgentProcess> {
   });
   child.stderr!.on('data', (chunk: Buffer) => raw.push(chunk.toString()));
   let exited = false;
+  const exitStatus = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   child.once('exit', () => {
     exited = true;
     for (const l of listeners) l();
   });
 
-  const waitForLog = (pred: (l: LogLine) => boolean, opts: { from?: number; timeoutMs?: number } = {}): Promise<LogLine> =>
+  const waitForLog = (
+    pred: (l: LogLine) => boolean,
+    opts: { from?: number; timeoutMs?: number } = {},
+  ): Promise<LogLine> =>
     new Promise((resolve, reject) => {
       const check = (): void => {
         const hit = logs.slice(opts.from ?? 0).find(pred);
@@ -86,6 +106,7 @@ export async function startAgentProcess(args: string[]): Promise<AgentProcess> {
     metricsUrl,
     logs,
     waitForLog,
+    exited: exitStatus,
     get: async (p) => (await fetch(`${metricsUrl}${p}`)).json() as Promise<unknown>,
     stop: (signal = 'SIGTERM') =>
       new Promise((resolve) => {

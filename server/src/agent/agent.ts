@@ -31,6 +31,13 @@ export interface AgentOptions {
   readonly maxEndpoints?: number;
   readonly maxNodes?: number;
   readonly maxServices?: number;
+  /** How often the agent checks that its datapath is still installed (default 1000 ms). */
+  readonly watchMs?: number;
+  /**
+   * Called when the datapath was uninstalled under the running agent (after
+   * the agent has stopped). Default: the process exits with status 1.
+   */
+  readonly onUninstalled?: (reason: string) => void;
 }
 
 export interface AgentStatus {
@@ -135,7 +142,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   };
   const waiters: { version: string | undefined; resolve: (v: string) => void }[] = [];
 
-  const onResponse = (version: string, resources: readonly AdsResource[]): AdsVerdict => {
+  const onResponse = (version: string, resources: readonly AdsResource[], again?: { retry: number }): AdsVerdict => {
     const t0 = process.hrtime.bigint();
     try {
       // A resource that does not decode is rejected alone; its service (when
@@ -148,16 +155,27 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       errors.push(...r.rejected.map((x) => x.detail));
       if (errors.length > 0) {
         const detail = errors.join('; ');
+        const retry = r.retryAfterMs !== undefined ? { retryMs: r.retryAfterMs } : {};
+        if (again) {
+          // Already NACKed: the server is not told again.
+          log.warn({ version, detail, retry: again.retry, ...retry }, 'tree version retried, still rejected in part');
+          return { ok: false, detail, ...retry };
+        }
         nacked.inc();
         status.nacks++;
         status.lastNack = { version, detail };
-        log.warn({ version, detail, changed: r.changed, removed: r.removed }, 'tree version rejected in part (NACK); the rest is loaded, rejected services keep their last good state');
-        return { ok: false, detail };
+        log.warn(
+          { version, detail, changed: r.changed, removed: r.removed, ...retry },
+          r.retryAfterMs !== undefined
+            ? 'tree version rejected in part (NACK) for want of map room that retiring trees still hold: retried once they are freed'
+            : 'tree version rejected in part (NACK); the rest is loaded, rejected services keep their last good state',
+        );
+        return { ok: false, detail, ...retry };
       }
       applied.inc();
       status.versionApplied = version;
       status.versionsApplied++;
-      log.info({ version, services: trees.length, decoded, reused, changed: r.changed, removed: r.removed, mapWrites: r.mapWrites, ms: +r.ms.toFixed(3) }, 'tree version applied');
+      log.info({ version, ...(again ? { retry: again.retry } : {}), services: trees.length, decoded, reused, changed: r.changed, removed: r.removed, mapWrites: r.mapWrites, ms: +r.ms.toFixed(3) }, 'tree version applied');
       for (let i = waiters.length - 1; i >= 0; i--) {
         const w = waiters[i]!;
         if (w.version === undefined || w.version === version) {
@@ -234,6 +252,27 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       nodes: s.nodeCount,
     })),
   }));
+  // `canopy agent uninstall` under a running agent: ACKing versions into maps nothing reads
+  // would report a healthy node that steers nothing. The agent stops and says so; it does not
+  // re-attach (that would undo what the operator asked for).
+  let stopped = false;
+  const watch = setInterval(() => {
+    const reason = datapath.uninstalledBecause();
+    if (reason === undefined || stopped) return;
+    clearInterval(watch);
+    log.error({ reason, pinDir, cgroup: opts.cgroup }, 'the datapath was uninstalled under this agent (canopy agent uninstall?): the agent exits; start it again to reinstall');
+    void stop().then(() => (opts.onUninstalled ?? (() => process.exit(1)))(reason));
+  }, opts.watchMs ?? 1000);
+  watch.unref();
+  const stop = async (stopOpts: { detach?: boolean } = {}) => {
+    if (stopped) return;
+    stopped = true;
+    clearInterval(watch);
+    ads.stop();
+    await app.close();
+    datapath.close({ ...(stopOpts.detach ? { detach: true } : {}), cgroup: opts.cgroup });
+  };
+
   const metricsAddress = await app.listen({ host: opts.metricsHost ?? '127.0.0.1', port: opts.metricsPort ?? 19100 });
   log.info({ metrics: metricsAddress }, 'canopy agent ready');
 
@@ -245,11 +284,7 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       version !== undefined && status.versionApplied === version
         ? Promise.resolve(version)
         : new Promise((resolve) => waiters.push({ version, resolve })),
-    async stop(stopOpts = {}) {
-      ads.stop();
-      await app.close();
-      datapath.close({ ...(stopOpts.detach ? { detach: true } : {}), cgroup: opts.cgroup });
-    },
+    stop,
   };
 }
 

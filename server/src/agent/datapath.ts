@@ -4,11 +4,11 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statfsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { type Placement } from '../domain/locality.js';
-import { DEFAULT_MAX, LAYOUT, MAP, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
+import { DEFAULT_MAX, LAYOUT, MAP, PROGRAM, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { cgroupId, cgroupLevel } from './cgroups.js';
 import { deleteKeys, mapFds, servicesFd, writeBatch, type Fds } from './map-writes.js';
@@ -35,6 +35,9 @@ import {
 
 export type { Workload };
 
+/** statfs f_type of a cgroup v2 filesystem (linux/magic.h). */
+const CGROUP2_SUPER_MAGIC = 0x63677270;
+
 export interface DatapathOptions {
   /** bpffs directory for pins, e.g. /sys/fs/bpf/canopy */
   readonly pinDir: string;
@@ -59,6 +62,11 @@ export interface ApplyResult {
   readonly unchanged: number;
   readonly mapWrites: number;
   readonly ms: number;
+  /**
+   * Some service was rejected for want of room while retired trees still
+   * hold theirs: the same trees applied again after this many ms may load.
+   */
+  readonly retryAfterMs?: number;
 }
 
 export interface Entries {
@@ -71,6 +79,8 @@ export interface Entries {
 export class Datapath {
   private state: AgentState;
   private readonly graceMs: number;
+  private readonly pinDir: string;
+  private readonly cgroup: string;
   private readonly batchUpdates: boolean;
   private readonly retiring = new Set<NodeJS.Timeout>();
   private workloads: WorkloadEntry[] = [];
@@ -96,6 +106,8 @@ export class Datapath {
     limits: Limits,
   ) {
     this.graceMs = opts.graceMs ?? 200;
+    this.pinDir = opts.pinDir;
+    this.cgroup = opts.cgroup;
     this.batchUpdates = opts.batchUpdates ?? true;
     this.state = {
       services: new Map(),
@@ -120,7 +132,25 @@ export class Datapath {
     if (!existsSync(opts.cgroup) || !statSync(opts.cgroup).isDirectory()) {
       throw new Error(`--cgroup ${opts.cgroup} is not a directory (a cgroup v2 directory is required)`);
     }
+    const fsType = statfsSync(opts.cgroup).type;
+    if (fsType !== CGROUP2_SUPER_MAGIC) {
+      throw new Error(
+        `--cgroup ${opts.cgroup} is not a cgroup v2 directory (its filesystem type is 0x${fsType.toString(16)}, not cgroup2): ` +
+          'name a directory of the cgroup v2 hierarchy, e.g. /sys/fs/cgroup or a cgroup under it',
+      );
+    }
+    // Nothing pinned yet: if the install fails halfway, whatever it pinned or attached is undone.
+    const fresh = !existsSync(opts.pinDir) || readdirSync(opts.pinDir).length === 0;
     mkdirSync(opts.pinDir, { recursive: true });
+    try {
+      return Datapath.install(bpf, opts);
+    } catch (err) {
+      if (fresh) uninstall(bpf, { pinDir: opts.pinDir, cgroup: opts.cgroup });
+      throw err;
+    }
+  }
+
+  private static install(bpf: BpfAddon, opts: DatapathOptions): Datapath {
     const maxEntries: Record<string, number> = {};
     if (opts.maxEndpoints) maxEntries[MAP.endpoints] = opts.maxEndpoints;
     if (opts.maxNodes) maxEntries[MAP.nodes] = opts.maxNodes;
@@ -243,9 +273,12 @@ export class Datapath {
       for (const step of undo.reverse()) step();
       throw err;
     }
+    // Room held by trees retired before this apply (or by this one) comes back within a grace period.
+    const retryable = p.rejected.some((r) => r.capacity) && (this.retiring.size > 0 || p.retire.length > 0);
     this.state = p.next;
     this.scheduleRetire(p.retire);
     return {
+      ...(retryable ? { retryAfterMs: this.graceMs + 50 } : {}),
       rejected: p.rejected,
       changed: p.publish.length + p.patches.length,
       removed: p.unpublish.length,
@@ -280,6 +313,22 @@ export class Datapath {
     if (!this.bpf.mapLookup(this.fds.stats, u32Key(0), v))
       return { connects: 0n, rewritten: 0n, refused: 0n, lookups: 0n };
     return sumStats(v, cpus);
+  }
+
+  /**
+   * Why this datapath no longer serves (its connect4 program was detached
+   * from the cgroup, or its pins removed: `canopy agent uninstall`), or
+   * undefined while it is installed.
+   */
+  uninstalledBecause(): string | undefined {
+    if (this.closed) return undefined;
+    if (!existsSync(path.join(this.pinDir, PROGRAM.connect4))) return `its pins in ${this.pinDir} were removed`;
+    try {
+      if (!this.bpf.queryConnect4(this.cgroup).includes(this.bpf.progId(this.progFd))) return `its program was detached from ${this.cgroup}`;
+    } catch (err) {
+      return `its cgroup ${this.cgroup} cannot be queried: ${(err as Error).message}`;
+    }
+    return undefined;
   }
 
   /** The fd of the program on `hook` (4: connect4), for its run-time counters. */

@@ -110,6 +110,8 @@ export interface Patch {
 export interface Rejected {
   readonly service: string;
   readonly detail: string;
+  /** Rejected for want of map room: it may fit once retiring trees are freed. */
+  readonly capacity?: boolean;
 }
 
 export interface Plan {
@@ -149,8 +151,8 @@ export function keyString(k: SvcKey): string {
  */
 export function plan(state: AgentState, trees: readonly IncomingTree[], keep: ReadonlySet<string> = new Set()): Plan {
   const rejected: Rejected[] = [];
-  const reject = (t: TreeMessage, detail: string) =>
-    rejected.push({ service: t.service, detail: `service ${t.service}: ${detail}` });
+  const reject = (t: TreeMessage, detail: string, capacity = false) =>
+    rejected.push({ service: t.service, detail: `service ${t.service}: ${detail}`, ...(capacity ? { capacity } : {}) });
 
   // 1. What each tree asks for, checked on its own.
   const accepted: IncomingTree[] = [];
@@ -238,6 +240,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       reject(
         t,
         `node map full: ${nodeCount} entries needed, ${state.limits.nodes - nodesHeld} free of ${state.limits.nodes} (--max-nodes; retired trees hold theirs for one grace period)`,
+        true,
       );
       continue;
     }
@@ -247,6 +250,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       reject(
         t,
         `endpoint map full: ${slotsNeeded} slots needed, ${allocator.capacity - allocator.inUse} free of ${allocator.capacity} (--max-endpoints; retired trees hold theirs for one grace period)`,
+        true,
       );
       continue;
     }

@@ -22,8 +22,18 @@ export interface AdsResource {
   readonly value: Uint8Array;
 }
 
-/** What the handler made of a response: applied (ACK) or rejected with a detail (NACK). */
-export type AdsVerdict = { readonly ok: true } | { readonly ok: false; readonly detail: string };
+/**
+ * What the handler made of a response: applied (ACK) or rejected with a
+ * detail (NACK). `retryMs`: the handler may load it later (room that is being
+ * freed); the client hands it the same response again after that long, unless
+ * a newer one came, and ACKs it then if it loads. ADS never resends a NACKed
+ * version, so without this it would wait for an unrelated change.
+ */
+export type AdsVerdict =
+  { readonly ok: true } | { readonly ok: false; readonly detail: string; readonly retryMs?: number };
+
+/** Retries of one NACKed response, at most. */
+export const MAX_RETRIES = 5;
 
 export interface AgentAdsClientOptions {
   /** host:port */
@@ -31,7 +41,11 @@ export interface AgentAdsClientOptions {
   readonly node: AdsNode;
   readonly typeUrl: string;
   /** Loads one response; the client ACKs or NACKs it by the verdict. */
-  readonly onResponse: (version: string, resources: readonly AdsResource[]) => AdsVerdict;
+  readonly onResponse: (
+    version: string,
+    resources: readonly AdsResource[],
+    retry?: { readonly retry: number },
+  ) => AdsVerdict;
   readonly onConnected?: (first: boolean) => void;
   readonly onLost?: (why: string, retryMs: number) => void;
 }
@@ -50,6 +64,7 @@ export class AgentAdsClient {
   private stopping = false;
   private first = true;
   private applied = '';
+  private retry: NodeJS.Timeout | undefined;
   private readonly Request = messageType('envoy.service.discovery.v3.DiscoveryRequest');
   private readonly Response = messageType('envoy.service.discovery.v3.DiscoveryResponse');
 
@@ -71,6 +86,7 @@ export class AgentAdsClient {
 
   stop(): void {
     this.stopping = true;
+    clearTimeout(this.retry);
     this.backoff.stop();
     this.call?.cancel();
     this.client.close();
@@ -97,6 +113,7 @@ export class AgentAdsClient {
     const lost = (why: string): void => {
       if (this.call !== c) return;
       this.call = undefined;
+      clearTimeout(this.retry);
       if (this.stopping) return;
       this.backoff.runOnce();
       this.opts.onLost?.(why, this.backoff.getEndTime().getTime() - Date.now());
@@ -114,17 +131,42 @@ export class AgentAdsClient {
       typeUrl: r.type_url ?? '',
       value: r.value ?? new Uint8Array(),
     }));
+    clearTimeout(this.retry); // a newer response supersedes a retry of an older one
+    const nonce = res.nonce ?? '';
     const verdict = this.opts.onResponse(version, resources);
     if (verdict.ok) {
       this.applied = version;
-      this.send({ version_info: version, response_nonce: res.nonce ?? '' });
+      this.send({ version_info: version, response_nonce: nonce });
     } else {
       this.send({
         version_info: this.applied,
-        response_nonce: res.nonce ?? '',
+        response_nonce: nonce,
         error_detail: { code: grpc.status.INVALID_ARGUMENT, message: verdict.detail },
       });
+      if (verdict.retryMs !== undefined) this.retryLater(version, nonce, resources, verdict.retryMs, 1);
     }
+  }
+
+  /** Hands a NACKed response to the handler again; ACKs it (the same nonce, the latest) once it loads. */
+  private retryLater(
+    version: string,
+    nonce: string,
+    resources: readonly AdsResource[],
+    ms: number,
+    attempt: number,
+  ): void {
+    const call = this.call;
+    this.retry = setTimeout(() => {
+      if (this.stopping || this.call !== call) return;
+      const verdict = this.opts.onResponse(version, resources, { retry: attempt });
+      if (verdict.ok) {
+        this.applied = version;
+        this.send({ version_info: version, response_nonce: nonce });
+      } else if (verdict.retryMs !== undefined && attempt < MAX_RETRIES) {
+        this.retryLater(version, nonce, resources, verdict.retryMs, attempt + 1);
+      }
+    }, ms);
+    this.retry.unref();
   }
 
   private send(fields: object): void {
