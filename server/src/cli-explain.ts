@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { explain, explainChange, type ExplainView } from './domain/explain.js';
+import { explain, explainChange, type ExplainView, type SettingChange } from './domain/explain.js';
 import type { Placement } from './domain/locality.js';
 import { Mesh } from './domain/mesh.js';
 import { loadConfigFile } from './store/config-file.js';
@@ -101,25 +101,30 @@ export async function runExplain(
     result = explain(service, placement);
   }
   if (values.json) out.write(`${JSON.stringify(result, null, 2)}\n`);
-  else
-    out.write(
-      render(
-        result as
-          ExplainView | { current: ExplainView; proposed: ExplainView; diff: ReturnType<typeof explainChange>['diff'] },
-      ),
-    );
+  else out.write(render(result as ExplainView | Proposal));
   return 0;
 }
 
-function render(
-  r: ExplainView | { current: ExplainView; proposed: ExplainView; diff: ReturnType<typeof explainChange>['diff'] },
-): string {
+interface Proposal {
+  current: ExplainView;
+  proposed: ExplainView;
+  diff: ReturnType<typeof explainChange>['diff'];
+  /** Absent from an older server's answer. */
+  settings?: SettingChange[];
+  warnings?: string[];
+}
+
+function render(r: ExplainView | Proposal): string {
   if ('current' in r) {
     const lines = r.diff.map(
       (d) =>
         `  ${d.endpoint}: priority ${d.current.priority ?? '-'} → ${d.proposed.priority ?? '-'}, locality weight ${d.current.localityWeight} → ${d.proposed.localityWeight}, share ${pct(d.current.localityShare)} → ${pct(d.proposed.localityShare)}`,
     );
-    return `current:\n${render(r.current)}\nproposed:\n${render(r.proposed)}\nchanges:\n${lines.join('\n') || '  none'}\n`;
+    const settings = (r.settings ?? []).map(
+      (c) => `  ${c.field}: ${String(c.current ?? '-')} → ${String(c.proposed ?? '-')}`,
+    );
+    const warnings = (r.warnings ?? []).map((w) => `warning: ${w}\n`).join('');
+    return `${warnings}current:\n${render(r.current)}\nproposed:\n${render(r.proposed)}\nchanges:\n${[...settings, ...lines].join('\n') || '  none'}\n`;
   }
   const loc = (l: { region: string; zone: string; subzone: string }) => `${l.region}/${l.zone}/${l.subzone}`;
   const out = [

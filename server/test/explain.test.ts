@@ -197,7 +197,7 @@ describe('/debug/explain', () => {
       proposed: Explain;
       diff: { endpoint: string; current: { priority: number }; proposed: { priority: number } }[];
     };
-    assert.deepEqual(Object.keys(body), ['current', 'proposed', 'diff']);
+    assert.deepEqual(Object.keys(body), ['current', 'proposed', 'diff', 'settings', 'warnings']);
     assert.deepEqual(prio(body.proposed), {
       '127.0.0.1': 0,
       '127.0.0.2': 1,
@@ -430,7 +430,7 @@ describe('canopy explain', () => {
         '--policy',
         policy,
       ]);
-      assert.match(diff.stdout, /changes:\n {2}127\.0\.0\.1:80: priority 1 → 0/);
+      assert.match(diff.stdout, /changes:\n {2}mode: failover → random\n {2}127\.0\.0\.1:80: priority 1 → 0/);
       const config = path.join(dir, 'c.yaml');
       writeFileSync(
         config,

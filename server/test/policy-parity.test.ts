@@ -277,3 +277,26 @@ networking: { address: 10.0.0.1, inbound: [{ port: 80, tags: { kuma.io/service: 
     );
   });
 });
+
+describe('Istio ServiceEntry resolution', () => {
+  const entry = (resolution: string, endpoints: string) => `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: { name: ext }
+spec:
+  hosts: [api.example.com]
+  ports: [{ number: 443, name: tls }]
+  resolution: ${resolution}
+${endpoints}`;
+  it('DNS with hostname endpoints, or with none, is refused with the reason, at the source field', () => {
+    const e = errorsOf(imp('istio', entry('DNS', '  endpoints: [{ address: api-1.example.com, locality: r1/z1 }]\n')));
+    assert.equal(e[0]!.path, 'in.yaml[0].spec.endpoints[0].address');
+    assert.match(e[0]!.message, /hostname endpoints \(resolution DNS\) are not supported yet/);
+    const h = errorsOf(imp('istio', entry('DNS', '')));
+    assert.equal(h[0]!.path, 'in.yaml[0].spec.resolution');
+    assert.ok(errorsOf(imp('istio', entry('DYNAMIC', ''))).some((x) => x.path === 'in.yaml[0].spec.resolution'));
+  });
+  it('DNS with IP endpoints, and STATIC, import as they are', () => {
+    ok(imp('istio', entry('DNS', '  endpoints: [{ address: 10.0.0.1 }]\n')));
+    ok(imp('istio', entry('STATIC', '  endpoints: [{ address: 10.0.0.1 }]\n')));
+  });
+});

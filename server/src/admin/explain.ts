@@ -27,6 +27,8 @@ const loadPolicyText = (): Promise<PolicyText> =>
 const PARAMS = ['service', 'region', 'zone', 'subzone', 'network', 'node', 'cluster', 'policy'] as const;
 type Param = (typeof PARAMS)[number];
 type Query = Record<string, string | string[]>;
+const ISTIO_NETWORK_LABEL = 'topology.istio.io/network';
+const ISTIO_CLUSTER_LABEL = 'topology.istio.io/cluster';
 
 export function explainRoutes(deps: AdminDeps) {
   return async (app: FastifyInstance): Promise<void> => {
@@ -46,7 +48,9 @@ export function explainRoutes(deps: AdminDeps) {
         const entry = deps.claCache.lookup(service, q.placement);
         return { ...explain(service, q.placement), cacheKey: entry.key };
       }
-      return explainChange(service, proposedService(service, doc, await loadPolicyText()), q.placement);
+      const warnings: string[] = [];
+      const proposed = proposedService(service, doc, await loadPolicyText(), warnings);
+      return explainChange(service, proposed, q.placement, warnings);
     };
     app.get<{ Querystring: Query }>('/debug/explain', async (req) => handle(req.query, undefined));
     app.post<{ Querystring: Query; Body: unknown }>('/debug/explain', async (req) => handle(req.query, req.body));
@@ -66,24 +70,28 @@ function readQuery(query: Query): { service: string; placement: Placement; polic
   }
   if (!one.service) errors.push({ path: 'query.service', message: 'is required' });
   if (errors.length > 0 || !one.service) throw new ValidationError('CANOPY_BAD_REQUEST', errors);
+  // fromEntries defines own properties: a "__proto__" label stays a label.
+  const byKey = Object.fromEntries(labels);
+  const label = (k: string) => (Object.hasOwn(byKey, k) ? byKey[k] : undefined);
   return {
     service: one.service,
     placement: {
       locality: { region: one.region ?? '', zone: one.zone ?? '', subzone: one.subzone ?? '' },
-      network: one.network ?? '',
+      // Istio's topology labels name the network and cluster, as a sidecar's NETWORK and CLUSTER_ID do.
+      network: one.network ?? label(ISTIO_NETWORK_LABEL) ?? '',
       node: one.node ?? '',
-      cluster: one.cluster ?? '',
-      labels: Object.fromEntries(labels),
+      cluster: one.cluster ?? label(ISTIO_CLUSTER_LABEL) ?? '',
+      labels: byKey,
     },
     ...(one.policy !== undefined ? { policy: one.policy } : {}),
   };
 }
 
 /** The service as it would be under the proposed policy document. */
-function proposedService(current: ServiceState, doc: unknown, text: PolicyText): ServiceState {
+function proposedService(current: ServiceState, doc: unknown, text: PolicyText, warnings: string[]): ServiceState {
   let value = doc;
   if (typeof doc === 'string') {
-    if (text.holdsPolicyDocuments(doc)) return fromImport(current, doc, text);
+    if (text.holdsPolicyDocuments(doc)) return fromImport(current, doc, text, warnings);
     try {
       value = text.parse(doc);
     } catch (err) {
@@ -101,6 +109,8 @@ function proposedService(current: ServiceState, doc: unknown, text: PolicyText):
     ]);
   }
   const o = value as Record<string, unknown>;
+  if (o['loadBalancing'] !== undefined && typeof o['name'] === 'string' && o['name'] !== current.name)
+    warnings.push(`the proposed service entry is "${o['name']}", explained for "${current.name}"`);
   const entry = o['loadBalancing'] !== undefined ? o['loadBalancing'] : o;
   return withLoadBalancing(
     current,
@@ -109,7 +119,7 @@ function proposedService(current: ServiceState, doc: unknown, text: PolicyText):
   );
 }
 
-function fromImport(current: ServiceState, text: string, policy: PolicyText): ServiceState {
+function fromImport(current: ServiceState, text: string, policy: PolicyText, warnings: string[]): ServiceState {
   const imported = policy.importDocuments([{ name: 'policy', text }]);
   if (!imported.result.ok) throw new ValidationError('CANOPY_BAD_REQUEST', imported.result.errors);
   const services = imported.result.value.services;
@@ -122,6 +132,9 @@ function fromImport(current: ServiceState, text: string, policy: PolicyText): Se
       },
     ]);
   }
+  if (match.name !== current.name)
+    warnings.push(`the proposed policy is for "${match.name}", explained for "${current.name}" as if it were its own`);
+  for (const n of imported.notes) warnings.push(`import note: ${n.path}: ${n.message}`);
   return withLoadBalancing(current, serviceSpecToJson(match)['loadBalancing'], (p) => `policy${p}`);
 }
 

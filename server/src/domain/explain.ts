@@ -73,8 +73,36 @@ export function explain(service: ServiceState, client: Placement): ExplainView {
   return analyse(service, client).view;
 }
 
-/** The explanation under the current and a proposed service, and the endpoints whose place would change. */
-export function explainChange(current: ServiceState, proposed: ServiceState, client: Placement) {
+/** A service-wide setting the proposal changes (the overprovisioning factor changes every priority's spill). */
+export interface SettingChange {
+  readonly field: string;
+  readonly current: unknown;
+  readonly proposed: unknown;
+}
+
+function settingChanges(a: ServiceState, b: ServiceState): SettingChange[] {
+  const la = a.spec.loadBalancing;
+  const lb = b.spec.loadBalancing;
+  const fields: [string, unknown, unknown][] = [
+    ['mode', la.mode, lb.mode],
+    ['routingPreference', la.routingPreference.join(','), lb.routingPreference.join(',')],
+    ['overprovisioningFactor', la.overprovisioningFactor, lb.overprovisioningFactor],
+    ['reach.minEndpoints', la.reach?.minEndpoints ?? null, lb.reach?.minEndpoints ?? null],
+  ];
+  return fields.filter(([, x, y]) => x !== y).map(([field, current, proposed]) => ({ field, current, proposed }));
+}
+
+/**
+ * The explanation under the current and a proposed service, the endpoints
+ * whose place would change, the service-wide settings that would, and
+ * `warnings` (e.g. the proposal was written for another service).
+ */
+export function explainChange(
+  current: ServiceState,
+  proposed: ServiceState,
+  client: Placement,
+  warnings: readonly string[] = [],
+) {
   const a = analyse(current, client);
   const b = analyse(proposed, client);
   const none: EndpointStats = { priority: null, localityWeight: 0, localityShare: 0 };
@@ -89,7 +117,13 @@ export function explainChange(current: ServiceState, proposed: ServiceState, cli
       diff.push({ endpoint, current: before, proposed: after });
     }
   }
-  return { current: a.view, proposed: b.view, diff };
+  return {
+    current: a.view,
+    proposed: b.view,
+    diff,
+    settings: settingChanges(current, proposed),
+    warnings: [...warnings],
+  };
 }
 
 function analyse(service: ServiceState, client: Placement): { view: ExplainView; stats: Map<string, EndpointStats> } {
@@ -116,7 +150,7 @@ function analyse(service: ServiceState, client: Placement): { view: ExplainView;
       network: client.network,
       node: client.node,
       cluster: client.cluster,
-      labels: { ...client.labels },
+      labels: Object.fromEntries(Object.entries(client.labels)),
     },
     cacheKey: cacheKeyFor(service, client),
     treeNode: outcome.matched.path(),

@@ -139,7 +139,7 @@ function capToReach(groups: ReturnType<typeof groupsOf>, work: Working[], min: n
 }
 
 function scopeNames(scopes: readonly Scope[]): string {
-  return scopes.length ? scopes.join(', ') : 'no level';
+  return scopes.join(', ');
 }
 
 function commonPrefix(a: readonly string[], b: readonly string[]): number {
@@ -166,7 +166,7 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
     }
     w.tier = tier;
     if (lb.mode === 'random') note(w, () => 'mode random: locality not ranked');
-    else if (m === 0) note(w, () => `tree tier ${tier}: no ${tree.scopes[0]} in common with the client`);
+    else if (m === 0) note(w, () => `tree tier ${tier}: different ${tree.scopes[0]} from the client`);
     else note(w, () => `tree tier ${tier}: same ${scopeNames(tree.scopes.slice(0, m))} as the client`);
   }
 }
@@ -226,9 +226,11 @@ function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, client
     }
     w.tier = used.length - same.length;
     note(w, () =>
-      same.length === 0
-        ? `${p.trafficDistribution}: no ${scopeNames(used)} in common with the client${why}`
-        : `${p.trafficDistribution}: same ${scopeNames(same)} as the client${why}`,
+      used.length === 0
+        ? `${p.trafficDistribution}: no level is set on every endpoint, so every endpoint ranks the same${why}`
+        : same.length === 0
+          ? `${p.trafficDistribution}: different ${used[0]} from the client${why}`
+          : `${p.trafficDistribution}: same ${scopeNames(same)} as the client${why}`,
     );
   }
 }

@@ -9,6 +9,7 @@
  * applies and cannot be combined with failover; failoverPriority alone does
  * not rank by region/zone (only the labels it lists).
  */
+import { isIp } from '../domain/ip.js';
 import { parseLocality } from '../domain/locality.js';
 import {
   describe,
@@ -150,14 +151,24 @@ function defaultSetting(f: Findings, host: string): Obj {
 }
 
 function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string[]; endpoints: Omit<Endpoints, 'at'> } {
-  f.keys(spec, path, ['hosts', 'addresses', 'ports', 'endpoints'], {
+  f.keys(spec, path, ['hosts', 'addresses', 'ports', 'endpoints', 'resolution'], {
     location: 'Canopy serves the listed endpoints wherever they are',
-    resolution: 'Canopy serves the listed endpoint addresses (STATIC)',
     workloadSelector: 'selected workloads are not known to Canopy; list them as endpoints',
     exportTo: 'Canopy has no namespaces',
     subjectAltNames: 'TLS is not part of locality load balancing',
   });
   const hosts = strings(f, spec['hosts'], join(path, 'hosts')) ?? [];
+  const resolution = spec['resolution'] === undefined ? 'NONE' : str(f, spec['resolution'], join(path, 'resolution'));
+  const dns = resolution === 'DNS' || resolution === 'DNS_ROUND_ROBIN';
+  if (resolution !== undefined && !['NONE', 'STATIC', 'DNS', 'DNS_ROUND_ROBIN'].includes(resolution))
+    f.error(join(path, 'resolution'), `must be NONE, STATIC, DNS or DNS_ROUND_ROBIN, got ${describe(resolution)}`);
+  else if (resolution === 'NONE' && spec['endpoints'] !== undefined)
+    f.note(join(path, 'resolution'), 'NONE (passthrough): Canopy serves the listed endpoints as STATIC');
+  if (dns && spec['endpoints'] === undefined)
+    f.error(
+      join(path, 'resolution'),
+      `${resolution} without endpoints resolves the hosts themselves: hostname endpoints are not supported yet (Canopy serves IP endpoints over EDS); list the addresses as endpoints with resolution STATIC`,
+    );
   const addresses =
     spec['addresses'] === undefined ? [] : (strings(f, spec['addresses'], join(path, 'addresses')) ?? []);
   const ports = spec['ports'] === undefined ? [] : (list(f, spec['ports'], join(path, 'ports')) ?? []);
@@ -175,6 +186,15 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
       serviceAccount: 'identity is not part of locality load balancing',
     });
     const address = str(f, o['address'], join(p, 'address'));
+    if (address !== undefined && !isIp(address)) {
+      f.error(
+        join(p, 'address'),
+        dns
+          ? `hostname endpoints (resolution ${resolution}) are not supported yet: Canopy serves IP endpoints over EDS (no STRICT_DNS/LOGICAL_DNS clusters); list the addresses the name resolves to`
+          : `must be an IPv4 or IPv6 address literal with resolution ${resolution ?? 'STATIC'}, got ${describe(address)}`,
+      );
+      return;
+    }
     const labels = labelsOf(f, o['labels'], join(p, 'labels'));
     const epPorts = isObject(o['ports']) ? o['ports'] : {};
     const epPort = (portName !== undefined ? epPorts[portName] : undefined) ?? port;

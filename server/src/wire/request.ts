@@ -122,9 +122,8 @@ function nodeInfo(n: RawNode): NodeInfo {
 }
 
 function structToJson(fields: Record<string, StructValue> | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(fields ?? {})) out[k] = valueToJson(v);
-  return out;
+  // fromEntries defines own properties: a key "__proto__" (a node label) stays a key.
+  return Object.fromEntries(Object.entries(fields ?? {}).map(([k, v]) => [k, valueToJson(v)]));
 }
 
 function valueToJson(v: StructValue): unknown {
