@@ -1,12 +1,29 @@
 /** The config file on real temp files: load, YAML errors, and the watch. */
 import assert from 'node:assert/strict';
-import { closeSync, fsyncSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { FieldError } from '../src/domain/errors.js';
 import type { CanopyConfig } from '../src/domain/spec.js';
-import { loadConfigFile, parseConfigText, watchConfigFile } from '../src/store/config-file.js';
+import {
+  loadConfigFile,
+  OFF_THREAD_BYTES,
+  parseConfigText,
+  parseConfigTextOffThread,
+  watchConfigFile,
+} from '../src/store/config-file.js';
 
 const VALID = `server:
   adminPort: 0
@@ -272,3 +289,34 @@ async function until(cond: () => boolean, timeoutMs = 5000): Promise<void> {
     await sleep(10);
   }
 }
+
+describe('parsing off the event loop', () => {
+  /** A YAML config over the off-thread threshold. */
+  const big = (bad = false): string => {
+    const lines = ['services:', '  - name: big', '    endpoints:'];
+    for (let i = 0; lines.join('\n').length < OFF_THREAD_BYTES * 1.2; i++) {
+      lines.push(
+        `      - { address: 10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}, port: 80, locality: { region: r${i % 3} } }`,
+      );
+    }
+    if (bad) lines.push('      - { address: 10.255.0.1, port: 99999 }');
+    return `${lines.join('\n')}\n`;
+  };
+
+  it('gives the same config as the inline parse, from a worker thread', async () => {
+    const text = big();
+    const inline = await parseConfigText(text, 'mesh.yaml');
+    const off = await parseConfigTextOffThread(text, 'mesh.yaml');
+    assert.ok(inline.ok && off.ok);
+    assert.deepEqual(off, inline);
+  });
+
+  it('gives the same errors, with their field paths', async () => {
+    const text = big(true);
+    const inline = await parseConfigText(text, 'mesh.yaml');
+    const off = await parseConfigTextOffThread(text, 'mesh.yaml');
+    assert.equal(off.ok, false);
+    assert.deepEqual(off, inline);
+    assert.match(JSON.stringify(off), /services\[0\]\.endpoints\[\d+\]\.port/);
+  });
+});

@@ -67,9 +67,17 @@ export function parseConfigTextOffThread(text: string, name = 'config'): Promise
   });
 }
 
-/** A reload's parse: on a worker thread for big text, inline for the usual small file. */
+/**
+ * A reload's parse: on a worker thread for big text, inline for the usual
+ * small file. A thread that fails (out of memory, say) rejects the edit as
+ * an invalid one would: the running config stays.
+ */
 function parseForReload(text: string, name: string): Promise<ValidationResult<CanopyConfig>> {
-  return text.length >= OFF_THREAD_BYTES ? parseConfigTextOffThread(text, name) : parseConfigText(text, name);
+  if (text.length < OFF_THREAD_BYTES) return parseConfigText(text, name);
+  return parseConfigTextOffThread(text, name).catch((err: unknown): ValidationResult<CanopyConfig> => ({
+    ok: false,
+    errors: [{ path: '', message: `the config parser thread failed: ${(err as Error).message}` }],
+  }));
 }
 
 export interface ConfigWatchHandlers {
