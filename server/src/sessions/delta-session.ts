@@ -6,7 +6,11 @@
  *   built from, so versions agree across protocols and replicas.
  * - Subscriptions change by `subscribe`/`unsubscribe` in any request;
  *   wildcard is `*`, or an empty first request for LDS, CDS or the tree type
- *   (legacy wildcard, which ends when the client names resources without `*`).
+ *   (legacy wildcard); either ends only when `*` is unsubscribed. Subscribing
+ *   a name again (held, or unsubscribed then subscribed) sends it again.
+ * - Envoy's warming: an added or updated Cluster or Listener is followed by
+ *   its ClusterLoadAssignment (and LEDS collections) or RouteConfiguration,
+ *   even unchanged (stream-session.ts `warmAfter`).
  * - A response carries only resources the client does not hold at that
  *   version, plus `removed_resources`: deleted resources it held, and
  *   subscribed names that do not exist (once, until they are created).
@@ -24,7 +28,7 @@ import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
 import type { NackRecord, ResourceStatus } from './client-status.js';
-import { GlobResponse, HeldGlobs, type GlobStep } from './delta-collections.js';
+import { GlobResponse, HeldGlobs, isGlob, type GlobStep } from './delta-collections.js';
 import {
   overLimits,
   type OutgoingResponse,
@@ -165,23 +169,37 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (first && subscribe.length === 0 && this.types.get(typeUrl)?.fullStateInSotw === true) {
       state.wildcard = state.legacyWildcard = true;
     }
+    // A legacy wildcard is kept when names are subscribed after it (on-demand CDS on Envoy's wildcard CDS
+    // stream): only an unsubscribe of `*` ends a wildcard (xds_protocol.rst, "How the client specifies what
+    // resources to return"; Envoy's DeltaSubscriptionState keeps `*` requested and never sends it again).
     if (subscribe.includes('*')) {
       state.wildcard = true;
       state.legacyWildcard = false;
-    } else if (state.legacyWildcard && named.length > 0) {
-      state.wildcard = state.legacyWildcard = false;
     }
     if (unsubscribe.includes('*')) state.wildcard = state.legacyWildcard = false;
     // Lazy xDS: on-demand names are in use while subscribed; an unsubscribed one starts its unused timeout.
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
     const collections = this.types.get(typeUrl);
+    let grew = false;
     for (const n of named) {
+      if (!first) {
+        // Subscribing a name again (held, or unsubscribed then subscribed) means the client has lost its
+        // copy: "our user may have forgotten its copy of the resource" (Envoy's
+        // DeltaSubscriptionState::updateSubscriptionInterest), so it is sent again.
+        if (state.held.delete(n)) changed = true;
+        if (state.absent.delete(n)) changed = true;
+        if (state.globs?.resend(n)) changed = true;
+      }
       if (state.names.has(n)) continue;
       state.names.add(n);
-      if (collections?.isCollection?.(n)) state.globs?.subscribe(n);
-      demand?.use([n]);
+      if (collections?.isCollection && isGlob(collections, n)) state.globs?.subscribe(n);
+      if (demand) {
+        grew ||= !demand.has(n, Date.now());
+        demand.use([n]);
+      }
       changed = true;
     }
+    if (grew) this.demandGrew(typeUrl);
     for (const n of unsubscribe) {
       if (n === '*' || !state.names.delete(n)) continue;
       state.globs?.forget(n);
@@ -244,6 +262,11 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     }
     const count = resources.length + (steps?.count ?? 0);
     if (count === 0 && removed.length === 0 && !steps && !mustAnswer) return undefined;
+    if (type?.warms)
+      this.warmAfter(
+        typeUrl,
+        resources.map((r) => r.name),
+      );
     // Collections: the epoch of the collections as this stream now holds them (informational in delta).
     const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
     const nonce = String(++this.nonces);
@@ -282,6 +305,17 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
         return (names ??= all().map((r) => r.name));
       },
     };
+  }
+
+  protected resend(typeUrl: string, names: readonly string[], prefixes: readonly string[]): boolean {
+    const state = this.subscriptions.get(typeUrl);
+    if (!state) return false;
+    let any = false;
+    for (const n of names) if ((state.wildcard || state.names.has(n)) && state.held.delete(n)) any = true;
+    if (state.globs && prefixes.length > 0) {
+      for (const g of state.globs.names) if (prefixes.some((p) => g.startsWith(p)) && state.globs.resend(g)) any = true;
+    }
+    return any;
   }
 
   /** Explicit names; with a wildcard, every existing name and every name the client holds too. */

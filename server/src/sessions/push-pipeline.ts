@@ -264,7 +264,10 @@ export class PushPipeline {
         // Once per stream: a client looping over junk types must not flood the log either.
         if (!conn.ignoredWarned) {
           conn.ignoredWarned = true;
-          this.log.warn({ stream, node, typeUrl: outcome.typeUrl.slice(0, 200) }, `xds request ignored: ${outcome.detail.slice(0, 300)}`);
+          this.log.warn(
+            { stream, node, typeUrl: outcome.typeUrl.slice(0, 200) },
+            `xds request ignored: ${outcome.detail.slice(0, 300)}`,
+          );
         }
         return;
       case 'rejected':
@@ -277,9 +280,15 @@ export class PushPipeline {
       default:
         this.log.debug({ stream, type, kind: outcome.kind }, 'xds subscribe');
     }
-    if (answer === undefined) return;
-    conn.due.set(outcome.typeUrl, answer || conn.due.get(outcome.typeUrl) === true);
-    this.drive(conn);
+    if (answer !== undefined) conn.due.set(outcome.typeUrl, answer || conn.due.get(outcome.typeUrl) === true);
+    this.takeDue(conn);
+    if (conn.due.size > 0) this.drive(conn);
+  }
+
+  /** What the session made due besides its answer (warming, a grown demand set) is answered next, in order. */
+  private takeDue(conn: Conn): void {
+    const due = conn.session.takeDue?.();
+    if (due) for (const t of due) if (!conn.due.has(t)) conn.due.set(t, false);
   }
 
   /** Writes the next response when the transport holds none; continues when that one is flushed. */
@@ -310,6 +319,7 @@ export class PushPipeline {
       if (!this.takeSlot(conn)) return undefined;
       conn.due.delete(typeUrl);
       const response = conn.session.respond(typeUrl, mustAnswer, this.shared);
+      this.takeDue(conn);
       if (response) return { response, changeAt: undefined };
     }
     if (conn.requeue) {
@@ -320,7 +330,10 @@ export class PushPipeline {
       if (!this.takeSlot(conn)) return undefined;
       const typeUrl = conn.pushTypes.shift()!;
       const response = conn.session.respond(typeUrl, false, this.shared);
+      // Made due by this response (a Cluster's CLA for Envoy's warming): sent next, before the push goes on.
+      this.takeDue(conn);
       if (response) return { response, changeAt: conn.changeAt };
+      if (conn.due.size > 0) return this.next(conn);
     }
     conn.pushTypes = conn.changeAt = undefined;
     // The last response has been flushed (or there was nothing to send): the slot goes to the next stream.
@@ -375,7 +388,13 @@ export class PushPipeline {
     };
     this.observer.oversizedResponse?.(r.typeUrl);
     this.log.warn(
-      { stream: conn.session.id, node: conn.session.nodeId, type: shortTypeName(r.typeUrl), bytes: r.bytes.length, resources: names },
+      {
+        stream: conn.session.id,
+        node: conn.session.nodeId,
+        type: shortTypeName(r.typeUrl),
+        bytes: r.bytes.length,
+        resources: names,
+      },
       `xds response of ${r.bytes.length} bytes is over ${this.warnResponseBytes}: a gRPC client with the default ` +
         'receive limit (4 MiB) ends its stream; raise grpc.max_receive_message_length on that client',
     );

@@ -43,6 +43,8 @@ interface TypeState {
   versionAcked: string;
   /** The version a first request said the client already holds (from an earlier stream), until answered. */
   versionHeld?: string;
+  /** Names dropped from `sent` for Envoy's warming: the next response goes out even if the version is unchanged. */
+  rewarm: boolean;
   lastNack?: NackRecord;
 }
 
@@ -60,7 +62,15 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     let outcome: RequestOutcome;
     if (!state) {
-      state = { wildcard: false, names: new Set(), sent: new Map(), versionSent: '', nonceSent: '', versionAcked: '' };
+      state = {
+        wildcard: false,
+        names: new Set(),
+        sent: new Map(),
+        versionSent: '',
+        nonceSent: '',
+        versionAcked: '',
+        rewarm: false,
+      };
       if (req.versionInfo !== '') state.versionHeld = req.versionInfo;
       this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
@@ -79,8 +89,10 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const added = this.subscribe(state, typeUrl, req.resourceNames, outcome.kind === 'initial');
     // The common case, one per push per stream: an ACK that leaves the subscription as it was. Changes
     // since the last response are already on their way (every change schedules a push), so there is
-    // nothing to resolve.
-    if (outcome.kind === 'ack' && state.wildcard === wildcardBefore && sameSet(before, state.names)) {
+    // nothing to resolve. Unless a resource of this type is owed for warming: then this may be Envoy's
+    // re-request (same names, version and nonce, sent when an updated Cluster or Listener adds its
+    // watch: GrpcMuxImpl::addWatch → queueDiscoveryRequest), answered as istiod's "AlwaysRespond" does.
+    if (outcome.kind === 'ack' && state.wildcard === wildcardBefore && sameSet(before, state.names) && !state.rewarm) {
       return { outcome };
     }
     return { outcome, answer: outcome.kind === 'initial' || outcome.kind === 'subscribe' || added };
@@ -113,6 +125,13 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     return { sent: s.versionSent, acked: s.versionAcked, resources: resourceStatuses(s) };
   }
 
+  protected resend(typeUrl: string, names: readonly string[]): boolean {
+    const state = this.subscriptions.get(typeUrl);
+    if (!state) return false;
+    for (const n of names) if ((state.wildcard || state.names.has(n)) && state.sent.delete(n)) state.rewarm = true;
+    return state.rewarm;
+  }
+
   /** Returns whether a name not held before was added. */
   private subscribe(state: TypeState, typeUrl: string, names: readonly string[], first: boolean): boolean {
     const explicit = names.filter((n) => n !== '*');
@@ -126,8 +145,13 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
     if (demand) {
       // Lazy xDS: a name asked for is in use; a name dropped starts its unused timeout.
-      demand.use([...next].filter((n) => !state.names.has(n)));
-      demand.release([...state.names].filter((n) => !next.has(n)), Date.now());
+      const fresh = [...next].filter((n) => !state.names.has(n));
+      demand.use(fresh);
+      if (fresh.length > 0) this.demandGrew(typeUrl);
+      demand.release(
+        [...state.names].filter((n) => !next.has(n)),
+        Date.now(),
+      );
     }
     state.names = next;
     return added;
@@ -151,7 +175,8 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       state.versionAcked = version;
       return undefined;
     }
-    if (version === state.versionSent && !mustAnswer) return undefined;
+    if (version === state.versionSent && !mustAnswer && !state.rewarm) return undefined;
+    state.rewarm = false;
     let resources: Resource[];
     if (type?.fullStateInSotw) {
       resources = [...current.values()];
@@ -163,6 +188,11 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         state.versionSent = version;
         return undefined;
       }
+    }
+    if (type?.warms) {
+      const updated: string[] = [];
+      for (const r of resources) if (state.sent.get(r.name) !== r.hash) updated.push(r.name);
+      this.warmAfter(typeUrl, updated);
     }
     state.sent = hashesOf(current);
     state.versionSent = version;
@@ -185,7 +215,9 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const current = new Map<string, Resource>();
     const demand = type.demandScoped ? this.placement.demand : undefined;
     const all = state.wildcard ? type.names() : [];
-    const wanted = state.wildcard ? new Set([...(demand ? demand.filter(all, Date.now()) : all), ...state.names]) : state.names;
+    const wanted = state.wildcard
+      ? new Set([...(demand ? demand.filter(all, Date.now()) : all), ...state.names])
+      : state.names;
     for (const name of wanted) {
       const r = type.resolve(name, this.placement);
       if (r) current.set(name, r);

@@ -26,6 +26,8 @@ export interface TypeVersions {
   readonly resources: ResourceStatus[];
 }
 
+const NONE: readonly string[] = [];
+
 export abstract class StreamSession<State extends SubscriptionState> {
   node: NodeInfo | undefined;
   placement: Client = placementOf(undefined);
@@ -34,6 +36,8 @@ export abstract class StreamSession<State extends SubscriptionState> {
   protected nonces = 0;
   /** Requests for types this server does not serve: counted, never stored. */
   private ignored = 0;
+  /** Types to bring up to date next (takeDue), in the order they became due. */
+  private readonly due = new Set<string>();
 
   constructor(
     readonly id: number,
@@ -64,6 +68,58 @@ export abstract class StreamSession<State extends SubscriptionState> {
     this.ignored++;
     return { outcome: { kind: 'ignored', typeUrl, detail: unserved } };
   }
+
+  takeDue(): readonly string[] {
+    if (this.due.size === 0) return NONE;
+    const out = [...this.due];
+    this.due.clear();
+    return out;
+  }
+
+  /**
+   * Envoy's warming (xds_protocol.rst, "Resource warming"; Envoy's
+   * ClusterManagerImpl keeps an updated cluster warming until its EDS watch
+   * has an update): resources of `typeUrl` were just sent added or updated,
+   * so what each waits for is sent again next, even unchanged, when this
+   * stream holds it. On SotW Envoy re-requests it with the same names,
+   * version and nonce; on delta it sends nothing (its watch map already has
+   * the name), so only the server can end the wait.
+   */
+  protected warmAfter(typeUrl: string, names: readonly string[]): void {
+    const warms = this.types.get(typeUrl)?.warms;
+    if (!warms || names.length === 0) return;
+    const byType = new Map<string, { names: string[]; prefixes: string[] }>();
+    for (const name of names) {
+      for (const t of warms(name)) {
+        if (!this.subscriptions.has(t.typeUrl)) continue;
+        let e = byType.get(t.typeUrl);
+        if (!e) byType.set(t.typeUrl, (e = { names: [], prefixes: [] }));
+        if (t.names) e.names.push(...t.names);
+        if (t.prefix !== undefined) e.prefixes.push(t.prefix);
+      }
+    }
+    for (const [target, { names: n, prefixes }] of byType) {
+      if (this.resend(target, n, prefixes)) this.due.add(target);
+    }
+  }
+
+  /**
+   * Lazy xDS: a name subscribed on `typeUrl` joined the node's demand set, so
+   * the stream's other demand-scoped wildcards (an on-demand cluster's
+   * listener, docs/envoy.md "Lazy xDS") take it at once, not at the next push.
+   */
+  protected demandGrew(typeUrl: string): void {
+    for (const [t, s] of this.subscriptions) {
+      if (t !== typeUrl && s.wildcard && this.types.get(t)?.demandScoped) this.due.add(t);
+    }
+  }
+
+  /**
+   * Forgets that the client holds these names (and, with collections, the
+   * globs under these prefixes) so that the next response of the type carries
+   * them; returns whether it held any.
+   */
+  protected abstract resend(typeUrl: string, names: readonly string[], prefixes: readonly string[]): boolean;
 
   pushOrder(): string[] {
     return inPushOrder(this.subscriptions.keys(), (t) => this.types.get(t)?.pushRank);
