@@ -27,7 +27,7 @@ import { versionOf, versionText, type Resource } from '../resources/resource.js'
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
-import type { NackRecord, ResourceStatus } from './client-status.js';
+import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
 import { GlobResponse, HeldGlobs, isGlob, type GlobStep } from './delta-collections.js';
 import {
   overLimits,
@@ -62,6 +62,8 @@ interface DeltaTypeState {
   absent: Set<string>;
   /** name → version the client acknowledged. */
   acked: Map<string, string>;
+  /** name → the response that sent the version held (CSDS last_updated). */
+  sentIn: Map<string, SentStamp>;
   /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
   nacked: Set<string>;
   outstanding: Map<string, SentResponse>;
@@ -101,6 +103,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     // Versions held of resources not subscribed to are of no use.
     if (first) state.globs?.adopt(state.held, state.names);
     if (first && !state.wildcard) for (const n of [...state.held.keys()]) if (!state.names.has(n)) forget(state, n);
+    // What a reconnecting client holds is what it runs: acknowledged, as far as CSDS can tell.
+    if (first) for (const [n, v] of state.held) state.acked.set(n, v);
     if (!first && !changed) return { outcome };
     return { outcome, answer: first };
   }
@@ -122,8 +126,16 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
 
   protected readonly protocol = 'delta' as const;
 
-  protected versions(s: DeltaTypeState): TypeVersions {
-    return { sent: s.systemVersionSent, acked: s.systemVersionAcked, resources: resourceStatuses(s) };
+  protected versions(s: DeltaTypeState, typeUrl: string): TypeVersions {
+    const resources = resourceStatuses(s).map((r) => {
+      const stamp = s.sentIn.get(r.name);
+      return {
+        ...r,
+        ...(r.version !== '' && !s.globs?.names.has(r.name) ? { body: this.bodyOf(typeUrl, r.name, r.version) } : {}),
+        ...(stamp ? { sentAt: new Date(stamp.at).toISOString() } : {}),
+      };
+    });
+    return { sent: s.systemVersionSent, acked: s.systemVersionAcked, resources };
   }
 
   /** An ACK or NACK of a response this stream sent, or a stale nonce (recorded as neither). */
@@ -271,6 +283,9 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
     const nonce = String(++this.nonces);
     state.nonceSent = nonce;
+    const stamp: SentStamp = { nonce: this.nonces, at: now };
+    for (const r of resources) state.sentIn.set(r.name, stamp);
+    for (const n of removed) state.sentIn.delete(n);
     state.systemVersionSent = systemVersion;
     state.outstanding.set(nonce, { systemVersion, versions, ...(globs ? { globs: globs.steps } : {}) });
     if (state.outstanding.size > MAX_OUTSTANDING) state.outstanding.delete(state.outstanding.keys().next().value!);
@@ -336,6 +351,7 @@ function newState(): DeltaTypeState {
     held: new Map(),
     absent: new Set(),
     acked: new Map(),
+    sentIn: new Map(),
     nacked: new Set(),
     outstanding: new Map(),
     systemVersionSent: '',
@@ -348,6 +364,7 @@ function forget(state: DeltaTypeState, name: string): void {
   state.globs?.forget(name);
   state.held.delete(name);
   state.acked.delete(name);
+  state.sentIn.delete(name);
   state.nacked.delete(name);
 }
 
@@ -355,7 +372,7 @@ function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const [name, version] of s.held) {
     const state = s.nacked.has(name) ? 'NACKED' : s.acked.get(name) === version ? 'ACKED' : 'REQUESTED';
-    out.push({ name, version, state });
+    out.push({ name, version, state, acked: s.acked.get(name) ?? '' });
   }
   for (const name of s.names) {
     const glob = s.globs?.status(name);

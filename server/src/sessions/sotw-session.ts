@@ -18,7 +18,7 @@ import { versionOf, versionText, type Resource } from '../resources/resource.js'
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDiscoveryResponse } from '../wire/envelope.js';
 import type { DiscoveryRequest } from '../wire/request.js';
-import type { NackRecord, ResourceStatus } from './client-status.js';
+import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
 
 import {
   overLimits,
@@ -46,6 +46,27 @@ interface TypeState {
   /** Names dropped from `sent` for Envoy's warming: the next response goes out even if the version is unchanged. */
   rewarm: boolean;
   lastNack?: NackRecord;
+  /** name → the response that brought the content the client holds (CSDS: its version, when, acknowledged). */
+  since: Map<string, Stamp>;
+  /** name → the last acknowledged response that brought it, while a newer one is unacknowledged or NACKed. */
+  kept: Map<string, Stamp>;
+  /** The nonce of the last response of this type the client acknowledged (0: none). */
+  ackedNonce: number;
+  /** The stamp of the last response sent, marked when it is NACKed. */
+  lastStamp?: Stamp;
+}
+
+/** One response, shared by the resources whose current content it brought. */
+interface Stamp extends SentStamp {
+  readonly version: string;
+  nacked: boolean;
+}
+
+/** A reconnecting client's copy, taken as sent and acknowledged. */
+const HELD_NONCE = 0;
+
+function isAcked(state: TypeState, stamp: Stamp | undefined): boolean {
+  return stamp !== undefined && !stamp.nacked && stamp.nonce <= state.ackedNonce;
 }
 
 export class SotwSession extends StreamSession<TypeState> implements Session<DiscoveryRequest> {
@@ -70,6 +91,9 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         nonceSent: '',
         versionAcked: '',
         rewarm: false,
+        since: new Map(),
+        kept: new Map(),
+        ackedNonce: 0,
       };
       if (req.versionInfo !== '') state.versionHeld = req.versionInfo;
       this.subscriptions.set(typeUrl, state);
@@ -77,9 +101,11 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     } else if (req.errorDetail && req.responseNonce !== '') {
       const detail = req.errorDetail.message;
       state.lastNack = { version: state.versionSent, nonce: state.nonceSent, detail, at: new Date().toISOString() };
+      if (state.lastStamp) state.lastStamp.nacked = true;
       outcome = { kind: 'nack', typeUrl, detail };
     } else if (req.responseNonce !== '') {
       state.versionAcked = req.versionInfo;
+      this.acknowledged(state, Number(req.responseNonce));
       outcome = { kind: 'ack', typeUrl };
     } else {
       outcome = { kind: 'subscribe', typeUrl };
@@ -121,8 +147,60 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
 
   protected readonly protocol = 'sotw' as const;
 
-  protected versions(s: TypeState): TypeVersions {
-    return { sent: s.versionSent, acked: s.versionAcked, resources: resourceStatuses(s) };
+  protected versions(s: TypeState, typeUrl: string): TypeVersions {
+    return { sent: s.versionSent, acked: s.versionAcked, resources: this.resourceStatuses(s, typeUrl) };
+  }
+
+  /** Per resource: the response that brought its current content, and whether that one was acknowledged. */
+  private resourceStatuses(s: TypeState, typeUrl: string): ResourceStatus[] {
+    const out: ResourceStatus[] = [];
+    for (const [name, hash] of s.sent) {
+      const stamp = s.since.get(name);
+      const state = stamp?.nacked ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
+      const acked = state === 'ACKED' ? stamp!.version : (s.kept.get(name)?.version ?? '');
+      out.push({
+        name,
+        version: stamp?.version ?? '',
+        state,
+        acked,
+        ...(stamp ? { sentAt: new Date(stamp.at).toISOString() } : {}),
+        body: this.bodyOf(typeUrl, name, versionText(hash)),
+      });
+    }
+    for (const name of s.names) {
+      if (s.sent.has(name)) continue;
+      out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** An ACK of response `nonce`: what it and every earlier response brought is acknowledged. */
+  private acknowledged(state: TypeState, nonce: number): void {
+    if (!Number.isFinite(nonce)) return;
+    state.ackedNonce = Math.max(state.ackedNonce, nonce);
+    for (const [name, kept] of state.kept)
+      if (kept !== state.since.get(name) && isAcked(state, state.since.get(name))) state.kept.delete(name);
+  }
+
+  /** Records which resources response `stamp` brought (new content), and forgets those no longer held. */
+  private stampSent(
+    state: TypeState,
+    changed: readonly string[],
+    current: ReadonlyMap<string, Resource>,
+    stamp: Stamp,
+  ): void {
+    for (const name of changed) {
+      const old = state.since.get(name);
+      if (isAcked(state, old)) state.kept.set(name, old!);
+      state.since.set(name, stamp);
+    }
+    if (state.since.size > current.size) {
+      for (const name of state.since.keys()) {
+        if (current.has(name)) continue;
+        state.since.delete(name);
+        state.kept.delete(name);
+      }
+    }
   }
 
   protected resend(typeUrl: string, names: readonly string[]): boolean {
@@ -173,6 +251,12 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       state.sent = hashesOf(current);
       state.versionSent = version;
       state.versionAcked = version;
+      this.stampSent(state, [...current.keys()], current, {
+        version,
+        nonce: HELD_NONCE,
+        at: Date.now(),
+        nacked: false,
+      });
       return undefined;
     }
     if (version === state.versionSent && !mustAnswer && !state.rewarm) return undefined;
@@ -186,18 +270,19 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         // Only removals: the client drops those with their parent resource.
         state.sent = hashesOf(current);
         state.versionSent = version;
+        this.stampSent(state, [], current, { version, nonce: HELD_NONCE, at: 0, nacked: false });
         return undefined;
       }
     }
-    if (type?.warms) {
-      const updated: string[] = [];
-      for (const r of resources) if (state.sent.get(r.name) !== r.hash) updated.push(r.name);
-      this.warmAfter(typeUrl, updated);
-    }
+    const changed: string[] = [];
+    for (const r of resources) if (state.sent.get(r.name) !== r.hash) changed.push(r.name);
+    if (type?.warms) this.warmAfter(typeUrl, changed);
     state.sent = hashesOf(current);
     state.versionSent = version;
     state.nonceSent = String(++this.nonces);
     const nonce = state.nonceSent;
+    state.lastStamp = { version, nonce: this.nonces, at: Date.now(), nacked: false };
+    this.stampSent(state, changed, current, state.lastStamp);
     const encode = (): Buffer =>
       encodeDiscoveryResponse({ versionInfo: version, typeUrl, nonce, resources: resources.map((r) => r.any) });
     let bytes: Buffer;
@@ -224,19 +309,6 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     return current;
   }
-}
-
-/** Per resource: what was sent, and whether the response that carried it was acknowledged. */
-function resourceStatuses(s: TypeState): ResourceStatus[] {
-  const nacked = s.lastNack !== undefined && s.lastNack.nonce === s.nonceSent;
-  const sentState = nacked ? 'NACKED' : s.versionAcked === s.versionSent ? 'ACKED' : 'REQUESTED';
-  const out: ResourceStatus[] = [];
-  for (const [name, hash] of s.sent) out.push({ name, version: versionText(hash), state: sentState });
-  for (const name of s.names) {
-    if (s.sent.has(name)) continue;
-    out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
-  }
-  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {

@@ -6,6 +6,8 @@
  */
 import type { Client } from '../domain/client.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
+import { versionText } from '../resources/resource.js';
+import { flatten } from '../wire/rope.js';
 import type { NodeInfo } from '../wire/request.js';
 import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
 import { placementOf, wantsLeds } from './placement.js';
@@ -135,13 +137,24 @@ export abstract class StreamSession<State extends SubscriptionState> {
   protected abstract readonly protocol: 'sotw' | 'delta';
 
   /** The versions sent and acknowledged for a type, and each resource's state, as this protocol keeps them. */
-  protected abstract versions(state: State): TypeVersions;
+  protected abstract versions(state: State, typeUrl: string): TypeVersions;
+
+  /**
+   * CSDS: the encoded Any of a resource, if the server's current copy for this
+   * client is still the one sent (`version`, as versionText of its hash).
+   */
+  protected bodyOf(typeUrl: string, name: string, version: string): () => Uint8Array | undefined {
+    return () => {
+      const r = this.types.get(typeUrl)?.resolve(name, this.placement);
+      return r && versionText(r.hash) === version ? flatten(r.any) : undefined;
+    };
+  }
 
   /** `maxNames`: at most this many names and resources listed per type. */
   status(maxNames = Infinity): ClientStatus {
     const types: TypeStatus[] = [];
     for (const [typeUrl, s] of this.subscriptions) {
-      const v = this.versions(s);
+      const v = this.versions(s, typeUrl);
       types.push({
         typeUrl,
         subscribed: s.wildcard ? '*' : [...s.names].sort().slice(0, maxNames),
@@ -158,6 +171,7 @@ export abstract class StreamSession<State extends SubscriptionState> {
       ignoredRequests: this.ignored,
       nodeId: this.nodeId,
       cluster: this.node?.cluster ?? '',
+      ...(this.node?.userAgentName ? { userAgent: this.node.userAgentName } : {}),
       peer: this.peer,
       connectedAt: this.connectedAt,
       placement: this.placement,
