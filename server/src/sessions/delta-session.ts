@@ -62,8 +62,13 @@ interface DeltaTypeState {
   absent: Set<string>;
   /** name → version the client acknowledged. */
   acked: Map<string, string>;
-  /** name → the response that sent the version held (CSDS last_updated). */
+  /**
+   * name → the response that sent the version held (CSDS last_updated); names
+   * the first response sent and that never changed since have `firstSent`, so
+   * a stream keeps entries only for what changed after it.
+   */
   sentIn: Map<string, SentStamp>;
+  firstSent?: SentStamp;
   /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
   nacked: Set<string>;
   outstanding: Map<string, SentResponse>;
@@ -128,7 +133,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
 
   protected versions(s: DeltaTypeState, typeUrl: string): TypeVersions {
     const resources = resourceStatuses(s).map((r) => {
-      const stamp = s.sentIn.get(r.name);
+      const stamp = s.sentIn.get(r.name) ?? (s.held.has(r.name) ? s.firstSent : undefined);
       return {
         ...r,
         ...(r.version !== '' && !s.globs?.names.has(r.name) ? { body: this.bodyOf(typeUrl, r.name, r.version) } : {}),
@@ -284,7 +289,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const nonce = String(++this.nonces);
     state.nonceSent = nonce;
     const stamp: SentStamp = { nonce: this.nonces, at: now };
-    for (const r of resources) state.sentIn.set(r.name, stamp);
+    if (state.firstSent) for (const r of resources) state.sentIn.set(r.name, stamp);
+    else if (resources.length > 0) state.firstSent = stamp;
     for (const n of removed) state.sentIn.delete(n);
     state.systemVersionSent = systemVersion;
     state.outstanding.set(nonce, { systemVersion, versions, ...(globs ? { globs: globs.steps } : {}) });

@@ -46,8 +46,14 @@ interface TypeState {
   /** Names dropped from `sent` for Envoy's warming: the next response goes out even if the version is unchanged. */
   rewarm: boolean;
   lastNack?: NackRecord;
-  /** name → the response that brought the content the client holds (CSDS: its version, when, acknowledged). */
+  /**
+   * name → the response that brought the content the client holds (CSDS: its
+   * version, when, acknowledged). Names the first such response brought and
+   * that never changed since are not listed: they have `base`, so a stream
+   * keeps entries only for what changed after its first response.
+   */
   since: Map<string, Stamp>;
+  base?: Stamp;
   /** name → the last acknowledged response that brought it, while a newer one is unacknowledged or NACKed. */
   kept: Map<string, Stamp>;
   /** The nonce of the last response of this type the client acknowledged (0: none). */
@@ -64,6 +70,10 @@ interface Stamp extends SentStamp {
 
 /** A reconnecting client's copy, taken as sent and acknowledged. */
 const HELD_NONCE = 0;
+
+function stampOf(state: TypeState, name: string): Stamp | undefined {
+  return state.since.get(name) ?? state.base;
+}
 
 function isAcked(state: TypeState, stamp: Stamp | undefined): boolean {
   return stamp !== undefined && !stamp.nacked && stamp.nonce <= state.ackedNonce;
@@ -155,7 +165,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
   private resourceStatuses(s: TypeState, typeUrl: string): ResourceStatus[] {
     const out: ResourceStatus[] = [];
     for (const [name, hash] of s.sent) {
-      const stamp = s.since.get(name);
+      const stamp = stampOf(s, name);
       const state = stamp?.nacked ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
       const acked = state === 'ACKED' ? stamp!.version : (s.kept.get(name)?.version ?? '');
       out.push({
@@ -178,8 +188,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
   private acknowledged(state: TypeState, nonce: number): void {
     if (!Number.isFinite(nonce)) return;
     state.ackedNonce = Math.max(state.ackedNonce, nonce);
-    for (const [name, kept] of state.kept)
-      if (kept !== state.since.get(name) && isAcked(state, state.since.get(name))) state.kept.delete(name);
+    for (const name of state.kept.keys()) if (isAcked(state, stampOf(state, name))) state.kept.delete(name);
   }
 
   /** Records which resources response `stamp` brought (new content), and forgets those no longer held. */
@@ -189,17 +198,19 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     current: ReadonlyMap<string, Resource>,
     stamp: Stamp,
   ): void {
+    for (const name of state.since.keys()) {
+      if (current.has(name)) continue;
+      state.since.delete(name);
+      state.kept.delete(name);
+    }
+    if (!state.base) {
+      if (changed.length > 0) state.base = stamp;
+      return;
+    }
     for (const name of changed) {
-      const old = state.since.get(name);
+      const old = stampOf(state, name);
       if (isAcked(state, old)) state.kept.set(name, old!);
       state.since.set(name, stamp);
-    }
-    if (state.since.size > current.size) {
-      for (const name of state.since.keys()) {
-        if (current.has(name)) continue;
-        state.since.delete(name);
-        state.kept.delete(name);
-      }
     }
   }
 
