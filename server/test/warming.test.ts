@@ -119,4 +119,56 @@ describe('warming (xds_protocol.rst "Resource warming")', () => {
     assert.equal(s.respond(ENDPOINT_TYPE, false), undefined, 'once acknowledged, nothing more');
     assert.deepEqual(s.takeDue(), []);
   });
+
+  it('a client reconnecting to a server whose Cluster changed gets the CLA it says it holds (SotW and delta)', () => {
+    const content = new Map([
+      [`${CLUSTER_TYPE}/x`, 'cluster v1'],
+      [`${ENDPOINT_TYPE}/x`, 'cla'],
+    ]);
+    // What the client held from its first stream.
+    const first = new DeltaSession(1, 'test', registry(content));
+    const cds = handleNow(first, delta({ typeUrl: CLUSTER_TYPE })).responses[0]!;
+    const eds = handleNow(first, delta({ typeUrl: ENDPOINT_TYPE, subscribe: ['x'] })).responses[0]!;
+    const sotwFirst = new SotwSession(2, 'test', registry(content));
+    const sotwCds = handleNow(sotwFirst, sotw({ typeUrl: CLUSTER_TYPE })).responses[0]!;
+    const sotwEds = handleNow(sotwFirst, sotw({ typeUrl: ENDPOINT_TYPE, resourceNames: ['x'] })).responses[0]!;
+    const held = (session: DeltaSession, typeUrl: string) => {
+      const t = session.status().types.find((x) => x.typeUrl === typeUrl)!;
+      return Object.fromEntries(t.resources!.map((r) => [r.name, r.version]));
+    };
+    const heldCds = held(first, CLUSTER_TYPE);
+    const heldEds = held(first, ENDPOINT_TYPE);
+    assert.ok(cds && eds && heldEds['x']);
+    content.set(`${CLUSTER_TYPE}/x`, 'cluster v2');
+
+    // Delta: the updated Cluster, then the CLA though its version matches what the client holds.
+    const d = new DeltaSession(3, 'test', registry(content));
+    assert.deepEqual(handleNow(d, delta({ typeUrl: CLUSTER_TYPE, initialVersions: heldCds })).responses[0]?.names, [
+      'x',
+    ]);
+    const dEds = handleNow(d, delta({ typeUrl: ENDPOINT_TYPE, subscribe: ['x'], initialVersions: heldEds })).responses;
+    assert.deepEqual(dEds[0]?.names, ['x']);
+    // Without the Cluster change the CLA is not sent again.
+    const quiet = new DeltaSession(4, 'test', registry(content));
+    assert.deepEqual(
+      handleNow(quiet, delta({ typeUrl: CLUSTER_TYPE, initialVersions: held(d, CLUSTER_TYPE) })).responses[0]?.names,
+      [],
+    );
+    const again = handleNow(
+      quiet,
+      delta({ typeUrl: ENDPOINT_TYPE, subscribe: ['x'], initialVersions: heldEds }),
+    ).responses;
+    assert.deepEqual(again[0]?.names, []);
+
+    // SotW: the EDS version_info the client holds is not taken at its word after the Cluster changed.
+    const s = new SotwSession(5, 'test', registry(content));
+    assert.deepEqual(handleNow(s, sotw({ typeUrl: CLUSTER_TYPE, versionInfo: sotwCds.version })).responses[0]?.names, [
+      'x',
+    ]);
+    const sEds = handleNow(
+      s,
+      sotw({ typeUrl: ENDPOINT_TYPE, resourceNames: ['x'], versionInfo: sotwEds.version }),
+    ).responses;
+    assert.deepEqual(sEds[0]?.names, ['x']);
+  });
 });

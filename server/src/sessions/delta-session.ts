@@ -110,6 +110,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (first && !state.wildcard) for (const n of [...state.held.keys()]) if (!state.names.has(n)) forget(state, n);
     // What a reconnecting client holds is what it runs: acknowledged, as far as CSDS can tell.
     if (first) for (const [n, v] of state.held) state.acked.set(n, v);
+    // Warming: what an updated Cluster or Listener on this stream waits for is sent whatever the client holds.
+    if (first) for (const n of this.takeOwed(typeUrl) ?? []) state.held.delete(n);
     if (!first && !changed) return { outcome };
     return { outcome, answer: first };
   }

@@ -105,7 +105,9 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         kept: new Map(),
         ackedNonce: 0,
       };
-      if (req.versionInfo !== '') state.versionHeld = req.versionInfo;
+      // A version held is taken at its word, unless warming owes this type a resource (see `owe`).
+      const owed = this.takeOwed(typeUrl);
+      if (req.versionInfo !== '' && !owed?.size) state.versionHeld = req.versionInfo;
       this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
     } else if (req.errorDetail && req.responseNonce !== '') {

@@ -93,7 +93,10 @@ export abstract class StreamSession<State extends SubscriptionState> {
     const byType = new Map<string, { names: string[]; prefixes: string[] }>();
     for (const name of names) {
       for (const t of warms(name)) {
-        if (!this.subscriptions.has(t.typeUrl)) continue;
+        if (!this.subscriptions.has(t.typeUrl)) {
+          this.owe(t.typeUrl, t.names);
+          continue;
+        }
         let e = byType.get(t.typeUrl);
         if (!e) byType.set(t.typeUrl, (e = { names: [], prefixes: [] }));
         if (t.names) e.names.push(...t.names);
@@ -103,6 +106,30 @@ export abstract class StreamSession<State extends SubscriptionState> {
     for (const [target, { names: n, prefixes }] of byType) {
       if (this.resend(target, n, prefixes)) this.due.add(target);
     }
+  }
+
+  /**
+   * Names to send again once the client subscribes to their type: a client
+   * reconnecting (to this replica or another) says it holds them
+   * (initial_resource_versions, or SotW version_info), but the Cluster or
+   * Listener waiting for them was just updated on this stream. Bounded by the
+   * per-type name limit; handed out once, to the type's first request.
+   */
+  private owed?: Map<string, Set<string>>;
+
+  private owe(typeUrl: string, names: readonly string[] | undefined): void {
+    if (!names || names.length === 0) return;
+    this.owed ??= new Map();
+    let s = this.owed.get(typeUrl);
+    if (!s) this.owed.set(typeUrl, (s = new Set()));
+    for (const n of names) if (s.size < this.limits.maxNamesPerType) s.add(n);
+  }
+
+  /** What warming owes a type on its first request (see `owe`). */
+  protected takeOwed(typeUrl: string): ReadonlySet<string> | undefined {
+    const s = this.owed?.get(typeUrl);
+    this.owed?.delete(typeUrl);
+    return s;
   }
 
   /**
