@@ -33,9 +33,10 @@ export interface ResourceType {
    * until it is sent these resources of other types again, even unchanged, in
    * this order (a Cluster: its ClusterLoadAssignment, then on LEDS its
    * collections' members; a Listener: its RouteConfiguration). Types nothing
-   * waits on leave it out.
+   * waits on leave it out. `client` as in `resolve`: what a resource names
+   * may depend on who it is for (the route configuration a listener reads).
    */
-  warms?(name: string): readonly WarmTarget[];
+  warms?(name: string, client: Client): readonly WarmTarget[];
   /**
    * xDS collections (LEDS): the current snapshot of a glob name (`…/*`), or
    * undefined when the name is not a collection or has no members. Types

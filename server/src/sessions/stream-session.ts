@@ -92,7 +92,7 @@ export abstract class StreamSession<State extends SubscriptionState> {
     if (!warms || names.length === 0) return;
     const byType = new Map<string, { names: string[]; prefixes: string[] }>();
     for (const name of names) {
-      for (const t of warms(name)) {
+      for (const t of warms(name, this.placement)) {
         if (!this.subscriptions.has(t.typeUrl)) {
           this.owe(t.typeUrl, t.names);
           continue;
