@@ -53,8 +53,6 @@ interface SentResponse {
 
 interface DeltaTypeState {
   wildcard: boolean;
-  /** Wildcard because the first request named nothing; ends when the client names resources. */
-  legacyWildcard: boolean;
   names: Set<string>;
   /** name → version the client holds: what it was sent, or what it said it held on reconnect. */
   held: Map<string, string>;
@@ -186,16 +184,13 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     let changed = false;
     const named = subscribe.filter((n) => n !== '*');
     if (first && subscribe.length === 0 && this.types.get(typeUrl)?.fullStateInSotw === true) {
-      state.wildcard = state.legacyWildcard = true;
+      state.wildcard = true;
     }
     // A legacy wildcard is kept when names are subscribed after it (on-demand CDS on Envoy's wildcard CDS
     // stream): only an unsubscribe of `*` ends a wildcard (xds_protocol.rst, "How the client specifies what
     // resources to return"; Envoy's DeltaSubscriptionState keeps `*` requested and never sends it again).
-    if (subscribe.includes('*')) {
-      state.wildcard = true;
-      state.legacyWildcard = false;
-    }
-    if (unsubscribe.includes('*')) state.wildcard = state.legacyWildcard = false;
+    if (subscribe.includes('*')) state.wildcard = true;
+    if (unsubscribe.includes('*')) state.wildcard = false;
     // Lazy xDS: on-demand names are in use while subscribed; an unsubscribed one starts its unused timeout.
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
     const collections = this.types.get(typeUrl);
@@ -354,7 +349,6 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
 function newState(): DeltaTypeState {
   return {
     wildcard: false,
-    legacyWildcard: false,
     names: new Set(),
     held: new Map(),
     absent: new Set(),
