@@ -2,7 +2,8 @@
  * Lazy xDS over a real delta ADS stream: a Canopy process with lazy xDS on
  * and 30 services; an Envoy-like sidecar node that declares two services
  * gets only those in its wildcard CDS and LDS, adds one by on-demand CDS
- * (a named subscribe), and has it removed again once unsubscribed and unused.
+ * (a named subscribe) and gets its listener on the wildcard LDS at once, and
+ * has it removed again once unsubscribed and unused.
  * A node that overrides the switch gets the whole mesh.
  */
 import assert from 'node:assert/strict';
@@ -69,7 +70,12 @@ describe('lazy xDS over delta ADS', () => {
     s.send({ type_url: CDS, resource_names_subscribe: ['svc-17'] });
     const od = await s.next(5000);
     assert.deepEqual(names(od), ['svc-17']);
+    // docs/envoy.md "Lazy xDS": the on-demand service joins the demand set, so its listener follows at once.
+    const odLds = await s.next(5000);
+    assert.equal(odLds.type_url, LDS);
+    assert.deepEqual(names(odLds), ['svc-17']);
     s.send({ type_url: CDS, response_nonce: od.nonce });
+    s.send({ type_url: LDS, response_nonce: odLds.nonce });
     // Unsubscribed: after the unused timeout, the next push removes it (a mesh change triggers one).
     s.send({ type_url: CDS, resource_names_unsubscribe: ['svc-17'] });
     await new Promise((r) => setTimeout(r, 300));

@@ -18,11 +18,20 @@ export interface CsdsResource {
   config_status: string;
   client_status: string;
   error_state: { details: string; version_info: string } | null;
+  last_updated: { seconds: string; nanos: number } | null;
+  /** The resource as sent, when the request did not exclude contents. */
+  xds_config: { type_url: string; value: Buffer } | null;
 }
 
 export interface CsdsClientConfig {
-  node: { id: string; cluster: string; locality: { region: string; zone: string; sub_zone: string } };
+  node: {
+    id: string;
+    cluster: string;
+    user_agent_name: string;
+    locality: { region: string; zone: string; sub_zone: string };
+  };
   generic_xds_configs: CsdsResource[];
+  client_scope: string;
 }
 
 export interface CsdsResponse {

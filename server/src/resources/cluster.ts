@@ -9,7 +9,8 @@ import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
 import { parseIncarnatedName, type Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
 import type { ResourceType } from './resource-type.js';
-import { CLUSTER_TYPE } from './type-urls.js';
+import { escapeSegment, LEDS_PREFIX } from './leds-names.js';
+import { CLUSTER_TYPE, ENDPOINT_TYPE, LEDS_TYPE } from './type-urls.js';
 
 export function encodeCluster(name: string, edsServiceName: string): Uint8Array {
   return encodeMessage('envoy.config.cluster.v3.Cluster', {
@@ -54,6 +55,15 @@ export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceTyp
       return r;
     },
     touchedBy: (services) => [...services].flatMap((s) => incarnations.clusterNames(s)),
+    // Every cluster (an incarnation's too) reads the service's ClusterLoadAssignment; a new EDS cluster
+    // opens new LEDS watches for the collections it names (Envoy's EdsClusterImpl keeps them per cluster).
+    warms: (name) => {
+      const { service } = parseIncarnatedName(name);
+      return [
+        { typeUrl: ENDPOINT_TYPE, names: [service] },
+        { typeUrl: LEDS_TYPE, prefix: `${LEDS_PREFIX}${escapeSegment(service)}/` },
+      ];
+    },
     forget: (service) => {
       for (const n of incarnations.clusterNames(service)) held.delete(n);
       envoy.delete(service);

@@ -11,7 +11,7 @@ import { encodeMessage } from '../wire/protos.js';
 import { encodeEnvoyListener, outboundBind } from './envoy-listener.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
-import { LISTENER_TYPE } from './type-urls.js';
+import { LISTENER_TYPE, ROUTE_TYPE } from './type-urls.js';
 
 const HCM_TYPE =
   'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
@@ -61,6 +61,8 @@ export function listenerType(mesh: Mesh): ResourceType {
       return r;
     },
     touchedBy: servicesAsNames,
+    // Both shapes name the service's RouteConfiguration (route_config_name).
+    warms: (name) => [{ typeUrl: ROUTE_TYPE, names: [name] }],
     forget: (service) => {
       held.delete(service);
       envoy.delete(service);

@@ -28,6 +28,16 @@ export interface ResourceType {
   /** Drops what a deleted service left behind. */
   forget(service: string): void;
   /**
+   * Envoy's warming (xds_protocol.rst, "Resource warming"): a resource of this
+   * type that is added or updated is built anew on the client and kept warming
+   * until it is sent these resources of other types again, even unchanged, in
+   * this order (a Cluster: its ClusterLoadAssignment, then on LEDS its
+   * collections' members; a Listener: its RouteConfiguration). Types nothing
+   * waits on leave it out. `client` as in `resolve`: what a resource names
+   * may depend on who it is for (the route configuration a listener reads).
+   */
+  warms?(name: string, client: Client): readonly WarmTarget[];
+  /**
    * xDS collections (LEDS): the current snapshot of a glob name (`…/*`), or
    * undefined when the name is not a collection or has no members. Types
    * without collections leave it out.
@@ -41,6 +51,13 @@ export interface ResourceType {
    * undefined when `since` is too old to tell (look at every one).
    */
   collectionChanges?(since: number): { readonly epoch: number; readonly globs: readonly string[] | undefined };
+}
+
+/** What an updated resource waits for: names of `typeUrl`, and (xDS collections) every glob under `prefix`. */
+export interface WarmTarget {
+  readonly typeUrl: string;
+  readonly names?: readonly string[];
+  readonly prefix?: string;
 }
 
 /**

@@ -13,9 +13,32 @@ export type ResourceState = 'REQUESTED' | 'DOES_NOT_EXIST' | 'ACKED' | 'NACKED';
 
 export interface ResourceStatus {
   readonly name: string;
-  /** The version last sent (the content hash); '' when none was. */
+  /**
+   * The version last sent, as the client sees it: on SotW the version_info of
+   * the response that brought its current content, on delta its own version
+   * (the content hash); '' when none was.
+   */
   readonly version: string;
+  /** ACKED: acknowledged; REQUESTED with a version: sent, waiting for the client's ACK or NACK. */
   readonly state: ResourceState;
+  /** The version the client last acknowledged ('' for none): what it keeps after a NACK. */
+  readonly acked?: string;
+  /** When its current content was sent (ISO 8601). */
+  readonly sentAt?: string;
+  /**
+   * The resource as sent (an encoded google.protobuf.Any), for CSDS; undefined
+   * when the server now holds other content for it. A function: JSON views
+   * leave it out.
+   */
+  readonly body?: () => Uint8Array | undefined;
+}
+
+/** When something was sent: one per response, shared by the resources it brought. */
+export interface SentStamp {
+  /** The response's nonce, as a number (a stream's nonces count up across types). */
+  readonly nonce: number;
+  /** Date.now() when it was sent. */
+  readonly at: number;
 }
 
 export interface OversizedRecord {
@@ -49,6 +72,8 @@ export interface ClientStatus {
   readonly oversized?: OversizedRecord;
   readonly nodeId: string;
   readonly cluster: string;
+  /** The node's user_agent_name ('envoy', 'grpc-node-js', …), when it sent one. */
+  readonly userAgent?: string;
   readonly peer: string;
   readonly connectedAt: string;
   readonly placement: Placement;

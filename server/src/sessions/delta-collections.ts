@@ -6,6 +6,12 @@
  * (old, new) pair and shared by every stream that makes the same step, and
  * its SharedResponses key names the step (`glob@old>new`), not the members.
  * A reconnect's `initial_resource_versions` for members is diffed per stream.
+ *
+ * A glob may carry xdstp context parameters (`…/*?k=v`, which Envoy appends
+ * from its bootstrap's `node_context_params`): the collection is the glob
+ * without them, and its members are named with the same parameters, since
+ * Envoy's WatchMap::watchesInterestedIn matches a member to a glob by the
+ * whole URN, context parameters included.
  */
 import type { CollectionSnapshot, ResourceType } from '../resources/resource-type.js';
 import { versionText } from '../resources/resource.js';
@@ -25,6 +31,29 @@ export interface GlobStep {
 
 const NOTHING: GlobStep = { glob: '', now: undefined, resources: [], removed: [], key: '' };
 
+/** An xdstp name split into the name without its context parameters and those (`?…`, or ''). */
+export function splitContext(name: string): { readonly base: string; readonly context: string } {
+  const q = name.startsWith('xdstp://') ? name.indexOf('?') : -1;
+  return q < 0 ? { base: name, context: '' } : { base: name.slice(0, q), context: name.slice(q) };
+}
+
+/** Whether a name is a glob of this type, context parameters or not. */
+export function isGlob(type: ResourceType, name: string): boolean {
+  return type.isCollection?.(splitContext(name).base) === true;
+}
+
+/** The same step for a glob with context parameters: every member and removal named with them. */
+function inContext(step: GlobStep, glob: string, context: string): GlobStep {
+  if (context === '') return step;
+  return {
+    glob,
+    now: step.now,
+    resources: step.resources.map((r) => ({ ...r, name: `${r.name}${context}` })),
+    removed: step.removed.map((n) => `${n}${context}`),
+    key: step.key === undefined ? undefined : `${step.key}${context}`,
+  };
+}
+
 /** The globs one stream holds, for one type. */
 export class HeldGlobs {
   /** glob → the snapshot the client holds (undefined once sent as empty). */
@@ -37,18 +66,37 @@ export class HeldGlobs {
   readonly names = new Set<string>();
   /** Subscribed and not answered yet. */
   readonly fresh = new Set<string>();
+  /** To be sent whole again (the client lost its copy, or a new cluster watches it): glob → true. */
+  private readonly again = new Set<string>();
+  /** Globs subscribed with context parameters, by the glob without them (what collectionChanges names). */
+  readonly withContext = new Map<string, Set<string>>();
   /** The type's collection epoch this stream has looked at every change up to. */
   synced = -1;
 
   subscribe(glob: string): void {
     this.names.add(glob);
     this.fresh.add(glob);
+    const { base, context } = splitContext(glob);
+    if (context === '') return;
+    let s = this.withContext.get(base);
+    if (!s) this.withContext.set(base, (s = new Set()));
+    s.add(glob);
+  }
+
+  /** Sends every member of a subscribed glob again with the next response; false when not subscribed. */
+  resend(glob: string): boolean {
+    if (!this.names.has(glob)) return false;
+    this.again.add(glob);
+    this.fresh.add(glob);
+    return true;
   }
 
   /** Takes what the client said it holds of members of subscribed globs out of `held` (a name → version map). */
   adopt(heldNames: Map<string, string>, subscribed: ReadonlySet<string>): void {
     for (const [name, version] of heldNames) {
-      const glob = globOf(name);
+      const { base, context } = splitContext(name);
+      const bare = globOf(base);
+      const glob = bare === undefined ? undefined : `${bare}${context}`;
       if (!glob || !subscribed.has(glob)) continue;
       let m = this.initial.get(glob);
       if (!m) this.initial.set(glob, (m = new Map()));
@@ -60,15 +108,29 @@ export class HeldGlobs {
   /** The step that brings the client's copy of `glob` to `now`; undefined when it is up to date. */
   step(glob: string, now: CollectionSnapshot | undefined): GlobStep | undefined {
     const initial = this.initial.get(glob);
-    const step = initial ? resume(glob, initial, now) : diffStep(glob, this.held.get(glob), now);
+    const { base, context } = splitContext(glob);
+    const old = this.held.get(glob);
+    const step = initial
+      ? resume(glob, initial, now, context)
+      : this.again.has(glob)
+        ? wholeStep(base, old, now)
+        : diffStep(base, old, now);
     this.initial.delete(glob);
+    this.again.delete(glob);
     this.held.set(glob, now);
-    return step === NOTHING ? undefined : step;
+    return step === NOTHING ? undefined : inContext(step, glob, context);
   }
 
   forget(glob: string): void {
     this.names.delete(glob);
     this.fresh.delete(glob);
+    this.again.delete(glob);
+    const { base, context } = splitContext(glob);
+    if (context !== '') {
+      const s = this.withContext.get(base);
+      s?.delete(glob);
+      if (s?.size === 0) this.withContext.delete(base);
+    }
     this.held.delete(glob);
     this.acked.delete(glob);
     this.nacked.delete(glob);
@@ -109,7 +171,7 @@ export class GlobResponse {
   ) {}
 
   is(name: string): boolean {
-    return this.type.isCollection?.(name) === true;
+    return isGlob(this.type, name);
   }
 
   /** The type's collection epoch this response brings the stream to (for system_version_info). */
@@ -126,7 +188,10 @@ export class GlobResponse {
     if (changes?.globs === undefined) candidates = [...held.names];
     else {
       const seen = new Set(held.fresh);
-      for (const g of changes.globs) if (held.names.has(g)) seen.add(g);
+      for (const g of changes.globs) {
+        if (held.names.has(g)) seen.add(g);
+        for (const c of held.withContext.get(g) ?? []) seen.add(c);
+      }
       candidates = [...seen];
     }
     held.fresh.clear();
@@ -136,7 +201,7 @@ export class GlobResponse {
   }
 
   private take(glob: string): void {
-    const step = this.held.step(glob, this.type.collection?.(glob));
+    const step = this.held.step(glob, this.type.collection?.(splitContext(glob).base));
     if (!step) return;
     this.steps.push(step);
     this.count += step.resources.length;
@@ -163,16 +228,38 @@ export class GlobResponse {
   }
 }
 
-/** Per stream: members whose version differs from what the client said it holds, and those gone. */
-function resume(glob: string, initial: ReadonlyMap<string, string>, now: CollectionSnapshot | undefined): GlobStep {
+/**
+ * Per stream: members whose version differs from what the client said it
+ * holds, and those gone. `initial` names carry the glob's context parameters;
+ * the step's names do not (inContext adds them).
+ */
+function resume(
+  glob: string,
+  initial: ReadonlyMap<string, string>,
+  now: CollectionSnapshot | undefined,
+  context: string,
+): GlobStep {
   const resources: DeltaResource[] = [];
   const removed: string[] = [];
   for (const [name, r] of now?.members ?? []) {
     const version = versionText(r.hash);
-    if (initial.get(name) !== version) resources.push({ name, version, any: r.any });
+    if (initial.get(`${name}${context}`) !== version) resources.push({ name, version, any: r.any });
   }
-  for (const name of initial.keys()) if (!now?.members.has(name)) removed.push(name);
+  for (const name of initial.keys()) {
+    const bare = name.slice(0, name.length - context.length);
+    if (!now?.members.has(bare)) removed.push(bare);
+  }
   return resources.length || removed.length ? { glob, now, resources, removed, key: undefined } : NOTHING;
+}
+
+/** Every member of `now` (the client lost its copy, or a new watch needs them all), and those gone since `old`. */
+function wholeStep(glob: string, old: CollectionSnapshot | undefined, now: CollectionSnapshot | undefined): GlobStep {
+  const resources: DeltaResource[] = [];
+  const removed: string[] = [];
+  for (const [name, r] of now?.members ?? []) resources.push({ name, version: versionText(r.hash), any: r.any });
+  if (old) for (const name of old.members.keys()) if (!now?.members.has(name)) removed.push(name);
+  if (resources.length === 0 && removed.length === 0) return NOTHING;
+  return { glob, now, resources, removed, key: `${glob}@${old?.id ?? 0}=>${now?.id ?? 0}` };
 }
 
 /** Steps from a snapshot (or nothing held) to another, shared by every stream making the same step. */

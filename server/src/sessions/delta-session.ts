@@ -6,7 +6,11 @@
  *   built from, so versions agree across protocols and replicas.
  * - Subscriptions change by `subscribe`/`unsubscribe` in any request;
  *   wildcard is `*`, or an empty first request for LDS, CDS or the tree type
- *   (legacy wildcard, which ends when the client names resources without `*`).
+ *   (legacy wildcard); either ends only when `*` is unsubscribed. Subscribing
+ *   a name again (held, or unsubscribed then subscribed) sends it again.
+ * - Envoy's warming: an added or updated Cluster or Listener is followed by
+ *   its ClusterLoadAssignment (and LEDS collections) or RouteConfiguration,
+ *   even unchanged (stream-session.ts `warmAfter`).
  * - A response carries only resources the client does not hold at that
  *   version, plus `removed_resources`: deleted resources it held, and
  *   subscribed names that do not exist (once, until they are created).
@@ -23,8 +27,8 @@ import { versionOf, versionText, type Resource } from '../resources/resource.js'
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
-import type { NackRecord, ResourceStatus } from './client-status.js';
-import { GlobResponse, HeldGlobs, type GlobStep } from './delta-collections.js';
+import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
+import { GlobResponse, HeldGlobs, isGlob, type GlobStep } from './delta-collections.js';
 import {
   overLimits,
   type OutgoingResponse,
@@ -49,8 +53,6 @@ interface SentResponse {
 
 interface DeltaTypeState {
   wildcard: boolean;
-  /** Wildcard because the first request named nothing; ends when the client names resources. */
-  legacyWildcard: boolean;
   names: Set<string>;
   /** name → version the client holds: what it was sent, or what it said it held on reconnect. */
   held: Map<string, string>;
@@ -58,6 +60,13 @@ interface DeltaTypeState {
   absent: Set<string>;
   /** name → version the client acknowledged. */
   acked: Map<string, string>;
+  /**
+   * name → the response that sent the version held (CSDS last_updated); names
+   * the first response sent and that never changed since have `firstSent`, so
+   * a stream keeps entries only for what changed after it.
+   */
+  sentIn: Map<string, SentStamp>;
+  firstSent?: SentStamp;
   /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
   nacked: Set<string>;
   outstanding: Map<string, SentResponse>;
@@ -97,6 +106,10 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     // Versions held of resources not subscribed to are of no use.
     if (first) state.globs?.adopt(state.held, state.names);
     if (first && !state.wildcard) for (const n of [...state.held.keys()]) if (!state.names.has(n)) forget(state, n);
+    // What a reconnecting client holds is what it runs: acknowledged, as far as CSDS can tell.
+    if (first) for (const [n, v] of state.held) state.acked.set(n, v);
+    // Warming: what an updated Cluster or Listener on this stream waits for is sent whatever the client holds.
+    if (first) for (const n of this.takeOwed(typeUrl) ?? []) state.held.delete(n);
     if (!first && !changed) return { outcome };
     return { outcome, answer: first };
   }
@@ -118,8 +131,16 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
 
   protected readonly protocol = 'delta' as const;
 
-  protected versions(s: DeltaTypeState): TypeVersions {
-    return { sent: s.systemVersionSent, acked: s.systemVersionAcked, resources: resourceStatuses(s) };
+  protected versions(s: DeltaTypeState, typeUrl: string): TypeVersions {
+    const resources = resourceStatuses(s).map((r) => {
+      const stamp = s.sentIn.get(r.name) ?? (s.held.has(r.name) ? s.firstSent : undefined);
+      return {
+        ...r,
+        ...(r.version !== '' && !s.globs?.names.has(r.name) ? { body: this.bodyOf(typeUrl, r.name, r.version) } : {}),
+        ...(stamp ? { sentAt: new Date(stamp.at).toISOString() } : {}),
+      };
+    });
+    return { sent: s.systemVersionSent, acked: s.systemVersionAcked, resources };
   }
 
   /** An ACK or NACK of a response this stream sent, or a stale nonce (recorded as neither). */
@@ -163,25 +184,36 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     let changed = false;
     const named = subscribe.filter((n) => n !== '*');
     if (first && subscribe.length === 0 && this.types.get(typeUrl)?.fullStateInSotw === true) {
-      state.wildcard = state.legacyWildcard = true;
-    }
-    if (subscribe.includes('*')) {
       state.wildcard = true;
-      state.legacyWildcard = false;
-    } else if (state.legacyWildcard && named.length > 0) {
-      state.wildcard = state.legacyWildcard = false;
     }
-    if (unsubscribe.includes('*')) state.wildcard = state.legacyWildcard = false;
+    // A legacy wildcard is kept when names are subscribed after it (on-demand CDS on Envoy's wildcard CDS
+    // stream): only an unsubscribe of `*` ends a wildcard (xds_protocol.rst, "How the client specifies what
+    // resources to return"; Envoy's DeltaSubscriptionState keeps `*` requested and never sends it again).
+    if (subscribe.includes('*')) state.wildcard = true;
+    if (unsubscribe.includes('*')) state.wildcard = false;
     // Lazy xDS: on-demand names are in use while subscribed; an unsubscribed one starts its unused timeout.
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
     const collections = this.types.get(typeUrl);
+    let grew = false;
     for (const n of named) {
+      if (!first) {
+        // Subscribing a name again (held, or unsubscribed then subscribed) means the client has lost its
+        // copy: "our user may have forgotten its copy of the resource" (Envoy's
+        // DeltaSubscriptionState::updateSubscriptionInterest), so it is sent again.
+        if (state.held.delete(n)) changed = true;
+        if (state.absent.delete(n)) changed = true;
+        if (state.globs?.resend(n)) changed = true;
+      }
       if (state.names.has(n)) continue;
       state.names.add(n);
-      if (collections?.isCollection?.(n)) state.globs?.subscribe(n);
-      demand?.use([n]);
+      if (collections?.isCollection && isGlob(collections, n)) state.globs?.subscribe(n);
+      if (demand) {
+        grew ||= !demand.has(n, Date.now());
+        demand.use([n]);
+      }
       changed = true;
     }
+    if (grew) this.demandGrew(typeUrl);
     for (const n of unsubscribe) {
       if (n === '*' || !state.names.delete(n)) continue;
       state.globs?.forget(n);
@@ -244,10 +276,19 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     }
     const count = resources.length + (steps?.count ?? 0);
     if (count === 0 && removed.length === 0 && !steps && !mustAnswer) return undefined;
+    if (type?.warms)
+      this.warmAfter(
+        typeUrl,
+        resources.map((r) => r.name),
+      );
     // Collections: the epoch of the collections as this stream now holds them (informational in delta).
     const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
     const nonce = String(++this.nonces);
     state.nonceSent = nonce;
+    const stamp: SentStamp = { nonce: this.nonces, at: now };
+    if (state.firstSent) for (const r of resources) state.sentIn.set(r.name, stamp);
+    else if (resources.length > 0) state.firstSent = stamp;
+    for (const n of removed) state.sentIn.delete(n);
     state.systemVersionSent = systemVersion;
     state.outstanding.set(nonce, { systemVersion, versions, ...(globs ? { globs: globs.steps } : {}) });
     if (state.outstanding.size > MAX_OUTSTANDING) state.outstanding.delete(state.outstanding.keys().next().value!);
@@ -284,6 +325,17 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     };
   }
 
+  protected resend(typeUrl: string, names: readonly string[], prefixes: readonly string[]): boolean {
+    const state = this.subscriptions.get(typeUrl);
+    if (!state) return false;
+    let any = false;
+    for (const n of names) if ((state.wildcard || state.names.has(n)) && state.held.delete(n)) any = true;
+    if (state.globs && prefixes.length > 0) {
+      for (const g of state.globs.names) if (prefixes.some((p) => g.startsWith(p)) && state.globs.resend(g)) any = true;
+    }
+    return any;
+  }
+
   /** Explicit names; with a wildcard, every existing name and every name the client holds too. */
   private wanted(type: ResourceType | undefined, state: DeltaTypeState): Iterable<string> {
     if (!state.wildcard) return state.names;
@@ -297,11 +349,11 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
 function newState(): DeltaTypeState {
   return {
     wildcard: false,
-    legacyWildcard: false,
     names: new Set(),
     held: new Map(),
     absent: new Set(),
     acked: new Map(),
+    sentIn: new Map(),
     nacked: new Set(),
     outstanding: new Map(),
     systemVersionSent: '',
@@ -314,6 +366,7 @@ function forget(state: DeltaTypeState, name: string): void {
   state.globs?.forget(name);
   state.held.delete(name);
   state.acked.delete(name);
+  state.sentIn.delete(name);
   state.nacked.delete(name);
 }
 
@@ -321,7 +374,7 @@ function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const [name, version] of s.held) {
     const state = s.nacked.has(name) ? 'NACKED' : s.acked.get(name) === version ? 'ACKED' : 'REQUESTED';
-    out.push({ name, version, state });
+    out.push({ name, version, state, acked: s.acked.get(name) ?? '' });
   }
   for (const name of s.names) {
     const glob = s.globs?.status(name);

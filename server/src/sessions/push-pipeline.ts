@@ -289,9 +289,15 @@ export class PushPipeline {
       default:
         this.log.debug({ stream, type, kind: outcome.kind }, 'xds subscribe');
     }
-    if (answer === undefined) return;
-    conn.due.set(outcome.typeUrl, answer || conn.due.get(outcome.typeUrl) === true);
-    this.drive(conn);
+    if (answer !== undefined) conn.due.set(outcome.typeUrl, answer || conn.due.get(outcome.typeUrl) === true);
+    this.takeDue(conn);
+    if (conn.due.size > 0) this.drive(conn);
+  }
+
+  /** What the session made due besides its answer (warming, a grown demand set) is answered next, in order. */
+  private takeDue(conn: Conn): void {
+    const due = conn.session.takeDue?.();
+    if (due) for (const t of due) if (!conn.due.has(t)) conn.due.set(t, false);
   }
 
   /** Writes the next response when the transport holds none; continues when that one is flushed. */
@@ -322,6 +328,7 @@ export class PushPipeline {
       if (!this.takeSlot(conn)) return undefined;
       conn.due.delete(typeUrl);
       const response = conn.session.respond(typeUrl, mustAnswer, this.shared);
+      this.takeDue(conn);
       if (response) return { response, changeAt: undefined };
     }
     if (conn.requeue) {
@@ -332,7 +339,10 @@ export class PushPipeline {
       if (!this.takeSlot(conn)) return undefined;
       const typeUrl = conn.pushTypes.shift()!;
       const response = conn.session.respond(typeUrl, false, this.shared);
+      // Made due by this response (a Cluster's CLA for Envoy's warming): sent next, before the push goes on.
+      this.takeDue(conn);
       if (response) return { response, changeAt: conn.changeAt };
+      if (conn.due.size > 0) return this.next(conn);
     }
     conn.pushTypes = conn.changeAt = undefined;
     // The last response has been flushed (or there was nothing to send): the slot goes to the next stream.

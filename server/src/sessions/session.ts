@@ -55,6 +55,11 @@ export interface Session<Request> {
   status(maxNames?: number): ClientStatus;
   /** The stream ended: what it had subscribed to by name is no longer in use (lazy xDS). */
   closed?(): void;
+  /**
+   * Types to bring up to date next, whether or not a push is under way (Envoy's warming after a
+   * Cluster or Listener update, a demand set grown by an on-demand name); each is handed out once.
+   */
+  takeDue?(): readonly string[];
 }
 
 /** What one stream may hold: bounds memory whatever a client sends. */
@@ -105,6 +110,11 @@ export function handleNow<R>(session: Session<R>, req: R): { outcome: RequestOut
 export function refreshNow<R>(session: Session<R>, shared?: SharedResponses): OutgoingResponse[] {
   const out: OutgoingResponse[] = [];
   for (const typeUrl of session.pushOrder()) {
+    const r = session.respond(typeUrl, false, shared);
+    if (r) out.push(r);
+  }
+  // What the push made due (warming) goes after it, in the order it was made due.
+  for (const typeUrl of session.takeDue?.() ?? []) {
     const r = session.respond(typeUrl, false, shared);
     if (r) out.push(r);
   }

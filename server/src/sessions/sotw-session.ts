@@ -18,7 +18,7 @@ import { versionOf, versionText, type Resource } from '../resources/resource.js'
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDiscoveryResponse } from '../wire/envelope.js';
 import type { DiscoveryRequest } from '../wire/request.js';
-import type { NackRecord, ResourceStatus } from './client-status.js';
+import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
 
 import {
   overLimits,
@@ -43,7 +43,40 @@ interface TypeState {
   versionAcked: string;
   /** The version a first request said the client already holds (from an earlier stream), until answered. */
   versionHeld?: string;
+  /** Names dropped from `sent` for Envoy's warming: the next response goes out even if the version is unchanged. */
+  rewarm: boolean;
   lastNack?: NackRecord;
+  /**
+   * name → the response that brought the content the client holds (CSDS: its
+   * version, when, acknowledged). Names the first such response brought and
+   * that never changed since are not listed: they have `base`, so a stream
+   * keeps entries only for what changed after its first response.
+   */
+  since: Map<string, Stamp>;
+  base?: Stamp;
+  /** name → the last acknowledged response that brought it, while a newer one is unacknowledged or NACKed. */
+  kept: Map<string, Stamp>;
+  /** The nonce of the last response of this type the client acknowledged (0: none). */
+  ackedNonce: number;
+  /** The stamp of the last response sent, marked when it is NACKed. */
+  lastStamp?: Stamp;
+}
+
+/** One response, shared by the resources whose current content it brought. */
+interface Stamp extends SentStamp {
+  readonly version: string;
+  nacked: boolean;
+}
+
+/** A reconnecting client's copy, taken as sent and acknowledged. */
+const HELD_NONCE = 0;
+
+function stampOf(state: TypeState, name: string): Stamp | undefined {
+  return state.since.get(name) ?? state.base;
+}
+
+function isAcked(state: TypeState, stamp: Stamp | undefined): boolean {
+  return stamp !== undefined && !stamp.nacked && stamp.nonce <= state.ackedNonce;
 }
 
 export class SotwSession extends StreamSession<TypeState> implements Session<DiscoveryRequest> {
@@ -60,16 +93,31 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     let outcome: RequestOutcome;
     if (!state) {
-      state = { wildcard: false, names: new Set(), sent: new Map(), versionSent: '', nonceSent: '', versionAcked: '' };
-      if (req.versionInfo !== '') state.versionHeld = req.versionInfo;
+      state = {
+        wildcard: false,
+        names: new Set(),
+        sent: new Map(),
+        versionSent: '',
+        nonceSent: '',
+        versionAcked: '',
+        rewarm: false,
+        since: new Map(),
+        kept: new Map(),
+        ackedNonce: 0,
+      };
+      // A version held is taken at its word, unless warming owes this type a resource (see `owe`).
+      const owed = this.takeOwed(typeUrl);
+      if (req.versionInfo !== '' && !owed?.size) state.versionHeld = req.versionInfo;
       this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
     } else if (req.errorDetail && req.responseNonce !== '') {
       const detail = req.errorDetail.message;
       state.lastNack = { version: state.versionSent, nonce: state.nonceSent, detail, at: new Date().toISOString() };
+      if (state.lastStamp) state.lastStamp.nacked = true;
       outcome = { kind: 'nack', typeUrl, detail };
     } else if (req.responseNonce !== '') {
       state.versionAcked = req.versionInfo;
+      this.acknowledged(state, Number(req.responseNonce));
       outcome = { kind: 'ack', typeUrl };
     } else {
       outcome = { kind: 'subscribe', typeUrl };
@@ -79,8 +127,10 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const added = this.subscribe(state, typeUrl, req.resourceNames, outcome.kind === 'initial');
     // The common case, one per push per stream: an ACK that leaves the subscription as it was. Changes
     // since the last response are already on their way (every change schedules a push), so there is
-    // nothing to resolve.
-    if (outcome.kind === 'ack' && state.wildcard === wildcardBefore && sameSet(before, state.names)) {
+    // nothing to resolve. Unless a resource of this type is owed for warming: then this may be Envoy's
+    // re-request (same names, version and nonce, sent when an updated Cluster or Listener adds its
+    // watch: GrpcMuxImpl::addWatch → queueDiscoveryRequest), answered as istiod's "AlwaysRespond" does.
+    if (outcome.kind === 'ack' && state.wildcard === wildcardBefore && sameSet(before, state.names) && !state.rewarm) {
       return { outcome };
     }
     return { outcome, answer: outcome.kind === 'initial' || outcome.kind === 'subscribe' || added };
@@ -109,8 +159,68 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
 
   protected readonly protocol = 'sotw' as const;
 
-  protected versions(s: TypeState): TypeVersions {
-    return { sent: s.versionSent, acked: s.versionAcked, resources: resourceStatuses(s) };
+  protected versions(s: TypeState, typeUrl: string): TypeVersions {
+    return { sent: s.versionSent, acked: s.versionAcked, resources: this.resourceStatuses(s, typeUrl) };
+  }
+
+  /** Per resource: the response that brought its current content, and whether that one was acknowledged. */
+  private resourceStatuses(s: TypeState, typeUrl: string): ResourceStatus[] {
+    const out: ResourceStatus[] = [];
+    for (const [name, hash] of s.sent) {
+      const stamp = stampOf(s, name);
+      const state = stamp?.nacked ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
+      const acked = state === 'ACKED' ? stamp!.version : (s.kept.get(name)?.version ?? '');
+      out.push({
+        name,
+        version: stamp?.version ?? '',
+        state,
+        acked,
+        ...(stamp ? { sentAt: new Date(stamp.at).toISOString() } : {}),
+        body: this.bodyOf(typeUrl, name, versionText(hash)),
+      });
+    }
+    for (const name of s.names) {
+      if (s.sent.has(name)) continue;
+      out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** An ACK of response `nonce`: what it and every earlier response brought is acknowledged. */
+  private acknowledged(state: TypeState, nonce: number): void {
+    if (!Number.isFinite(nonce)) return;
+    state.ackedNonce = Math.max(state.ackedNonce, nonce);
+    for (const name of state.kept.keys()) if (isAcked(state, stampOf(state, name))) state.kept.delete(name);
+  }
+
+  /** Records which resources response `stamp` brought (new content), and forgets those no longer held. */
+  private stampSent(
+    state: TypeState,
+    changed: readonly string[],
+    current: ReadonlyMap<string, Resource>,
+    stamp: Stamp,
+  ): void {
+    for (const name of state.since.keys()) {
+      if (current.has(name)) continue;
+      state.since.delete(name);
+      state.kept.delete(name);
+    }
+    if (!state.base) {
+      if (changed.length > 0) state.base = stamp;
+      return;
+    }
+    for (const name of changed) {
+      const old = stampOf(state, name);
+      if (isAcked(state, old)) state.kept.set(name, old!);
+      state.since.set(name, stamp);
+    }
+  }
+
+  protected resend(typeUrl: string, names: readonly string[]): boolean {
+    const state = this.subscriptions.get(typeUrl);
+    if (!state) return false;
+    for (const n of names) if ((state.wildcard || state.names.has(n)) && state.sent.delete(n)) state.rewarm = true;
+    return state.rewarm;
   }
 
   /** Returns whether a name not held before was added. */
@@ -126,8 +236,13 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
     if (demand) {
       // Lazy xDS: a name asked for is in use; a name dropped starts its unused timeout.
-      demand.use([...next].filter((n) => !state.names.has(n)));
-      demand.release([...state.names].filter((n) => !next.has(n)), Date.now());
+      const fresh = [...next].filter((n) => !state.names.has(n));
+      demand.use(fresh);
+      if (fresh.length > 0) this.demandGrew(typeUrl);
+      demand.release(
+        [...state.names].filter((n) => !next.has(n)),
+        Date.now(),
+      );
     }
     state.names = next;
     return added;
@@ -149,9 +264,16 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       state.sent = hashesOf(current);
       state.versionSent = version;
       state.versionAcked = version;
+      this.stampSent(state, [...current.keys()], current, {
+        version,
+        nonce: HELD_NONCE,
+        at: Date.now(),
+        nacked: false,
+      });
       return undefined;
     }
-    if (version === state.versionSent && !mustAnswer) return undefined;
+    if (version === state.versionSent && !mustAnswer && !state.rewarm) return undefined;
+    state.rewarm = false;
     let resources: Resource[];
     if (type?.fullStateInSotw) {
       resources = [...current.values()];
@@ -161,13 +283,19 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         // Only removals: the client drops those with their parent resource.
         state.sent = hashesOf(current);
         state.versionSent = version;
+        this.stampSent(state, [], current, { version, nonce: HELD_NONCE, at: 0, nacked: false });
         return undefined;
       }
     }
+    const changed: string[] = [];
+    for (const r of resources) if (state.sent.get(r.name) !== r.hash) changed.push(r.name);
+    if (type?.warms) this.warmAfter(typeUrl, changed);
     state.sent = hashesOf(current);
     state.versionSent = version;
     state.nonceSent = String(++this.nonces);
     const nonce = state.nonceSent;
+    state.lastStamp = { version, nonce: this.nonces, at: Date.now(), nacked: false };
+    this.stampSent(state, changed, current, state.lastStamp);
     const encode = (): Buffer =>
       encodeDiscoveryResponse({ versionInfo: version, typeUrl, nonce, resources: resources.map((r) => r.any) });
     let bytes: Buffer;
@@ -185,26 +313,15 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const current = new Map<string, Resource>();
     const demand = type.demandScoped ? this.placement.demand : undefined;
     const all = state.wildcard ? type.names() : [];
-    const wanted = state.wildcard ? new Set([...(demand ? demand.filter(all, Date.now()) : all), ...state.names]) : state.names;
+    const wanted = state.wildcard
+      ? new Set([...(demand ? demand.filter(all, Date.now()) : all), ...state.names])
+      : state.names;
     for (const name of wanted) {
       const r = type.resolve(name, this.placement);
       if (r) current.set(name, r);
     }
     return current;
   }
-}
-
-/** Per resource: what was sent, and whether the response that carried it was acknowledged. */
-function resourceStatuses(s: TypeState): ResourceStatus[] {
-  const nacked = s.lastNack !== undefined && s.lastNack.nonce === s.nonceSent;
-  const sentState = nacked ? 'NACKED' : s.versionAcked === s.versionSent ? 'ACKED' : 'REQUESTED';
-  const out: ResourceStatus[] = [];
-  for (const [name, hash] of s.sent) out.push({ name, version: versionText(hash), state: sentState });
-  for (const name of s.names) {
-    if (s.sent.has(name)) continue;
-    out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
-  }
-  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {

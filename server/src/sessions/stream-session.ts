@@ -6,6 +6,8 @@
  */
 import type { Client } from '../domain/client.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
+import { versionText } from '../resources/resource.js';
+import { flatten } from '../wire/rope.js';
 import type { NodeInfo } from '../wire/request.js';
 import type { ClientStatus, NackRecord, ResourceStatus, TypeStatus } from './client-status.js';
 import { placementOf, wantsLeds } from './placement.js';
@@ -26,6 +28,8 @@ export interface TypeVersions {
   readonly resources: ResourceStatus[];
 }
 
+const NONE: readonly string[] = [];
+
 export abstract class StreamSession<State extends SubscriptionState> {
   node: NodeInfo | undefined;
   placement: Client = placementOf(undefined);
@@ -34,6 +38,8 @@ export abstract class StreamSession<State extends SubscriptionState> {
   protected nonces = 0;
   /** Requests for types this server does not serve: counted, never stored. */
   private ignored = 0;
+  /** Types to bring up to date next (takeDue), in the order they became due. */
+  private readonly due = new Set<string>();
 
   constructor(
     readonly id: number,
@@ -65,6 +71,85 @@ export abstract class StreamSession<State extends SubscriptionState> {
     return { outcome: { kind: 'ignored', typeUrl, detail: unserved } };
   }
 
+  takeDue(): readonly string[] {
+    if (this.due.size === 0) return NONE;
+    const out = [...this.due];
+    this.due.clear();
+    return out;
+  }
+
+  /**
+   * Envoy's warming (xds_protocol.rst, "Resource warming"; Envoy's
+   * ClusterManagerImpl keeps an updated cluster warming until its EDS watch
+   * has an update): resources of `typeUrl` were just sent added or updated,
+   * so what each waits for is sent again next, even unchanged, when this
+   * stream holds it. On SotW Envoy re-requests it with the same names,
+   * version and nonce; on delta it sends nothing (its watch map already has
+   * the name), so only the server can end the wait.
+   */
+  protected warmAfter(typeUrl: string, names: readonly string[]): void {
+    const warms = this.types.get(typeUrl)?.warms;
+    if (!warms || names.length === 0) return;
+    const byType = new Map<string, { names: string[]; prefixes: string[] }>();
+    for (const name of names) {
+      for (const t of warms(name, this.placement)) {
+        if (!this.subscriptions.has(t.typeUrl)) {
+          this.owe(t.typeUrl, t.names);
+          continue;
+        }
+        let e = byType.get(t.typeUrl);
+        if (!e) byType.set(t.typeUrl, (e = { names: [], prefixes: [] }));
+        if (t.names) e.names.push(...t.names);
+        if (t.prefix !== undefined) e.prefixes.push(t.prefix);
+      }
+    }
+    for (const [target, { names: n, prefixes }] of byType) {
+      if (this.resend(target, n, prefixes)) this.due.add(target);
+    }
+  }
+
+  /**
+   * Names to send again once the client subscribes to their type: a client
+   * reconnecting (to this replica or another) says it holds them
+   * (initial_resource_versions, or SotW version_info), but the Cluster or
+   * Listener waiting for them was just updated on this stream. Bounded by the
+   * per-type name limit; handed out once, to the type's first request.
+   */
+  private owed?: Map<string, Set<string>>;
+
+  private owe(typeUrl: string, names: readonly string[] | undefined): void {
+    if (!names || names.length === 0) return;
+    this.owed ??= new Map();
+    let s = this.owed.get(typeUrl);
+    if (!s) this.owed.set(typeUrl, (s = new Set()));
+    for (const n of names) if (s.size < this.limits.maxNamesPerType) s.add(n);
+  }
+
+  /** What warming owes a type on its first request (see `owe`). */
+  protected takeOwed(typeUrl: string): ReadonlySet<string> | undefined {
+    const s = this.owed?.get(typeUrl);
+    this.owed?.delete(typeUrl);
+    return s;
+  }
+
+  /**
+   * Lazy xDS: a name subscribed on `typeUrl` joined the node's demand set, so
+   * the stream's other demand-scoped wildcards (an on-demand cluster's
+   * listener, docs/envoy.md "Lazy xDS") take it at once, not at the next push.
+   */
+  protected demandGrew(typeUrl: string): void {
+    for (const [t, s] of this.subscriptions) {
+      if (t !== typeUrl && s.wildcard && this.types.get(t)?.demandScoped) this.due.add(t);
+    }
+  }
+
+  /**
+   * Forgets that the client holds these names (and, with collections, the
+   * globs under these prefixes) so that the next response of the type carries
+   * them; returns whether it held any.
+   */
+  protected abstract resend(typeUrl: string, names: readonly string[], prefixes: readonly string[]): boolean;
+
   pushOrder(): string[] {
     return inPushOrder(this.subscriptions.keys(), (t) => this.types.get(t)?.pushRank);
   }
@@ -79,13 +164,24 @@ export abstract class StreamSession<State extends SubscriptionState> {
   protected abstract readonly protocol: 'sotw' | 'delta';
 
   /** The versions sent and acknowledged for a type, and each resource's state, as this protocol keeps them. */
-  protected abstract versions(state: State): TypeVersions;
+  protected abstract versions(state: State, typeUrl: string): TypeVersions;
+
+  /**
+   * CSDS: the encoded Any of a resource, if the server's current copy for this
+   * client is still the one sent (`version`, as versionText of its hash).
+   */
+  protected bodyOf(typeUrl: string, name: string, version: string): () => Uint8Array | undefined {
+    return () => {
+      const r = this.types.get(typeUrl)?.resolve(name, this.placement);
+      return r && versionText(r.hash) === version ? flatten(r.any) : undefined;
+    };
+  }
 
   /** `maxNames`: at most this many names and resources listed per type. */
   status(maxNames = Infinity): ClientStatus {
     const types: TypeStatus[] = [];
     for (const [typeUrl, s] of this.subscriptions) {
-      const v = this.versions(s);
+      const v = this.versions(s, typeUrl);
       types.push({
         typeUrl,
         subscribed: s.wildcard ? '*' : [...s.names].sort().slice(0, maxNames),
@@ -102,6 +198,7 @@ export abstract class StreamSession<State extends SubscriptionState> {
       ignoredRequests: this.ignored,
       nodeId: this.nodeId,
       cluster: this.node?.cluster ?? '',
+      ...(this.node?.userAgentName ? { userAgent: this.node.userAgentName } : {}),
       peer: this.peer,
       connectedAt: this.connectedAt,
       placement: this.placement,
