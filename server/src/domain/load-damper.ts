@@ -1,0 +1,74 @@
+/**
+ * Stability for load-aware weights: reports are smoothed before they count,
+ * a new target moves the weights only past a dead band and by a bounded step
+ * each interval, and a locality that is mostly unhealthy drains with
+ * hysteresis. Pure: every call gets the previous state and returns the next.
+ */
+
+export interface DampingOptions {
+  /** Weight of a new report in the moving average (0 < alpha <= 1). */
+  readonly alpha: number;
+  /** Changes of a share smaller than this (0..1) leave the weights as they are. */
+  readonly deadBand: number;
+  /** The most any one share (0..1) moves in one interval. */
+  readonly maxStep: number;
+}
+
+export const DEFAULT_DAMPING: DampingOptions = { alpha: 0.5, deadBand: 0.05, maxStep: 0.25 };
+
+/** Exponentially weighted moving average of a rate; the first report is taken as it is. */
+export function smooth(previous: number | undefined, report: number, alpha: number): number {
+  if (!Number.isFinite(report) || report < 0) return previous ?? 0;
+  return previous === undefined ? report : previous + alpha * (report - previous);
+}
+
+/** Shares (summing to 1) of a weight map. */
+export function sharesOf(weights: ReadonlyMap<string, number>): Map<string, number> {
+  let total = 0;
+  for (const v of weights.values()) total += Math.max(0, v);
+  const out = new Map<string, number>();
+  if (total <= 0) return out;
+  for (const [k, v] of weights) if (v > 0) out.set(k, v / total);
+  return out;
+}
+
+/**
+ * The shares to send this interval: the current ones while the target is
+ * within the dead band of them; otherwise each share moved toward its target
+ * by at most `maxStep`, then renormalised. A spill that is no longer needed
+ * thus drains back over several intervals instead of at once.
+ */
+export function dampShares(
+  current: ReadonlyMap<string, number> | undefined,
+  target: ReadonlyMap<string, number>,
+  opts: DampingOptions = DEFAULT_DAMPING,
+): Map<string, number> {
+  if (!current || current.size === 0) return new Map(target);
+  const keys = new Set([...current.keys(), ...target.keys()]);
+  let largest = 0;
+  for (const k of keys) largest = Math.max(largest, Math.abs((target.get(k) ?? 0) - (current.get(k) ?? 0)));
+  if (largest < opts.deadBand) return new Map(current);
+  const moved = new Map<string, number>();
+  for (const k of keys) {
+    const c = current.get(k) ?? 0;
+    const t = target.get(k) ?? 0;
+    const step = Math.max(-opts.maxStep, Math.min(opts.maxStep, t - c));
+    const v = c + step;
+    if (v > 1e-6) moved.set(k, v);
+  }
+  return sharesOf(moved);
+}
+
+export interface DrainOptions {
+  /** Below this healthy fraction a locality takes no new traffic. */
+  readonly threshold: number;
+  /** It takes traffic again only above threshold + hysteresis. */
+  readonly hysteresis: number;
+}
+
+export const DEFAULT_DRAIN: DrainOptions = { threshold: 0.25, hysteresis: 0.1 };
+
+/** Auto capacity drain: whether a locality is drained after this interval. */
+export function drained(healthyFraction: number, wasDrained: boolean, opts: DrainOptions = DEFAULT_DRAIN): boolean {
+  return wasDrained ? healthyFraction < opts.threshold + opts.hysteresis : healthyFraction < opts.threshold;
+}
