@@ -20,6 +20,7 @@ import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
 import { canopyResources } from './resources/registry.js';
 import { kernelServable } from './resources/tree-codec.js';
 import { teeObserver, type XdsObserver } from './sessions/observer.js';
+import { LoadController } from './sessions/load-controller.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
 import { kernelUnsupported } from './domain/policy.js';
 
@@ -70,6 +71,7 @@ export interface Canopy {
 
 export const DEFAULT_XDS_PORT = 18000;
 export const DEFAULT_ADMIN_PORT = 18080;
+export const DEFAULT_LOAD_REPORTING_INTERVAL_MS = 10_000;
 
 export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const logger = opts.logger ?? pino({ level: opts.logLevel ?? 'info', name: 'canopy' });
@@ -116,6 +118,14 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ...(pushWindow !== undefined ? { pushWindow } : {}),
   });
 
+  // Load-aware locality: client load reports (LRS) → weights per client node, recomputed every interval.
+  const load = new LoadController({
+    mesh,
+    intervalMs: server.loadReportingIntervalMs ?? DEFAULT_LOAD_REPORTING_INTERVAL_MS,
+    notify: (services) => pipeline.notify(services),
+  });
+  load.start();
+
   const kernelGaps = new Map<string, string>();
   feed.subscribe((changes) => {
     for (const c of changes) {
@@ -144,6 +154,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ads: pipeline,
     host: xdsHost,
     port: xdsPort,
+    load,
     ...(security.tls ? { tls: security.tls } : {}),
   });
   let ready = false;
@@ -153,6 +164,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     caughtUp: (revision) => feed.caughtUp(revision),
     claCache,
     clients: () => pipeline.clients(),
+    load: (service) => load.report(service),
     registry,
     logger: logger.child({ component: 'admin' }),
     // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
@@ -199,6 +211,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     (stopping ??= (async () => {
       ready = false;
       stopWatching();
+      load.stop();
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.close()]);

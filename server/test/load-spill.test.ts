@@ -175,37 +175,23 @@ describe('damping and drain', () => {
     assert.equal(smooth(100, Number.NaN, 0.5), 100);
   });
 
-  it('holds the weights inside the dead band and moves a bounded step outside it', () => {
-    const cur = sharesOf(new Map([['a', 1]]));
-    assert.deepEqual(
-      [
-        ...dampShares(
-          cur,
-          new Map([
-            ['a', 0.97],
-            ['b', 0.03],
-          ]),
-        ),
-      ],
-      [['a', 1]],
+  it('holds the weights inside the dead band and moves a bounded, proportional step outside it', () => {
+    const m = (o: Record<string, number>) => new Map(Object.entries(o));
+    const cur = m({ a: 0.6, b: 0.4 });
+    assert.deepEqual([...dampShares(cur, m({ a: 0.62, b: 0.38 }))], [...cur]);
+    const step = dampShares(m({ a: 1 }), m({ a: 0.5, b: 0.5 }));
+    assert.ok(
+      Math.abs(step.get('a')! - 0.65) < TOL && Math.abs(step.get('b')! - 0.35) < TOL,
+      JSON.stringify([...step]),
     );
-    const step = dampShares(
-      cur,
-      new Map([
-        ['a', 0.5],
-        ['b', 0.5],
-      ]),
-    );
-    assert.ok(Math.abs(step.get('a')! - 0.75) < TOL && Math.abs(step.get('b')! - 0.25) < TOL);
+    // the far locality never gets ahead of the near one on the way
+    const far = dampShares(m({ a: 1 }), m({ a: 0.4, b: 0.4, c: 0.2 }));
+    assert.ok(far.get('b')! > far.get('c')!, JSON.stringify([...far]));
     // and gets there over the next interval, never overshooting
-    const next = dampShares(
-      step,
-      new Map([
-        ['a', 0.5],
-        ['b', 0.5],
-      ]),
-    );
+    const next = dampShares(step, m({ a: 0.5, b: 0.5 }));
     assert.ok(Math.abs(next.get('a')! - 0.5) < TOL);
+    // a spill that is no longer needed ends, even from inside the dead band
+    assert.deepEqual([...dampShares(m({ a: 0.97, b: 0.03 }), m({ a: 1 }))], [['a', 1]]);
   });
 
   it('drains below 25% healthy and returns only above 35%', () => {

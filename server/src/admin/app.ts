@@ -38,6 +38,8 @@ export interface AdminDeps {
   readonly caughtUp: (revision: number) => Promise<void>;
   readonly claCache: ClaCache<{ readonly length: number }>;
   readonly clients: () => readonly ClientStatus[];
+  /** Load-aware balancing: the last interval's view of a service (reported load, capacity, weights). */
+  readonly load?: (service: string) => object | undefined;
   readonly registry: Registry;
   readonly logger?: Logger;
   readonly ready: () => boolean;
@@ -109,7 +111,10 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
       timeWindow: limit.windowMs,
       allowList: (req) => !isWrite(req),
       errorResponseBuilder: (_req, ctx) =>
-        new CanopyError('CANOPY_RATE_LIMITED', `too many writes from this client (at most ${ctx.max}); retry in ${ctx.after}`),
+        new CanopyError(
+          'CANOPY_RATE_LIMITED',
+          `too many writes from this client (at most ${ctx.max}); retry in ${ctx.after}`,
+        ),
     });
     serviceRoutes(scope, deps);
     bulkEndpointRoute(scope, deps);
@@ -194,7 +199,12 @@ function bulkEndpointRoute(app: FastifyInstance, { store, mesh, caughtUp }: Admi
     const revision = await store.patchEndpoints(service.name, upserts, removals);
     if (revision === undefined) throw serviceNotFound(service.name);
     await caughtUp(revision);
-    return { service: service.name, upserted: upserts.length, removed: removals.length, endpoints: service.endpoints.size };
+    return {
+      service: service.name,
+      upserted: upserts.length,
+      removed: removals.length,
+      endpoints: service.endpoints.size,
+    };
   });
 }
 
@@ -224,13 +234,21 @@ function debugRoutes(app: FastifyInstance, deps: AdminDeps): void {
   );
 
   app.get('/debug/clients', async () => ({ clients: deps.clients() }));
+
+  // Load-aware balancing: reported load against capacity per locality, and the weights each client node gets.
+  app.get<{ Params: { service: string } }>('/debug/load/:service', async (req) => {
+    const s = serviceOf(deps.mesh, req.params.service);
+    const la = s.spec.loadBalancing.loadAware;
+    return { service: s.name, balancing: la?.balancing ?? 'off', ...(deps.load?.(s.name) ?? {}) };
+  });
 }
 
 function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async () => {
-    if (!deps.ready()) throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
+    if (!deps.ready())
+      throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
     return { status: 'ready' };
   });
 

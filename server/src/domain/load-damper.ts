@@ -6,17 +6,15 @@
  */
 
 export interface DampingOptions {
-  /** Weight of a new report in the moving average (0 < alpha <= 1). */
-  readonly alpha: number;
   /** Changes of a share smaller than this (0..1) leave the weights as they are. */
   readonly deadBand: number;
   /** The most any one share (0..1) moves in one interval. */
   readonly maxStep: number;
 }
 
-export const DEFAULT_DAMPING: DampingOptions = { alpha: 0.5, deadBand: 0.05, maxStep: 0.25 };
+export const DEFAULT_DAMPING: DampingOptions = { deadBand: 0.03, maxStep: 0.35 };
 
-/** Exponentially weighted moving average of a rate; the first report is taken as it is. */
+/** Exponentially weighted moving average of a rate (`alpha`: a new report's weight); the first report is taken as it is. */
 export function smooth(previous: number | undefined, report: number, alpha: number): number {
   if (!Number.isFinite(report) || report < 0) return previous ?? 0;
   return previous === undefined ? report : previous + alpha * (report - previous);
@@ -34,9 +32,11 @@ export function sharesOf(weights: ReadonlyMap<string, number>): Map<string, numb
 
 /**
  * The shares to send this interval: the current ones while the target is
- * within the dead band of them; otherwise each share moved toward its target
- * by at most `maxStep`, then renormalised. A spill that is no longer needed
- * thus drains back over several intervals instead of at once.
+ * within the dead band of them; otherwise a step along the straight line to
+ * the target, short enough that no share moves by more than `maxStep`. The
+ * step keeps the shares' proportions on the way (no locality gets ahead of a
+ * nearer one), and a spill that is no longer needed drains back over several
+ * intervals instead of at once.
  */
 export function dampShares(
   current: ReadonlyMap<string, number> | undefined,
@@ -47,13 +47,15 @@ export function dampShares(
   const keys = new Set([...current.keys(), ...target.keys()]);
   let largest = 0;
   for (const k of keys) largest = Math.max(largest, Math.abs((target.get(k) ?? 0) - (current.get(k) ?? 0)));
-  if (largest < opts.deadBand) return new Map(current);
+  // Inside the dead band nothing moves, unless a locality is to be left entirely or newly used:
+  // a spill that is no longer needed ends, rather than lingering at a few percent.
+  const sameSet = [...keys].every((k) => (target.get(k) ?? 0) > 0 === (current.get(k) ?? 0) > 0);
+  if (largest < opts.deadBand && sameSet) return new Map(current);
+  const lambda = Math.min(1, opts.maxStep / largest);
   const moved = new Map<string, number>();
   for (const k of keys) {
     const c = current.get(k) ?? 0;
-    const t = target.get(k) ?? 0;
-    const step = Math.max(-opts.maxStep, Math.min(opts.maxStep, t - c));
-    const v = c + step;
+    const v = c + lambda * ((target.get(k) ?? 0) - c);
     if (v > 1e-6) moved.set(k, v);
   }
   return sharesOf(moved);

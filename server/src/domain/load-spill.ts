@@ -170,15 +170,10 @@ export type SpillMode = 'waterfall' | 'spray';
  * tree: `node` is the deepest node the client matched (the root when nothing
  * matched). Every leaf of the tree is in exactly one tier.
  */
-export function spillTiers(
-  node: TreeNode,
-  levels: number,
-  mode: SpillMode,
-  idOf: (leaf: TreeNode) => string,
-): string[][] {
+export function spillTiers<T>(node: TreeNode, levels: number, mode: SpillMode, idOf: (leaf: TreeNode) => T): T[][] {
   let start = node;
   if (mode === 'spray') while (start.depth > 1 && start.parent) start = start.parent;
-  const tiers: string[][] = [start.leaves(levels).map(idOf)];
+  const tiers: T[][] = [start.leaves(levels).map(idOf)];
   for (let child = start, up = start.parent; up; child = up, up = up.parent) {
     const below = new Set(child.leaves(levels));
     const rest = up.leaves(levels).filter((l) => !below.has(l));

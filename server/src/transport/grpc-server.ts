@@ -5,7 +5,9 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
+import type { LoadController } from '../sessions/load-controller.js';
 import { csdsHandlers, csdsServiceDefinition } from './csds-service.js';
+import { lrsHandlers, lrsServiceDefinition } from './lrs-service.js';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
@@ -55,6 +57,8 @@ export async function startGrpcTransport(opts: {
   readonly tls?: TransportTls;
   readonly host: string;
   readonly port: number;
+  /** Load reports (LRS) for load-aware services. */
+  readonly load?: LoadController;
 }): Promise<GrpcTransport> {
   const server = new grpc.Server({
     'grpc.keepalive_time_ms': 30_000,
@@ -64,7 +68,11 @@ export async function startGrpcTransport(opts: {
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   });
   const mtls = opts.tls?.clientCa !== undefined;
-  server.addService(csdsServiceDefinition(), csdsHandlers(() => opts.ads.clients(Infinity)));
+  server.addService(
+    csdsServiceDefinition(),
+    csdsHandlers(() => opts.ads.clients(Infinity)),
+  );
+  if (opts.load) server.addService(lrsServiceDefinition(), lrsHandlers(opts.load));
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest, Buffer>) =>
       serveStream(call, mtls, (sink) => opts.ads.open(call.getPeer(), sink)),
