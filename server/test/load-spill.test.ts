@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { dampShares, drained, sharesOf, smooth } from '../src/domain/load-damper.js';
+import { dampShares, drained, smooth } from '../src/domain/load-damper.js';
 import { spillTiers, spillWeights, waterfill, type SpillClient, type SpillMode } from '../src/domain/load-spill.js';
 import { LocalityTree, type TreeNode } from '../src/domain/locality-tree.js';
 import { ep } from './support/builders.js';
