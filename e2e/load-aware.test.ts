@@ -15,6 +15,7 @@ import { xdsBootstrap } from '../server/src/demo/bootstrap.js';
 import { XdsEchoClient } from '../server/src/demo/xds-client.js';
 import { parseLocality } from '../server/src/domain/locality.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { CCoreClient, ccoreMissing } from './support/ccore-client.js';
 
 const INTERVAL_MS = 1000;
 /** Requests per second one endpoint serves (the service's capacityRps); zone A has two endpoints. */
@@ -80,8 +81,8 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
   let canopy: CanopyProcess;
   let client: XdsEchoClient;
 
-  const debugLoad = async (): Promise<LoadDebug> => {
-    const r = await canopy.admin('GET', '/debug/load/echo');
+  const debugLoad = async (service = 'echo'): Promise<LoadDebug> => {
+    const r = await canopy.admin('GET', `/debug/load/${service}`);
     assert.equal(r.status, 200, JSON.stringify(r.body));
     return r.body as LoadDebug;
   };
@@ -97,22 +98,22 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
   before(async () => {
     for (const [id, host, locality] of BACKENDS)
       backends.push(await startBackend({ id, host, locality: parseLocality(locality) }));
+    const service = (name: string, loadAware: object) => ({
+      name,
+      loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], loadAware },
+      endpoints: backends.map((b, i) => ({
+        address: b.address,
+        port: b.port,
+        locality: parseLocality(BACKENDS[i]![2]),
+      })),
+    });
     canopy = await startCanopyProcess({
       server: { debounceMs: 20, loadReportingIntervalMs: INTERVAL_MS },
       services: [
-        {
-          name: 'echo',
-          loadBalancing: {
-            mode: 'failover',
-            routingPreference: ['region', 'zone', 'subzone'],
-            loadAware: { balancing: 'waterfall', capacityRps: CAPACITY },
-          },
-          endpoints: backends.map((b, i) => ({
-            address: b.address,
-            port: b.port,
-            locality: parseLocality(BACKENDS[i]![2]),
-          })),
-        },
+        service('echo', { balancing: 'waterfall', capacityRps: CAPACITY }),
+        // Zone A drains when fewer than 60% of its endpoints are healthy (one of its two).
+        service('echo-drain', { balancing: 'waterfall', capacityRps: CAPACITY, drainBelow: 0.6 }),
+        service('echo-ccore', { balancing: 'waterfall', capacityRps: 10 }),
       ],
     });
     client = new XdsEchoClient({
@@ -214,4 +215,86 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
     const zl = byZone(low.served, t2, Date.now());
     assert.ok(zl['a']! > 0 && zl['b'] === 0 && zl['c'] === 0, `all back in zone A: ${JSON.stringify(zl)}`);
   });
+
+  it('auto capacity drain: a mostly unhealthy zone A takes no new traffic while it has a healthy backend, then recovers', async () => {
+    const drainClient = new XdsEchoClient({
+      target: 'xds:///echo-drain',
+      bootstrap: xdsBootstrap({
+        serverUri: canopy.xdsUri,
+        nodeId: 'client-za-drain',
+        locality: parseLocality('r1/za/s'),
+      }),
+    });
+    const load = offer(drainClient, 20, 40_000);
+    try {
+      const a1 = backends[0]!;
+      const key = encodeURIComponent(`${a1.address}:${a1.port}`);
+      const patch = async (health: string) => {
+        const r = await canopy.admin('PATCH', `/api/v1/services/echo-drain/endpoints/${key}`, { health });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+      };
+      const waitFor = async (what: string, ok: (d: LoadDebug) => boolean) => {
+        const end = Date.now() + 15 * INTERVAL_MS;
+        while (Date.now() < end) {
+          if (ok(await debugLoad('echo-drain'))) return;
+          await sleep(INTERVAL_MS / 4);
+        }
+        assert.fail(`${what}: ${JSON.stringify(await debugLoad('echo-drain'))}`);
+      };
+      const zoneA = (d: LoadDebug) => d.localities?.find((l) => l.path === 'r1/za/s');
+      const weightA = (d: LoadDebug) => d.clientNodes?.find((n) => n.path === 'r1/za/s')?.weights['r1/za/s'] ?? 0;
+      await waitFor('the client reports', (d) => (d.clientNodes?.length ?? 0) > 0 && weightA(d) > 0);
+      await patch('unhealthy');
+      await waitFor('zone A drained and out of the weights', (d) => zoneA(d)?.drained === true && weightA(d) === 0);
+      await sleep(INTERVAL_MS);
+      const t0 = Date.now();
+      await sleep(2 * INTERVAL_MS);
+      const drained = byZone(load.served, t0, Date.now());
+      assert.ok(
+        drained['a'] === 0 && drained['b']! > 0,
+        `a drained zone A serves nothing new: ${JSON.stringify(drained)}`,
+      );
+      await patch('healthy');
+      await waitFor('zone A back', (d) => zoneA(d)?.drained === false && weightA(d) > 0);
+      assert.equal(load.failures(), 0);
+    } finally {
+      load.stop();
+      drainClient.close();
+    }
+  });
+
+  const missing = ccoreMissing();
+  it(
+    'gRPC C-core clients report load over LRS and get the spill',
+    { skip: missing ? `skipped: ${missing}` : false },
+    async () => {
+      const c = new CCoreClient(
+        'xds:///echo-ccore',
+        xdsBootstrap({ serverUri: canopy.xdsUri, nodeId: 'ccore-za', locality: parseLocality('r1/za/s') }),
+      );
+      try {
+        await c.ready();
+        // Zone A holds 2 × 10 rps and zone B as much; the C-core client offers 30 rps, paced.
+        const end = Date.now() + 20 * INTERVAL_MS;
+        let d: LoadDebug | undefined;
+        let node: NonNullable<LoadDebug['clientNodes']>[number] | undefined;
+        while (Date.now() < end) {
+          await c.tally(15, 1000, 30);
+          d = await debugLoad('echo-ccore');
+          node = d.clientNodes?.find((n) => n.path === 'r1/za/s');
+          if (node && (node.weights['r1/zb/s'] ?? 0) > 0 && Math.abs(node.offeredRps - 30) < 8) break;
+        }
+        assert.ok(node, `no load report from the C-core client: ${JSON.stringify(d)}`);
+        assert.ok(Math.abs(node.offeredRps - 30) < 8, `C-core reported ${node.offeredRps} rps, paced at 30`);
+        assert.ok((node.weights['r1/zb/s'] ?? 0) > 0, `the excess spills to zone B: ${JSON.stringify(node)}`);
+        const t = await c.tally(90, 1000, 30);
+        const zones = { a: 0, b: 0, c: 0 } as Record<string, number>;
+        for (const [id, n] of t.byBackend) zones[zoneOf(id)]! += n;
+        assert.equal(t.failures, 0, t.lastError);
+        assert.ok(zones['a']! > 0 && zones['b']! > 0 && zones['c'] === 0, `C-core spread: ${JSON.stringify(zones)}`);
+      } finally {
+        await c.close();
+      }
+    },
+  );
 });

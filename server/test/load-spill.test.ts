@@ -178,7 +178,8 @@ describe('damping and drain', () => {
   it('holds the weights inside the dead band and moves a bounded, proportional step outside it', () => {
     const m = (o: Record<string, number>) => new Map(Object.entries(o));
     const cur = m({ a: 0.6, b: 0.4 });
-    assert.deepEqual([...dampShares(cur, m({ a: 0.62, b: 0.38 }))], [...cur]);
+    assert.deepEqual([...dampShares(cur, m({ a: 0.63, b: 0.37 }))], [...cur]);
+    assert.notDeepEqual([...dampShares(cur, m({ a: 0.66, b: 0.34 }))], [...cur]);
     const step = dampShares(m({ a: 1 }), m({ a: 0.5, b: 0.5 }));
     assert.ok(
       Math.abs(step.get('a')! - 0.65) < TOL && Math.abs(step.get('b')! - 0.35) < TOL,

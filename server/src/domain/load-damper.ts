@@ -6,13 +6,16 @@
  */
 
 export interface DampingOptions {
-  /** Changes of a share smaller than this (0..1) leave the weights as they are. */
+  /**
+   * Relative: while every share is within this fraction of its target (0.08: 8%), the weights stay as they
+   * are, so the noise of measured load does not move them.
+   */
   readonly deadBand: number;
   /** The most any one share (0..1) moves in one interval. */
   readonly maxStep: number;
 }
 
-export const DEFAULT_DAMPING: DampingOptions = { deadBand: 0.03, maxStep: 0.35 };
+export const DEFAULT_DAMPING: DampingOptions = { deadBand: 0.08, maxStep: 0.35 };
 
 /** Exponentially weighted moving average of a rate (`alpha`: a new report's weight); the first report is taken as it is. */
 export function smooth(previous: number | undefined, report: number, alpha: number): number {
@@ -46,11 +49,16 @@ export function dampShares(
   if (!current || current.size === 0) return new Map(target);
   const keys = new Set([...current.keys(), ...target.keys()]);
   let largest = 0;
-  for (const k of keys) largest = Math.max(largest, Math.abs((target.get(k) ?? 0) - (current.get(k) ?? 0)));
-  // Inside the dead band nothing moves, unless a locality is to be left entirely or newly used:
-  // a spill that is no longer needed ends, rather than lingering at a few percent.
-  const sameSet = [...keys].every((k) => (target.get(k) ?? 0) > 0 === (current.get(k) ?? 0) > 0);
-  if (largest < opts.deadBand && sameSet) return new Map(current);
+  let inBand = true;
+  for (const k of keys) {
+    const t = target.get(k) ?? 0;
+    const c = current.get(k) ?? 0;
+    largest = Math.max(largest, Math.abs(t - c));
+    // Inside the dead band nothing moves, unless a locality is to be left entirely or newly used:
+    // a spill that is no longer needed ends, rather than lingering at a few percent.
+    if (t > 0 !== c > 0 || Math.abs(t - c) > opts.deadBand * Math.max(t, c)) inBand = false;
+  }
+  if (inBand) return new Map(current);
   const lambda = Math.min(1, opts.maxStep / largest);
   const moved = new Map<string, number>();
   for (const k of keys) {
