@@ -192,6 +192,13 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
     assert.ok(rps.b >= 0.9 * (total - expectedA), `the excess lands in zone B: ${JSON.stringify(rps)}`);
     assert.ok(rps.c <= 0.05 * total, `nothing beyond the nearest zone while it has room: ${JSON.stringify(rps)}`);
     assert.ok(epoch1 - epoch0 <= 3, `weights steady under steady load: ${epoch1 - epoch0} changes in 8 intervals`);
+    // The same in /metrics: offered load, landed per locality, and the spill fraction.
+    const metrics = await fetch(`${canopy.adminUrl}/metrics`).then((r) => r.text());
+    const metric = (line: RegExp) => Number(line.exec(metrics)?.[1]);
+    const spill = metric(/^canopy_load_spill_fraction\{service="echo"\} (\S+)$/m);
+    assert.ok(Math.abs(spill - (1 - assigned.share)) < 0.02, `spill fraction ${spill}, weights ${assigned.share}`);
+    assert.ok(metric(/^canopy_load_offered_rps\{service="echo"\} (\S+)$/m) > capacityA, metrics);
+    assert.ok(metric(/^canopy_load_landed_rps\{service="echo",locality="r1\/zb\/s"\} (\S+)$/m) > 0, metrics);
     high.stop();
 
     // Below capacity again: the spill drains back to zone A.

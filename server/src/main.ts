@@ -20,6 +20,7 @@ import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
 import { canopyResources } from './resources/registry.js';
 import { kernelServable } from './resources/tree-codec.js';
 import { teeObserver, type XdsObserver } from './sessions/observer.js';
+import { registerLoadMetrics } from './admin/load-metrics.js';
 import { LoadController } from './sessions/load-controller.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
 import { kernelUnsupported } from './domain/policy.js';
@@ -125,6 +126,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     notify: (services) => pipeline.notify(services),
   });
   load.start();
+  registerLoadMetrics(registry, load);
 
   const kernelGaps = new Map<string, string>();
   feed.subscribe((changes) => {

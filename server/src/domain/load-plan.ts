@@ -41,7 +41,11 @@ export interface LoadPlanReport {
     readonly unplacedRps: number;
     /** Locality path → weight in priority 0. */
     readonly weights: Readonly<Record<string, number>>;
+    /** The share of this node's load its weights send past its nearest tier. */
+    readonly spill: number;
   }[];
+  /** Over every client node, weighted by offered load: the fraction sent past their nearest tier. */
+  readonly spillFraction: number;
 }
 
 const WEIGHT_SCALE = 1000;
@@ -58,7 +62,7 @@ export function planLoad(
     return {
       state: { ...EMPTY_LOAD_PLAN, epoch: previous.epoch + (changed ? 1 : 0) },
       changed,
-      report: { localities: [], clientNodes: [] },
+      report: { localities: [], clientNodes: [], spillFraction: 0 },
     };
   }
   const tree = service.tree;
@@ -124,18 +128,24 @@ export function planLoad(
     weights.set(id, w);
     const was = previous.load?.weights.get(id);
     if (!was || !sameWeights(was, w)) changed = true;
+    const nearest = new Set(c.tiers[0] ?? []);
+    let spill = 0;
+    for (const [lid, share] of next) if (!nearest.has(String(lid))) spill += share;
     clientNodes.push({
       path: byNode.get(id)!.node.path().join('/'),
       offeredRps: c.offered,
       unplacedRps: result.unplaced.get(c.id) ?? 0,
       weights: Object.fromEntries([...w].map(([lid, v]) => [pathOfLeaf.get(lid) ?? String(lid), v])),
+      spill,
     });
   }
   if (previous.load) for (const id of previous.load.weights.keys()) if (!weights.has(id)) changed = true;
   const epoch = previous.epoch + (changed ? 1 : 0);
   const load: ServiceLoad | undefined =
     weights.size > 0 ? (changed || !previous.load ? { epoch, weights } : previous.load) : undefined;
+  const offeredTotal = clientNodes.reduce((t, n) => t + n.offeredRps, 0);
   const report: LoadPlanReport = {
+    spillFraction: offeredTotal > 0 ? clientNodes.reduce((t, n) => t + n.offeredRps * n.spill, 0) / offeredTotal : 0,
     localities: leaves.map((leaf) => {
       const path = pathOfLeaf.get(leaf.id)!;
       const t = totals.get(path) ?? { all: leaf.count, healthy: leaf.count };

@@ -6,7 +6,7 @@
  * quiet for `staleAfterMs` stops counting at all. Pure: time is passed in.
  */
 import { smooth } from './load-damper.js';
-import { localityKey, type Locality, type Placement } from './locality.js';
+import { formatLocality, type Locality, type Placement } from './locality.js';
 
 export interface UpstreamLoad {
   readonly locality: Locality;
@@ -70,7 +70,7 @@ export class LoadView {
       for (const u of r.upstream) {
         const rps = Math.max(0, u.issued) / secs;
         total += rps;
-        const k = localityKey(u.locality);
+        const k = formatLocality(u.locality);
         landedNow.set(k, (landedNow.get(k) ?? 0) + rps);
       }
       s.offered.set(r.service, this.smooth(s.offered.get(r.service), total));
@@ -103,7 +103,7 @@ export class LoadView {
     return out;
   }
 
-  /** Load landing on each backend locality of one service (locality key → requests/s), from every live reporter. */
+  /** Load landing on each backend locality of one service ("region/zone/subzone" → requests/s), from every live reporter. */
   landed(service: string, now: number): Map<string, number> {
     const out = new Map<string, number>();
     for (const s of this.reporters.values()) {
