@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { dampShares, drained, smooth } from '../src/domain/load-damper.js';
 import { spillTiers, spillWeights, waterfill, type SpillClient, type SpillMode } from '../src/domain/load-spill.js';
 import { LocalityTree, type TreeNode } from '../src/domain/locality-tree.js';
+import { parseConfig, parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
 import { ep } from './support/builders.js';
 
 const SCOPES = ['region', 'zone', 'subzone'] as const;
@@ -200,5 +201,55 @@ describe('damping and drain', () => {
     assert.equal(drained(0.3, true), true);
     assert.equal(drained(0.3, false), false);
     assert.equal(drained(0.36, true), false);
+  });
+});
+
+describe('loadAware config', () => {
+  const svc = (loadBalancing: object) => ({
+    services: [{ name: 's', loadBalancing, endpoints: [{ address: '10.0.0.1', port: 80 }] }],
+  });
+  const errors = (loadBalancing: object) => {
+    const r = parseConfig(svc(loadBalancing));
+    return r.ok ? [] : r.errors.map((e) => `${e.path}: ${e.message}`);
+  };
+
+  it('reads a waterfall service with defaults, and writes it back unchanged', () => {
+    const r = parseConfig(svc({ loadAware: { balancing: 'waterfall', capacityRps: 50 } }));
+    assert.ok(r.ok);
+    const la = r.value.services[0]!.loadBalancing.loadAware;
+    assert.deepEqual(la, { balancing: 'waterfall', capacityRps: 50, utilizationTarget: 1, drainBelow: 0.25 });
+    const again = parseServiceSpec(serviceSpecToJson(r.value.services[0]!));
+    assert.ok(again.ok);
+    assert.deepEqual(again.value.loadBalancing.loadAware, la);
+  });
+
+  it('names the field at fault', () => {
+    const table: [object, string][] = [
+      [{ loadAware: { balancing: 'waterfall' } }, 'services[0].loadBalancing.loadAware.capacityRps: is required'],
+      [{ loadAware: { balancing: 'flood', capacityRps: 1 } }, 'services[0].loadBalancing.loadAware.balancing'],
+      [
+        { loadAware: { balancing: 'spray', capacityRps: 0 } },
+        'services[0].loadBalancing.loadAware.capacityRps: must be more than 0',
+      ],
+      [{ loadAware: { balancing: 'spray', capacityRps: 5, utilizationTarget: 1.5 } }, 'loadAware.utilizationTarget'],
+      [{ loadAware: { balancing: 'spray', capacityRps: 5, drainBelow: -1 } }, 'loadAware.drainBelow'],
+      [{ loadAware: { balancing: 'spray', capacityRps: 5, burst: 1 } }, 'loadAware.burst: unknown field'],
+      [
+        { mode: 'random', loadAware: { balancing: 'waterfall', capacityRps: 5 } },
+        'loadAware.balancing: needs mode: failover',
+      ],
+      [
+        { reach: { minEndpoints: 2 }, loadAware: { balancing: 'waterfall', capacityRps: 5 } },
+        'cannot be combined with reach',
+      ],
+    ];
+    for (const [lb, want] of table) {
+      const got = errors(lb);
+      assert.ok(
+        got.some((e) => e.includes(want)),
+        `${JSON.stringify(lb)}: want an error containing "${want}", got ${JSON.stringify(got)}`,
+      );
+    }
+    assert.deepEqual(errors({ loadAware: { balancing: 'off' } }), []);
   });
 });
