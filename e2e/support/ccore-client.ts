@@ -73,9 +73,10 @@ export class CCoreClient {
     await this.read(15_000);
   }
 
-  async tally(n: number, deadlineMs = 2000): Promise<Tally> {
-    const reply = this.read(n * deadlineMs + 10_000);
-    this.child.stdin!.write(`${JSON.stringify({ tally: n, deadline_ms: deadlineMs })}\n`);
+  /** `n` calls, one after another; with `rps`, paced at that rate. */
+  async tally(n: number, deadlineMs = 2000, rps?: number): Promise<Tally> {
+    const reply = this.read(n * deadlineMs + (rps ? (n / rps) * 1000 : 0) + 10_000);
+    this.child.stdin!.write(`${JSON.stringify({ tally: n, deadline_ms: deadlineMs, ...(rps ? { rps } : {}) })}\n`);
     const r = JSON.parse(await reply) as { by_backend: Record<string, number>; failures: number; last_error: string };
     return {
       byBackend: new Map(Object.entries(r.by_backend)),

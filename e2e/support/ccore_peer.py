@@ -2,11 +2,13 @@
 """A gRPC C-core xDS test peer (Debian python3-grpcio): one process per
 bootstrap (GRPC_XDS_BOOTSTRAP is process-wide), calling the demo Echo
 service's Who at xds:///NAME. Driven over stdin/stdout, one JSON object per
-line: {"tally": N, "deadline_ms": D} -> {"by_backend": {...}, "failures": F,
-"last_error": "..."}. No generated stubs: WhoRequest and WhoReply are tiny
+line: {"tally": N, "deadline_ms": D[, "rps": R]} -> {"by_backend": {...},
+"failures": F, "last_error": "..."}; with "rps", the calls are paced at R a
+second. No generated stubs: WhoRequest and WhoReply are tiny
 and read by hand (WhoReply.backend_id is field 1)."""
 import json
 import sys
+import time
 
 import grpc
 
@@ -51,7 +53,13 @@ def main():
         by_backend = {}
         failures = 0
         last_error = ""
-        for _ in range(int(cmd["tally"])):
+        rps = float(cmd.get("rps", 0))
+        start = time.monotonic()
+        for n in range(int(cmd["tally"])):
+            if rps > 0:
+                wait = start + n / rps - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
             try:
                 reply = who(request, timeout=cmd.get("deadline_ms", 2000) / 1000.0)
                 b = backend_id(reply)

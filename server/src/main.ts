@@ -23,6 +23,8 @@ import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
 import { canopyResources } from './resources/registry.js';
 import { kernelServable } from './resources/tree-codec.js';
 import { teeObserver, type XdsObserver } from './sessions/observer.js';
+import { registerLoadMetrics } from './admin/load-metrics.js';
+import { LoadController } from './sessions/load-controller.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
 import { kernelUnsupported } from './domain/policy.js';
 
@@ -75,6 +77,7 @@ export interface Canopy {
 
 export const DEFAULT_XDS_PORT = 18000;
 export const DEFAULT_ADMIN_PORT = 18080;
+export const DEFAULT_LOAD_REPORTING_INTERVAL_MS = 10_000;
 
 export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const logger = opts.logger ?? pino({ level: opts.logLevel ?? 'info', name: 'canopy' });
@@ -126,6 +129,15 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ...(pushWindow !== undefined ? { pushWindow } : {}),
   });
 
+  // Load-aware locality: client load reports (LRS) → weights per client node, recomputed every interval.
+  const load = new LoadController({
+    mesh,
+    intervalMs: server.loadReportingIntervalMs ?? DEFAULT_LOAD_REPORTING_INTERVAL_MS,
+    notify: (services) => pipeline.notify(services),
+  });
+  load.start();
+  registerLoadMetrics(registry, load);
+
   const kernelGaps = new Map<string, string>();
   feed.subscribe((changes) => {
     for (const c of changes) {
@@ -163,6 +175,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     },
     host: xdsHost,
     port: xdsPort,
+    load,
     ...(security.tls ? { tls: security.tls } : {}),
   });
   let ready = false;
@@ -172,6 +185,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     caughtUp: (revision) => feed.caughtUp(revision),
     claCache,
     clients: () => pipeline.clients(),
+    load: (service) => load.report(service),
     registry,
     logger: logger.child({ component: 'admin' }),
     // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
@@ -222,6 +236,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     (stopping ??= (async () => {
       ready = false;
       stopWatching();
+      load.stop();
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.close()]);

@@ -38,6 +38,8 @@ export interface AdminDeps {
   readonly caughtUp: (revision: number) => Promise<void>;
   readonly claCache: ClaCache<{ readonly length: number }>;
   readonly clients: () => readonly ClientStatus[];
+  /** Load-aware balancing: the last interval's view of a service (reported load, capacity, weights). */
+  readonly load?: (service: string) => object | undefined;
   readonly registry: Registry;
   readonly logger?: Logger;
   readonly ready: () => boolean;
@@ -260,6 +262,13 @@ function debugRoutes(app: FastifyInstance, deps: AdminDeps): void {
   );
 
   app.get('/debug/clients', async () => ({ clients: deps.clients() }));
+
+  // Load-aware balancing: reported load against capacity per locality, and the weights each client node gets.
+  app.get<{ Params: { service: string } }>('/debug/load/:service', async (req) => {
+    const s = serviceOf(deps.mesh, req.params.service);
+    const la = s.spec.loadBalancing.loadAware;
+    return { service: s.name, balancing: la?.balancing ?? 'off', ...(deps.load?.(s.name) ?? {}) };
+  });
 }
 
 function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {

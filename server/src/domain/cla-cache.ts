@@ -7,6 +7,7 @@
  * also outlive endpoint changes: only a change of the tree's shape drops them.
  */
 import { buildCla, type Cla } from './cla.js';
+import { buildLoadCla } from './load-cla.js';
 import type { Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
 import { hasPolicy } from './policy.js';
@@ -70,7 +71,14 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
     const lb = service.spec.loadBalancing;
     // A service with a locality policy keys on its tree node plus the client attributes the policy reads.
     const withPolicy = hasPolicy(lb.policy);
-    const key = withPolicy ? policyKeyFor(service.tree, lb, client) : planKeyFor(service.tree, lb, client);
+    // A load-aware client node's CLA follows its weights this interval: keyed by node and epoch.
+    const node = service.load ? service.tree.matchPlacement(client) : undefined;
+    const weights = node ? service.load?.weights.get(node.id) : undefined;
+    const key = weights
+      ? `L${node!.id}#${service.load!.epoch}`
+      : withPolicy
+        ? policyKeyFor(service.tree, lb, client)
+        : planKeyFor(service.tree, lb, client);
     const forService = this.current(service);
     const hit = forService.byKey.get(key);
     if (hit) {
@@ -78,9 +86,11 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
       return hit;
     }
     this.misses++;
-    const cla = withPolicy
-      ? resolvePolicy(service.name, service.tree, lb, client).cla
-      : buildCla(service.name, service.tree, lb, planFor(service.tree, lb, client));
+    const cla = weights
+      ? buildLoadCla(service.name, service.tree, lb, node!, weights)
+      : withPolicy
+        ? resolvePolicy(service.name, service.tree, lb, client).cla
+        : buildCla(service.name, service.tree, lb, planFor(service.tree, lb, client));
     const entry: ClaEntry<B> = {
       service: service.name,
       generation: service.generation,

@@ -2,6 +2,7 @@
  * The services Canopy serves, each with its locality tree. Applying a spec
  * diffs it against what is held: only endpoints that changed touch the tree.
  */
+import type { ServiceLoad } from './load-cla.js';
 import { LocalityTree } from './locality-tree.js';
 import { samePolicy } from './policy.js';
 import { endpointKey, isRoutable, sameEndpoint, type Endpoint, type ServiceSpec } from './service.js';
@@ -18,6 +19,8 @@ export class ServiceState {
   private readonly terminating = new Set<string>();
   /** Whether the terminating endpoints are in the tree now (healthy was 0 at the last change). */
   private servingTerminating = true;
+  /** Load-aware weights per client node, set by the load controller; absent = plain CLAs. */
+  load: ServiceLoad | undefined;
 
   /** The service as a spec. After a patch its endpoint list is built from `endpoints` on first read. */
   constructor(public spec: ServiceSpec) {
@@ -41,6 +44,12 @@ export class ServiceState {
 
   get name(): string {
     return this.spec.name;
+  }
+
+  /** New load-aware weights: a change of what clients are sent, like an endpoint change. */
+  setLoad(load: ServiceLoad | undefined): void {
+    this.load = load;
+    this.generation++;
   }
 
   /** Upserts one endpoint; returns whether anything changed. */
@@ -193,6 +202,7 @@ function sameShape(a: ServiceSpec, b: ServiceSpec): boolean {
     la.overprovisioningFactor === lb.overprovisioningFactor &&
     samePolicy(la.policy, lb.policy) &&
     la.reach?.minEndpoints === lb.reach?.minEndpoints &&
+    JSON.stringify(la.loadAware) === JSON.stringify(lb.loadAware) &&
     la.routingPreference.length === lb.routingPreference.length &&
     la.routingPreference.every((s, i) => s === lb.routingPreference[i]) &&
     sameSidecarSettings(a, b)

@@ -1,6 +1,7 @@
 /**
  * The service model: what a config entry or an admin PUT describes.
  */
+import type { LoadAware } from './load-aware-spec.js';
 import type { Placement, Scope } from './locality.js';
 import type { LocalityPolicy } from './policy.js';
 import type { HealthCheck, OutlierDetection, Protocol } from './upstream.js';
@@ -46,6 +47,8 @@ export interface LoadBalancing {
   readonly policy?: LocalityPolicy;
   /** A cap on how far a client's CLA reaches (failover mode); absent = every tier. */
   readonly reach?: Reach;
+  /** Load-aware locality from client load reports (failover mode); absent = off. */
+  readonly loadAware?: LoadAware;
 }
 
 /**

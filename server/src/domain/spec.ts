@@ -26,6 +26,7 @@ import {
 import { policyToJson } from './policy.js';
 import { readPolicy } from './policy-spec.js';
 import type { LazySettings } from './demand.js';
+import { isLoadAware, loadAwareToJson, readLoadAware } from './load-aware-spec.js';
 import { readLazy, readSidecarSettings, SIDECAR_KEYS, sidecarSettingsToJson } from './sidecar-spec.js';
 
 // Kept importable from here: the readers and IP helpers moved to their own modules.
@@ -44,6 +45,8 @@ export interface ServerSettings {
   readonly pushWindow?: number;
   /** LEDS for Envoy on delta ADS (default on). */
   readonly leds?: boolean;
+  /** How often clients of load-aware services report their load (LRS), in ms (default 10,000). */
+  readonly loadReportingIntervalMs?: number;
 }
 
 export interface CanopyConfig {
@@ -59,11 +62,28 @@ const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
 const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SIDECAR_KEYS];
-const LB_KEYS = ['mode', 'routingPreference', 'crossNetworkFailover', 'overprovisioningFactor', 'policy', 'reach'];
+const LB_KEYS = [
+  'mode',
+  'routingPreference',
+  'crossNetworkFailover',
+  'overprovisioningFactor',
+  'policy',
+  'reach',
+  'loadAware',
+];
 const REACH_KEYS = ['minEndpoints'];
 const ENDPOINT_KEYS = ['address', 'port', 'locality', 'network', 'node', 'cluster', 'labels', 'health', 'weight'];
 const LOCALITY_KEYS = ['region', 'zone', 'subzone'] as const;
-const SERVER_KEYS = ['host', 'xdsPort', 'adminPort', 'debounceMs', 'lazyXds', 'pushWindow', 'leds'];
+const SERVER_KEYS = [
+  'host',
+  'xdsPort',
+  'adminPort',
+  'debounceMs',
+  'lazyXds',
+  'pushWindow',
+  'leds',
+  'loadReportingIntervalMs',
+];
 const PATCH_KEYS = ['health', 'weight'];
 
 export function parseConfig(input: unknown): ValidationResult<CanopyConfig> {
@@ -139,7 +159,8 @@ export function parseEndpointChanges(
     Array.isArray(x)
       ? x.forEach((k, i) => {
           const key = typeof k === 'string' ? parseEndpointKey(k) : undefined;
-          if (key === undefined) return r.fail(`${p}[${i}]`, `must be "address:port" (IPv6 as "[address]:port"), got ${describe(k)}`);
+          if (key === undefined)
+            return r.fail(`${p}[${i}]`, `must be "address:port" (IPv6 as "[address]:port"), got ${describe(k)}`);
           touched(key, `${p}[${i}]`);
           removals.push(key);
         })
@@ -199,8 +220,12 @@ function readServer(r: Reader, v: unknown): ServerSettings {
   const lazyXds = r.optional(o, 'lazyXds', 'server', (x, p) => readLazy(r, x, p));
   const pushWindow = r.optional(o, 'pushWindow', 'server', (x, p) => r.int(x, p, 0, 1_000_000));
   const leds = r.optional(o, 'leds', 'server', r.bool);
+  const loadReportingIntervalMs = r.optional(o, 'loadReportingIntervalMs', 'server', (x, p) =>
+    r.int(x, p, 100, 3_600_000),
+  );
   return {
     ...(leds !== undefined ? { leds } : {}),
+    ...(loadReportingIntervalMs !== undefined ? { loadReportingIntervalMs } : {}),
     ...(lazyXds !== undefined ? { lazyXds } : {}),
     ...(host !== undefined ? { host } : {}),
     ...(xdsPort !== undefined ? { xdsPort } : {}),
@@ -259,7 +284,19 @@ function readLoadBalancing(r: Reader, v: unknown, path: string): LoadBalancing {
   // The locality policy (Istio, Kuma, Kubernetes features): domain/policy-spec.ts.
   const policy = r.optional(o, 'policy', path, (x, p) => readPolicy(r, x, p, lb));
   const reach = r.optional(o, 'reach', path, (x, p) => readReach(r, x, p));
-  return { ...lb, ...(policy ? { policy } : {}), ...(reach ? { reach } : {}) };
+  const loadAware = r.optional(o, 'loadAware', path, (x, p) => readLoadAware(r, x, p));
+  if (isLoadAware(loadAware)) {
+    if (lb.mode !== 'failover')
+      r.fail(
+        join(path, 'loadAware.balancing'),
+        `needs mode: failover (the spill follows the failover tiers), got mode: ${lb.mode}`,
+      );
+    if (policy) r.fail(join(path, 'loadAware'), 'cannot be combined with a locality policy yet: use one or the other');
+    if (reach) r.fail(join(path, 'loadAware'), 'cannot be combined with reach: the spill decides how far traffic goes');
+    if (lb.routingPreference[0] === 'network')
+      r.fail(join(path, 'loadAware'), 'cannot be used with a network-first routingPreference yet');
+  }
+  return { ...lb, ...(policy ? { policy } : {}), ...(reach ? { reach } : {}), ...(loadAware ? { loadAware } : {}) };
 }
 
 function readReach(r: Reader, v: unknown, path: string): Reach | undefined {
@@ -357,6 +394,7 @@ export function serviceSpecToJson(spec: ServiceSpec): Obj {
       overprovisioningFactor: lb.overprovisioningFactor,
       ...(lb.policy ? { policy: policyToJson(lb.policy) } : {}),
       ...(lb.reach ? { reach: { minEndpoints: lb.reach.minEndpoints } } : {}),
+      ...(lb.loadAware ? { loadAware: loadAwareToJson(lb.loadAware) } : {}),
     },
     endpoints: spec.endpoints.map(endpointToJson),
     ...sidecarSettingsToJson(spec),
@@ -376,4 +414,3 @@ export function endpointToJson(e: Endpoint): Obj {
     weight: e.weight,
   };
 }
-

@@ -3,6 +3,7 @@
  * across the localities' weights; an Envoy sidecar's carries more (envoy-cluster.ts).
  */
 import { kindOf } from '../domain/client.js';
+import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { Mesh } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
 import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
@@ -12,13 +13,15 @@ import type { ResourceType } from './resource-type.js';
 import { escapeSegment, LEDS_PREFIX } from './leds-names.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LEDS_TYPE } from './type-urls.js';
 
-export function encodeCluster(name: string, edsServiceName: string): Uint8Array {
+export function encodeCluster(name: string, edsServiceName: string, reportLoad = false): Uint8Array {
   return encodeMessage('envoy.config.cluster.v3.Cluster', {
     name,
     type: 'EDS',
     eds_cluster_config: { eds_config: { ads: {}, resource_api_version: 'V3' }, service_name: edsServiceName },
     lb_policy: 'ROUND_ROBIN',
     connect_timeout: { seconds: 1 },
+    // Load-aware services: clients report per-locality load to this server (LRS on the xDS connection).
+    ...(reportLoad ? { lrs_server: { self: {} } } : {}),
   });
 }
 
@@ -50,8 +53,10 @@ export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceTyp
         envoy.set(name, { shape, resource });
         return resource;
       }
-      let r = held.get(name);
-      if (!r) held.set(name, (r = makeResource(name, CLUSTER_TYPE, encodeCluster(name, serviceName))));
+      const reportLoad = isLoadAware(service.spec.loadBalancing.loadAware);
+      const key = reportLoad ? `${name}\u0000lrs` : name;
+      let r = held.get(key);
+      if (!r) held.set(key, (r = makeResource(name, CLUSTER_TYPE, encodeCluster(name, serviceName, reportLoad))));
       return r;
     },
     touchedBy: (services) => [...services].flatMap((s) => incarnations.clusterNames(s)),
@@ -65,7 +70,10 @@ export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceTyp
       ];
     },
     forget: (service) => {
-      for (const n of incarnations.clusterNames(service)) held.delete(n);
+      for (const n of incarnations.clusterNames(service)) {
+        held.delete(n);
+        held.delete(`${n}\u0000lrs`);
+      }
       envoy.delete(service);
     },
   };

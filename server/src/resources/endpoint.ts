@@ -41,7 +41,8 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsCl
     resolve(name, client) {
       const service = mesh.get(name);
       if (!service) return undefined;
-      const byCollection = client.leds === true ? leds?.lookup(service, client) : undefined;
+      // A load-aware service's weights are per client node: such a service is sent as a full CLA, not as LEDS pieces.
+      const byCollection = client.leds === true && !service.load ? leds?.lookup(service, client) : undefined;
       if (byCollection) return byCollection;
       const entry = claCache.lookup(service, client);
       let r = wrapped.get(entry);

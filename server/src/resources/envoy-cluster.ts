@@ -4,6 +4,7 @@
  * gRPC backends, the service's connect timeout, and its outlier detection and
  * active health checks when configured.
  */
+import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { upstreamOf, type HealthCheck, type OutlierDetection, type Protocol } from '../domain/upstream.js';
 import { encodeMessage } from '../wire/protos.js';
@@ -65,10 +66,12 @@ export function encodeEnvoyCluster(spec: ServiceSpec): Uint8Array {
     ...http2,
     ...(up.outlierDetection ? { outlier_detection: outlier(up.outlierDetection) } : {}),
     ...(up.healthCheck ? { health_checks: [healthCheck(up.healthCheck, up.protocol)] } : {}),
+    // Load-aware services: report per-locality load to this server (LRS on the xDS connection).
+    ...(isLoadAware(spec.loadBalancing.loadAware) ? { lrs_server: { self: {} } } : {}),
   });
 }
 
 /** What the Envoy cluster's bytes depend on, to re-encode only when it changes. */
 export function envoyClusterShape(spec: ServiceSpec): string {
-  return JSON.stringify(upstreamOf(spec));
+  return JSON.stringify([upstreamOf(spec), isLoadAware(spec.loadBalancing.loadAware)]);
 }

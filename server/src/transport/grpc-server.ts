@@ -5,11 +5,13 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
+import type { LoadController } from '../sessions/load-controller.js';
 import { csdsHandlers, csdsServiceDefinition } from './csds-service.js';
 import { guardCsds } from './csds-access.js';
 import { ReadAccess, type ReadGrant } from './read-access.js';
 import { readableResources } from './readable-resources.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
+import { lrsHandlers, lrsServiceDefinition } from './lrs-service.js';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
@@ -81,6 +83,8 @@ export async function startGrpcTransport(opts: {
   readonly access?: ReadAccess;
   /** Who may call CSDS besides identities with `csds: true`. */
   readonly csds?: { readonly adminToken?: string; readonly openReads?: boolean };
+  /** Load reports (LRS) for load-aware services. */
+  readonly load?: LoadController;
 }): Promise<GrpcTransport> {
   const budget =
     opts.budget ?? new SubscriptionBudget(defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), () => true);
@@ -109,6 +113,7 @@ export async function startGrpcTransport(opts: {
   );
   const view = (grant: ReadGrant): ResourceTypes | undefined =>
     opts.resources && !grant.all ? readableResources(opts.resources, grant) : undefined;
+  if (opts.load) server.addService(lrsServiceDefinition(), lrsHandlers(opts.load));
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest | Unreadable, Buffer>) =>
       serveStream(call, edge, sotwCounted, (sink, grant) => opts.ads.open(call.getPeer(), sink, view(grant))),

@@ -26,6 +26,7 @@ export const ENVOY_FILES = [
   'envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto',
   'envoy/extensions/upstreams/http/v3/http_protocol_options.proto',
   'envoy/service/status/v3/csds.proto',
+  'envoy/service/load_stats/v3/lrs.proto',
 ];
 
 let root: protobuf.Root | undefined;

@@ -33,7 +33,7 @@ export interface DeltaDiscoveryRequest {
   readonly errorDetail?: { readonly code: number; readonly message: string };
 }
 
-interface RawNode {
+export interface RawNode {
   id?: string;
   cluster?: string;
   metadata?: { fields?: Record<string, StructValue> };
@@ -111,7 +111,7 @@ export function decodeDeltaDiscoveryRequest(buf: Uint8Array): DeltaDiscoveryRequ
   };
 }
 
-function nodeInfo(n: RawNode): NodeInfo {
+export function nodeInfo(n: RawNode): NodeInfo {
   return {
     id: n.id ?? '',
     cluster: n.cluster ?? '',

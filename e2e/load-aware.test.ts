@@ -1,0 +1,307 @@
+/**
+ * Load-aware locality with real proxyless gRPC clients (@grpc/grpc-js-xds):
+ * `canopy serve` with a waterfall service in three zones, clients in zone A
+ * that report their load over LRS every interval, and backends that answer
+ * with who served each request. When zone A's clients offer twice zone A's
+ * capacity, zone A serves its capacity and the excess lands in the nearest
+ * zone (B, same region), not in the far one (C); when the load drops, traffic
+ * returns to zone A.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startBackend, type Backend } from '../server/src/demo/backend.js';
+import { xdsBootstrap } from '../server/src/demo/bootstrap.js';
+import { XdsEchoClient } from '../server/src/demo/xds-client.js';
+import { parseLocality } from '../server/src/domain/locality.js';
+import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { CCoreClient, ccoreMissing } from './support/ccore-client.js';
+
+const INTERVAL_MS = 1000;
+/** Requests per second one endpoint serves (the service's capacityRps); zone A has two endpoints. */
+const CAPACITY = 30;
+const BACKENDS: [id: string, host: string, locality: string][] = [
+  ['a1', '127.0.30.1', 'r1/za/s'],
+  ['a2', '127.0.30.2', 'r1/za/s'],
+  ['b1', '127.0.30.3', 'r1/zb/s'],
+  ['b2', '127.0.30.4', 'r1/zb/s'],
+  ['c1', '127.0.30.5', 'r2/zc/s'],
+  ['c2', '127.0.30.6', 'r2/zc/s'],
+];
+const zoneOf = (id: string) => id[0]!;
+
+interface Served {
+  readonly at: number;
+  readonly backend: string;
+}
+
+/** Sends `rps` requests a second (in ticks of 50 ms) until stopped; bounded by `maxMs`. */
+function offer(client: XdsEchoClient, rps: number, maxMs: number) {
+  const served: Served[] = [];
+  let failures = 0;
+  const perTick = rps / 20;
+  let owed = 0;
+  const started = Date.now();
+  const timer = setInterval(() => {
+    if (Date.now() - started > maxMs) return clearInterval(timer);
+    owed += perTick;
+    for (; owed >= 1; owed--) {
+      client.who(2000).then(
+        (r) => served.push({ at: Date.now(), backend: r.backend_id }),
+        () => failures++,
+      );
+    }
+  }, 50);
+  return {
+    served,
+    failures: () => failures,
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** Requests served per zone between two times. */
+function byZone(served: readonly Served[], from: number, to: number): Record<string, number> {
+  const out: Record<string, number> = { a: 0, b: 0, c: 0 };
+  for (const s of served) if (s.at >= from && s.at < to) out[zoneOf(s.backend)] = (out[zoneOf(s.backend)] ?? 0) + 1;
+  return out;
+}
+
+interface LoadDebug {
+  readonly epoch: number;
+  readonly clientNodes?: readonly {
+    readonly path: string;
+    readonly offeredRps: number;
+    readonly weights: Record<string, number>;
+  }[];
+  readonly localities?: readonly { readonly path: string; readonly capacityRps: number; readonly drained: boolean }[];
+}
+
+describe('load-aware locality with real xDS clients reporting load', { timeout: 120_000 }, () => {
+  const backends: Backend[] = [];
+  let canopy: CanopyProcess;
+  let client: XdsEchoClient;
+
+  const debugLoad = async (service = 'echo'): Promise<LoadDebug> => {
+    const r = await canopy.admin('GET', `/debug/load/${service}`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body as LoadDebug;
+  };
+  /** The load the weights sent put on zone A: its share of the offered load, times that load. */
+  const assignedToA = (d: LoadDebug): { share: number; rps: number } | undefined => {
+    const n = d.clientNodes?.find((c) => c.path.startsWith('r1/za'));
+    if (!n) return undefined;
+    const total = Object.values(n.weights).reduce((a, b) => a + b, 0);
+    const share = (n.weights['r1/za/s'] ?? 0) / total;
+    return { share, rps: share * n.offeredRps };
+  };
+
+  before(async () => {
+    for (const [id, host, locality] of BACKENDS)
+      backends.push(await startBackend({ id, host, locality: parseLocality(locality) }));
+    const service = (name: string, loadAware: object) => ({
+      name,
+      loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], loadAware },
+      endpoints: backends.map((b, i) => ({
+        address: b.address,
+        port: b.port,
+        locality: parseLocality(BACKENDS[i]![2]),
+      })),
+    });
+    canopy = await startCanopyProcess({
+      server: { debounceMs: 20, loadReportingIntervalMs: INTERVAL_MS },
+      services: [
+        service('echo', { balancing: 'waterfall', capacityRps: CAPACITY }),
+        // Zone A drains when fewer than 60% of its endpoints are healthy (one of its two).
+        service('echo-drain', { balancing: 'waterfall', capacityRps: CAPACITY, drainBelow: 0.6 }),
+        service('echo-ccore', { balancing: 'waterfall', capacityRps: 10 }),
+      ],
+    });
+    client = new XdsEchoClient({
+      target: 'xds:///echo',
+      bootstrap: xdsBootstrap({ serverUri: canopy.xdsUri, nodeId: 'client-za', locality: parseLocality('r1/za/s') }),
+    });
+  });
+  after(async () => {
+    client?.close();
+    await canopy?.stop();
+    await Promise.all(backends.map((b) => b.stop()));
+  });
+
+  it('below capacity, zone A keeps all its traffic', async () => {
+    const load = offer(client, 20, 6_000);
+    await sleep(4 * INTERVAL_MS);
+    const t0 = Date.now();
+    await sleep(2 * INTERVAL_MS);
+    load.stop();
+    const z = byZone(load.served, t0, Date.now());
+    assert.equal(load.failures(), 0);
+    assert.ok(z['a']! > 0 && z['b'] === 0 && z['c'] === 0, `all in zone A below capacity: ${JSON.stringify(z)}`);
+  });
+
+  it('at twice zone A capacity, zone A serves its capacity and the excess lands in zone B, then returns', async () => {
+    const capacityA = 2 * CAPACITY;
+    const high = offer(client, 2 * capacityA, 40_000);
+    // The spill is in place once the weights sent give zone A its capacity's share.
+    const started = Date.now();
+    let intervals = Infinity;
+    while (Date.now() - started < 15 * INTERVAL_MS) {
+      const dbg = await debugLoad();
+      if (process.env['DEBUG_LOAD']) console.log('#', Date.now() - started, JSON.stringify(dbg.clientNodes), dbg.epoch);
+      const a = assignedToA(dbg);
+      if (a && a.share < 1 && Math.abs(a.rps - capacityA) <= 0.1 * capacityA) {
+        intervals = (Date.now() - started) / INTERVAL_MS;
+        break;
+      }
+      await sleep(INTERVAL_MS / 4);
+    }
+    console.log(`# spill in place after ${intervals.toFixed(1)} report intervals`);
+    assert.ok(
+      Number.isFinite(intervals),
+      `weights never gave zone A its capacity: ${JSON.stringify(await debugLoad())}`,
+    );
+    // Measure what the backends served over the next 8 s (about 960 requests): ±10% of capacity is > 3 sigma.
+    await sleep(INTERVAL_MS);
+    const t0 = Date.now();
+    const epoch0 = (await debugLoad()).epoch;
+    await sleep(8_000);
+    const t1 = Date.now();
+    const epoch1 = (await debugLoad()).epoch;
+    const z = byZone(high.served, t0, t1);
+    const secs = (t1 - t0) / 1000;
+    const rps = { a: z['a']! / secs, b: z['b']! / secs, c: z['c']! / secs };
+    console.log(
+      `# offered ${2 * capacityA} rps: zone A ${rps.a.toFixed(1)}, B ${rps.b.toFixed(1)}, C ${rps.c.toFixed(1)} rps; weight changes ${epoch1 - epoch0}`,
+    );
+    assert.equal(high.failures(), 0);
+    const total = rps.a + rps.b + rps.c;
+    assert.ok(total > 1.5 * capacityA, `the client offered too little to test the spill: ${total.toFixed(1)} rps`);
+    // The weights sent put zone A's capacity there (±10%): exact, from what Canopy computed.
+    const assigned = assignedToA(await debugLoad())!;
+    assert.ok(
+      Math.abs(assigned.rps - capacityA) <= 0.1 * capacityA,
+      `weights assign ${assigned.rps.toFixed(1)} rps to zone A`,
+    );
+    // What zone A's backends served: its capacity ±10%, plus 3 sigma for the clients' random pick over this many requests.
+    const n = z['a']! + z['b']! + z['c']!;
+    const sigma = Math.sqrt(n * assigned.share * (1 - assigned.share)) / secs;
+    assert.ok(
+      Math.abs(rps.a - capacityA) <= 0.1 * capacityA + 3 * sigma,
+      `zone A served ${rps.a.toFixed(1)} rps, want ${capacityA} ±10% (+${(3 * sigma).toFixed(1)} sampling)`,
+    );
+    const expectedA = assigned.share * total;
+    assert.ok(rps.b >= 0.9 * (total - expectedA), `the excess lands in zone B: ${JSON.stringify(rps)}`);
+    assert.ok(rps.c <= 0.05 * total, `nothing beyond the nearest zone while it has room: ${JSON.stringify(rps)}`);
+    assert.ok(epoch1 - epoch0 <= 3, `weights steady under steady load: ${epoch1 - epoch0} changes in 8 intervals`);
+    // The same in /metrics: offered load, landed per locality, and the spill fraction.
+    const metrics = await fetch(`${canopy.adminUrl}/metrics`).then((r) => r.text());
+    const metric = (line: RegExp) => Number(line.exec(metrics)?.[1]);
+    const spill = metric(/^canopy_load_spill_fraction\{service="echo"\} (\S+)$/m);
+    assert.ok(Math.abs(spill - (1 - assigned.share)) < 0.02, `spill fraction ${spill}, weights ${assigned.share}`);
+    assert.ok(metric(/^canopy_load_offered_rps\{service="echo"\} (\S+)$/m) > capacityA, metrics);
+    assert.ok(metric(/^canopy_load_landed_rps\{service="echo",locality="r1\/zb\/s"\} (\S+)$/m) > 0, metrics);
+    high.stop();
+
+    // Below capacity again: the spill drains back to zone A.
+    const low = offer(client, 20, 20_000);
+    const back = Date.now();
+    let returned = Infinity;
+    while (Date.now() - back < 15 * INTERVAL_MS) {
+      const a = assignedToA(await debugLoad());
+      if (a && a.share === 1) {
+        returned = (Date.now() - back) / INTERVAL_MS;
+        break;
+      }
+      await sleep(INTERVAL_MS / 4);
+    }
+    console.log(`# back in zone A after ${returned.toFixed(1)} report intervals`);
+    assert.ok(Number.isFinite(returned), `traffic never returned to zone A: ${JSON.stringify(await debugLoad())}`);
+    await sleep(INTERVAL_MS);
+    const t2 = Date.now();
+    await sleep(2 * INTERVAL_MS);
+    low.stop();
+    const zl = byZone(low.served, t2, Date.now());
+    assert.ok(zl['a']! > 0 && zl['b'] === 0 && zl['c'] === 0, `all back in zone A: ${JSON.stringify(zl)}`);
+  });
+
+  it('auto capacity drain: a mostly unhealthy zone A takes no new traffic while it has a healthy backend, then recovers', async () => {
+    const drainClient = new XdsEchoClient({
+      target: 'xds:///echo-drain',
+      bootstrap: xdsBootstrap({
+        serverUri: canopy.xdsUri,
+        nodeId: 'client-za-drain',
+        locality: parseLocality('r1/za/s'),
+      }),
+    });
+    const load = offer(drainClient, 20, 40_000);
+    try {
+      const a1 = backends[0]!;
+      const key = encodeURIComponent(`${a1.address}:${a1.port}`);
+      const patch = async (health: string) => {
+        const r = await canopy.admin('PATCH', `/api/v1/services/echo-drain/endpoints/${key}`, { health });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+      };
+      const waitFor = async (what: string, ok: (d: LoadDebug) => boolean) => {
+        const end = Date.now() + 15 * INTERVAL_MS;
+        while (Date.now() < end) {
+          if (ok(await debugLoad('echo-drain'))) return;
+          await sleep(INTERVAL_MS / 4);
+        }
+        assert.fail(`${what}: ${JSON.stringify(await debugLoad('echo-drain'))}`);
+      };
+      const zoneA = (d: LoadDebug) => d.localities?.find((l) => l.path === 'r1/za/s');
+      const weightA = (d: LoadDebug) => d.clientNodes?.find((n) => n.path === 'r1/za/s')?.weights['r1/za/s'] ?? 0;
+      await waitFor('the client reports', (d) => (d.clientNodes?.length ?? 0) > 0 && weightA(d) > 0);
+      await patch('unhealthy');
+      await waitFor('zone A drained and out of the weights', (d) => zoneA(d)?.drained === true && weightA(d) === 0);
+      await sleep(INTERVAL_MS);
+      const t0 = Date.now();
+      await sleep(2 * INTERVAL_MS);
+      const drained = byZone(load.served, t0, Date.now());
+      assert.ok(
+        drained['a'] === 0 && drained['b']! > 0,
+        `a drained zone A serves nothing new: ${JSON.stringify(drained)}`,
+      );
+      await patch('healthy');
+      await waitFor('zone A back', (d) => zoneA(d)?.drained === false && weightA(d) > 0);
+      assert.equal(load.failures(), 0);
+    } finally {
+      load.stop();
+      drainClient.close();
+    }
+  });
+
+  const missing = ccoreMissing();
+  it(
+    'gRPC C-core clients report load over LRS and get the spill',
+    { skip: missing ? `skipped: ${missing}` : false },
+    async () => {
+      const c = new CCoreClient(
+        'xds:///echo-ccore',
+        xdsBootstrap({ serverUri: canopy.xdsUri, nodeId: 'ccore-za', locality: parseLocality('r1/za/s') }),
+      );
+      try {
+        await c.ready();
+        // Zone A holds 2 × 10 rps and zone B as much; the C-core client offers 30 rps, paced.
+        const end = Date.now() + 20 * INTERVAL_MS;
+        let d: LoadDebug | undefined;
+        let node: NonNullable<LoadDebug['clientNodes']>[number] | undefined;
+        while (Date.now() < end) {
+          await c.tally(15, 1000, 30);
+          d = await debugLoad('echo-ccore');
+          node = d.clientNodes?.find((n) => n.path === 'r1/za/s');
+          if (node && (node.weights['r1/zb/s'] ?? 0) > 0 && Math.abs(node.offeredRps - 30) < 8) break;
+        }
+        assert.ok(node, `no load report from the C-core client: ${JSON.stringify(d)}`);
+        assert.ok(Math.abs(node.offeredRps - 30) < 8, `C-core reported ${node.offeredRps} rps, paced at 30`);
+        assert.ok((node.weights['r1/zb/s'] ?? 0) > 0, `the excess spills to zone B: ${JSON.stringify(node)}`);
+        const t = await c.tally(90, 1000, 30);
+        const zones = { a: 0, b: 0, c: 0 } as Record<string, number>;
+        for (const [id, n] of t.byBackend) zones[zoneOf(id)]! += n;
+        assert.equal(t.failures, 0, t.lastError);
+        assert.ok(zones['a']! > 0 && zones['b']! > 0 && zones['c'] === 0, `C-core spread: ${JSON.stringify(zones)}`);
+      } finally {
+        await c.close();
+      }
+    },
+  );
+});

@@ -1,0 +1,84 @@
+/**
+ * Stability for load-aware weights: reports are smoothed before they count,
+ * a new target moves the weights only past a dead band and by a bounded step
+ * each interval, and a locality that is mostly unhealthy drains with
+ * hysteresis. Pure: every call gets the previous state and returns the next.
+ */
+
+export interface DampingOptions {
+  /**
+   * Relative: while every share is within this fraction of its target (0.08: 8%), the weights stay as they
+   * are, so the noise of measured load does not move them.
+   */
+  readonly deadBand: number;
+  /** The most any one share (0..1) moves in one interval. */
+  readonly maxStep: number;
+}
+
+export const DEFAULT_DAMPING: DampingOptions = { deadBand: 0.08, maxStep: 0.35 };
+
+/** Exponentially weighted moving average of a rate (`alpha`: a new report's weight); the first report is taken as it is. */
+export function smooth(previous: number | undefined, report: number, alpha: number): number {
+  if (!Number.isFinite(report) || report < 0) return previous ?? 0;
+  return previous === undefined ? report : previous + alpha * (report - previous);
+}
+
+/** Shares (summing to 1) of a weight map. */
+export function sharesOf(weights: ReadonlyMap<string, number>): Map<string, number> {
+  let total = 0;
+  for (const v of weights.values()) total += Math.max(0, v);
+  const out = new Map<string, number>();
+  if (total <= 0) return out;
+  for (const [k, v] of weights) if (v > 0) out.set(k, v / total);
+  return out;
+}
+
+/**
+ * The shares to send this interval: the current ones while the target is
+ * within the dead band of them; otherwise a step along the straight line to
+ * the target, short enough that no share moves by more than `maxStep`. The
+ * step keeps the shares' proportions on the way (no locality gets ahead of a
+ * nearer one), and a spill that is no longer needed drains back over several
+ * intervals instead of at once.
+ */
+export function dampShares(
+  current: ReadonlyMap<string, number> | undefined,
+  target: ReadonlyMap<string, number>,
+  opts: DampingOptions = DEFAULT_DAMPING,
+): Map<string, number> {
+  if (!current || current.size === 0) return new Map(target);
+  const keys = new Set([...current.keys(), ...target.keys()]);
+  let largest = 0;
+  let inBand = true;
+  for (const k of keys) {
+    const t = target.get(k) ?? 0;
+    const c = current.get(k) ?? 0;
+    largest = Math.max(largest, Math.abs(t - c));
+    // Inside the dead band nothing moves, unless a locality is to be left entirely or newly used:
+    // a spill that is no longer needed ends, rather than lingering at a few percent.
+    if (t > 0 !== c > 0 || Math.abs(t - c) > opts.deadBand * Math.max(t, c)) inBand = false;
+  }
+  if (inBand) return new Map(current);
+  const lambda = Math.min(1, opts.maxStep / largest);
+  const moved = new Map<string, number>();
+  for (const k of keys) {
+    const c = current.get(k) ?? 0;
+    const v = c + lambda * ((target.get(k) ?? 0) - c);
+    if (v > 1e-6) moved.set(k, v);
+  }
+  return sharesOf(moved);
+}
+
+export interface DrainOptions {
+  /** Below this healthy fraction a locality takes no new traffic. */
+  readonly threshold: number;
+  /** It takes traffic again only above threshold + hysteresis. */
+  readonly hysteresis: number;
+}
+
+export const DEFAULT_DRAIN: DrainOptions = { threshold: 0.25, hysteresis: 0.1 };
+
+/** Auto capacity drain: whether a locality is drained after this interval. */
+export function drained(healthyFraction: number, wasDrained: boolean, opts: DrainOptions = DEFAULT_DRAIN): boolean {
+  return wasDrained ? healthyFraction < opts.threshold + opts.hysteresis : healthyFraction < opts.threshold;
+}
