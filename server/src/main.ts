@@ -13,7 +13,7 @@ import { applyFileServices } from './store/file-source.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
-import type { ServeSecurity } from './serve-security.js';
+import type { ServeSecurity } from './cli/serve-security.js';
 import ipaddr from 'ipaddr.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';

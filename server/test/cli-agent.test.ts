@@ -68,7 +68,7 @@ describe('kernel version check', () => {
 });
 
 describe('--help', () => {
-  const cli = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
+  const cli = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli', 'canopy.js');
   for (const args of [['--help'], ['serve', '--help'], ['agent', '--help'], ['agent', 'uninstall', '--help']]) {
     it(`canopy ${args.join(' ')} prints usage and exits 0`, () => {
       const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 10_000 });

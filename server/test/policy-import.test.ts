@@ -11,7 +11,7 @@ import { importDocuments, type PolicySystem } from '../src/policy/import.js';
 import { loadConfigFile, parseConfigText } from '../src/store/config-file.js';
 
 const run = promisify(execFile);
-const CLI = new URL('../src/cli.js', import.meta.url).pathname;
+const CLI = new URL('../src/cli/canopy.js', import.meta.url).pathname;
 
 /** After istio.io's "Locality failover" task, with a ServiceEntry for the endpoints. */
 const ISTIO = `apiVersion: networking.istio.io/v1

@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'yaml';
-import { importDocuments, POLICY_SYSTEMS, type PolicySystem } from './policy/import.js';
+import { importDocuments, POLICY_SYSTEMS, type PolicySystem } from '../policy/import.js';
 
 export const IMPORT_USAGE = `  canopy import istio|kuma|k8s FILE…   print the Canopy config for Istio, Kuma or Kubernetes documents`;
 

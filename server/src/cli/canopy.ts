@@ -4,17 +4,17 @@
  * embedded demo mesh on loopback. Flags override env, env overrides the file.
  */
 import { parseArgs } from 'node:util';
-import { formatFieldErrors } from './domain/errors.js';
-import { startCanopy } from './main.js';
-import { loadConfigFile } from './store/config-file.js';
-import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from './agent/cli-agent.js';
+import { formatFieldErrors } from '../domain/errors.js';
+import { startCanopy } from '../main.js';
+import { loadConfigFile } from '../store/config-file.js';
+import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from '../agent/cli-agent.js';
 import { FlagError, readServeSecurity, SECURITY_ENV, SECURITY_FLAGS, SECURITY_USAGE } from './serve-security.js';
 
 // The other commands' modules (YAML printing, the policy importers, the demo's gRPC clients) are
 // imported when their command runs, so that `serve` starts without loading them.
-const policyCli = () => import('./cli-policy.js');
-const explainCli = () => import('./cli-explain.js');
-const demoCli = () => import('./demo/cli-demo.js');
+const policyCli = () => import('./import.js');
+const explainCli = () => import('./explain.js');
+const demoCli = () => import('../demo/cli-demo.js');
 
 async function usage(): Promise<string> {
   const [{ IMPORT_USAGE }, { EXPLAIN_USAGE }, { DEMO_USAGE }] = await Promise.all([policyCli(), explainCli(), demoCli()]);
@@ -40,7 +40,7 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === 'demo') {
     const { values: demo } = parseArgs({ args: rest, options: { exit: { type: 'boolean' } }, strict: true });
-    const { runDemo } = await import('./demo/run-demo.js');
+    const { runDemo } = await import('../demo/run-demo.js');
     // In a terminal the demo stays up for the web view; scripts and CI (no TTY) or --exit get today's run-and-exit.
     const hold = process.stdout.isTTY && !demo.exit;
     await runDemo(hold ? { hold: () => untilSignal(async () => {}) } : {});
@@ -147,7 +147,7 @@ async function runAgent(args: string[]): Promise<number> {
   let opts;
   try {
     if (args[0] === 'uninstall') {
-      const { Datapath } = await import('./agent/datapath.js');
+      const { Datapath } = await import('../agent/datapath.js');
       for (const line of Datapath.uninstall(parseUninstallArgs(args.slice(1)))) process.stdout.write(`${line}\n`);
       return 0;
     }
@@ -157,7 +157,7 @@ async function runAgent(args: string[]): Promise<number> {
     process.stderr.write(`canopy agent: ${(err as Error).message}\nusage:\n${AGENT_USAGE}\n`);
     return 2;
   }
-  const { startAgent } = await import('./agent/agent.js');
+  const { startAgent } = await import('../agent/agent.js');
   const agent = await startAgent(opts);
   // On a signal the datapath keeps serving from the pinned maps; a new agent resumes it.
   await untilSignal(() => agent.stop());

@@ -5,10 +5,10 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { explain, explainChange, type ExplainView } from './domain/explain.js';
-import type { Placement } from './domain/locality.js';
-import { Mesh } from './domain/mesh.js';
-import { loadConfigFile } from './store/config-file.js';
+import { explain, explainChange, type ExplainView } from '../domain/explain.js';
+import type { Placement } from '../domain/locality.js';
+import { Mesh } from '../domain/mesh.js';
+import { loadConfigFile } from '../store/config-file.js';
 
 export const EXPLAIN_USAGE = `  canopy explain (--admin URL | --config FILE) --service S [--region R] [--zone Z] [--subzone SZ]
                  [--network N] [--node N] [--cluster C] [--label K=V]… [--policy FILE] [--json]`;
