@@ -5,7 +5,6 @@
  */
 import { Option, type Command } from 'commander';
 import { serviceSpecToJson } from '../domain/spec.js';
-import { loadConfigFile } from '../store/config-file.js';
 import { adminJson, adminOptions, CliError, serverError, type AdminTarget } from './common.js';
 
 type Obj = Record<string, unknown>;
@@ -18,6 +17,7 @@ export function registerApply(program: Command): void {
     .addOption(new Option('--dry-run', 'print the diff; change nothing').default(false));
   for (const o of adminOptions()) cmd.addOption(o);
   cmd.action(async (opts: AdminTarget & { file: string; dryRun: boolean }) => {
+    const { loadConfigFile } = await import('../store/config-file.js');
     const loaded = await loadConfigFile(opts.file);
     if (!loaded.ok) {
       const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');

@@ -3,7 +3,7 @@
  * type, read over CSDS from the xDS port (as `istioctl proxy-status` reads istiod).
  */
 import { Option, type Command } from 'commander';
-import { fetchClientStatus, type CsdsClientConfig } from '../transport/csds-client.js';
+import type { CsdsClientConfig } from '../transport/csds-client.js';
 import { adminToken, CliError, table } from './common.js';
 import { outputOption, print, type OutputFormat } from './output.js';
 
@@ -42,6 +42,7 @@ export function registerProxyStatus(program: Command): void {
     .addOption(outputOption())
     .action(async (opts: { xds: string; tokenFile?: string; output: OutputFormat }) => {
       const token = adminToken(opts);
+      const { fetchClientStatus } = await import('../transport/csds-client.js');
       let configs: CsdsClientConfig[];
       try {
         configs = await fetchClientStatus(opts.xds, token !== undefined ? { token } : {});

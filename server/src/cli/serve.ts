@@ -8,11 +8,14 @@ import { Command, Option } from 'commander';
 import type { Endpoint } from '../domain/service.js';
 import { serviceSpecToJson, endpointToJson } from '../domain/spec.js';
 import type { CanopyConfig } from '../domain/spec.js';
-import { DEFAULT_ADMIN_PORT, DEFAULT_XDS_PORT, startCanopy, type Canopy } from '../main.js';
-import { loadConfigFile } from '../store/config-file.js';
+import type { Canopy } from '../main.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
 import { FlagError, readServeSecurity, SECURITY_FLAGS, type SecurityValues } from './serve-security.js';
 import { untilSignal } from './signals.js';
+
+/** The server's defaults (main.ts), repeated for the help text without loading the server. */
+const DEFAULT_XDS_PORT = 18000;
+const DEFAULT_ADMIN_PORT = 18080;
 
 /** Where `canopy serve` keeps services when neither --data-dir nor CANOPY_DATA_DIR says. */
 const DEFAULT_DATA_DIR = 'canopy-data';
@@ -109,6 +112,9 @@ interface ServeValues {
 }
 
 async function runServe(cmd: Command): Promise<Canopy> {
+  // Loaded here, not at the top: every other subcommand (and --help) starts without the server's modules.
+  const { startCanopy } = await import('../main.js');
+  const { loadConfigFile } = await import('../store/config-file.js');
   const values = cmd.opts<ServeValues>();
   if (!values.config) throw new CliError('serve: --config FILE (or CANOPY_CONFIG) is required', EXIT_USAGE);
   let security;
