@@ -5,7 +5,7 @@
 import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { buildAdminApp } from './admin/app.js';
-import { createMetrics } from './admin/metrics.js';
+import { configReloadMetrics, createMetrics, instrumentAdmin, instrumentStore } from './admin/metrics.js';
 import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
@@ -22,6 +22,9 @@ import { kernelServable } from './resources/tree-codec.js';
 import { teeObserver, type XdsObserver } from './sessions/observer.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
 import { kernelUnsupported } from './domain/policy.js';
+import { kindOf } from './domain/client.js';
+import { packagePath } from './paths.js';
+import { readFileSync } from 'node:fs';
 
 export interface CanopyOptions {
   readonly config: CanopyConfig;
@@ -89,23 +92,29 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     );
   }
 
-  const store =
+  const registry = new Registry();
+  const opened =
     opts.store ??
     (await openStore({
       ...(opts.storeUrl !== undefined ? { url: opts.storeUrl } : {}),
       ...(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}),
     }));
+  const store = instrumentStore(opened, registry);
   const feed = await MeshFeed.open(store);
   const mesh = feed.mesh;
   const claCache = serverClaCache();
   const resources = canopyResources(mesh, claCache, server.lazyXds, { leds: opts.leds ?? server.leds ?? true });
-  const registry = new Registry();
   const metrics = createMetrics(registry, {
     claCache: () => claCache.stats(),
     treeNodes: () => mesh.list().reduce((n, s) => n + s.tree.nodeCount, 0),
     // Read at scrape time, after the pipeline below exists.
     connectedClients: () => pipeline.connected,
+    clientsByKind: () =>
+      pipeline.clients(0).map((c) => ({ kind: kindOf(c.placement), protocol: c.protocol ?? 'sotw' })),
+    storeUp: () => feed.connected,
+    version: packageVersion(),
   });
+  const reloads = configReloadMetrics(registry);
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
   const pushWindow = opts.pushWindow ?? server.pushWindow;
   const pipeline = new PushPipeline({
@@ -138,6 +147,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       );
   }
   const initial = await applyFileServices(store, opts.config.services);
+  reloads.loaded('success');
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
 
   const grpcTransport = await startGrpcTransport({
@@ -168,6 +178,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       ? { writeRateLimit: { max: security.adminWriteLimit, windowMs: 10_000 } }
       : {}),
   });
+  instrumentAdmin(admin, registry);
   await admin.listen({ host: adminHost, port: adminPort });
   const adminBound = admin.server.address();
   const adminPortBound = typeof adminBound === 'object' && adminBound ? adminBound.port : adminPort;
@@ -176,16 +187,24 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ? watchConfigFile(opts.configPath, {
         onValid: (config) =>
           applyFileServices(store, config.services).then(
-            (applied) => logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded'),
-            (err: unknown) => logger.error({ file: opts.configPath, err }, 'config reload failed to write the store'),
+            (applied) => {
+              reloads.loaded('success');
+              logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
+            },
+            (err: unknown) => {
+              reloads.loaded('store_error');
+              logger.error({ file: opts.configPath, err }, 'config reload failed to write the store');
+            },
           ),
         onWatchError: (err) =>
           logger.warn({ file: opts.configPath, err }, 'config directory watch failed: edits are seen by polling only'),
-        onInvalid: (errors) =>
+        onInvalid: (errors) => {
+          reloads.loaded('invalid');
           logger.error(
             { file: opts.configPath, errors },
             `config edit rejected, running config kept: ${formatFieldErrors(errors)}`,
-          ),
+          );
+        },
       })
     : () => {};
 
@@ -204,7 +223,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       await Promise.all([grpcTransport.stop(grace), admin.close()]);
       feed.close();
       // A store handed in belongs to the caller.
-      if (!opts.store) await store.close();
+      if (!opts.store) await opened.close();
       logger.info({}, 'canopy stopped');
     })());
 
@@ -222,4 +241,12 @@ function summary(r: { replaced: readonly string[]; deleted: readonly string[]; u
 
 function hostForUrl(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
+}
+
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(packagePath('package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
 }
