@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { stringify } from 'yaml';
+import { dump as stringify } from 'js-yaml';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { parseLocality, type Placement } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';

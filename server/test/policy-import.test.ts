@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import { importDocuments, type PolicySystem } from '../src/policy/import.js';
 import { loadConfigFile, parseConfigText } from '../src/store/config-file.js';
 
