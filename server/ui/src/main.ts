@@ -21,6 +21,8 @@ import { pathKey, tierOverlay } from './tiers.js';
 import { renderTree } from './tree.js';
 
 const POLL_MS = 1000;
+/** The server's ENDPOINT_LIST_LIMIT (server/src/admin/ui-view.ts): above it leaves list no endpoints. */
+const ENDPOINT_LIST_LIMIT = 5000;
 
 type Target =
   | { readonly kind: 'client'; readonly streamId: number; readonly placement: PlacementQuery; readonly label: string }
@@ -67,6 +69,7 @@ const els = {
   tree: byId('tree'),
   search: byId<HTMLInputElement>('search'),
   stale: byId('stale'),
+  capped: byId('capped'),
   tokenBox: byId<HTMLDetailsElement>('token-box'),
   scopes: byId('scopes'),
   status: byId('status'),
@@ -107,6 +110,11 @@ function render(): void {
     }),
   );
   els.scopes.textContent = `${view.scopes.join(' → ')} · ${view.mode} · generation ${view.generation}`;
+  // Where a list is capped, say so where the list would be.
+  els.capped.hidden = view.endpointsListed;
+  els.capped.textContent = view.endpointsListed
+    ? ''
+    : `${view.root.total.toLocaleString()} endpoints: above ${ENDPOINT_LIST_LIMIT.toLocaleString()} the leaves show counts, not each endpoint (every endpoint: /debug/tree/${view.service}).`;
   const clients = view.clients.filter((c) => c.kind === 'client').length;
   const agents = view.clients.length - clients;
   els.clientCount.textContent = `${clients} client${clients === 1 ? '' : 's'}, ${agents} agent${agents === 1 ? '' : 's'}`;
