@@ -150,6 +150,27 @@ describe('the web view at 500 localities and 10,000 endpoints', () => {
     assert.equal(await chips.last().textContent(), '10.200.0.30:80');
   });
 
+  it('on a phone, the explanation opens right under the tapped node', async (t) => {
+    if (skipUnlessBrowser(t)) return;
+    const phone = await browser!.newPage({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    try {
+      await phone.goto(`${canopy.adminUrl}/ui/?service=big`);
+      const zone = row(phone, 'r9/r9-z4');
+      await zone.locator('button.name').tap();
+      const inline = phone.locator('li.explain-inline #explain h3');
+      await inline.waitFor({ timeout: 10_000 });
+      assert.match((await inline.textContent()) ?? '', /A client at r9 \/ r9-z4/);
+      const node = (await zone.boundingBox())!;
+      const box = (await phone.locator('li.explain-inline').boundingBox())!;
+      assert.ok(
+        box.y >= node.y + node.height - 1 && box.y < node.y + node.height + 40,
+        `under the node: ${box.y} vs ${node.y + node.height}`,
+      );
+    } finally {
+      await phone.close();
+    }
+  });
+
   it('when the server goes away, a banner at the top says the data is stale and the data greys', async (t) => {
     if (skipUnlessBrowser(t)) return;
     await canopy.stop();

@@ -118,10 +118,25 @@ function render(): void {
   const clients = view.clients.filter((c) => c.kind === 'client').length;
   const agents = view.clients.length - clients;
   els.clientCount.textContent = `${clients} client${clients === 1 ? '' : 's'}, ${agents} agent${agents === 1 ? '' : 's'}`;
+  placeExplain(selectedNode);
   const selected = state.target?.kind === 'client' ? state.target.streamId : undefined;
   els.clients.replaceChildren(renderClients(view, selected, selectClient));
   renderExplain();
   renderLinks();
+}
+
+/** Where the explanation panel lives on a wide screen; on a narrow one it follows the tapped node. */
+const explainHome = els.explain.parentElement;
+const narrow = window.matchMedia('(max-width: 900px)');
+
+function placeExplain(selectedNode: string | undefined): void {
+  const row =
+    selectedNode !== undefined ? els.tree.querySelector(`li.node[data-path="${CSS.escape(selectedNode)}"]`) : null;
+  if (narrow.matches && row) {
+    const li = h('li', { class: 'explain-inline', role: 'none' });
+    row.after(li);
+    li.append(els.explain);
+  } else if (els.explain.parentElement !== explainHome) explainHome?.append(els.explain);
 }
 
 function renderExplain(): void {
