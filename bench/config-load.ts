@@ -26,7 +26,7 @@ import { endpointToJson } from '../server/src/domain/spec.js';
 import { makeEndpoint } from './data.js';
 import { MIN_RUNS, spread, type Spread } from './stats.js';
 
-const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 
 export interface ConfigLoadFigures {
   readonly config: string;

@@ -36,7 +36,7 @@ import { failoverService, makeEndpoints, median, percentile } from './data.js';
 import { cpuMs, resetPeak, sleep, start, statusKB, type Child } from './server-procs.js';
 import { MIN_RUNS, sig2, spread, type Spread } from './stats.js';
 
-const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
 const BARE_LEDS = fileURLToPath(new URL('./bare-leds-server.js', import.meta.url));
 const CLIENTS = fileURLToPath(new URL('./fanout-clients.js', import.meta.url));

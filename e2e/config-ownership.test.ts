@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
-import { stringify } from 'yaml';
+import { dump as stringify } from 'js-yaml';
 import type { MeshChange } from '../server/src/domain/mesh.js';
 import { parseConfig } from '../server/src/domain/spec.js';
 import { startCanopy, type Canopy } from '../server/src/main.js';

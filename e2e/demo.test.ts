@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 const SCRIPT = '/usr/bin/script';
 const WEB_VIEW = /Web view: (http:\/\/127\.0\.0\.1:\d+\/ui\/)/;
 

@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import { startBackend, type Backend } from '../server/src/demo/backend.js';
 import { packagePath } from '../server/src/paths.js';
 import { envoyType } from '../server/test/support/envoy-protos.js';

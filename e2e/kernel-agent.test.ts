@@ -247,7 +247,7 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     assert.ok(value('canopy_agent_tree_versions_applied_total') >= 2, text.slice(0, 400));
     assert.equal(value('canopy_agent_map_entries{map="services"}'), 1);
     assert.equal(value('canopy_agent_map_entries{map="endpoints"}'), 3);
-    assert.ok(value('canopy_agent_kernel_connects{outcome="rewritten"}') >= 60);
+    assert.ok(value('canopy_agent_kernel_connects_total{outcome="rewritten"}') >= 60);
     assert.match(text, /canopy_agent_apply_seconds_bucket/);
   });
 });

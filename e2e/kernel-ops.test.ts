@@ -90,7 +90,7 @@ describe('kernel datapath operations', { skip: env.reason }, () => {
   it('canopy agent uninstall detaches the program and removes the pins', async () => {
     dp?.close();
     dp = undefined;
-    const cli = path.join(root, 'dist', 'server', 'src', 'cli.js');
+    const cli = path.join(root, 'dist', 'server', 'src', 'cli', 'canopy.js');
     const r = spawnSync(process.execPath, [cli, 'agent', 'uninstall', '--cgroup', cg.dir, '--pin-dir', cg.pinDir], { encoding: 'utf8', timeout: 20_000 });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /detached connect4/);

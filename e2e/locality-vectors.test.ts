@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import type { Placement } from '../server/src/domain/locality.js';
 import { envoyType } from '../server/test/support/envoy-protos.js';
 import {

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 
-const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 const config = { services: [{ name: 'echo', endpoints: [{ address: '10.0.0.1', port: 80 }] }] };
 
 describe('canopy serve flags', () => {

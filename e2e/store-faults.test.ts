@@ -30,7 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { stringify } from 'yaml';
+import { dump as stringify } from 'js-yaml';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 
 const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));

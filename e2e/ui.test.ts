@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import { ENDPOINT_TYPE, TREE_TYPE } from '../server/src/resources/type-urls.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { RawAdsStream, type RawResponse } from './support/raw-ads.js';

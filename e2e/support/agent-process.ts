@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../server/src/cli/canopy.js', import.meta.url));
 
 export interface LogLine {
   msg: string;

@@ -7,9 +7,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
+import { dump as stringify } from 'js-yaml';
 
-const CLI = fileURLToPath(new URL('../../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../server/src/cli/canopy.js', import.meta.url));
 
 export interface AdminResponse {
   status: number;

@@ -5,7 +5,7 @@
 import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { buildAdminApp } from './admin/app.js';
-import { createMetrics } from './admin/metrics.js';
+import { configReloadMetrics, createMetrics, instrumentAdmin, instrumentStore } from './admin/metrics.js';
 import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
@@ -13,7 +13,7 @@ import { applyFileServices } from './store/file-source.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
-import type { ServeSecurity } from './serve-security.js';
+import type { ServeSecurity } from './cli/serve-security.js';
 import ipaddr from 'ipaddr.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { defaultXdsLimits, SubscriptionBudget } from './transport/subscription-budget.js';
@@ -27,6 +27,9 @@ import { registerLoadMetrics } from './admin/load-metrics.js';
 import { LoadController } from './sessions/load-controller.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
 import { kernelUnsupported } from './domain/policy.js';
+import { kindOf } from './domain/client.js';
+import { packagePath } from './paths.js';
+import { readFileSync } from 'node:fs';
 
 export interface CanopyOptions {
   readonly config: CanopyConfig;
@@ -97,7 +100,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     );
   }
 
-  const store =
+  const registry = new Registry();
+  const opened =
     opts.store ??
     (await openStore({
       ...(opts.storeUrl !== undefined ? { url: opts.storeUrl } : {}),
@@ -105,11 +109,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       ...(opts.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
       onStoreLoss: (report) => logger.error({ dataDir: opts.dataDir }, `accepted a store loss: ${report}`),
     }));
+  const store = instrumentStore(opened, registry);
   const feed = await MeshFeed.open(store);
   const mesh = feed.mesh;
   const claCache = serverClaCache();
   const resources = canopyResources(mesh, claCache, server.lazyXds, { leds: opts.leds ?? server.leds ?? true });
-  const registry = new Registry();
   const limits = { ...defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), ...security.xdsLimits };
   const budget = new SubscriptionBudget(limits, (typeUrl) => resources.get(typeUrl) !== undefined);
   const metrics = createMetrics(registry, {
@@ -118,7 +122,12 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     // Read at scrape time, after the pipeline below exists.
     connectedClients: () => pipeline.connected,
     subscriptions: () => ({ bytes: budget.used, budget: limits.subscriptionBudgetBytes }),
+    clientsByKind: () =>
+      pipeline.clients(0).map((c) => ({ kind: kindOf(c.placement), protocol: c.protocol ?? 'sotw' })),
+    storeUp: () => feed.connected,
+    version: packageVersion(),
   });
+  const reloads = configReloadMetrics(registry);
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;
   const pushWindow = opts.pushWindow ?? server.pushWindow;
   const pipeline = new PushPipeline({
@@ -160,6 +169,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       );
   }
   const initial = await applyFileServices(store, opts.config.services);
+  reloads.loaded('success');
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
 
   logger.info({ xdsLimits: limits }, 'xds limits');
@@ -202,6 +212,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       ? { writeRateLimit: { max: security.adminWriteLimit, windowMs: 10_000 } }
       : {}),
   });
+  instrumentAdmin(admin, registry);
   await admin.listen({ host: adminHost, port: adminPort });
   const adminBound = admin.server.address();
   const adminPortBound = typeof adminBound === 'object' && adminBound ? adminBound.port : adminPort;
@@ -211,18 +222,26 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
         onValid: (config) => {
           logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
           return applyFileServices(store, config.services).then(
-            (applied) => logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded'),
-            (err: unknown) => logger.error({ file: opts.configPath, err }, 'config reload failed to write the store'),
+            (applied) => {
+              reloads.loaded('success');
+              logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
+            },
+            (err: unknown) => {
+              reloads.loaded('store_error');
+              logger.error({ file: opts.configPath, err }, 'config reload failed to write the store');
+            },
           );
         },
         onWatchError: (err) =>
           logger.warn({ file: opts.configPath, err }, 'config directory watch failed: edits are seen by polling only'),
         onParsing: (bytes) => logger.info({ file: opts.configPath, bytes }, 'config file changed: parsing'),
-        onInvalid: (errors) =>
+        onInvalid: (errors) => {
+          reloads.loaded('invalid');
           logger.error(
             { file: opts.configPath, errors },
             `config edit rejected, running config kept: ${formatFieldErrors(errors)}`,
-          ),
+          );
+        },
       })
     : () => {};
 
@@ -242,7 +261,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       await Promise.all([grpcTransport.stop(grace), admin.close()]);
       feed.close();
       // A store handed in belongs to the caller.
-      if (!opts.store) await store.close();
+      if (!opts.store) await opened.close();
       logger.info({}, 'canopy stopped');
     })());
 
@@ -260,4 +279,12 @@ function summary(r: { replaced: readonly string[]; deleted: readonly string[]; u
 
 function hostForUrl(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
+}
+
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(packagePath('package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
 }

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import { parseAgentArgs } from '../src/agent/cli-agent.js';
 import { parseConfig } from '../src/domain/spec.js';
 

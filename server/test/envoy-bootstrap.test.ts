@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import { parseConfig } from '../src/domain/spec.js';
 import { packagePath } from '../src/paths.js';
 import { envoyType } from './support/envoy-protos.js';

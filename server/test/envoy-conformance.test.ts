@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import type { Client } from '../src/domain/client.js';
 import { emptyPlacement, type Placement } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';

@@ -15,7 +15,7 @@ import { LocalStore } from '../src/store/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
 
 const run = promisify(execFile);
-const CLI = new URL('../src/cli.js', import.meta.url).pathname;
+const CLI = new URL('../src/cli/canopy.js', import.meta.url).pathname;
 
 async function setup() {
   const store = await LocalStore.open();

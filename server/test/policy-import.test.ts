@@ -6,12 +6,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { parse } from 'yaml';
+import { load as parse } from 'js-yaml';
 import { importDocuments, type PolicySystem } from '../src/policy/import.js';
 import { loadConfigFile, parseConfigText } from '../src/store/config-file.js';
 
 const run = promisify(execFile);
-const CLI = new URL('../src/cli.js', import.meta.url).pathname;
+const CLI = new URL('../src/cli/canopy.js', import.meta.url).pathname;
 
 /** After istio.io's "Locality failover" task, with a ServiceEntry for the endpoints. */
 const ISTIO = `apiVersion: networking.istio.io/v1

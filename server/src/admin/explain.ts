@@ -19,9 +19,9 @@ import type { AdminDeps } from './app.js';
 type PolicyText = { parse: (text: string) => unknown } & typeof import('../policy/import.js');
 let policyText: Promise<PolicyText> | undefined;
 const loadPolicyText = (): Promise<PolicyText> =>
-  (policyText ??= Promise.all([import('yaml'), import('../policy/import.js')]).then(([yaml, policy]) => ({
+  (policyText ??= Promise.all([import('js-yaml'), import('../policy/import.js')]).then(([yaml, policy]) => ({
     ...policy,
-    parse: (text: string) => yaml.parse(text) as unknown,
+    parse: (text: string) => yaml.load(text),
   })));
 
 const PARAMS = ['service', 'region', 'zone', 'subzone', 'network', 'node', 'cluster', 'policy'] as const;

@@ -2,10 +2,21 @@
  * prom-client metrics for one app instance, fed by the xDS observer and by
  * collect-time reads of the CLA cache and the trees.
  */
+import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ClaCacheStats } from '../domain/cla-cache.js';
+import { CLIENT_KINDS, type ClientKind } from '../domain/client.js';
 import { REFUSAL_REASONS, type XdsObserver } from '../sessions/observer.js';
-import { shortTypeName } from '../resources/type-urls.js';
+import {
+  CLUSTER_TYPE,
+  ENDPOINT_TYPE,
+  LEDS_TYPE,
+  LISTENER_TYPE,
+  ROUTE_TYPE,
+  shortTypeName,
+  TREE_TYPE,
+} from '../resources/type-urls.js';
+import type { Store } from '../store/store.js';
 
 export interface MetricSources {
   readonly claCache: () => ClaCacheStats;
@@ -13,7 +24,17 @@ export interface MetricSources {
   readonly connectedClients: () => number;
   /** Bytes of subscription state clients hold now, and the server's budget for it. */
   readonly subscriptions?: () => { readonly bytes: number; readonly budget: number };
+  /** Open streams by client kind and protocol (read at scrape time). */
+  readonly clientsByKind?: () => readonly { readonly kind: ClientKind; readonly protocol: 'sotw' | 'delta' }[];
+  /** Whether the store answers (etcd reachable; always true for the embedded one). */
+  readonly storeUp?: () => boolean;
+  /** The running version, for canopy_build_info. */
+  readonly version?: string;
 }
+
+/** Every type a stream can carry: labelled series exist at zero before their first event. */
+const TYPE_LABELS = [LISTENER_TYPE, ROUTE_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE, LEDS_TYPE, TREE_TYPE].map(shortTypeName);
+const PROTOCOLS = ['sotw', 'delta'] as const;
 
 /** The xDS observer that feeds the registry, and the registry /metrics serves. */
 export interface CanopyMetrics extends XdsObserver {
@@ -102,6 +123,35 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
     labelNames: ['type'],
     registers,
   });
+  for (const type of TYPE_LABELS)
+    for (const c of [responses, resources, acks, nacks, stale, oversized]) c.inc({ type }, 0);
+  new Gauge({
+    name: 'canopy_build_info',
+    help: 'Always 1: the running version and Node.js version as labels',
+    labelNames: ['version', 'node_version'],
+    registers,
+  }).set({ version: sources.version ?? 'unknown', node_version: process.version }, 1);
+  new Gauge({
+    name: 'canopy_xds_clients',
+    help: 'ADS streams open now, by client kind (envoy, grpc, agent) and protocol (sotw, delta)',
+    labelNames: ['kind', 'protocol'],
+    registers,
+    collect() {
+      const counts = new Map<string, number>();
+      for (const c of sources.clientsByKind?.() ?? [])
+        counts.set(`${c.kind}/${c.protocol}`, (counts.get(`${c.kind}/${c.protocol}`) ?? 0) + 1);
+      for (const kind of CLIENT_KINDS)
+        for (const protocol of PROTOCOLS) this.set({ kind, protocol }, counts.get(`${kind}/${protocol}`) ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'canopy_store_up',
+    help: '1 while the store answers (etcd reachable); 0 while the last state is served without it',
+    registers,
+    collect() {
+      this.set(sources.storeUp?.() === false ? 0 : 1);
+    },
+  });
   // The cache owns its counters; these mirror them at scrape time.
   new Counter({
     name: 'canopy_cla_cache_hits_total',
@@ -153,4 +203,99 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
     requestRefused: (reason) => refused.inc({ reason }),
     oversizedResponse: (typeUrl) => oversized.inc({ type: shortTypeName(typeUrl) }),
   };
+}
+
+/** Store write durations and failures by operation; the label set is the Store's write methods. */
+const STORE_WRITES = ['put', 'putMany', 'patchEndpoints', 'delete'] as const;
+
+export function instrumentStore(store: Store, registry: Registry): Store {
+  const registers = [registry];
+  const seconds = new Histogram({
+    name: 'canopy_store_write_duration_seconds',
+    help: 'Durable store writes, from the call to the acknowledged write, by operation',
+    labelNames: ['op'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers,
+  });
+  const failures = new Counter({
+    name: 'canopy_store_write_failures_total',
+    help: 'Store writes that failed (a conflict retried by the caller counts too), by operation',
+    labelNames: ['op'],
+    registers,
+  });
+  for (const op of STORE_WRITES) {
+    seconds.zero({ op });
+    failures.inc({ op }, 0);
+  }
+  // Reads go to the store itself (through the prototype); the four writes are wrapped.
+  const timed = Object.create(store) as Record<string, unknown>;
+  for (const op of STORE_WRITES) {
+    const write = (store[op] as (...args: unknown[]) => Promise<unknown>).bind(store);
+    timed[op] = async (...args: unknown[]) => {
+      const end = seconds.startTimer({ op });
+      try {
+        return await write(...args);
+      } catch (err) {
+        failures.inc({ op });
+        throw err;
+      } finally {
+        end();
+      }
+    };
+  }
+  return timed as unknown as Store;
+}
+
+/** Config-file loads and reloads: result counts and the time of the last success. */
+export interface ConfigReloadMetrics {
+  loaded(result: 'success' | 'invalid' | 'store_error'): void;
+}
+
+export function configReloadMetrics(registry: Registry): ConfigReloadMetrics {
+  const registers = [registry];
+  const results = ['success', 'invalid', 'store_error'] as const;
+  const reloads = new Counter({
+    name: 'canopy_config_reloads_total',
+    help: 'Config file loads (at start) and reloads (on edit), by result: success, invalid (kept the running config), store_error',
+    labelNames: ['result'],
+    registers,
+  });
+  for (const result of results) reloads.inc({ result }, 0);
+  const lastSuccess = new Gauge({
+    name: 'canopy_config_last_reload_success_timestamp_seconds',
+    help: 'Unix time of the last config file load that was applied',
+    registers,
+  });
+  return {
+    loaded(result) {
+      reloads.inc({ result });
+      if (result === 'success') lastSuccess.set(Date.now() / 1000);
+    },
+  };
+}
+
+/** Admin API requests by method, route pattern (not the raw URL: bounded) and status class. */
+export function instrumentAdmin(app: FastifyInstance, registry: Registry): void {
+  const registers = [registry];
+  const requests = new Counter({
+    name: 'canopy_admin_requests_total',
+    help: 'Admin API requests by method, route pattern and status code class (2xx, 4xx, ...)',
+    labelNames: ['method', 'route', 'status'],
+    registers,
+  });
+  const seconds = new Histogram({
+    name: 'canopy_admin_request_duration_seconds',
+    help: 'Admin API request durations by method and route pattern',
+    labelNames: ['method', 'route'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers,
+  });
+  const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+  app.addHook('onResponse', async (req, reply) => {
+    const method = METHODS.has(req.method) ? req.method : 'OTHER';
+    // An unmatched URL is one series, whatever was asked.
+    const route = req.routeOptions.url ?? 'unmatched';
+    requests.inc({ method, route, status: `${Math.floor(reply.statusCode / 100)}xx` });
+    seconds.observe({ method, route }, reply.elapsedTime / 1000);
+  });
 }

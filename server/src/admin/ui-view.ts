@@ -8,6 +8,7 @@
  * endpoint so that such a node still shows, as 0 of N healthy. Placement
  * uses the service's routable tree, exactly as the CLA cache does.
  */
+import ipaddr from 'ipaddr.js';
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey, isRoutable, type Health } from '../domain/service.js';
@@ -176,8 +177,23 @@ function freeze(n: MutableNode, levels: number): ViewNode {
     total: n.total,
     weight: n.weight,
     children,
-    ...(n.path.length === levels ? { endpoints: n.endpoints.sort((a, b) => compare(a.key, b.key)) } : {}),
+    ...(n.path.length === levels ? { endpoints: n.endpoints.sort((a, b) => compareEndpointKeys(a.key, b.key)) } : {}),
   };
+}
+
+/** `10.0.0.2:80` before `10.0.0.10:80` (numeric, IPv4 before IPv6, then port), not as text. */
+export function compareEndpointKeys(a: string, b: string): number {
+  const pa = splitKey(a);
+  const pb = splitKey(b);
+  if (pa.bytes.length !== pb.bytes.length) return pa.bytes.length - pb.bytes.length;
+  for (let i = 0; i < pa.bytes.length; i++) if (pa.bytes[i] !== pb.bytes[i]) return pa.bytes[i]! - pb.bytes[i]!;
+  return pa.port - pb.port || compare(a, b);
+}
+
+function splitKey(key: string): { bytes: number[]; port: number } {
+  const at = key.lastIndexOf(':');
+  const host = key.slice(0, at).replace(/^\[|\]$/g, '');
+  return { bytes: ipaddr.isValid(host) ? ipaddr.parse(host).toByteArray() : [], port: Number(key.slice(at + 1)) };
 }
 
 function compare(a: string, b: string): number {

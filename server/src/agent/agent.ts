@@ -101,23 +101,26 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       for (const [map, n] of Object.entries(e)) this.set({ map }, n);
     },
   });
-  new Gauge({
-    name: 'canopy_agent_kernel_connects',
+  // Monotonic counts kept by the kernel program: counters (rate()/increase() work), mirrored at scrape time.
+  new Counter({
+    name: 'canopy_agent_kernel_connects_total',
     help: 'connect() calls to a service VIP seen by the kernel program, by outcome (since the maps were created)',
     labelNames: ['outcome'],
     registers,
     collect() {
       const s = datapath.stats();
-      this.set({ outcome: 'rewritten' }, Number(s.rewritten));
-      this.set({ outcome: 'refused' }, Number(s.refused));
+      this.reset();
+      this.inc({ outcome: 'rewritten' }, Number(s.rewritten));
+      this.inc({ outcome: 'refused' }, Number(s.refused));
     },
   });
-  new Gauge({
-    name: 'canopy_agent_kernel_map_lookups',
+  new Counter({
+    name: 'canopy_agent_kernel_map_lookups_total',
     help: 'BPF map lookups made by the kernel program for VIP connects (since the maps were created)',
     registers,
     collect() {
-      this.set(Number(datapath.stats().lookups));
+      this.reset();
+      this.inc(Number(datapath.stats().lookups));
     },
   });
   const decodedTotal = new Counter({

@@ -4,7 +4,7 @@
  * importer makes about them: errors stop the import, notes explain what was
  * not imported or behaves differently. Every finding carries a field path.
  */
-import { parseAllDocuments } from 'yaml';
+import { loadAll, YAMLException } from 'js-yaml';
 import type { FieldError } from '../domain/errors.js';
 
 export type Obj = Record<string, unknown>;
@@ -56,21 +56,22 @@ export class Findings {
 export function readDocuments(sources: readonly SourceText[], findings: Findings): PolicyDocument[] {
   const out: PolicyDocument[] = [];
   for (const s of sources) {
-    parseAllDocuments(s.text).forEach((doc, i) => {
-      const at = `${s.name}[${i}]`;
-      if (doc.errors.length > 0) {
-        for (const e of doc.errors) findings.error(at, `YAML syntax error: ${(e.message.split('\n')[0] ?? '').trim()}`);
-        return;
-      }
-      let value: unknown;
-      try {
-        value = doc.toJS();
-      } catch (err) {
-        findings.error(at, `YAML error: ${(err as Error).message}`);
-        return;
-      }
+    let docs: unknown[];
+    try {
+      docs = loadAll(s.text);
+    } catch (err) {
+      const e = err as YAMLException;
+      // The document the error is in: the separators before its line.
+      const line = e.mark?.line ?? 0;
+      const index = s.text.split('\n').slice(0, line).filter((l) => /^---(\s|$)/.test(l)).length;
+      const at = e.mark ? ` at line ${line + 1}, column ${e.mark.column + 1}` : '';
+      const why = err instanceof YAMLException ? `YAML syntax error${at}: ${e.reason}` : `YAML error: ${e.message}`;
+      findings.error(`${s.name}[${index}]`, why);
+      continue;
+    }
+    docs.forEach((value, i) => {
       // A trailing `---` leaves an empty document: nothing to import.
-      if (value !== null && value !== undefined) out.push({ at, value });
+      if (value !== null && value !== undefined) out.push({ at: `${s.name}[${i}]`, value });
     });
   }
   return out;

@@ -4,7 +4,7 @@
  * they are, and the resulting services are checked by the same validation as
  * any config, so an import never yields a config `canopy serve` would refuse.
  */
-import { parseAllDocuments } from 'yaml';
+import { loadAll } from 'js-yaml';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
 import { Findings, isObject, readDocuments, type Obj, type PolicyDocument, type SourceText } from './documents.js';
@@ -100,8 +100,8 @@ export function holdsPolicyDocuments(text: string): boolean {
   // A large Canopy config is not parsed twice.
   if (!mayHoldPolicyDocuments(text)) return false;
   try {
-    return parseAllDocuments(text).some((d) => {
-      const s = d.errors.length === 0 ? systemOf(d.toJS()) : undefined;
+    return loadAll(text).some((d) => {
+      const s = systemOf(d);
       return s !== undefined && s !== 'canopy';
     });
   } catch {

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { stringify } from 'yaml';
+import { dump as stringify } from 'js-yaml';
 import { parseLocality, type Placement } from '../../src/domain/locality.js';
 import type { PolicySystem } from '../../src/policy/import.js';
 import { endpointKey } from '../../src/domain/service.js';

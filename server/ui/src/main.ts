@@ -21,6 +21,8 @@ import { pathKey, tierOverlay } from './tiers.js';
 import { renderTree } from './tree.js';
 
 const POLL_MS = 1000;
+/** The server's ENDPOINT_LIST_LIMIT (server/src/admin/ui-view.ts): above it leaves list no endpoints. */
+const ENDPOINT_LIST_LIMIT = 5000;
 
 type Target =
   | { readonly kind: 'client'; readonly streamId: number; readonly placement: PlacementQuery; readonly label: string }
@@ -35,6 +37,10 @@ const state: {
   explainError: string | undefined;
   pollError: string | undefined;
   updatedAt: Date | undefined;
+  /** Nodes the user opened or closed (pathKey → collapsed); others follow the size rule below. */
+  toggled: Map<string, boolean>;
+  search: string;
+  allChips: Set<string>;
 } = {
   service: new URLSearchParams(location.search).get('service') ?? '',
   view: undefined,
@@ -44,12 +50,27 @@ const state: {
   explainError: undefined,
   pollError: undefined,
   updatedAt: undefined,
+  toggled: new Map(),
+  search: '',
+  allChips: new Set(),
 };
+
+/** A tree with more nodes than this opens collapsed below the zone level (depth 2). */
+const OPEN_NODES = 60;
+const OPEN_DEPTH = 2;
+
+function nodeCount(n: ServiceView['root']): number {
+  return n.children.reduce((sum, c) => sum + nodeCount(c), 1);
+}
 
 const els = {
   service: byId<HTMLSelectElement>('service'),
   token: byId<HTMLInputElement>('token'),
   tree: byId('tree'),
+  search: byId<HTMLInputElement>('search'),
+  stale: byId('stale'),
+  capped: byId('capped'),
+  tokenBox: byId<HTMLDetailsElement>('token-box'),
   scopes: byId('scopes'),
   status: byId('status'),
   clients: byId('clients'),
@@ -70,22 +91,63 @@ function render(): void {
   if (!view) return;
   const overlay = state.explain ? tierOverlay(view, state.explain) : undefined;
   const selectedNode = state.target?.kind === 'place' ? state.target.node : undefined;
-  els.tree.replaceChildren(renderTree(view, overlay, selectedNode, { onPick: (path) => pickNode(view, path) }));
+  const big = nodeCount(view.root) > OPEN_NODES;
+  const isCollapsed = (key: string, depth: number) => state.toggled.get(key) ?? (big && depth >= OPEN_DEPTH);
+  els.tree.replaceChildren(
+    renderTree(view, overlay, selectedNode, {
+      onPick: (path) => pickNode(view, path),
+      isCollapsed,
+      onToggle: (key) => {
+        state.toggled.set(key, !isCollapsed(key, key === '' ? 0 : key.split('/').length));
+        render();
+      },
+      search: state.search,
+      allChips: state.allChips,
+      onMore: (key) => {
+        state.allChips.add(key);
+        render();
+      },
+    }),
+  );
   els.scopes.textContent = `${view.scopes.join(' → ')} · ${view.mode} · generation ${view.generation}`;
+  // Where a list is capped, say so where the list would be.
+  els.capped.hidden = view.endpointsListed;
+  els.capped.textContent = view.endpointsListed
+    ? ''
+    : `${view.root.total.toLocaleString()} endpoints: above ${ENDPOINT_LIST_LIMIT.toLocaleString()} the leaves show counts, not each endpoint (every endpoint: /debug/tree/${view.service}).`;
   const clients = view.clients.filter((c) => c.kind === 'client').length;
   const agents = view.clients.length - clients;
   els.clientCount.textContent = `${clients} client${clients === 1 ? '' : 's'}, ${agents} agent${agents === 1 ? '' : 's'}`;
+  placeExplain(selectedNode);
   const selected = state.target?.kind === 'client' ? state.target.streamId : undefined;
   els.clients.replaceChildren(renderClients(view, selected, selectClient));
   renderExplain();
   renderLinks();
 }
 
+/** Where the explanation panel lives on a wide screen; on a narrow one it follows the tapped node. */
+const explainHome = els.explain.parentElement;
+const narrow = window.matchMedia('(max-width: 900px)');
+
+function placeExplain(selectedNode: string | undefined): void {
+  const row =
+    selectedNode !== undefined ? els.tree.querySelector(`li.node[data-path="${CSS.escape(selectedNode)}"]`) : null;
+  if (narrow.matches && row) {
+    const li = h('li', { class: 'explain-inline', role: 'none' });
+    row.after(li);
+    li.append(els.explain);
+  } else if (els.explain.parentElement !== explainHome) explainHome?.append(els.explain);
+}
+
 function renderExplain(): void {
   els.clearExplain.hidden = !state.target;
   if (!state.target) {
     els.explain.replaceChildren(
-      h('p', { class: 'hint' }, 'Pick a client, click a node of the tree or type a locality to see its priority tiers.'),
+      h(
+        'p',
+        { class: 'hint' },
+        'Pick a client, click a node of the tree or type a locality to see its priority tiers.',
+      ),
     );
     return;
   }
@@ -108,6 +170,12 @@ function renderLinks(): void {
 }
 
 function renderStatus(): void {
+  // When updates stop, say so at the top and grey the data: it may no longer be true.
+  document.body.classList.toggle('stale', state.pollError !== undefined);
+  els.stale.hidden = state.pollError === undefined;
+  els.stale.textContent = state.pollError
+    ? `Not updating since ${state.updatedAt?.toLocaleTimeString() ?? 'the page loaded'}: ${state.pollError}. What is shown may be out of date.`
+    : '';
   if (state.pollError) {
     els.status.className = 'status error';
     els.status.textContent = `Not updating: ${state.pollError}`;
@@ -213,10 +281,12 @@ async function poll(loop = ++pollLoop): Promise<void> {
   } catch (err) {
     if (loop !== pollLoop) return;
     serviceGone = err instanceof HttpError && err.status === 404;
-    state.pollError =
-      err instanceof HttpError && err.status === 401
-        ? `${err.message} (enter the admin token)`
-        : String((err as Error).message);
+    const unauthorized = err instanceof HttpError && err.status === 401;
+    state.pollError = unauthorized ? `${err.message} (enter the admin token)` : String((err as Error).message);
+    if (unauthorized && !els.tokenBox.open) {
+      els.tokenBox.open = true;
+      els.token.focus();
+    }
   }
   renderStatus();
   if (loop === pollLoop) pollTimer = setTimeout(() => void poll(loop), POLL_MS);
@@ -259,12 +329,21 @@ async function loadServices(): Promise<void> {
     await refreshServices(state.service);
   } catch (err) {
     state.pollError = (err as Error).message;
+    if (err instanceof HttpError && err.status === 401) {
+      state.pollError = `${err.message} (enter the admin token)`;
+      els.tokenBox.open = true;
+      els.token.focus();
+    }
     renderStatus();
     setTimeout(() => void loadServices(), POLL_MS * 3);
   }
 }
 
 els.service.addEventListener('change', () => chooseService(els.service.value));
+els.search.addEventListener('input', () => {
+  state.search = els.search.value;
+  render();
+});
 els.token.value = adminToken();
 els.token.addEventListener('change', () => {
   setAdminToken(els.token.value.trim());
@@ -274,7 +353,11 @@ els.localityForm.addEventListener('submit', (e) => {
   e.preventDefault();
   const text = els.locality.value.trim();
   const [region = '', zone = '', subzone = ''] = text.split('/').map((p) => p.trim());
-  setTarget({ kind: 'place', placement: { locality: { region, zone, subzone } }, label: `A client at ${text || '(no locality)'}` });
+  setTarget({
+    kind: 'place',
+    placement: { locality: { region, zone, subzone } },
+    label: `A client at ${text || '(no locality)'}`,
+  });
 });
 els.clearExplain.addEventListener('click', () => setTarget(undefined));
 renderExplain();

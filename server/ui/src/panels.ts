@@ -21,7 +21,13 @@ export function renderClients(
         tabindex: 0,
         title: `stream ${c.streamId} from ${c.peer}, connected ${c.connectedAt}`,
       },
-      h('td', {}, h('span', { class: `kind ${c.kind}` }, c.kind === 'agent' ? 'agent' : 'client'), ' ', c.nodeId || '(no id)'),
+      h(
+        'td',
+        {},
+        h('span', { class: `kind ${c.kind}` }, c.kind === 'agent' ? 'agent' : 'client'),
+        ' ',
+        c.nodeId || '(no id)',
+      ),
       h('td', {}, at === '//' ? '(no locality)' : at),
       h('td', { class: 'at-node' }, c.treeNode.length ? c.treeNode.join(' / ') : '(root)'),
       h(
@@ -40,7 +46,11 @@ export function renderClients(
   return h(
     'table',
     { class: 'clients' },
-    h('thead', {}, h('tr', {}, h('th', {}, 'node id'), h('th', {}, 'locality'), h('th', {}, 'cached at'), h('th', {}, 'sync'))),
+    h(
+      'thead',
+      {},
+      h('tr', {}, h('th', {}, 'node id'), h('th', {}, 'locality'), h('th', {}, 'cached at'), h('th', {}, 'sync')),
+    ),
     h('tbody', {}, ...rows),
   );
 }

@@ -97,7 +97,12 @@ function byLocality(view: ServiceView, explain: Explain, shareOf: ReadonlyMap<st
   return (leaf) =>
     explain.localities.flatMap((l, i) =>
       agrees(leaf, l)
-        ? [{ priority: l.priority, share: (shareOf.get(localityGroup(l.priority, l.locality)) ?? 0) / (matches[i] ?? 1) }]
+        ? [
+            {
+              priority: l.priority,
+              share: (shareOf.get(localityGroup(l.priority, l.locality)) ?? 0) / (matches[i] ?? 1),
+            },
+          ]
         : [],
     );
 }

@@ -30,6 +30,22 @@ export function placedAt(view: ServiceView): Placed {
 export interface TreeHandlers {
   /** A node's name was clicked: explain a client placed at that node. */
   readonly onPick: (path: readonly string[]) => void;
+  /** Whether a node's children are hidden (by pathKey and depth). */
+  readonly isCollapsed?: (key: string, depth: number) => boolean;
+  /** The expand/collapse toggle of a node was pressed. */
+  readonly onToggle?: (key: string) => void;
+  /** Text to find in a node's locality path or an endpoint's address; matches and their ancestors show. */
+  readonly search?: string;
+  /** Leaves whose endpoint list is opened past the first few. */
+  readonly allChips?: ReadonlySet<string>;
+  readonly onMore?: (key: string) => void;
+}
+
+/** Whether `n` or anything below it matches the search (a locality value or an endpoint address). */
+function matches(n: ViewNode, q: string): boolean {
+  if (n.path.some((v) => v.toLowerCase().includes(q))) return true;
+  if (n.endpoints?.some((e) => e.key.includes(q))) return true;
+  return n.children.some((c) => matches(c, q));
 }
 
 export function renderTree(
@@ -39,13 +55,19 @@ export function renderTree(
   handlers: TreeHandlers,
 ): HTMLElement {
   const placed = placedAt(view);
-  const list = h('ol', { class: 'tree', 'aria-label': `locality tree of ${view.service}` });
+  const list = h('ol', { class: 'tree', role: 'tree', 'aria-label': `locality tree of ${view.service}` });
+  const q = handlers.search?.trim().toLowerCase() ?? '';
   // continues[c]: whether the ancestor at depth c+1 has a later sibling, so its elbow's column c goes on down.
   const walk = (n: ViewNode, continues: boolean[], last: boolean) => {
-    list.append(row(view, n, placed, continues, last, overlay, selectedNode, handlers));
+    const key = pathKey(n.path);
+    // A search opens every branch that holds a match and hides the rest.
+    const collapsed = q ? false : (handlers.isCollapsed?.(key, n.path.length) ?? false);
+    list.append(row(view, n, placed, continues, last, overlay, selectedNode, handlers, collapsed));
+    if (collapsed) return;
+    const shown = q ? n.children.filter((c) => matches(c, q)) : n.children;
     // The root draws no elbow, so it adds no column.
     const below = n.path.length > 0 ? [...continues, !last] : [];
-    n.children.forEach((c, i) => walk(c, below, i === n.children.length - 1));
+    shown.forEach((c, i) => walk(c, below, i === shown.length - 1));
   };
   walk(view.root, [], true);
   return list;
@@ -60,6 +82,7 @@ function row(
   overlay: TierOverlay | undefined,
   selectedNode: string | undefined,
   handlers: TreeHandlers,
+  collapsed: boolean,
 ): HTMLElement {
   const depth = n.path.length;
   const key = pathKey(n.path);
@@ -86,11 +109,27 @@ function row(
       'data-tier': tier?.priority,
       'data-matched': matched,
       style: `padding-left:${(depth + 1) * STEP + 6}px`,
+      role: 'treeitem',
+      'aria-level': depth + 1,
+      'aria-expanded': n.children.length > 0 ? String(!collapsed) : undefined,
+      // The name says where the node is, not just its last value.
+      'aria-label': `${depth === 0 ? view.service : n.path.join(' / ')}: ${n.healthy} of ${n.total} healthy`,
     },
-    gutter(depth, continues, last, n.children.length > 0),
+    gutter(depth, continues, last, n.children.length > 0 && !collapsed),
     h(
       'div',
       { class: 'body' },
+      n.children.length > 0 &&
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'toggle',
+            'aria-label': `${collapsed ? 'expand' : 'collapse'} ${name}`,
+            title: collapsed ? `show the ${n.children.length} nodes under ${name}` : `hide what is under ${name}`,
+          },
+          collapsed ? '▸' : '▾',
+        ),
       h(
         'button',
         { type: 'button', class: 'name', title: `explain a client placed at ${name}` },
@@ -114,10 +153,12 @@ function row(
           ),
         matched && h('span', { class: 'here', title: 'the deepest node the client matched' }, '◎ matched'),
       ),
-      n.endpoints && endpointChips(n),
+      n.endpoints && endpointChips(n, handlers.allChips?.has(key) ?? false),
     ),
   );
   li.querySelector('button.name')?.addEventListener('click', () => handlers.onPick(n.path));
+  li.querySelector('button.toggle')?.addEventListener('click', () => handlers.onToggle?.(key));
+  li.querySelector('button.more')?.addEventListener('click', () => handlers.onMore?.(key));
   return li;
 }
 
@@ -147,9 +188,9 @@ function healthBar(healthy: number, total: number): SVGElement {
   );
 }
 
-function endpointChips(n: ViewNode): HTMLElement {
+function endpointChips(n: ViewNode, all: boolean): HTMLElement {
   const eps = n.endpoints ?? [];
-  const shown = eps.slice(0, MAX_ENDPOINT_CHIPS);
+  const shown = all ? eps : eps.slice(0, MAX_ENDPOINT_CHIPS);
   return h(
     'div',
     { class: 'endpoints' },
@@ -161,6 +202,11 @@ function endpointChips(n: ViewNode): HTMLElement {
         e.weight !== 1 ? h('small', {}, ` ×${e.weight}`) : undefined,
       ),
     ),
-    eps.length > shown.length && h('span', { class: 'more' }, `+${eps.length - shown.length} more`),
+    eps.length > shown.length &&
+      h(
+        'button',
+        { type: 'button', class: 'more', 'aria-label': `show all ${eps.length} endpoints` },
+        `+${eps.length - shown.length} more`,
+      ),
   );
 }

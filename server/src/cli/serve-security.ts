@@ -3,9 +3,9 @@
  * flags and env, files loaded, bad values reported by flag name.
  */
 import { readFile } from 'node:fs/promises';
-import { formatFieldErrors } from './domain/errors.js';
-import { configFormatOf, parseConfigData } from './store/config-text.js';
-import { parseReadRules, type ReadRules } from './transport/read-access.js';
+import { formatFieldErrors } from '../domain/errors.js';
+import { configFormatOf, parseConfigData } from '../store/config-text.js';
+import { parseReadRules, type ReadRules } from '../transport/read-access.js';
 
 export const SECURITY_USAGE = `               [--admin-token-file FILE] [--admin-open-reads] [--admin-hostname NAME]... [--insecure-admin]
                [--tls-cert FILE --tls-key FILE] [--client-ca FILE] [--xds-read-rules FILE]

@@ -5,10 +5,11 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { explain, explainChange, type ExplainView, type SettingChange } from './domain/explain.js';
-import type { Placement } from './domain/locality.js';
-import { Mesh } from './domain/mesh.js';
-import { loadConfigFile } from './store/config-file.js';
+import { explain, explainChange, type ExplainView, type SettingChange } from '../domain/explain.js';
+import type { Placement } from '../domain/locality.js';
+import { Mesh } from '../domain/mesh.js';
+import { loadConfigFile } from '../store/config-file.js';
+import { adminFetch } from './common.js';
 
 export const EXPLAIN_USAGE = `  canopy explain (--admin URL | --config FILE) --service S [--region R] [--zone Z] [--subzone SZ]
                  [--network N] [--node N] [--cluster C] [--label K=V]… [--policy FILE] [--json]`;
@@ -70,7 +71,7 @@ export async function runExplain(
     for (const k of ['region', 'zone', 'subzone', 'network', 'node', 'cluster'] as const)
       if (values[k] !== undefined) url.searchParams.set(k, values[k]);
     for (const [k, v] of labels) url.searchParams.set(`label.${k}`, v);
-    const res = await fetch(
+    const res = await adminFetch(
       url,
       policy !== undefined ? { method: 'POST', body: policy, headers: { 'content-type': 'application/yaml' } } : {},
     );

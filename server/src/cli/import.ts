@@ -5,8 +5,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { stringify } from 'yaml';
-import { importDocuments, POLICY_SYSTEMS, type PolicySystem } from './policy/import.js';
+import { dump } from 'js-yaml';
+import { importDocuments, POLICY_SYSTEMS, type PolicySystem } from '../policy/import.js';
 
 export const IMPORT_USAGE = `  canopy import istio|kuma|k8s FILE…   print the Canopy config for Istio, Kuma or Kubernetes documents`;
 
@@ -39,6 +39,6 @@ export async function runImport(
   }
   const notes = imported.notes.map((n) => `# note: ${n.path}: ${n.message}\n`).join('');
   out.write(`# Canopy config imported from ${system}: ${files.map((f) => path.basename(f)).join(', ')}\n${notes}`);
-  out.write(stringify({ services: imported.services }));
+  out.write(dump({ services: imported.services }, { lineWidth: 120, noRefs: true }));
   return 0;
 }

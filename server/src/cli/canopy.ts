@@ -1,0 +1,87 @@
+#!/usr/bin/env node
+/**
+ * The `canopy` command: one subcommand per file in this folder, parsed by commander.
+ * Exit codes, the same for every subcommand: 0 ok, 1 runtime failure, 2 usage (an unknown command or
+ * flag, a bad flag value).
+ */
+import { Command, CommanderError } from 'commander';
+import { formatFieldErrors } from '../domain/errors.js';
+import { registerAgent } from './agent.js';
+import { registerApply } from './apply.js';
+import { registerBootstrap } from './bootstrap.js';
+import { registerCompletion } from './completion.js';
+import { registerDemo } from './demo.js';
+import { CliError, EXIT_USAGE, packageVersion } from './common.js';
+import { registerExplain } from './explain-command.js';
+import { registerGet } from './get.js';
+import { registerImport } from './import-command.js';
+import { registerProxyStatus } from './proxy-status.js';
+import { registerServe } from './serve.js';
+import { registerValidate } from './validate.js';
+
+export function buildProgram(): Command {
+  const program = new Command('canopy')
+    .description('Canopy: a locality-aware xDS control plane')
+    .version(packageVersion(), '-V, --version', 'print the version and exit')
+    .showHelpAfterError('(add --help for usage)')
+    .showSuggestionAfterError(true)
+    // Errors read `canopy: unknown option '--x'`, as the CLI's other errors do; subcommands inherit this.
+    .configureOutput({ outputError: (text, write) => write(`canopy: ${text.replace(/^error: /, '')}`) });
+  for (const register of [
+    registerServe,
+    registerGet,
+    registerApply,
+    registerProxyStatus,
+    registerValidate,
+    registerBootstrap,
+    registerExplain,
+    registerImport,
+    registerAgent,
+    registerDemo,
+    registerCompletion,
+  ])
+    register(program);
+  program.commands.forEach(exitOverrideDeep);
+  program.exitOverride();
+  return program;
+}
+
+/** Usage errors exit 2 and help/version 0, in every subcommand (commander's own default is 1). */
+function exitOverrideDeep(cmd: Command): void {
+  cmd.exitOverride();
+  cmd.commands.forEach(exitOverrideDeep);
+}
+
+async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  if (argv.length === 0) {
+    process.stderr.write(program.helpInformation());
+    return EXIT_USAGE;
+  }
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return process.exitCode === undefined ? 0 : Number(process.exitCode);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help')
+        return 0;
+      return EXIT_USAGE;
+    }
+    throw err;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof CliError) {
+      process.stderr.write(`canopy: ${err.message}\n`);
+      process.exit(err.exitCode);
+    }
+    const e = err as { code?: string; message?: string; errors?: Parameters<typeof formatFieldErrors>[0] };
+    process.stderr.write(
+      `canopy: ${e.code ? `[${e.code}] ` : ''}${e.errors ? formatFieldErrors(e.errors) : (e.message ?? String(err))}\n`,
+    );
+    process.exit(1);
+  },
+);
