@@ -89,10 +89,11 @@ describe('resources per client kind', () => {
     assert.deepEqual(Buffer.from(valueOf(r, LISTENER_TYPE)), Buffer.from(encodeListener('echo', 'echo')));
   });
 
-  it('an Envoy sidecar gets a listener on the VIP, HCM → RDS → router, and a gRPC cluster with HTTP/2', () => {
+  it('a stock Envoy sidecar gets an unbound listener on 0.0.0.0:port, HCM → RDS → router, and a gRPC cluster with HTTP/2', () => {
     const { registry } = setup(echo);
     const l = decodeListener(valueOf(registry.get(LISTENER_TYPE)!.resolve('echo', envoy), LISTENER_TYPE));
-    assert.deepEqual((l['address'] as Obj)['socket_address'], { address: '10.96.0.10', port_value: 50051 });
+    assert.deepEqual((l['address'] as Obj)['socket_address'], { address: '0.0.0.0', port_value: 50051 });
+    assert.deepEqual(l['bind_to_port'], { value: false });
     assert.equal(l['api_listener'], undefined);
     const chain = (l['filter_chains'] as Obj[])[0]!;
     const hcm = unpack((chain['filters'] as Obj[])[0]!['typed_config'] as Obj);

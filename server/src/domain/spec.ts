@@ -26,6 +26,7 @@ import {
 import { policyToJson } from './policy.js';
 import { readPolicy } from './policy-spec.js';
 import type { LazySettings } from './demand.js';
+import { outboundConflicts } from './outbound.js';
 import { readLazy, readSidecarSettings, SIDECAR_KEYS, sidecarSettingsToJson } from './sidecar-spec.js';
 
 // Kept importable from here: the readers and IP helpers moved to their own modules.
@@ -139,7 +140,8 @@ export function parseEndpointChanges(
     Array.isArray(x)
       ? x.forEach((k, i) => {
           const key = typeof k === 'string' ? parseEndpointKey(k) : undefined;
-          if (key === undefined) return r.fail(`${p}[${i}]`, `must be "address:port" (IPv6 as "[address]:port"), got ${describe(k)}`);
+          if (key === undefined)
+            return r.fail(`${p}[${i}]`, `must be "address:port" (IPv6 as "[address]:port"), got ${describe(k)}`);
           touched(key, `${p}[${i}]`);
           removals.push(key);
         })
@@ -172,6 +174,7 @@ export function parseEndpointChanges(
 function readServices(r: Reader, v: unknown): ServiceSpec[] {
   if (!Array.isArray(v)) return r.fail('services', `must be a list of services, got ${describe(v)}`) ?? [];
   const services: ServiceSpec[] = [];
+  const paths: string[] = [];
   const seen = new Set<string>();
   v.forEach((raw, i) => {
     const path = `services[${i}]`;
@@ -182,8 +185,13 @@ function readServices(r: Reader, v: unknown): ServiceSpec[] {
       seen.add(name);
     }
     const spec = readService(r, raw, path);
-    if (spec) services.push(spec);
+    if (spec) {
+      services.push(spec);
+      paths.push(path);
+    }
   });
+  // Services an Envoy sidecar could not tell apart on one listener (domain/outbound.ts).
+  for (const c of outboundConflicts(services)) r.fail(join(paths[c.index] ?? 'services', c.field), c.message);
   return services;
 }
 
@@ -376,4 +384,3 @@ export function endpointToJson(e: Endpoint): Obj {
     weight: e.weight,
   };
 }
-
