@@ -13,6 +13,7 @@ import { CanopyError, ValidationError, type ErrorCode, type FieldError } from '.
 import type { Placement } from '../domain/locality.js';
 import type { LocalityTree, TreeNode } from '../domain/locality-tree.js';
 import type { ServiceState } from '../domain/mesh.js';
+import { conflictsWith } from '../domain/outbound.js';
 import type { MeshView } from '../store/mesh-feed.js';
 import type { Store } from '../store/store.js';
 import { endpointKey } from '../domain/service.js';
@@ -143,6 +144,10 @@ function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
 
   app.put<NameParams>('/api/v1/services/:name', async (req, reply) => {
     const spec = parseServiceBody(req.params.name, req.body);
+    // Services an Envoy sidecar could not tell apart on one listener (domain/outbound.ts), as at config load.
+    const others = mesh.list().flatMap((s) => (s.name === spec.name ? [] : [s.spec]));
+    const conflicts = conflictsWith(others, spec);
+    if (conflicts.length > 0) throw new ValidationError('CANOPY_INVALID_SERVICE', conflicts);
     // The API takes the service over; the file's digest stays, so the file takes it back only when its entry changes.
     const current = await store.get(spec.name);
     const revision = await store.put(spec, {

@@ -18,6 +18,7 @@
  * mesh another way, left out of the layout (the first service by name keeps
  * the place). Pure.
  */
+import type { FieldError } from './errors.js';
 import { isIp } from './ip.js';
 import type { ServiceSpec } from './service.js';
 import { upstreamOf } from './upstream.js';
@@ -199,6 +200,28 @@ export function authoritiesOf(spec: ServiceSpec, localPort?: number): string[] {
     out.push(spec.vip);
     const host = spec.vip.includes(':') ? `[${spec.vip}]` : spec.vip;
     for (const p of ports) out.push(`${host}:${p}`);
+  }
+  return out;
+}
+
+/**
+ * What adding or replacing `spec` among `others` (the mesh's other services)
+ * would make a sidecar unable to tell apart, as errors on `spec`'s fields
+ * (an admin PUT): conflicts that were not there without it.
+ */
+export function conflictsWith(others: readonly ServiceSpec[], spec: ServiceSpec): FieldError[] {
+  const key = (c: OutboundConflict, specs: readonly ServiceSpec[]) => `${specs[c.index]?.name}|${c.field}|${c.message}`;
+  const before = new Set(outboundConflicts(others).map((c) => key(c, others)));
+  const all = [...others, spec];
+  const out: FieldError[] = [];
+  for (const c of outboundConflicts(all)) {
+    if (before.has(key(c, all))) continue;
+    const refused = all[c.index];
+    out.push(
+      refused?.name === spec.name
+        ? { path: c.field, message: c.message }
+        : { path: c.field, message: `service "${refused?.name}" would lose its listener: ${c.message}` },
+    );
   }
   return out;
 }
