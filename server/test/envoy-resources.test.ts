@@ -155,7 +155,7 @@ describe('resources per client kind', () => {
   });
 });
 
-describe('parked endpoints for Envoy', () => {
+describe('parked endpoints for Envoy (unhealthy: park)', () => {
   const near = [ep({ locality: 'r1/z1/s1' }), ep({ locality: 'r1/z1/s1', weight: 3 })];
   const far = [ep({ locality: 'r2/z1/s1' }), ep({ locality: 'r2/z2/s1' })];
   const draining = ep({ locality: 'r1/z1/s1', health: 'draining' });
@@ -170,7 +170,10 @@ describe('parked endpoints for Envoy', () => {
 
   for (const mode of ['failover', 'strict', 'random'] as const) {
     it(`${mode}: are sent with their health after the last priority, and Envoy's split is unchanged`, () => {
-      const { registry } = setup(service('svc', [...near, ...far, draining, unhealthy, elsewhere], lb(mode)));
+      const { registry } = setup({
+        ...service('svc', [...near, ...far, draining, unhealthy, elsewhere], lb(mode)),
+        unhealthy: 'park',
+      });
       const eds = registry.get(ENDPOINT_TYPE)!;
       const forGrpc = decoded(ENDPOINT_TYPE, valueOf(eds.resolve('svc', grpc), ENDPOINT_TYPE));
       const forEnvoy = decoded(ENDPOINT_TYPE, valueOf(eds.resolve('svc', envoy), ENDPOINT_TYPE));
