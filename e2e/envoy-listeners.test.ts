@@ -25,7 +25,7 @@ import { applyLds, filterChainFor, handOff, virtualHostFor } from '../server/tes
 import { listenerInvariants } from '../server/test/support/listener-invariants.js';
 import { pgvCheckBytes } from '../server/test/support/pgv.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
-import { RawAdsStream, RawDeltaStream } from './support/raw-ads.js';
+import { RawAdsStream, RawDeltaStream, type RawDeltaResponse } from './support/raw-ads.js';
 
 type Obj = Record<string, unknown>;
 const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
@@ -277,6 +277,42 @@ describe('listeners and routes a stock Envoy sidecar can use', () => {
     const ok = await canopy.admin('PUT', '/api/v1/services/other', { port: 50051, vip: '10.96.0.12', endpoints: [] });
     assert.equal(ok.status, 201, 'a third gRPC service on the shared port joins its listener');
     await canopy.admin('DELETE', '/api/v1/services/other');
+  });
+
+  it('a service joining a port merges the listeners over delta, and the update stays acceptable', async () => {
+    const s = new RawDeltaStream(address);
+    try {
+      s.send({ node: node('joiner'), type_url: LDS, resource_names_subscribe: [] });
+      const held = new Map<string, Obj>();
+      const apply = (r: RawDeltaResponse) => {
+        for (const name of r.removed_resources) held.delete(name);
+        for (const a of r.resources) held.set(a.name, decode(LDS, a.resource!.value));
+      };
+      const first = await s.next(10_000);
+      apply(first);
+      s.send({ type_url: LDS, response_nonce: first.nonce });
+      assert.ok(held.has('slow'), 'slow alone on 8080 has its own listener');
+      const put = await canopy.admin('PUT', '/api/v1/services/fast', {
+        port: 8080,
+        vip: '10.96.0.31',
+        protocol: 'http',
+        endpoints: [ep('127.0.31.7', 8080)],
+      });
+      assert.equal(put.status, 201);
+      const next = await s.next(10_000);
+      apply(next);
+      s.send({ type_url: LDS, response_nonce: next.nonce });
+      assert.deepEqual(next.removed_resources, ['slow']);
+      assert.ok(held.has('outbound|0.0.0.0:8080'), 'one listener for slow and fast');
+      assert.deepEqual(applyLds([...held.values()]).errors, []);
+      assert.equal((await canopy.admin('DELETE', '/api/v1/services/fast')).status, 204);
+      const back = await s.next(10_000);
+      apply(back);
+      s.send({ type_url: LDS, response_nonce: back.nonce });
+      assert.ok(held.has('slow') && !held.has('outbound|0.0.0.0:8080'), 'slow has its own listener again');
+    } finally {
+      s.close();
+    }
   });
 
   it('what Envoy would refuse (the same address twice, a bind off the host) is told apart from what it accepts', () => {

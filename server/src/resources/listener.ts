@@ -38,6 +38,7 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
   // Envoy: by listener name, address and members; cleared when the layout changes.
   const envoy = new Map<string, Resource>();
   let envoyVersion = -1;
+  const seen = { version: -1 };
   return {
     typeUrl: LISTENER_TYPE,
     shortName: 'LDS',
@@ -58,8 +59,7 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
       if (!r) held.set(name, (r = makeResource(name, LISTENER_TYPE, encodeListener(name, name))));
       return r;
     },
-    // A change to one service can move others between listeners: every shared name, and the virtual one.
-    touchedBy: (services) => [...services, ...layouts.sharedNames(), VIRTUAL_OUTBOUND_NAME],
+    touchedBy: (services) => layouts.touched(services, seen, [VIRTUAL_OUTBOUND_NAME]),
     forget: (service) => {
       held.delete(service);
     },

@@ -33,6 +33,17 @@ export class OutboundLayouts {
     return layout;
   }
 
+  /**
+   * The names a change to `services` touches, for a type that last asked at
+   * `seen.version`: their own, and when the layout has changed since, every
+   * name (a service joining a port renames its neighbours' listener).
+   */
+  touched(services: ReadonlySet<string>, seen: { version: number }, extra: readonly string[] = []): Iterable<string> {
+    if (seen.version === this.mesh.layoutVersion) return services;
+    seen.version = this.mesh.layoutVersion;
+    return new Set([...services, ...this.mesh.list().map((s) => s.name), ...this.sharedNames(), ...extra]);
+  }
+
   /** Listener and route names that hold several services, now or before. */
   sharedNames(): ReadonlySet<string> {
     this.get('transparent');

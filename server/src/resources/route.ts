@@ -36,6 +36,7 @@ export function routeType(mesh: Mesh, incarnations: Incarnations, layouts = new 
   // Envoy: by route name, mode and members; cleared when the layout changes.
   const envoy = new Map<string, Resource>();
   let envoyVersion = -1;
+  const seen = { version: -1 };
   return {
     typeUrl: ROUTE_TYPE,
     shortName: 'RDS',
@@ -61,7 +62,7 @@ export function routeType(mesh: Mesh, incarnations: Incarnations, layouts = new 
       proxyless.set(name, { shape, resource });
       return resource;
     },
-    touchedBy: (services) => [...services, ...layouts.sharedNames()],
+    touchedBy: (services) => layouts.touched(services, seen),
     forget: (service) => {
       proxyless.delete(service);
     },
