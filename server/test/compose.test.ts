@@ -8,12 +8,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { load as parse } from 'js-yaml';
-import { parseAgentArgs } from '../src/agent/cli-agent.js';
+import { parseAgentArgs, parseUninstallArgs } from '../src/agent/cli-agent.js';
 import { parseConfig } from '../src/domain/spec.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
 interface ComposeService {
+  network_mode?: string;
   build?: { context: string; dockerfile: string };
   privileged?: boolean;
   cgroup?: string;
@@ -24,8 +25,30 @@ interface ComposeService {
   ports?: string[];
 }
 
+/** The host file mounted as a service's Canopy config (./ stripped). */
+function mountedConfig(svc: ComposeService | undefined): string {
+  const v = (svc?.volumes ?? []).find((m) => m.split(':')[1] === '/etc/canopy/mesh.yaml');
+  assert.ok(v, 'a config mounted at /etc/canopy/mesh.yaml');
+  return v.split(':')[0]!.replace(/^\.\//, '');
+}
+
+/**
+ * Envoy's release end-of-life dates (envoyproxy/envoy RELEASES.md, "Major
+ * release schedule"): a release is supported for a year from its release.
+ */
+const ENVOY_EOL: Record<string, string> = {
+  '1.33': '2026-01-14',
+  '1.34': '2026-04-15',
+  '1.35': '2026-07-23',
+  '1.36': '2026-10-14',
+  '1.37': '2027-01-13',
+  '1.38': '2027-04-23',
+};
+
 describe('docker-compose.yml', () => {
-  const compose = parse(readFileSync(`${root}docker-compose.yml`, 'utf8')) as { services: Record<string, ComposeService> };
+  const compose = parse(readFileSync(`${root}docker-compose.yml`, 'utf8')) as {
+    services: Record<string, ComposeService>;
+  };
 
   it('has a canopy service built from the repo', () => {
     const canopy = compose.services['canopy'];
@@ -50,7 +73,9 @@ describe('docker-compose.yml', () => {
 
   it('publishes the xDS and admin ports the mounted config listens on', () => {
     const canopy = compose.services['canopy'];
-    const config = parse(readFileSync(`${root}server/examples/mesh.yaml`, 'utf8')) as { server: { xdsPort: number; adminPort: number } };
+    const config = parse(readFileSync(`${root}${mountedConfig(canopy)}`, 'utf8')) as {
+      server: { xdsPort: number; adminPort: number };
+    };
     const published = (canopy?.ports ?? []).map((p) => Number(p.split(':')[1]));
     assert.ok(published.includes(config.server.xdsPort));
     assert.ok(published.includes(config.server.adminPort));
@@ -63,10 +88,18 @@ describe('docker-compose.yml', () => {
     assert.ok(existsSync(`${root}${agent.build.context}/${agent.build.dockerfile}`), 'agent Dockerfile exists');
     assert.equal(agent.privileged, true, 'BPF and cgroup attach need privileges');
     // `cgroup: host` is not in Debian's docker-compose 1.29 schema; the bind mount gives the host tree.
-    assert.ok((agent.volumes ?? []).some((v) => v.startsWith('/sys/fs/cgroup:')), 'the agent attaches to the host cgroup tree');
-    assert.ok((agent.volumes ?? []).some((v) => v.startsWith('/sys/fs/bpf:')), 'bpffs is mounted so pins outlive the container');
+    assert.ok(
+      (agent.volumes ?? []).some((v) => v.startsWith('/sys/fs/cgroup:')),
+      'the agent attaches to the host cgroup tree',
+    );
+    assert.ok(
+      (agent.volumes ?? []).some((v) => v.startsWith('/sys/fs/bpf:')),
+      'bpffs is mounted so pins outlive the container',
+    );
     const opts = parseAgentArgs(agent.command ?? []);
-    const config = parse(readFileSync(`${root}server/examples/mesh.yaml`, 'utf8')) as { server: { xdsPort: number } };
+    const config = parse(readFileSync(`${root}${mountedConfig(compose.services['canopy'])}`, 'utf8')) as {
+      server: { xdsPort: number };
+    };
     assert.equal(opts.server, `canopy:${config.server.xdsPort}`);
     assert.ok(agent.depends_on?.['canopy'], 'starts after canopy');
     const published = (agent.ports ?? []).map((p) => Number(p.split(':')[1]));
@@ -81,13 +114,79 @@ describe('docker-compose.yml', () => {
     assert.equal(stores[1], stores[0], 'both replicas share one store and prefix');
     assert.ok(compose.services['etcd']?.image, 'an etcd service');
     for (const r of replicas) assert.ok(r?.depends_on?.['etcd'], 'replicas start after etcd');
+    // Two configs on one etcd prefix overwrite each other's services, by start order.
+    assert.equal(mountedConfig(replicas[1]), mountedConfig(replicas[0]), 'one config for both replicas');
     const published = replicas.flatMap((r) => (r?.ports ?? []).map((p) => p.split(':')[0]));
     assert.equal(new Set(published).size, published.length, 'no host port published twice');
+  });
+
+  it('pins every Envoy image to one release inside its support window', () => {
+    const images = Object.values(compose.services).flatMap((s) =>
+      s.image?.startsWith('envoyproxy/envoy') ? [s.image] : [],
+    );
+    assert.ok(images.length >= 4, 'the sidecars');
+    for (const image of images) {
+      const m = /^envoyproxy\/envoy:v(\d+\.\d+)\.\d+$/.exec(image);
+      assert.ok(m, `${image}: an exact release (vX.Y.Z), not a moving tag`);
+      const eol = ENVOY_EOL[m[1]!];
+      assert.ok(eol, `${image}: a release with a known end of life`);
+      assert.ok(Date.parse(eol) > Date.now(), `${image}: supported until ${eol}; pin a newer release`);
+    }
+  });
+
+  it("publishes each Envoy admin on the host's 127.0.0.1 only", () => {
+    let published = 0;
+    for (const [name, svc] of Object.entries(compose.services)) {
+      const mount = (svc.volumes ?? []).find((v) => v.endsWith(':/etc/envoy/envoy.yaml:ro'));
+      if (!mount) continue;
+      const bootstrap = parse(readFileSync(`${root}${mount.split(':')[0]!.slice(2)}`, 'utf8')) as {
+        admin: { address: { socket_address: { address: string; port_value: number } } };
+      };
+      const admin = bootstrap.admin.address.socket_address;
+      // A sidecar in another service's network namespace is published by that service.
+      const owner = svc.network_mode?.replace(/^service:/, '') ?? name;
+      let mine = 0;
+      for (const p of compose.services[owner]?.ports ?? []) {
+        const parts = p.split(':');
+        if (Number(parts.at(-1)) !== admin.port_value) continue;
+        assert.equal(parts.length, 3, `${owner}: ${p} names the host address`);
+        assert.equal(parts[0], '127.0.0.1', `${owner}: ${p} publishes ${name}'s admin on loopback only`);
+        mine++;
+      }
+      if (admin.address !== '127.0.0.1') assert.equal(mine, 1, `${name}: its admin is published once`);
+      published += mine;
+    }
+    assert.ok(published >= 4, 'every sidecar admin is reachable from the host');
+  });
+
+  it('says how to tear the node agent down, with flags the agent accepts', () => {
+    const text = readFileSync(`${root}docker-compose.yml`, 'utf8');
+    const m = /docker compose run --rm agent (uninstall .*)$/m.exec(text);
+    assert.ok(m, 'docker-compose.yml documents the teardown');
+    const [sub, ...args] = m[1]!.trim().split(/\s+/);
+    assert.equal(sub, 'uninstall');
+    const agent = compose.services['agent'];
+    const opts = parseUninstallArgs(args);
+    const mounted = (agent?.volumes ?? []).map((v) => v.split(':')[1]);
+    assert.ok(
+      mounted.some((d) => opts.cgroup.startsWith(d!)),
+      'the cgroup tree is mounted in the agent',
+    );
+    assert.ok(
+      mounted.some((d) => opts.pinDir.startsWith(d!)),
+      'the pin directory is on the mounted bpffs',
+    );
+    assert.equal(opts.pinDir, parseAgentArgs(agent?.command ?? []).pinDir ?? opts.pinDir, 'the pins the agent made');
+    assert.match(readFileSync(`${root}docs/envoy.md`, 'utf8'), /docker compose run --rm agent uninstall/);
   });
 
   it('the example mesh gives the agent something to intercept (an IPv4 VIP and a port)', () => {
     const config = parseConfig(parse(readFileSync(`${root}server/examples/mesh.yaml`, 'utf8')));
     assert.ok(config.ok);
-    assert.ok(config.value.services.some((s) => s.vip !== undefined && s.port !== undefined && /^\d+\.\d+\.\d+\.\d+$/.test(s.vip)));
+    assert.ok(
+      config.value.services.some(
+        (s) => s.vip !== undefined && s.port !== undefined && /^\d+\.\d+\.\d+\.\d+$/.test(s.vip),
+      ),
+    );
   });
 });

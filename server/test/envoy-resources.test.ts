@@ -89,10 +89,11 @@ describe('resources per client kind', () => {
     assert.deepEqual(Buffer.from(valueOf(r, LISTENER_TYPE)), Buffer.from(encodeListener('echo', 'echo')));
   });
 
-  it('an Envoy sidecar gets a listener on the VIP, HCM → RDS → router, and a gRPC cluster with HTTP/2', () => {
+  it('a stock Envoy sidecar gets an unbound listener on 0.0.0.0:port, HCM → RDS → router, and a gRPC cluster with HTTP/2', () => {
     const { registry } = setup(echo);
     const l = decodeListener(valueOf(registry.get(LISTENER_TYPE)!.resolve('echo', envoy), LISTENER_TYPE));
-    assert.deepEqual((l['address'] as Obj)['socket_address'], { address: '10.96.0.10', port_value: 50051 });
+    assert.deepEqual((l['address'] as Obj)['socket_address'], { address: '0.0.0.0', port_value: 50051 });
+    assert.deepEqual(l['bind_to_port'], { value: false });
     assert.equal(l['api_listener'], undefined);
     const chain = (l['filter_chains'] as Obj[])[0]!;
     const hcm = unpack((chain['filters'] as Obj[])[0]!['typed_config'] as Obj);
@@ -154,7 +155,7 @@ describe('resources per client kind', () => {
   });
 });
 
-describe('parked endpoints for Envoy', () => {
+describe('parked endpoints for Envoy (unhealthy: park)', () => {
   const near = [ep({ locality: 'r1/z1/s1' }), ep({ locality: 'r1/z1/s1', weight: 3 })];
   const far = [ep({ locality: 'r2/z1/s1' }), ep({ locality: 'r2/z2/s1' })];
   const draining = ep({ locality: 'r1/z1/s1', health: 'draining' });
@@ -169,7 +170,10 @@ describe('parked endpoints for Envoy', () => {
 
   for (const mode of ['failover', 'strict', 'random'] as const) {
     it(`${mode}: are sent with their health after the last priority, and Envoy's split is unchanged`, () => {
-      const { registry } = setup(service('svc', [...near, ...far, draining, unhealthy, elsewhere], lb(mode)));
+      const { registry } = setup({
+        ...service('svc', [...near, ...far, draining, unhealthy, elsewhere], lb(mode)),
+        unhealthy: 'park',
+      });
       const eds = registry.get(ENDPOINT_TYPE)!;
       const forGrpc = decoded(ENDPOINT_TYPE, valueOf(eds.resolve('svc', grpc), ENDPOINT_TYPE));
       const forEnvoy = decoded(ENDPOINT_TYPE, valueOf(eds.resolve('svc', envoy), ENDPOINT_TYPE));

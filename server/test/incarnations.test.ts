@@ -34,7 +34,8 @@ const routeCluster = (route: Obj): unknown =>
 
 function setup() {
   const mesh = new Mesh();
-  const spec = service('echo', [ep({ locality: 'r1/z1/s1' })]);
+  // A port: an Envoy sidecar has a listener, and so a route configuration, only for a service with one.
+  const spec = { ...service('echo', [ep({ locality: 'r1/z1/s1' })]), port: 8080 };
   mesh.put(spec);
   const registry = canopyResources(mesh, serverClaCache());
   const recreate = () => {

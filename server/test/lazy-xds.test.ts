@@ -22,8 +22,10 @@ const SERVICES = Array.from({ length: 20 }, (_, i) => `svc-${i}`);
 
 function registry(lazy?: LazySettings) {
   const mesh = new Mesh();
-  for (const name of SERVICES)
-    mesh.put({ ...service(name, [ep({ locality: 'r1/z1/s1' })]), port: 8080, vip: '10.0.0.1' });
+  // Each on its own port: a stock sidecar's listener for it is its own, named after it (domain/outbound.ts).
+  SERVICES.forEach((name, i) =>
+    mesh.put({ ...service(name, [ep({ locality: 'r1/z1/s1' })]), port: 8080 + i, vip: `10.0.0.${i + 1}` }),
+  );
   return canopyResources(mesh, serverClaCache(), lazy);
 }
 
@@ -124,7 +126,6 @@ describe('lazy xDS in the sessions', () => {
       responseNonce: nonce1,
     });
     assert.deepEqual(delta(od.responses[0]).names, ['svc-7']);
-    // Listeners follow the same demand set.
     const l = handleNow(s, {
       typeUrl: LISTENER_TYPE,
       subscribe: ['*'],
@@ -132,7 +133,8 @@ describe('lazy xDS in the sessions', () => {
       initialVersions: {},
       responseNonce: '',
     });
-    assert.deepEqual(delta(l.responses[0]).names, ['svc-1', 'svc-7']);
+    // Listeners follow the same demand set, beside the virtual listener captured traffic arrives on.
+    assert.deepEqual(delta(l.responses[0]).names, ['outbound|virtual', 'svc-1', 'svc-7']);
     // A reconnect: the new stream's wildcard still holds svc-7 (named by the old stream, not released yet).
     const again = new DeltaSession(2, 't', reg);
     const r2 = handleNow(again, {

@@ -13,6 +13,7 @@ import { CanopyError, ValidationError, type ErrorCode, type FieldError } from '.
 import type { Placement } from '../domain/locality.js';
 import type { LocalityTree, TreeNode } from '../domain/locality-tree.js';
 import type { ServiceState } from '../domain/mesh.js';
+import { conflictsWith } from '../domain/outbound.js';
 import type { MeshView } from '../store/mesh-feed.js';
 import type { EndpointView, Store } from '../store/store.js';
 import { endpointKey, MAX_TOTAL_WEIGHT, type Endpoint } from '../domain/service.js';
@@ -149,6 +150,10 @@ function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
 
   app.put<NameParams>('/api/v1/services/:name', async (req, reply) => {
     const spec = parseServiceBody(req.params.name, req.body);
+    // Services an Envoy sidecar could not tell apart on one listener (domain/outbound.ts), as at config load.
+    const others = mesh.list().flatMap((s) => (s.name === spec.name ? [] : [s.spec]));
+    const conflicts = conflictsWith(others, spec);
+    if (conflicts.length > 0) throw new ValidationError('CANOPY_INVALID_SERVICE', conflicts);
     const existed = (await store.get(spec.name)) !== undefined;
     // The API takes the service over; the file's digest stays, so the file takes it back only when its entry changes.
     const revision = await store.put(spec, { owner: 'api', keepFileDigest: true });

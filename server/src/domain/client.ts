@@ -22,6 +22,11 @@ export interface Client extends Placement {
    * of the service's VIP.
    */
   readonly outboundAddress?: string;
+  /**
+   * Without an outbound address: the port of the sidecar's virtual outbound
+   * listener (use_original_dst), where its traffic is captured; absent = 15001.
+   */
+  readonly virtualOutboundPort?: number;
   /** Lazy xDS: the services this node gets in wildcard LDS/CDS; absent = all of them. */
   readonly demand?: DemandSet;
   /**

@@ -6,6 +6,7 @@
  * request naming it, so a sidecar that briefly drops a name does not churn.
  * Pure: the caller passes the time.
  */
+import { isSharedName } from './outbound.js';
 
 export interface LazySettings {
   /** Mesh-wide switch; a node may override it (`canopy.lazy` in its metadata). Default off: full LDS/CDS. */
@@ -50,6 +51,8 @@ export class DemandSet {
   }
 
   has(name: string, now: number): boolean {
+    // A listener shared by several services: its resolver keeps only the demanded ones.
+    if (isSharedName(name)) return true;
     if (this.declared.has(name) || this.inUse.has(name)) return true;
     const at = this.releasedAt.get(name);
     if (at === undefined) return false;

@@ -21,6 +21,11 @@ export interface LedsPiece {
   readonly weight: number;
   /** The collection's leaf path (see resources/leds-names.ts). */
   readonly leaf: readonly string[];
+  /**
+   * The piece's endpoints as the tree holds them: their place and weight are
+   * current, their health may not be (a health flip does not touch the tree).
+   */
+  readonly endpoints: readonly Endpoint[];
 }
 
 const LOCALITY_PARTS = ['region', 'zone', 'subzone'] as const;
@@ -89,14 +94,14 @@ export class LedsStructure {
       const only = g.runs?.length === 1 ? g.runs[0]! : undefined;
       if (only && only.length > 0) {
         // The group's weight is its one leaf's: the sum of the run's (integer) weights.
-        out.push({ leaf: this.leafOf(only), locality: only[0]!.locality, weight: g.weight, priority });
+        out.push({ leaf: this.leafOf(only), locality: only[0]!.locality, weight: g.weight, priority, endpoints: only });
         continue;
       }
       // A run is one leaf; without runs (a leaf spanning localities), endpoints are split by collection.
       const runs = g.runs ?? [g.endpoints];
       const byLeaf = new Map<
         string | readonly string[],
-        { leaf: readonly string[]; locality: Locality; weight: number }
+        { leaf: readonly string[]; locality: Locality; weight: number; endpoints: Endpoint[] }
       >();
       for (const run of runs) {
         const wholeLeaf = g.runs !== undefined;
@@ -104,8 +109,10 @@ export class LedsStructure {
           const leaf = wholeLeaf ? this.leafOf(run) : leafPathOf(scopes, ep);
           const k = wholeLeaf ? leaf : leaf.join('\u0000');
           let piece = byLeaf.get(k);
-          if (!piece) byLeaf.set(k, (piece = { leaf, locality: ep.locality, weight: 0 }));
+          if (!piece) byLeaf.set(k, (piece = { leaf, locality: ep.locality, weight: 0, endpoints: [] }));
           piece.weight += wholeLeaf ? run.reduce((n, e) => n + e.weight, 0) : ep.weight;
+          if (wholeLeaf) piece.endpoints.push(...run);
+          else piece.endpoints.push(ep);
         }
       }
       // Envoy keeps one weight per (priority, locality), the last entry's, and pools the
@@ -113,7 +120,13 @@ export class LedsStructure {
       // locality's whole weight, not its own share.
       const pieces = [...byLeaf.values()];
       for (const p of pieces) {
-        out.push({ leaf: p.leaf, locality: p.locality, weight: pieces.length > 1 ? g.weight : p.weight, priority });
+        out.push({
+          leaf: p.leaf,
+          locality: p.locality,
+          weight: pieces.length > 1 ? g.weight : p.weight,
+          priority,
+          endpoints: p.endpoints,
+        });
       }
     }
     return out;

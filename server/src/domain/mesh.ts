@@ -135,6 +135,12 @@ export interface MeshChange {
 
 export class Mesh {
   private readonly services = new Map<string, ServiceState>();
+  /**
+   * Bumped when a service is created, deleted, or changes anything but its
+   * endpoints: what depends on the set of services and their settings alone
+   * (listener layouts, route configurations) is recomputed only then.
+   */
+  layoutVersion = 0;
 
   get(name: string): ServiceState | undefined {
     return this.services.get(name);
@@ -159,6 +165,7 @@ export class Mesh {
       next.generation = (current?.generation ?? 0) + 1;
       next.spec = spec;
       this.services.set(spec.name, next);
+      this.layoutVersion++;
       return { service: spec.name, kind: current ? 'updated' : 'created', endpoints: [...next.endpoints.keys()] };
     }
     const touched: string[] = [];
@@ -187,6 +194,7 @@ export class Mesh {
     const current = this.services.get(name);
     if (!current) return undefined;
     this.services.delete(name);
+    this.layoutVersion++;
     return { service: name, kind: 'deleted', endpoints: [...current.endpoints.keys()] };
   }
 }
@@ -212,6 +220,16 @@ function sameShape(a: ServiceSpec, b: ServiceSpec): boolean {
 /** A change of protocol, timeouts or health settings changes listeners and clusters: it is a change. */
 function sameSidecarSettings(a: ServiceSpec, b: ServiceSpec): boolean {
   const key = (s: ServiceSpec) =>
-    JSON.stringify([s.protocol, s.connectTimeoutMs, s.outlierDetection, s.healthCheck, s.outboundPort]);
+    JSON.stringify([
+      s.protocol,
+      s.connectTimeoutMs,
+      s.outlierDetection,
+      s.healthCheck,
+      s.outboundPort,
+      s.timeoutMs,
+      s.idleTimeoutMs,
+      s.retries,
+      s.unhealthy,
+    ]);
   return key(a) === key(b);
 }

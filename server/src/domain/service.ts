@@ -4,7 +4,7 @@
 import type { LoadAware } from './load-aware-spec.js';
 import type { Placement, Scope } from './locality.js';
 import type { LocalityPolicy } from './policy.js';
-import type { HealthCheck, OutlierDetection, Protocol } from './upstream.js';
+import type { HealthCheck, OutlierDetection, Protocol, RetryPolicy, UnhealthyMode } from './upstream.js';
 
 /** The most one endpoint's weight may be. */
 export const MAX_ENDPOINT_WEIGHT = 1_000_000;
@@ -77,6 +77,14 @@ export interface ServiceSpec {
   readonly healthCheck?: HealthCheck;
   /** The port a sidecar's outbound listener for this service binds on a local outbound address. */
   readonly outboundPort?: number;
+  /** A sidecar's route timeout for a whole request or stream; absent = 0, disabled (as istiod). */
+  readonly timeoutMs?: number;
+  /** A sidecar's route idle timeout; absent = Envoy's stream_idle_timeout (5 min), 0 = disabled. */
+  readonly idleTimeoutMs?: number;
+  /** A sidecar's retries; absent = none. */
+  readonly retries?: RetryPolicy;
+  /** How a sidecar is sent unhealthy and draining endpoints; absent = DEFAULT_UNHEALTHY (upstream.ts). */
+  readonly unhealthy?: UnhealthyMode;
 }
 
 /** Identity of an endpoint inside one service: its socket address. */

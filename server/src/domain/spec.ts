@@ -27,6 +27,7 @@ import { policyToJson } from './policy.js';
 import { readPolicy } from './policy-spec.js';
 import type { LazySettings } from './demand.js';
 import { isLoadAware, loadAwareToJson, readLoadAware } from './load-aware-spec.js';
+import { outboundConflicts } from './outbound.js';
 import { readLazy, readSidecarSettings, SIDECAR_KEYS, sidecarSettingsToJson } from './sidecar-spec.js';
 
 // Kept importable from here: the readers and IP helpers moved to their own modules.
@@ -193,6 +194,7 @@ export function parseEndpointChanges(
 function readServices(r: Reader, v: unknown): ServiceSpec[] {
   if (!Array.isArray(v)) return r.fail('services', `must be a list of services, got ${describe(v)}`) ?? [];
   const services: ServiceSpec[] = [];
+  const paths: string[] = [];
   const seen = new Set<string>();
   v.forEach((raw, i) => {
     const path = `services[${i}]`;
@@ -203,8 +205,13 @@ function readServices(r: Reader, v: unknown): ServiceSpec[] {
       seen.add(name);
     }
     const spec = readService(r, raw, path);
-    if (spec) services.push(spec);
+    if (spec) {
+      services.push(spec);
+      paths.push(path);
+    }
   });
+  // Services an Envoy sidecar could not tell apart on one listener (domain/outbound.ts).
+  for (const c of outboundConflicts(services)) r.fail(join(paths[c.index] ?? 'services', c.field), c.message);
   return services;
 }
 

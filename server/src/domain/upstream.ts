@@ -65,3 +65,74 @@ export function upstreamOf(spec: ServiceSpec): UpstreamSettings {
     ...(spec.healthCheck ? { healthCheck: spec.healthCheck } : {}),
   };
 }
+
+/**
+ * What a sidecar does with endpoints that may take no new requests:
+ * - `count`: sent in their priority with their health, where they count in it
+ *   (Envoy's own rule: 2 of 100 healthy spills most traffic to the next priority);
+ * - `park`: left out of the priorities Canopy computes and sent after the last
+ *   one, so a priority keeps its traffic while any endpoint in it is up.
+ */
+export type UnhealthyMode = 'park' | 'count';
+export const UNHEALTHY_MODES: readonly UnhealthyMode[] = ['park', 'count'];
+/** istio/istio#48084: an Envoy that sees "2 of 2 healthy" when 98 of 100 are down overloads the 2. */
+export const DEFAULT_UNHEALTHY: UnhealthyMode = 'count';
+
+export function unhealthyOf(spec: ServiceSpec): UnhealthyMode {
+  return spec.unhealthy ?? DEFAULT_UNHEALTHY;
+}
+
+/** Envoy's retry conditions (router filter, x-envoy-retry-on and x-envoy-retry-grpc-on). */
+export const RETRY_ON = [
+  '5xx',
+  'gateway-error',
+  'reset',
+  'connect-failure',
+  'envoy-ratelimited',
+  'retriable-4xx',
+  'refused-stream',
+  'retriable-status-codes',
+  'retriable-headers',
+  'http3-post-connect-failure',
+  'cancelled',
+  'deadline-exceeded',
+  'internal',
+  'resource-exhausted',
+  'unavailable',
+] as const;
+export type RetryOn = (typeof RETRY_ON)[number];
+
+export interface RetryPolicy {
+  /** Retries after the first attempt. */
+  readonly attempts: number;
+  readonly retryOn: readonly RetryOn[];
+  /** Each attempt's timeout; absent = the route's. */
+  readonly perTryTimeoutMs?: number;
+}
+
+export const DEFAULT_RETRY_ATTEMPTS = 2;
+/** istiod's default conditions, safe for gRPC and HTTP: the request never reached the application. */
+export const DEFAULT_RETRY_ON: readonly RetryOn[] = [
+  'connect-failure',
+  'refused-stream',
+  'unavailable',
+  'cancelled',
+  'retriable-status-codes',
+];
+
+export interface RouteSettings {
+  /** 0 = disabled. */
+  readonly timeoutMs: number;
+  /** Absent = Envoy's stream_idle_timeout. */
+  readonly idleTimeoutMs?: number;
+  readonly retries?: RetryPolicy;
+}
+
+/** The route settings in force for a service (defaults as istiod: no timeout, no retries). */
+export function routeOf(spec: ServiceSpec): RouteSettings {
+  return {
+    timeoutMs: spec.timeoutMs ?? 0,
+    ...(spec.idleTimeoutMs !== undefined ? { idleTimeoutMs: spec.idleTimeoutMs } : {}),
+    ...(spec.retries ? { retries: spec.retries } : {}),
+  };
+}

@@ -1,16 +1,22 @@
 /**
  * ClusterLoadAssignment: depends on where the client is, so it comes from the
  * locality-keyed CLA cache and is wrapped in an Any once per cache entry.
- * An Envoy sidecar gets the same bytes, plus the service's parked (draining,
- * unhealthy) endpoints after the last priority when there are any: only then
- * do its bytes differ, so only then is its resource its own.
+ * An Envoy sidecar gets the same bytes while every endpoint is routable;
+ * otherwise, per the service's `unhealthy` (domain/upstream.ts): `count`, the
+ * CLA its LEDS collections make (unhealthy endpoints in their priority,
+ * envoy-endpoints.ts), or `park`, the same bytes plus the unhealthy endpoints
+ * after the last priority. A client on LEDS gets the same traffic either way:
+ * a `park` service is served to it with this full CLA (leds-cla.ts).
  */
 import { ClaCache, type ClaEntry } from '../domain/cla-cache.js';
 import { kindOf } from '../domain/client.js';
-import type { Mesh } from '../domain/mesh.js';
+import type { Mesh, ServiceState } from '../domain/mesh.js';
+import { hasPolicy } from '../domain/policy.js';
+import { isRoutable } from '../domain/service.js';
+import { unhealthyOf } from '../domain/upstream.js';
 import { parkedGroups } from '../domain/parked-endpoints.js';
 import { flatten, type Bytes } from '../wire/rope.js';
-import { encodeParkedGroups, parkedSignature } from './envoy-endpoints.js';
+import { CountedClaCache, encodeParkedGroups, parkedSignature } from './envoy-endpoints.js';
 import { encodeClaBytes } from './endpoint-codec.js';
 import { LedsClaCache } from './leds-cla.js';
 import { makeResource, type Resource } from './resource.js';
@@ -32,6 +38,7 @@ export function serverClaCache(): ServerClaCache {
 export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsClaCache): ResourceType {
   const wrapped = new WeakMap<ClaEntry<Bytes>, Resource>();
   const withParked = new WeakMap<ClaEntry<Bytes>, { key: string; resource: Resource }>();
+  const counted = new CountedClaCache();
   return {
     typeUrl: ENDPOINT_TYPE,
     shortName: 'EDS',
@@ -48,6 +55,12 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsCl
       let r = wrapped.get(entry);
       if (!r) wrapped.set(entry, (r = makeResource(entry.service, ENDPOINT_TYPE, entry.bytes)));
       if (kindOf(client) !== 'envoy') return r;
+      // Only when some endpoint is not routable do Envoy's bytes differ from the shared ones.
+      if (!hasUnroutable(service)) return r;
+      // `count`: unhealthy endpoints in their priority, as on LEDS; a locality policy's CLA, and a load-aware
+      // service's while it has weights, park them (leds-cla.ts).
+      if (unhealthyOf(service.spec) === 'count' && !hasPolicy(service.spec.loadBalancing.policy) && !service.load)
+        return counted.lookup(service, client);
       const parked = parkedGroups(entry.cla, service.parked());
       if (parked.length === 0) return r;
       const key = `${r.hash}\n${parkedSignature(parked)}`;
@@ -66,6 +79,23 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsCl
     forget: (service) => {
       claCache.forget(service);
       leds?.forget(service);
+      counted.forget(service);
     },
   };
+}
+
+/** Per service state, at its generation: whether some endpoint is not routable (one pass per change). */
+const unroutable = new WeakMap<ServiceState, { generation: number; has: boolean }>();
+
+function hasUnroutable(service: ServiceState): boolean {
+  const held = unroutable.get(service);
+  if (held?.generation === service.generation) return held.has;
+  let has = false;
+  for (const e of service.endpoints.values())
+    if (!isRoutable(e)) {
+      has = true;
+      break;
+    }
+  unroutable.set(service, { generation: service.generation, has });
+  return has;
 }

@@ -5,13 +5,16 @@
  * the full CLA. Built from the health-blind structure, cached per
  * (service, structure version, plan key): a health flip is a cache hit.
  * Services with a locality policy are not served this way (a policy may keep
- * part of a leaf, which a collection cannot express): their Envoy clients get
- * the full CLA.
+ * part of a leaf, which a collection cannot express), nor services that park
+ * their unhealthy endpoints (`unhealthy: park`: a health flip moves an
+ * endpoint between priorities, which collections per leaf cannot follow):
+ * their Envoy clients get the full CLA, the same as on SotW.
  */
 import type { Client } from '../domain/client.js';
 import { LedsStructure, type LedsPiece } from '../domain/leds-structure.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { hasPolicy } from '../domain/policy.js';
+import { unhealthyOf } from '../domain/upstream.js';
 import { encodeMessage } from '../wire/protos.js';
 import { combineDigests, fastDigest, type Rope } from '../wire/rope.js';
 import { fieldSize, utf8Bytes, WireWriter } from '../wire/wire.js';
@@ -77,6 +80,8 @@ export class LedsClaCache {
   /** The LEDS CLA for this client, or undefined when the service is served with full CLAs only. */
   lookup(state: ServiceState, client: Client): Resource | undefined {
     if (hasPolicy(state.spec.loadBalancing.policy)) return undefined;
+    // `unhealthy: park` moves endpoints between priorities on a health flip: the full CLA does that.
+    if (unhealthyOf(state.spec) === 'park') return undefined;
     let held = this.services.get(state.name);
     if (held?.structure.state !== state) {
       held = { structure: new LedsStructure(state), version: -1, byKey: new Map() };

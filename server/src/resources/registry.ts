@@ -14,6 +14,7 @@ import { ledsType } from './leds.js';
 import { listenerType } from './listener.js';
 import { localityTreeType } from './locality-tree.js';
 import type { ResourceType, ResourceTypes } from './resource-type.js';
+import { OutboundLayouts } from './outbound-layouts.js';
 import { routeType } from './route.js';
 import { LEDS_TYPE } from './type-urls.js';
 
@@ -72,10 +73,11 @@ export function canopyResources(
 ): ResourceRegistry {
   const incarnations = new Incarnations();
   const leds = options.leds ?? true;
+  const layouts = new OutboundLayouts(mesh);
   return new ResourceRegistry(
     [
-      listenerType(mesh),
-      routeType(mesh, incarnations),
+      listenerType(mesh, layouts),
+      routeType(mesh, incarnations, layouts),
       clusterType(mesh, incarnations),
       endpointType(mesh, claCache, leds ? new LedsClaCache() : undefined),
       ...(leds ? [ledsType(mesh)] : []),

@@ -1,16 +1,18 @@
 /**
- * RouteConfiguration: one virtual host per service that every request goes
- * to the service's cluster from, matched by the service's name, name:port,
- * VIP:port, VIP, and '*'.
- * A re-created service's incarnation (incarnations.ts) is one more domain,
- * and a proxyless client's route names the incarnation's cluster.
+ * RouteConfiguration. Proxyless gRPC: one per service, one virtual host that
+ * every request goes to the service's cluster from, matched by the service's
+ * name, name:port, VIP:port, VIP, and '*'; a re-created service's incarnation
+ * (incarnations.ts) is one more domain, and the route names the incarnation's
+ * cluster. Envoy: one per listener's HTTP services (envoy-route.ts).
  */
-import { kindOf } from '../domain/client.js';
+import { kindOf, type Client } from '../domain/client.js';
 import type { Mesh, ServiceState } from '../domain/mesh.js';
 import { encodeMessage } from '../wire/protos.js';
+import { encodeEnvoyRouteConfiguration } from './envoy-route.js';
 import type { Incarnations } from './incarnations.js';
+import { demanded, OutboundLayouts, outboundModeOf } from './outbound-layouts.js';
 import { makeResource, type Resource } from './resource.js';
-import { servicesAsNames, type ResourceType } from './resource-type.js';
+import type { ResourceType } from './resource-type.js';
 import { ROUTE_TYPE } from './type-urls.js';
 
 export function encodeRouteConfiguration(
@@ -28,36 +30,65 @@ export function encodeRouteConfiguration(
   });
 }
 
-export function routeType(mesh: Mesh, incarnations: Incarnations): ResourceType {
-  // Encoded again only when the domains change (port or VIP); per service, Envoy's and proxyless clients'.
-  const held = new Map<string, { shape: string; resource: Resource }>();
+export function routeType(mesh: Mesh, incarnations: Incarnations, layouts = new OutboundLayouts(mesh)): ResourceType {
+  // Proxyless: encoded again only when the domains change (port or VIP).
   const proxyless = new Map<string, { shape: string; resource: Resource }>();
+  // Envoy: by route name, mode and members; cleared when the layout changes.
+  const envoy = new Map<string, Resource>();
+  let envoyVersion = -1;
+  const seen = { version: -1 };
   return {
     typeUrl: ROUTE_TYPE,
     shortName: 'RDS',
     fullStateInSotw: false,
     pushRank: 3,
-    names: () => mesh.list().map((s) => s.name),
+    names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames()],
     resolve(name, client) {
+      if (kindOf(client) === 'envoy') {
+        if (envoyVersion !== mesh.layoutVersion) {
+          envoy.clear();
+          envoyVersion = mesh.layoutVersion;
+        }
+        return resolveEnvoy(name, client);
+      }
       const service = mesh.get(name);
       if (!service) return undefined;
-      // Envoy's clusters come by wildcard, named by service: only proxyless clients follow incarnations.
-      const cache = kindOf(client) === 'envoy' ? held : proxyless;
-      const cluster = cache === held ? name : incarnations.clusterOf(name);
+      const cluster = incarnations.clusterOf(name);
       const shape = `${service.spec.port ?? ''}|${service.spec.vip ?? ''}|${cluster}`;
-      const hit = cache.get(name);
+      const hit = proxyless.get(name);
       if (hit?.shape === shape) return hit.resource;
       const bytes = encodeRouteConfiguration(name, routeDomains(service), cluster, incarnations.of(name));
       const resource = makeResource(name, ROUTE_TYPE, bytes);
-      cache.set(name, { shape, resource });
+      proxyless.set(name, { shape, resource });
       return resource;
     },
-    touchedBy: servicesAsNames,
+    touchedBy: (services) => layouts.touched(services, seen),
     forget: (service) => {
-      held.delete(service);
       proxyless.delete(service);
     },
   };
+
+  function resolveEnvoy(name: string, client: Client): Resource | undefined {
+    const mode = outboundModeOf(client);
+    const services = layouts.get(mode).routes.get(name);
+    if (!services) return undefined;
+    const members = demanded(
+      client,
+      services.map((s) => s.name),
+    );
+    if (members.size === 0) return undefined;
+    const key = `${mode}|${name}|${members.size === services.length ? '' : [...members].join(',')}`;
+    let r = envoy.get(key);
+    if (!r) {
+      const bytes = encodeEnvoyRouteConfiguration(
+        name,
+        services.filter((s) => members.has(s.name)),
+        mode,
+      );
+      envoy.set(key, (r = makeResource(name, ROUTE_TYPE, bytes)));
+    }
+    return r;
+  }
 }
 
 function routeDomains(service: ServiceState): string[] {

@@ -10,6 +10,8 @@ import type { NodeInfo } from '../wire/request.js';
 /** Node metadata keys a bootstrap can set (documented in the README's "Envoy sidecars"). */
 export const CLIENT_KIND_KEY = 'canopy.client_kind';
 export const OUTBOUND_ADDRESS_KEY = 'canopy.outbound_address';
+/** Without an outbound address: the port traffic is captured to (the virtual outbound listener's). */
+export const VIRTUAL_OUTBOUND_PORT_KEY = 'canopy.virtual_outbound_port';
 /** `false` (or "false"): this Envoy takes full CLAs even on a delta stream. */
 export const LEDS_KEY = 'canopy.leds';
 
@@ -26,7 +28,8 @@ export function wantsLeds(node: NodeInfo | undefined): boolean {
  */
 export function clientKindOf(node: NodeInfo | undefined): ClientKind {
   const explicit = node?.metadata[CLIENT_KIND_KEY];
-  if (typeof explicit === 'string' && (CLIENT_KINDS as readonly string[]).includes(explicit)) return explicit as ClientKind;
+  if (typeof explicit === 'string' && (CLIENT_KINDS as readonly string[]).includes(explicit))
+    return explicit as ClientKind;
   const agent = node?.userAgentName ?? '';
   if (agent === 'envoy') return 'envoy';
   if (agent === 'canopy-agent') return 'agent';
@@ -36,9 +39,11 @@ export function clientKindOf(node: NodeInfo | undefined): ClientKind {
 export function placementOf(node: NodeInfo | undefined): Client {
   const md = node?.metadata ?? {};
   const outbound = str(md[OUTBOUND_ADDRESS_KEY]);
+  const virtualPort = port(md[VIRTUAL_OUTBOUND_PORT_KEY]);
   return {
     kind: clientKindOf(node),
     ...(outbound !== undefined && isIp(outbound) ? { outboundAddress: outbound } : {}),
+    ...(virtualPort !== undefined ? { virtualOutboundPort: virtualPort } : {}),
     locality: {
       region: node?.locality.region ?? '',
       zone: node?.locality.zone ?? '',
@@ -49,6 +54,12 @@ export function placementOf(node: NodeInfo | undefined): Client {
     cluster: str(md['cluster']) ?? str(md['CLUSTER_ID']) ?? '',
     labels: labels(md['labels']) ?? labels(md['LABELS']) ?? {},
   };
+}
+
+/** A port from Struct metadata: a number, or a string of digits (bootstraps write either). */
+function port(v: unknown): number | undefined {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : NaN;
+  return Number.isInteger(n) && n >= 1 && n <= 65535 ? n : undefined;
 }
 
 function str(v: unknown): string | undefined {
