@@ -28,7 +28,18 @@ function otherBuild(dir: string): string {
   const out = path.join(dir, 'canopy-v3.bpf.o');
   const triple = spawnSync('gcc', ['-dumpmachine'], { encoding: 'utf8' }).stdout.trim();
   const inc = ['-I', path.join(root, 'bpf'), ...(triple ? ['-I', `/usr/include/${triple}`] : [])];
-  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-mcpu=v3', ...inc, '-c', path.join(root, 'bpf', 'canopy.bpf.c'), '-o', out]);
+  execFileSync('clang', [
+    '-O2',
+    '-g',
+    '-target',
+    'bpf',
+    '-mcpu=v3',
+    ...inc,
+    '-c',
+    path.join(root, 'bpf', 'canopy.bpf.c'),
+    '-o',
+    out,
+  ]);
   return out;
 }
 
@@ -67,22 +78,29 @@ describe('kernel datapath operations', { skip: env.reason }, () => {
     const before = bpf.progId(dp.progFd);
     assert.deepEqual(bpf.queryConnect4(cg.dir), [before]);
 
+    // Built before the connect loop: clang blocks this process (and so the backend it serves) for
+    // seconds on a loaded machine, and a connect waiting that long timed out (the test's flake).
+    const other = otherBuild(tmp);
     await conn.loop(VIP, PORT);
     const same = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir });
     assert.equal(same.replaced, false, 'the same build keeps the pinned program');
     assert.equal(bpf.progId(same.progFd), before);
     same.close();
 
-    const next = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, objectPath: otherBuild(tmp) });
+    const next = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, objectPath: other });
     assert.equal(next.replaced, true);
     const after = bpf.progId(next.progFd);
     assert.notEqual(after, before);
-    assert.deepEqual(bpf.queryConnect4(cg.dir), [after], 'one program attached: the new one, in the old one\'s place');
+    assert.deepEqual(bpf.queryConnect4(cg.dir), [after], "one program attached: the new one, in the old one's place");
     assert.equal(next.services().length, 1, 'the maps (and the trees in them) are the pinned ones');
     await new Promise((r) => setTimeout(r, 100));
     const samples = await conn.stop();
     assert.ok(samples.length > 5, `${samples.length} connects during the swap`);
-    assert.deepEqual(counts(samples.map(([, id]) => id)), { o1: samples.length }, 'no connect failed or went elsewhere');
+    assert.deepEqual(
+      counts(samples.map(([, id]) => id)),
+      { o1: samples.length },
+      'no connect failed or went elsewhere',
+    );
     dp.close();
     dp = next;
   });
@@ -91,7 +109,10 @@ describe('kernel datapath operations', { skip: env.reason }, () => {
     dp?.close();
     dp = undefined;
     const cli = path.join(root, 'dist', 'server', 'src', 'cli', 'canopy.js');
-    const r = spawnSync(process.execPath, [cli, 'agent', 'uninstall', '--cgroup', cg.dir, '--pin-dir', cg.pinDir], { encoding: 'utf8', timeout: 20_000 });
+    const r = spawnSync(process.execPath, [cli, 'agent', 'uninstall', '--cgroup', cg.dir, '--pin-dir', cg.pinDir], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /detached connect4/);
     assert.deepEqual(loadAddon().queryConnect4(cg.dir), []);
