@@ -55,12 +55,7 @@ export class AgentAdsClient {
 
   constructor(private readonly opts: AgentAdsClientOptions) {
     this.client = new grpc.Client(opts.server, grpc.credentials.createInsecure());
-    this.backoff = new grpc.experimental.BackoffTimeout(() => this.connect(), {
-      initialDelay: 250,
-      multiplier: 2,
-      maxDelay: 5000,
-      jitter: 0.2,
-    });
+    this.backoff = new grpc.experimental.BackoffTimeout(() => this.connect(), { initialDelay: 250, multiplier: 2, maxDelay: 5000, jitter: 0.2 });
     this.backoff.unref();
   }
 
@@ -78,11 +73,7 @@ export class AgentAdsClient {
 
   private connect(): void {
     if (this.stopping) return;
-    const c = this.client.makeBidiStreamRequest<Buffer, Buffer>(
-      ADS_METHOD,
-      (b) => b,
-      (b) => b,
-    );
+    const c = this.client.makeBidiStreamRequest<Buffer, Buffer>(ADS_METHOD, (b) => b, (b) => b);
     this.call = c;
     let got = false;
     c.on('data', (b: Buffer) => {
@@ -110,10 +101,7 @@ export class AgentAdsClient {
     const res = this.Response.toObject(this.Response.decode(bytes), { defaults: true }) as RawResponse;
     if (res.type_url !== this.opts.typeUrl) return;
     const version = res.version_info ?? '';
-    const resources = (res.resources ?? []).map((r) => ({
-      typeUrl: r.type_url ?? '',
-      value: r.value ?? new Uint8Array(),
-    }));
+    const resources = (res.resources ?? []).map((r) => ({ typeUrl: r.type_url ?? '', value: r.value ?? new Uint8Array() }));
     const verdict = this.opts.onResponse(version, resources);
     if (verdict.ok) {
       this.applied = version;
