@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
-import { RawAdsStream, type RawResponse } from './support/raw-ads.js';
+import { RawAdsStream, RawDeltaStream, type RawResponse } from './support/raw-ads.js';
 
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
 const HEAP_MIB = 160;
@@ -25,7 +25,7 @@ const service = (i: number, port = 80) => ({
 const onConnection = (address: string, connection: string) =>
   new RawAdsStream(address, { 'canopy.test.connection': connection, 'grpc.max_send_message_length': -1 });
 
-async function statusOf(s: RawAdsStream, ms = 20_000): Promise<grpc.StatusObject> {
+async function statusOf(s: { readonly status: Promise<grpc.StatusObject> }, ms = 20_000): Promise<grpc.StatusObject> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no status within ${ms} ms`)), ms);
@@ -58,6 +58,7 @@ describe('bounded memory against any xDS client', () => {
   let canopy: CanopyProcess;
   const ordinary: RawAdsStream[] = [];
   const hoarders: RawAdsStream[] = [];
+  const deltas: RawDeltaStream[] = [];
   const subscribed = new Map<RawAdsStream, string[]>();
 
   const metrics = async (): Promise<Map<string, number>> => {
@@ -91,7 +92,7 @@ describe('bounded memory against any xDS client', () => {
     await Promise.all(ordinary.map(async (s) => ack(s, await s.next(20_000))));
   });
   after(async () => {
-    for (const s of [...ordinary, ...hoarders]) s.close();
+    for (const s of [...ordinary, ...hoarders, ...deltas]) s.close();
     await canopy?.stop();
   });
 
@@ -150,6 +151,30 @@ describe('bounded memory against any xDS client', () => {
       assert.match(st.details, /the limit is [\d.]+ MiB per connection \(--xds-max-bytes-per-connection\)/);
     }
     assert.equal(await refused('bytes_per_connection'), 20);
+  });
+
+  it('counts delta subscriptions as they add up, batch after batch, and refuses the one past the limit', async () => {
+    const before = (await refused('bytes_per_connection')) ?? 0;
+    const s = new RawDeltaStream(canopy.xdsUri, { 'canopy.test.connection': 'hoarder-delta' });
+    deltas.push(s);
+    let refusedAt = 0;
+    let status: grpc.StatusObject | undefined;
+    void s.status.then((st) => (status = st));
+    // 1,000 names of 1,000 characters a batch (about 1 MiB): the per-connection limit is 3.25 MiB here.
+    for (let batch = 1; batch <= 10 && !status; batch++) {
+      await s.sendAndFlush({
+        ...(batch === 1 ? { node: { id: 'hoarder-delta' } } : {}),
+        type_url: EDS,
+        resource_names_subscribe: longNames(`delta-${batch}`, 1000, 1000),
+      });
+      refusedAt = batch;
+      for (let i = 0; i < 20 && !status; i++) await new Promise((r) => setTimeout(r, 50));
+    }
+    const st = await statusOf(s);
+    assert.equal(st.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.match(st.details, /per connection \(--xds-max-bytes-per-connection\)/);
+    assert.ok(refusedAt >= 3 && refusedAt <= 4, `refused at batch ${refusedAt}`);
+    assert.equal(await refused('bytes_per_connection'), before + 1);
   });
 
   it('refuses subscriptions past the server-wide budget when many connections hoard', async () => {

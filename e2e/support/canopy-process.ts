@@ -59,9 +59,7 @@ export async function startCanopyProcess(
       '--admin-port',
       '0',
       // Each process its own embedded database, unless the test names one (a restart keeps it).
-      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store'))
-        ? []
-        : ['--data-dir', path.join(dir, 'data')]),
+      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store')) ? [] : ['--data-dir', path.join(dir, 'data')]),
       ...extraArgs,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -91,8 +89,7 @@ export async function startCanopyProcess(
       clearTimeout(timer);
       reject(new Error(`canopy exited with ${code}:\n${lines.join('\n')}`));
       // After it was ready, the test sees only failed requests: say why the server went away.
-      if (code !== 0 && signal === null)
-        process.stderr.write(`canopy exited with ${code}; its last output:\n${lines.slice(-20).join('\n')}\n`);
+      if (code !== 0 && signal === null) process.stderr.write(`canopy exited with ${code}; its last output:\n${lines.slice(-20).join('\n')}\n`);
     });
   });
   let addresses: { xds: string; admin: string };

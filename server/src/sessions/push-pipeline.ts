@@ -146,20 +146,13 @@ export class PushPipeline {
     return this.conns.size;
   }
 
-  /**
-   * A state-of-the-world stream (StreamAggregatedResources). `types`: the resource types as this client may
-   * see them (read access), when not all of them.
-   */
+  /** A state-of-the-world stream (StreamAggregatedResources); `types`: what this client may read, if not all. */
   open(peer: string, sink: StreamSink, types: ResourceTypes = this.resources): StreamHandle<DiscoveryRequest> {
     return this.openSession(new SotwSession(this.nextId++, peer, types, this.limits), peer, sink);
   }
 
   /** An incremental stream (DeltaAggregatedResources). */
-  openDelta(
-    peer: string,
-    sink: StreamSink,
-    types: ResourceTypes = this.resources,
-  ): StreamHandle<DeltaDiscoveryRequest> {
+  openDelta(peer: string, sink: StreamSink, types: ResourceTypes = this.resources): StreamHandle<DeltaDiscoveryRequest> {
     return this.openSession(new DeltaSession(this.nextId++, peer, types, this.limits), peer, sink);
   }
 
@@ -273,10 +266,7 @@ export class PushPipeline {
         // Once per stream: a client looping over junk types must not flood the log either.
         if (!conn.ignoredWarned) {
           conn.ignoredWarned = true;
-          this.log.warn(
-            { stream, node, typeUrl: outcome.typeUrl.slice(0, 200) },
-            `xds request ignored: ${outcome.detail.slice(0, 300)}`,
-          );
+          this.log.warn({ stream, node, typeUrl: outcome.typeUrl.slice(0, 200) }, `xds request ignored: ${outcome.detail.slice(0, 300)}`);
         }
         return;
       case 'rejected':
@@ -398,13 +388,7 @@ export class PushPipeline {
     };
     this.observer.oversizedResponse?.(r.typeUrl);
     this.log.warn(
-      {
-        stream: conn.session.id,
-        node: conn.session.nodeId,
-        type: shortTypeName(r.typeUrl),
-        bytes: r.bytes.length,
-        resources: names,
-      },
+      { stream: conn.session.id, node: conn.session.nodeId, type: shortTypeName(r.typeUrl), bytes: r.bytes.length, resources: names },
       `xds response of ${r.bytes.length} bytes is over ${this.warnResponseBytes}: a gRPC client with the default ` +
         'receive limit (4 MiB) ends its stream; raise grpc.max_receive_message_length on that client',
     );
