@@ -114,9 +114,9 @@ describe('Envoy warming: every Cluster and Listener change is followed by what i
 
       // Re-creation: the cluster goes, comes back, and warms.
       await canopy.admin('DELETE', `/api/v1/services/${SERVICE}`);
-      await peer.until(() => !peer.clusters.has(SERVICE), WARM_MS, 'deletion');
+      await peer.until(() => !peer.clusters.has(SERVICE) && !peer.listeners.has(SERVICE), WARM_MS, 'deletion');
       await canopy.admin('PUT', `/api/v1/services/${SERVICE}`, body({ connectTimeoutMs: 1500 }));
-      await peer.until(() => peer.clusters.has(SERVICE) && peer.warming.size === 0, WARM_MS, 're-creation');
+      await peer.until(ready, WARM_MS, 're-creation');
 
       // And nothing more: no resend loop once everything is warm and acknowledged.
       const settled = peer.received.length;

@@ -103,6 +103,22 @@ describe('lazy xDS in the sessions', () => {
     assert.equal(sotwNames(f.responses[0]).length, SERVICES.length);
   });
 
+  it('SotW: a name subscribed on CDS joins the demand set and its listener is due on the wildcard LDS at once', () => {
+    const s = new SotwSession(3, 't', registry(ON));
+    const lds = handleNow(s, {
+      versionInfo: '',
+      node: node('c', { 'canopy.demand': ['svc-1'] }),
+      resourceNames: [],
+      typeUrl: LISTENER_TYPE,
+      responseNonce: '',
+    }).responses[0]!;
+    assert.deepEqual(lds.names, ['svc-1']);
+    const cds = handleNow(s, { versionInfo: '', resourceNames: ['svc-5'], typeUrl: CLUSTER_TYPE, responseNonce: '' });
+    assert.deepEqual(sotwNames(cds.responses[0]), ['svc-5']);
+    assert.deepEqual(s.takeDue(), [LISTENER_TYPE]);
+    assert.deepEqual([...s.respond(LISTENER_TYPE, false)!.names].sort(), ['svc-1', 'svc-5']);
+  });
+
   it('delta: on-demand names join, leave after the unused timeout, and survive a reconnect', () => {
     const reg = registry({ enabled: true, unusedTimeoutMs: 0 });
     const n = node('sidecar', { 'canopy.demand': 'svc-1' });
