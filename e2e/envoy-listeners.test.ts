@@ -28,7 +28,7 @@ import { startCanopyProcess, type CanopyProcess } from './support/canopy-process
 import { RawAdsStream, RawDeltaStream, type RawDeltaResponse } from './support/raw-ads.js';
 
 type Obj = Record<string, unknown>;
-const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 const T = 'type.googleapis.com/envoy.config';
 const LDS = `${T}.listener.v3.Listener`;
 const RDS = `${T}.route.v3.RouteConfiguration`;

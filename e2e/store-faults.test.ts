@@ -33,7 +33,7 @@ import { after, before, describe, it } from 'node:test';
 import { dump as stringify } from 'js-yaml';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 
-const CLI = fileURLToPath(new URL('../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 
 /** Mounts a tmpfs of `size` at a new directory, or says why it cannot. */
 function mountTmpfs(size: string, options = ''): { dir: string; unmount(): void } | string {

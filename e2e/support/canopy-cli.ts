@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../../server/src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../server/src/cli/canopy.js', import.meta.url));
 
 export interface CliResult {
   readonly code: number;
