@@ -17,6 +17,7 @@ import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { bigService } from './support/ui-mesh.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
@@ -33,21 +34,6 @@ function skipUnlessBrowser(t: TestContext): boolean {
   if (process.env['CI'] === 'true') assert.fail(`the web view test must run in CI: ${missingBrowser}`);
   t.skip(missingBrowser);
   return true;
-}
-
-/** 10 regions × 5 zones × 10 subzones = 500 leaves of 20 endpoints: 10,000 endpoints. */
-export function bigService(): object {
-  const endpoints = [];
-  for (let r = 0; r < 10; r++)
-    for (let z = 0; z < 5; z++)
-      for (let s = 0; s < 10; s++)
-        for (let e = 0; e < 20; e++)
-          endpoints.push({
-            address: `10.${r}.${z * 10 + s}.${e + 1}`,
-            port: 80,
-            locality: { region: `r${r}`, zone: `r${r}-z${z}`, subzone: `r${r}-z${z}-s${s}` },
-          });
-  return { name: 'big', endpoints };
 }
 
 /** One leaf of 30 endpoints, written in text order (10.0.0.1, 10.0.0.10, 10.0.0.11, …). */
