@@ -53,8 +53,13 @@ async function measure(page: Page, url: string, rows: number, flip: () => Promis
   return { first, update, longest };
 }
 
+/** Two significant figures, without exponents: 0.73, 7.6, 55, 260. */
+function twoFigures(x: number): string {
+  return x >= 10 ? String(Number(x.toPrecision(2))) : x.toPrecision(2);
+}
+
 function summary(label: string, xs: readonly number[]): string {
-  const fmt = (x: number) => x.toPrecision(2);
+  const fmt = twoFigures;
   return `${label} ${fmt(median(xs))} ms (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`;
 }
 
@@ -103,7 +108,7 @@ async function main(): Promise<void> {
     const name = { first: 'first render', update: 'update after a flip', longest: 'longest task' }[key];
     process.stdout.write(
       `  ${name.padEnd(20)} ${summary('collapsed', a)}   ${summary('all open (baseline)', b)}   ` +
-        `baseline/collapsed ${median(ratios).toPrecision(2)}× (${Math.min(...ratios).toPrecision(2)}–${Math.max(...ratios).toPrecision(2)}, ${ratios.length} pairs)\n`,
+        `baseline/collapsed ${twoFigures(median(ratios))}× (${twoFigures(Math.min(...ratios))}–${twoFigures(Math.max(...ratios))}, ${ratios.length} pairs)\n`,
     );
   }
 }
