@@ -17,6 +17,8 @@ import path from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { CONTRAST_CHECK } from './support/contrast.js';
+import { bigService } from './support/ui-mesh.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
@@ -35,27 +37,25 @@ function skipUnlessBrowser(t: TestContext): boolean {
   return true;
 }
 
-/** 10 regions × 5 zones × 10 subzones = 500 leaves of 20 endpoints: 10,000 endpoints. */
-export function bigService(): object {
-  const endpoints = [];
-  for (let r = 0; r < 10; r++)
-    for (let z = 0; z < 5; z++)
-      for (let s = 0; s < 10; s++)
-        for (let e = 0; e < 20; e++)
-          endpoints.push({
-            address: `10.${r}.${z * 10 + s}.${e + 1}`,
-            port: 80,
-            locality: { region: `r${r}`, zone: `r${r}-z${z}`, subzone: `r${r}-z${z}-s${s}` },
-          });
-  return { name: 'big', endpoints };
-}
-
 /** One leaf of 30 endpoints, written in text order (10.0.0.1, 10.0.0.10, 10.0.0.11, …). */
 function smallService(): object {
   const addresses = Array.from({ length: 30 }, (_, i) => `10.200.0.${i + 1}`).sort();
   return {
     name: 'small',
     endpoints: addresses.map((address) => ({ address, port: 80, locality: { region: 'a', zone: 'a1', subzone: 'x' } })),
+  };
+}
+
+/** Two racks in strict mode: a client in one gets nothing from the other, whose row is dimmed. */
+function strictService(): object {
+  return {
+    name: 'strict',
+    loadBalancing: { mode: 'strict' },
+    endpoints: ['x', 'y'].map((subzone, i) => ({
+      address: `10.201.0.${i + 1}`,
+      port: 80,
+      locality: { region: 'a', zone: 'a1', subzone },
+    })),
   };
 }
 
@@ -68,7 +68,10 @@ describe('the web view at 500 localities and 10,000 endpoints', () => {
   let page: Page;
   before(async () => {
     if (missingBrowser) return;
-    canopy = await startCanopyProcess({ server: { debounceMs: 20 }, services: [bigService(), smallService()] });
+    canopy = await startCanopyProcess({
+      server: { debounceMs: 20 },
+      services: [bigService(), smallService(), strictService()],
+    });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     // The longest main-thread task, as the browser reports them.
@@ -169,6 +172,14 @@ describe('the web view at 500 localities and 10,000 endpoints', () => {
     } finally {
       await phone.close();
     }
+  });
+
+  it('text keeps a contrast of at least 4.5:1, dimmed (unrouted) rows too', async (t) => {
+    if (skipUnlessBrowser(t)) return;
+    await page.goto(`${canopy.adminUrl}/ui/?service=strict`);
+    await row(page, 'a/a1/x').locator('button.name').click();
+    await page.locator('li.node.unrouted').first().waitFor({ timeout: 10_000 });
+    assert.deepEqual(await page.evaluate(CONTRAST_CHECK), []);
   });
 
   it('when the server goes away, a banner at the top says the data is stale and the data greys', async (t) => {
