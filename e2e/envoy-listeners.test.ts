@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { stringify } from 'yaml';
+import { dump as stringify } from 'js-yaml';
 import { envoyType } from '../server/test/support/envoy-protos.js';
 import { applyLds, filterChainFor, handOff, virtualHostFor } from '../server/test/support/envoy-listener-manager.js';
 import { listenerInvariants } from '../server/test/support/listener-invariants.js';
