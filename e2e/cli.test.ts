@@ -251,6 +251,19 @@ describe('canopy: operator commands against a running server', () => {
     assert.match(again.stdout, /service\/echo unchanged/);
   });
 
+  it('apply --dry-run is validated by the server: a conflict only the running mesh shows is refused, nothing written', async () => {
+    // On its own the file is valid; next to the running echo (port 50051) a TCP service without a VIP on that port
+    // could not be told apart by a sidecar's listener, which only the server can see.
+    const file = path.join(dir, 'conflict.yaml');
+    const raw = { name: 'raw', port: 50051, protocol: 'tcp', endpoints: [{ address: '10.0.0.40', port: 9 }] };
+    writeFileSync(file, JSON.stringify({ services: [raw] }));
+    assert.equal((await canopy(['validate', file])).status, 0);
+    const dry = await canopy(['apply', '-f', file, '--dry-run', ...admin]);
+    assert.equal(dry.status, 1, dry.stdout);
+    assert.match(dry.stderr, /service\/raw rejected \(400\)/);
+    assert.equal((await server.admin('GET', '/api/v1/services/raw')).status, 404, 'the dry run wrote nothing');
+  });
+
   it('apply and validate report an invalid file with field paths, exit 1', async () => {
     const bad = path.join(dir, 'bad.yaml');
     writeFileSync(bad, 'services:\n  - name: echo\n    endpoints:\n      - { address: 10.0.0.300, port: 80 }\n');

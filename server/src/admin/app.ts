@@ -148,13 +148,15 @@ function serviceRoutes(app: FastifyInstance, deps: AdminDeps): void {
     serviceSpecToJson(serviceOf(mesh, req.params.name).spec),
   );
 
-  app.put<NameParams>('/api/v1/services/:name', async (req, reply) => {
+  app.put<NameParams & { Querystring: { dryRun?: string } }>('/api/v1/services/:name', async (req, reply) => {
     const spec = parseServiceBody(req.params.name, req.body);
     // Services an Envoy sidecar could not tell apart on one listener (domain/outbound.ts), as at config load.
     const others = mesh.list().flatMap((s) => (s.name === spec.name ? [] : [s.spec]));
     const conflicts = conflictsWith(others, spec);
     if (conflicts.length > 0) throw new ValidationError('CANOPY_INVALID_SERVICE', conflicts);
     const existed = (await store.get(spec.name)) !== undefined;
+    // ?dryRun=true: every check above, nothing written (canopy apply --dry-run).
+    if (req.query.dryRun === 'true') return reply.code(existed ? 200 : 201).send(serviceSpecToJson(spec));
     // The API takes the service over; the file's digest stays, so the file takes it back only when its entry changes.
     const revision = await store.put(spec, { owner: 'api', keepFileDigest: true });
     await caughtUp(revision);

@@ -1,7 +1,8 @@
 /**
  * `canopy apply -f FILE [--dry-run]`: makes a running server hold the file's services (PUT each one
  * that differs; the server validates and answers with every bad field's path) and prints the diff.
- * Services the file does not list are left alone. With --dry-run, prints the diff and writes nothing.
+ * Services the file does not list are left alone. With --dry-run the server validates each changed service
+ * (`PUT ...?dryRun=true`) and writes nothing; the diff is printed.
  */
 import { Option, type Command } from 'commander';
 import { serviceSpecToJson } from '../domain/spec.js';
@@ -31,8 +32,10 @@ export function registerApply(program: Command): void {
       const wanted = serviceSpecToJson(spec);
       const diff = serviceDiff(current.get(spec.name), wanted);
       const verb = !current.has(spec.name) ? 'created' : diff.length > 0 ? 'configured' : 'unchanged';
-      if (verb !== 'unchanged' && !opts.dryRun) {
-        const put = await adminJson(opts, `/api/v1/services/${encodeURIComponent(spec.name)}`, {
+      if (verb !== 'unchanged') {
+        // With --dry-run the server validates (field paths, listener conflicts) and writes nothing.
+        const query = opts.dryRun ? '?dryRun=true' : '';
+        const put = await adminJson(opts, `/api/v1/services/${encodeURIComponent(spec.name)}${query}`, {
           method: 'PUT',
           body: JSON.stringify(wanted),
           headers: { 'content-type': 'application/json' },
