@@ -1,5 +1,5 @@
 /**
- * `npm run bench:store [-- --runs=5] [--latency-only | --writes-only]`: the store backends.
+ * `npm run bench:store [-- --runs=5] [--latency-only | --writes-only | --etcd-writes-only]`: the store backends.
  *
  *   1. A 100k-endpoint service into each durable backend and back: the PUT
  *      (one atomic write), then a cold open that loads it (LevelDB: a new
@@ -31,7 +31,8 @@ import { ratio, show as showSpread, spread } from './stats.js';
 
 const runs = Number(process.argv.find((a) => a.startsWith('--runs='))?.slice('--runs='.length) ?? 5);
 const latencyOnly = process.argv.includes('--latency-only');
-const writesOnly = process.argv.includes('--writes-only');
+const writesOnly = process.argv.includes('--writes-only') || process.argv.includes('--etcd-writes-only');
+const etcdWritesOnly = process.argv.includes('--etcd-writes-only');
 const IN_FLIGHT = 64;
 /** PATCHes a throughput run makes, and the most time it may take. */
 const WRITES = 4000;
@@ -249,7 +250,7 @@ async function main(): Promise<void> {
       .join(' ')}, ${runs} runs`,
   );
   if (writesOnly) {
-    await writeThroughput();
+    if (!etcdWritesOnly) await writeThroughput();
     if (!hasEtcd()) return console.log('etcd: skipped (etcd-server is not installed)');
     const etcd = await startEtcd();
     try {

@@ -39,6 +39,14 @@ import { WatchHistory } from './watch-history.js';
 
 type Op = ReturnType<Etcd3['put']> | ReturnType<Etcd3['delete']>;
 
+interface PendingEdit {
+  readonly edit: (current: EndpointView) => EndpointEdit;
+  readonly resolve: (revision: number | undefined) => void;
+  readonly reject: (err: unknown) => void;
+  /** Why the edit was refused in the last attempt. */
+  error?: unknown;
+}
+
 export interface EtcdStoreOptions {
   /** host:port of each etcd member. */
   readonly endpoints: readonly string[];
@@ -70,6 +78,8 @@ export class EtcdStore implements Store {
   private probeTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Per service, the edits waiting for the next transaction (editEndpoints). */
+  private readonly editBatches = new Map<string, PendingEdit[]>();
 
   private readonly layout: EtcdLayout;
 
@@ -154,33 +164,86 @@ export class EtcdStore implements Store {
     return this.guarded(name, opts.ifRevision, (current) => current && this.patchOps(current, { upserts, removals }));
   }
 
+  /**
+   * Group commit, as in the embedded store: the edits of one service that
+   * arrive while this replica's previous write is in flight share the next
+   * transaction. Each edit runs against the state the edits before it left,
+   * and all of them run again against the fresh state after a lost
+   * compare-and-swap; an edit that throws is refused alone.
+   */
   editEndpoints(name: string, edit: (current: EndpointView) => EndpointEdit): Promise<number | undefined> {
-    // Run again against the fresh state after each lost compare-and-swap.
-    return this.guarded(name, undefined, (current) => {
-      if (!current) return undefined;
-      const change = edit({
-        name,
-        size: current.endpoints.size,
-        get: (key) => current.endpoints.get(key),
-        totalWeight: () => {
-          let n = 0;
-          for (const e of current.endpoints.values()) n += e.weight;
-          return n;
-        },
-      });
-      return this.patchOps(current, change);
+    return new Promise((resolve, reject) => {
+      let batch = this.editBatches.get(name);
+      if (!batch) {
+        const pending: PendingEdit[] = (batch = []);
+        this.editBatches.set(name, pending);
+        this.guarded(name, undefined, (current) => {
+          // Later edits go to the next transaction from here on.
+          if (this.editBatches.get(name) === pending) this.editBatches.delete(name);
+          return current && this.editOps(current, pending);
+        }).then(
+          (revision) => {
+            for (const p of pending) {
+              if (p.error !== undefined) p.reject(p.error);
+              else p.resolve(revision);
+            }
+          },
+          (err: unknown) => pending.forEach((p) => p.reject(err)),
+        );
+      }
+      batch.push({ edit, resolve, reject });
     });
   }
 
+  /** The operations of a batch of edits applied in order to `current`; undefined when every edit was refused. */
+  private editOps(current: HeldService, pending: PendingEdit[]): Op[] | undefined {
+    const next = new Map(current.endpoints);
+    let total: number | undefined;
+    const touched = new Set<string>();
+    let applied = 0;
+    for (const p of pending) {
+      p.error = undefined;
+      try {
+        const { upserts, removals } = p.edit({
+          name: current.head.name,
+          size: next.size,
+          get: (key) => next.get(key),
+          totalWeight: () => (total ??= [...next.values()].reduce((n, e) => n + e.weight, 0)),
+        });
+        for (const key of removals) {
+          const held = next.get(key);
+          if (!held) continue;
+          if (total !== undefined) total -= held.weight;
+          next.delete(key);
+          touched.add(key);
+        }
+        for (const ep of upserts) {
+          const key = endpointKey(ep);
+          if (total !== undefined) total += ep.weight - (next.get(key)?.weight ?? 0);
+          next.set(key, ep);
+          touched.add(key);
+        }
+        applied++;
+      } catch (err) {
+        p.error = err;
+      }
+    }
+    return applied === 0 ? undefined : this.bucketOps(current, next, touched);
+  }
+
   private patchOps(current: HeldService, { upserts, removals }: EndpointEdit): Op[] {
-    const name = current.head.name;
-    const row: Row = { ...rowOf(current), op: 'patch' };
-    const ops: Op[] = [this.client.put(this.layout.serviceKey(name)).value(JSON.stringify(row))];
     const next = new Map(current.endpoints);
     for (const key of removals) next.delete(key);
     for (const ep of upserts) next.set(endpointKey(ep), ep);
-    const touched = touchedBuckets([...removals, ...upserts.map((e) => endpointKey(e))], BUCKETS);
-    const lists = new Map<number, Endpoint[]>([...touched].map((b) => [b, []]));
+    return this.bucketOps(current, next, [...removals, ...upserts.map((e) => endpointKey(e))]);
+  }
+
+  /** The service's row and the buckets of `touched` keys, as they are in `next`. */
+  private bucketOps(current: HeldService, next: ReadonlyMap<string, Endpoint>, touched: Iterable<string>): Op[] {
+    const name = current.head.name;
+    const row: Row = { ...rowOf(current), op: 'patch' };
+    const ops: Op[] = [this.client.put(this.layout.serviceKey(name)).value(JSON.stringify(row))];
+    const lists = new Map<number, Endpoint[]>([...touchedBuckets(touched, BUCKETS)].map((b) => [b, []]));
     for (const [key, ep] of next) lists.get(bucketOf(key, BUCKETS))?.push(ep);
     for (const [b, list] of lists) {
       ops.push(

@@ -66,6 +66,8 @@ export class LevelJournal implements Journal {
    */
   private broken: Error | undefined;
   private reopening: Promise<void> | undefined;
+  /** Endpoint JSON of patched services (bucketValue). */
+  private readonly endpointJson = new WeakMap<Endpoint, string>();
 
   private constructor(
     private db: ClassicLevel<string, string>,
@@ -151,24 +153,23 @@ export class LevelJournal implements Journal {
       this.stageRewrite(batch, service);
       return;
     }
-    // Copies of the touched buckets only, so the undo can put the old ones back.
-    const copied = new Map<number, Set<string>>();
+    // Copies of the touched buckets only (once a batch), so the undo can put the old ones back.
     const bucket = (key: string): Set<string> => {
       const b = bucketOf(key, current.length);
-      let set = copied.get(b);
-      if (!set) {
-        copied.set(b, (set = new Set(current[b])));
-        const old = current[b];
-        batch.onRollback(() => {
-          if (old) current[b] = old;
-        });
-        current[b] = set;
-        batch.dirty(name, b);
-      }
+      const old = current[b];
+      if (old && batch.owned.has(old)) return old;
+      const set = new Set(old);
+      batch.owned.add(set);
+      batch.onRollback(() => {
+        if (old) current[b] = old;
+      });
+      current[b] = set;
+      batch.dirty(name, b);
       return set;
     };
     for (const ep of upserts) bucket(endpointKey(ep)).add(endpointKey(ep));
     for (const key of removals) bucket(key).delete(key);
+    batch.patched.add(name);
     batch.row(service);
   }
 
@@ -199,6 +200,7 @@ export class LevelJournal implements Journal {
     revision: number,
     rows: ReadonlyMap<string, HeldService | undefined>,
     dirty: ReadonlyMap<string, Set<number>>,
+    patched: ReadonlySet<string>,
   ): Promise<void> {
     await this.usable();
     const batch = this.db.batch();
@@ -212,7 +214,8 @@ export class LevelJournal implements Journal {
       const sets = this.buckets.get(name);
       for (const b of buckets) {
         const keys = sets?.[b];
-        if (service && keys && keys.size > 0) batch.put(bucketKey(name, b), this.bucketValue(service, keys));
+        if (service && keys && keys.size > 0)
+          batch.put(bucketKey(name, b), this.bucketValue(service, keys, patched.has(name)));
         else batch.del(bucketKey(name, b));
       }
     }
@@ -265,13 +268,25 @@ export class LevelJournal implements Journal {
     return storeError(this.dir, err);
   }
 
-  private bucketValue(service: HeldService, keys: ReadonlySet<string>): string {
-    const list: Endpoint[] = [];
+  /**
+   * A bucket's JSON. For a bucket written because of a PATCH, each endpoint's
+   * JSON is kept (by endpoint object, so a replaced endpoint's goes with it):
+   * a service patched again and again rewrites its buckets by joining strings
+   * instead of encoding a few hundred endpoints per commit.
+   */
+  private bucketValue(service: HeldService, keys: ReadonlySet<string>, keep: boolean): string {
+    const parts: string[] = [];
     for (const k of keys) {
       const ep = service.endpoints.get(k);
-      if (ep) list.push(ep);
+      if (!ep) continue;
+      let json = this.endpointJson.get(ep);
+      if (json === undefined) {
+        json = JSON.stringify(ep);
+        if (keep) this.endpointJson.set(ep, json);
+      }
+      parts.push(json);
     }
-    return JSON.stringify(list);
+    return `[${parts.join(',')}]`;
   }
 
   private rowValue(s: HeldService, buckets: number): string {
@@ -295,6 +310,10 @@ export class LevelJournal implements Journal {
 class LevelBatch implements JournalBatch {
   private readonly rows = new Map<string, HeldService | undefined>();
   private readonly dirtyBuckets = new Map<string, Set<number>>();
+  /** Services written by a patch of some of their endpoints. */
+  readonly patched = new Set<string>();
+  /** Bucket sets copied in this batch: later patches of the batch change them in place. */
+  readonly owned = new WeakSet<Set<string>>();
   private readonly undo: (() => void)[] = [];
   private revision = 0;
   size = 0;
@@ -317,7 +336,7 @@ class LevelBatch implements JournalBatch {
   }
 
   commit(): Promise<void> {
-    return this.journal.commit(this.revision, this.rows, this.dirtyBuckets);
+    return this.journal.commit(this.revision, this.rows, this.dirtyBuckets, this.patched);
   }
 
   rollback(): void {

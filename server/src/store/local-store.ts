@@ -6,8 +6,8 @@
  * Writes are applied one at a time, in arrival order, each against the state
  * the writes before it left (a read-modify-write never loses another's
  * change), and committed in groups: the writes that arrive while one durable
- * write is in flight are applied in memory and share the next one (group
- * commit). A write is acknowledged, and watchers hear of it, only after its
+ * write is in flight wait for it, then are applied in memory and share the
+ * next one (group commit). A write is acknowledged, and watchers hear of it, only after its
  * group is durable; a group whose commit fails is undone and each of its
  * writes rejected. `get` may see a group whose commit is in flight; `list`
  * waits for it, so a snapshot and the watch that follows it are durable.
