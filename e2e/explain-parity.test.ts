@@ -86,6 +86,23 @@ describe('canopy explain and the client it explains', () => {
     assert.equal(x.client.cluster, 'c2');
     assert.equal(x.endpoints.find((e) => e.address === '10.1.0.2')?.priority, 0);
     assert.equal(x.endpoints.find((e) => e.address === '10.1.0.1')?.priority, 1);
+    // A client whose node carries only those labels (no NETWORK/CLUSTER_ID) gets what explain says.
+    const ads = new RawAdsStream(canopy.xdsUri);
+    streams.push(ads);
+    const labels = { 'topology.istio.io/network': 'n2' };
+    const fields = Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, { stringValue: v }]));
+    ads.send({
+      node: { id: 'istio-labels', metadata: { fields: { labels: { structValue: { fields } } } } },
+      type_url: EDS,
+      resource_names: ['reviews'],
+    });
+    const res = await ads.next(10_000);
+    const type = envoyType('envoy.config.endpoint.v3.ClusterLoadAssignment');
+    const cla = type.toObject(type.decode(res.resources[0]!.value)) as DecodedCla;
+    const p0 = (cla.endpoints ?? [])
+      .filter((g) => (g.priority ?? 0) === 0)
+      .flatMap((g) => (g.lb_endpoints ?? []).map((e) => e.endpoint?.address?.socket_address?.address));
+    assert.deepEqual(p0, ['10.1.0.2']);
   });
 
   it('a proposal for another host is flagged; an overprovisioning-factor change is listed', async () => {

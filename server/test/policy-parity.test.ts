@@ -300,3 +300,28 @@ ${endpoints}`;
     ok(imp('istio', entry('STATIC', '  endpoints: [{ address: 10.0.0.1 }]\n')));
   });
 });
+
+describe('ServiceEntry ports', () => {
+  it('endpoints receive traffic on targetPort (default number), unless they name their own port', () => {
+    const r = imp(
+      'istio',
+      `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: { name: s }
+spec:
+  hosts: [s]
+  ports: [{ number: 80, name: http, protocol: HTTP, targetPort: 8080 }]
+  endpoints:
+    - { address: 10.0.0.1 }
+    - { address: 10.0.0.2, ports: { http: 9090 } }
+`,
+    );
+    const [s] = ok(r).services;
+    assert.equal(s!.port, 80);
+    assert.deepEqual(
+      s!.endpoints.map((e) => e.port),
+      [8080, 9090],
+    );
+    assert.ok(r.notes.some((n) => n.path === 'in.yaml[0].spec.ports[0].protocol'));
+  });
+});

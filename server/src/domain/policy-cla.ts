@@ -171,8 +171,19 @@ function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, wo
   }
 }
 
+/** valuesByLevel per tree, until its shape (the set of nodes) changes: a cache hit stays cheap. */
+const levelValues = new WeakMap<LocalityTree, { readonly shape: number; readonly values: Set<string>[] }>();
+
 /** The values present at each tree level (index 0 = depth 1). */
 function valuesByLevel(tree: LocalityTree): Set<string>[] {
+  const held = levelValues.get(tree);
+  if (held?.shape === tree.shape) return held.values;
+  const values = collectLevelValues(tree);
+  levelValues.set(tree, { shape: tree.shape, values });
+  return values;
+}
+
+function collectLevelValues(tree: LocalityTree): Set<string>[] {
   const out = Array.from({ length: tree.levels }, () => new Set<string>());
   const visit = (n: TreeNode): void => {
     for (const c of n.orderedChildren()) {

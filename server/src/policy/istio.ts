@@ -175,6 +175,18 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
   const first = ports[0];
   const port = isObject(first) && typeof first['number'] === 'number' ? first['number'] : undefined;
   const portName = isObject(first) && typeof first['name'] === 'string' ? first['name'] : undefined;
+  // Istio: endpoints receive traffic on targetPort, which defaults to number.
+  const target = isObject(first) && typeof first['targetPort'] === 'number' ? first['targetPort'] : port;
+  ports.forEach((x, i) => {
+    const pp = join(join(path, 'ports'), i);
+    const o = obj(f, x, pp);
+    if (!o) return;
+    f.keys(o, pp, ['number', 'name', 'targetPort'], {
+      protocol: 'the protocol is not part of locality load balancing',
+    });
+    if (typeof o['number'] !== 'number')
+      f.error(join(pp, 'number'), `must be a port number, got ${describe(o['number'])}`);
+  });
   if (ports.length > 1) f.note(join(path, 'ports'), `only the first port (${port}) is imported`);
   const raw = spec['endpoints'] === undefined ? [] : (list(f, spec['endpoints'], join(path, 'endpoints')) ?? []);
   const endpoints: Obj[] = [];
@@ -196,8 +208,8 @@ function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string
       return;
     }
     const labels = labelsOf(f, o['labels'], join(p, 'labels'));
-    const epPorts = isObject(o['ports']) ? o['ports'] : {};
-    const epPort = (portName !== undefined ? epPorts[portName] : undefined) ?? port;
+    const epPorts = o['ports'] === undefined ? {} : (obj(f, o['ports'], join(p, 'ports')) ?? {});
+    const epPort = (portName !== undefined ? epPorts[portName] : undefined) ?? target;
     if (typeof epPort !== 'number') {
       f.error(join(p, 'ports'), "no port: give spec.ports[0].number or this endpoint's ports");
       return;

@@ -112,7 +112,11 @@ function readDataplane(f: Findings, doc: Obj, at: string, out: Map<string, Obj[]
     if (!service) return void f.error(join(p, 'tags'), 'needs a kuma.io/service tag');
     const addr = inbound['address'] === undefined ? address : str(f, inbound['address'], join(p, 'address'));
     if (addr === undefined) return void f.error(join(np, 'address'), 'needs an address');
-    const ready = isObject(inbound['health']) ? inbound['health']['ready'] : undefined;
+    const health = inbound['health'] === undefined ? {} : (obj(f, inbound['health'], join(p, 'health')) ?? {});
+    f.keys(health, join(p, 'health'), ['ready']);
+    const ready = health['ready'];
+    if (ready !== undefined && typeof ready !== 'boolean')
+      f.error(join(p, 'health.ready'), `must be true or false, got ${describe(ready)}`);
     const list = out.get(service) ?? [];
     out.set(service, list);
     list.push({

@@ -40,6 +40,9 @@ export function placementOf(node: NodeInfo | undefined): Client {
   const md = node?.metadata ?? {};
   const outbound = str(md[OUTBOUND_ADDRESS_KEY]);
   const virtualPort = port(md[VIRTUAL_OUTBOUND_PORT_KEY]);
+  const nodeLabels = labels(md['labels']) ?? labels(md['LABELS']) ?? {};
+  // Istio's topology labels name the network and cluster when NETWORK/CLUSTER_ID are not set (as explain reads them).
+  const label = (k: string) => (Object.hasOwn(nodeLabels, k) ? nodeLabels[k] : undefined);
   return {
     kind: clientKindOf(node),
     ...(outbound !== undefined && isIp(outbound) ? { outboundAddress: outbound } : {}),
@@ -49,10 +52,10 @@ export function placementOf(node: NodeInfo | undefined): Client {
       zone: node?.locality.zone ?? '',
       subzone: node?.locality.subzone ?? '',
     },
-    network: str(md['network']) ?? str(md['NETWORK']) ?? '',
+    network: str(md['network']) ?? str(md['NETWORK']) ?? label('topology.istio.io/network') ?? '',
     node: str(md['node']) ?? str(md['NODE_NAME']) ?? '',
-    cluster: str(md['cluster']) ?? str(md['CLUSTER_ID']) ?? '',
-    labels: labels(md['labels']) ?? labels(md['LABELS']) ?? {},
+    cluster: str(md['cluster']) ?? str(md['CLUSTER_ID']) ?? label('topology.istio.io/cluster') ?? '',
+    labels: nodeLabels,
   };
 }
 
