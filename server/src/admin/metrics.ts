@@ -206,7 +206,7 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
 }
 
 /** Store write durations and failures by operation; the label set is the Store's write methods. */
-const STORE_WRITES = ['put', 'putMany', 'patchEndpoints', 'delete'] as const;
+const STORE_WRITES = ['put', 'putMany', 'patchEndpoints', 'editEndpoints', 'delete'] as const;
 
 export function instrumentStore(store: Store, registry: Registry): Store {
   const registers = [registry];
@@ -227,11 +227,12 @@ export function instrumentStore(store: Store, registry: Registry): Store {
     seconds.zero({ op });
     failures.inc({ op }, 0);
   }
-  // Reads go to the store itself (through the prototype); the four writes are wrapped.
-  const timed = Object.create(store) as Record<string, unknown>;
+  // The writes are wrapped; everything else is the store's own, called on the store itself (a method called on a
+  // wrapper object would keep its state there, apart from the store's).
+  const timed = new Map<string | symbol, (...args: unknown[]) => Promise<unknown>>();
   for (const op of STORE_WRITES) {
     const write = (store[op] as (...args: unknown[]) => Promise<unknown>).bind(store);
-    timed[op] = async (...args: unknown[]) => {
+    timed.set(op, async (...args: unknown[]) => {
       const end = seconds.startTimer({ op });
       try {
         return await write(...args);
@@ -241,9 +242,16 @@ export function instrumentStore(store: Store, registry: Registry): Store {
       } finally {
         end();
       }
-    };
+    });
   }
-  return timed as unknown as Store;
+  return new Proxy(store, {
+    get(target, prop) {
+      const wrapped = timed.get(prop);
+      if (wrapped) return wrapped;
+      const value = Reflect.get(target, prop, target) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** Config-file loads and reloads: result counts and the time of the last success. */

@@ -148,6 +148,12 @@ function kumaDocuments(v: Vector): object[] {
   return Object.keys(awareness).length || p['disabled'] !== undefined ? [strategy, ...dataplanes] : dataplanes;
 }
 
+function clusterIpOf(id: string): string {
+  let h = 0;
+  for (const c of id) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  return `10.96.${(h >>> 8) % 256}.${(h % 254) + 1}`;
+}
+
 function k8sDocuments(v: Vector): object[] {
   return [
     {
@@ -157,7 +163,8 @@ function k8sDocuments(v: Vector): object[] {
       spec: {
         selector: { app: v.id },
         ports: [{ port: 80, targetPort: 8080 }],
-        clusterIP: '10.96.0.10',
+        // One ClusterIP per Service, as a cluster assigns them: two services on one VIP:port are refused.
+        clusterIP: clusterIpOf(v.id),
         ...(v.policy['trafficDistribution'] ? { trafficDistribution: v.policy['trafficDistribution'] } : {}),
         ...(v.policy['internalTrafficPolicy'] ? { internalTrafficPolicy: v.policy['internalTrafficPolicy'] } : {}),
       },
