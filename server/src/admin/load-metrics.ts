@@ -17,20 +17,35 @@ export function registerLoadMetrics(registry: Registry, load: LoadController): v
       .loadAwareServices()
       .map((service) => ({ service, report: load.report(service) }))
       .filter((r): r is { service: string; report: NonNullable<ReturnType<LoadController['report']>> } => !!r.report);
-  new Gauge({
-    name: 'canopy_load_offered_rps',
-    help: 'Requests per second clients report sending to a load-aware service (smoothed)',
-    labelNames: ['service'],
-    registers,
-    collect() {
-      this.reset();
-      for (const { service, report } of reports())
-        this.set(
-          { service },
-          report.clientNodes.reduce((s, n) => s + n.offeredRps, 0),
-        );
-    },
-  });
+  type Report = NonNullable<ReturnType<LoadController['report']>>;
+  /** A gauge with one value per load-aware service, read from its last interval. */
+  const perService = (name: string, help: string, value: (r: Report) => number): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['service'],
+      registers,
+      collect() {
+        this.reset();
+        for (const { service, report } of reports()) this.set({ service }, value(report));
+      },
+    });
+  };
+  perService(
+    'canopy_load_offered_rps',
+    'Requests per second clients report sending to a load-aware service (smoothed)',
+    (r) => r.clientNodes.reduce((s, n) => s + n.offeredRps, 0),
+  );
+  perService(
+    'canopy_load_capacity_rps',
+    'Capacity of a load-aware service (healthy endpoints × capacityRps × utilizationTarget, drained localities excluded)',
+    (r) => r.localities.reduce((s, l) => s + l.capacityRps, 0),
+  );
+  perService(
+    'canopy_load_spill_fraction',
+    "Fraction of a load-aware service's offered load that its weights send past each client node's nearest tier",
+    (r) => r.spillFraction,
+  );
   new Gauge({
     name: 'canopy_load_landed_rps',
     help: 'Requests per second clients report landing on each backend locality of a load-aware service (smoothed)',
@@ -44,30 +59,6 @@ export function registerLoadMetrics(registry: Registry, load: LoadController): v
         const rest = byLoad.slice(MAX_LOCALITIES).reduce((s, [, v]) => s + v, 0);
         if (rest > 0) this.set({ service, locality: 'other' }, rest);
       }
-    },
-  });
-  new Gauge({
-    name: 'canopy_load_capacity_rps',
-    help: 'Capacity of a load-aware service (healthy endpoints × capacityRps × utilizationTarget, drained localities excluded)',
-    labelNames: ['service'],
-    registers,
-    collect() {
-      this.reset();
-      for (const { service, report } of reports())
-        this.set(
-          { service },
-          report.localities.reduce((s, l) => s + l.capacityRps, 0),
-        );
-    },
-  });
-  new Gauge({
-    name: 'canopy_load_spill_fraction',
-    help: "Fraction of a load-aware service's offered load that its weights send past each client node's nearest tier",
-    labelNames: ['service'],
-    registers,
-    collect() {
-      this.reset();
-      for (const { service, report } of reports()) this.set({ service }, report.spillFraction);
     },
   });
 }
