@@ -163,12 +163,22 @@ describe('the web view at 500 localities and 10,000 endpoints', () => {
       const inline = phone.locator('li.explain-inline #explain h3');
       await inline.waitFor({ timeout: 10_000 });
       assert.match((await inline.textContent()) ?? '', /A client at r9 \/ r9-z4/);
+      // Both boxes read in one frame (a refresh can re-render the tree between two separate reads), until they agree.
+      const under = `(() => {
+        const row = document.querySelector('li.node[data-path="r9/r9-z4"]');
+        const ex = document.querySelector('li.explain-inline');
+        if (!row || !ex) return false;
+        const a = row.getBoundingClientRect();
+        const b = ex.getBoundingClientRect();
+        return b.top >= a.bottom - 1 && b.top < a.bottom + 40;
+      })()`;
+      const placed = await phone.waitForFunction(under, undefined, { timeout: 10_000 }).then(
+        () => true,
+        () => false,
+      );
       const node = (await zone.boundingBox())!;
       const box = (await phone.locator('li.explain-inline').boundingBox())!;
-      assert.ok(
-        box.y >= node.y + node.height - 1 && box.y < node.y + node.height + 40,
-        `under the node: ${box.y} vs ${node.y + node.height}`,
-      );
+      assert.ok(placed, `under the node: ${box.y} vs ${node.y + node.height}`);
     } finally {
       await phone.close();
     }

@@ -112,11 +112,12 @@ describe('lazy xDS in the sessions', () => {
       typeUrl: LISTENER_TYPE,
       responseNonce: '',
     }).responses[0]!;
-    assert.deepEqual(lds.names, ['svc-1']);
+    // The demanded service's listener, and the virtual outbound listener every transparent-capture sidecar gets.
+    assert.deepEqual(lds.names, ['svc-1', 'outbound|virtual']);
     const cds = handleNow(s, { versionInfo: '', resourceNames: ['svc-5'], typeUrl: CLUSTER_TYPE, responseNonce: '' });
     assert.deepEqual(sotwNames(cds.responses[0]), ['svc-5']);
     assert.deepEqual(s.takeDue(), [LISTENER_TYPE]);
-    assert.deepEqual([...s.respond(LISTENER_TYPE, false)!.names].sort(), ['svc-1', 'svc-5']);
+    assert.deepEqual([...s.respond(LISTENER_TYPE, false)!.names].sort(), ['outbound|virtual', 'svc-1', 'svc-5']);
   });
 
   it('delta: on-demand names join, leave after the unused timeout, and survive a reconnect', () => {
