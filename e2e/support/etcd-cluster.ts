@@ -5,9 +5,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort, healthy } from './etcd-process.js';
 
 export interface EtcdMember {
   readonly name: string;
@@ -30,7 +30,9 @@ process.once('exit', () => {
 
 export async function startEtcdCluster(size = 3): Promise<EtcdCluster> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-etcd-cluster-'));
-  const ports = await Promise.all(Array.from({ length: size }, async () => [await freePort(), await freePort()] as const));
+  const ports = await Promise.all(
+    Array.from({ length: size }, async () => [await freePort(), await freePort()] as const),
+  );
   const names = ports.map((_, i) => `m${i}`);
   const initialCluster = ports.map(([, peer], i) => `${names[i]}=http://127.0.0.1:${peer}`).join(',');
   const members = ports.map(([client, peer], i) => member(names[i]!, dir, client, peer, initialCluster));
@@ -56,15 +58,24 @@ function member(name: string, dir: string, clientPort: number, peerPort: number,
       const c = spawn(
         'etcd',
         [
-          '--name', name,
-          '--data-dir', path.join(dir, name),
-          '--listen-client-urls', `http://${endpoint}`,
-          '--advertise-client-urls', `http://${endpoint}`,
-          '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
-          '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-          '--initial-cluster', initialCluster,
-          '--initial-cluster-state', 'new',
-          '--initial-cluster-token', path.basename(dir),
+          '--name',
+          name,
+          '--data-dir',
+          path.join(dir, name),
+          '--listen-client-urls',
+          `http://${endpoint}`,
+          '--advertise-client-urls',
+          `http://${endpoint}`,
+          '--listen-peer-urls',
+          `http://127.0.0.1:${peerPort}`,
+          '--initial-advertise-peer-urls',
+          `http://127.0.0.1:${peerPort}`,
+          '--initial-cluster',
+          initialCluster,
+          '--initial-cluster-state',
+          'new',
+          '--initial-cluster-token',
+          path.basename(dir),
         ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       );
@@ -96,24 +107,4 @@ function member(name: string, dir: string, clientPort: number, peerPort: number,
       });
     },
   };
-}
-
-async function healthy(endpoint: string): Promise<boolean> {
-  try {
-    const r = await fetch(`http://${endpoint}/health`, { signal: AbortSignal.timeout(1000) });
-    return r.ok;
-  } catch {
-    return false;
-  }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }

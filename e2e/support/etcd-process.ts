@@ -42,15 +42,23 @@ export async function startEtcd(): Promise<EtcdProcess> {
     const c = spawn(
       'etcd',
       [
-        '--name', 'canopy-test',
-        '--data-dir', path.join(dir, 'data'),
-        '--listen-client-urls', `http://${endpoint}`,
-        '--advertise-client-urls', `http://${endpoint}`,
-        '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
-        '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-        '--initial-cluster', `canopy-test=http://127.0.0.1:${peerPort}`,
+        '--name',
+        'canopy-test',
+        '--data-dir',
+        path.join(dir, 'data'),
+        '--listen-client-urls',
+        `http://${endpoint}`,
+        '--advertise-client-urls',
+        `http://${endpoint}`,
+        '--listen-peer-urls',
+        `http://127.0.0.1:${peerPort}`,
+        '--initial-advertise-peer-urls',
+        `http://127.0.0.1:${peerPort}`,
+        '--initial-cluster',
+        `canopy-test=http://127.0.0.1:${peerPort}`,
         // Room for large services: one transaction carries every endpoint of a PUT (etcd's default --max-txn-ops suffices).
-        '--max-request-bytes', String(64 * 1024 * 1024),
+        '--max-request-bytes',
+        String(64 * 1024 * 1024),
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
@@ -93,7 +101,8 @@ export async function startEtcd(): Promise<EtcdProcess> {
   };
 }
 
-async function healthy(endpoint: string): Promise<boolean> {
+/** Whether an etcd member answers its /health. */
+export async function healthy(endpoint: string): Promise<boolean> {
   try {
     const r = await fetch(`http://${endpoint}/health`, { signal: AbortSignal.timeout(1000) });
     return r.ok;
@@ -102,7 +111,7 @@ async function healthy(endpoint: string): Promise<boolean> {
   }
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
