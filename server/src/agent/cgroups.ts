@@ -1,8 +1,8 @@
 /**
- * cgroup v2 facts the datapath needs about a directory: the kernel's id of it
- * and its level in the hierarchy.
+ * cgroup v2 facts the datapath needs about a directory: that it is one, the
+ * kernel's id of it and its level in the hierarchy.
  */
-import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 /**
@@ -26,4 +26,21 @@ export function cgroupId(dir: string): bigint {
   const st = statSync(dir, { bigint: true });
   if (!st.isDirectory()) throw new Error(`cgroup ${dir} is not a directory`);
   return st.ino;
+}
+
+/** statfs f_type of a cgroup v2 filesystem (linux/magic.h). */
+const CGROUP2_SUPER_MAGIC = 0x63677270;
+
+/** Throws, naming the flag, unless `dir` is a directory of a cgroup v2 hierarchy. */
+export function assertCgroupDir(dir: string): void {
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+    throw new Error(`--cgroup ${dir} is not a directory (a cgroup v2 directory is required)`);
+  }
+  const fsType = statfsSync(dir).type;
+  if (fsType !== CGROUP2_SUPER_MAGIC) {
+    throw new Error(
+      `--cgroup ${dir} is not a cgroup v2 directory (its filesystem type is 0x${fsType.toString(16)}, not cgroup2): ` +
+        'name a directory of the cgroup v2 hierarchy, e.g. /sys/fs/cgroup or a cgroup under it',
+    );
+  }
 }

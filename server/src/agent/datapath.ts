@@ -4,13 +4,13 @@
  * maps. Restart-safe: maps and the program are pinned, so a new agent picks
  * up the state the last one left and the datapath keeps serving meanwhile.
  */
-import { existsSync, mkdirSync, readdirSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { type Placement } from '../domain/locality.js';
 import { DEFAULT_MAX, LAYOUT, MAP, PROGRAM, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
-import { cgroupId, cgroupLevel } from './cgroups.js';
+import { assertCgroupDir, cgroupId, cgroupLevel } from './cgroups.js';
 import { deleteKeys, mapFds, servicesFd, writeBatch, type Fds } from './map-writes.js';
 import { uninstall } from './pins.js';
 import {
@@ -35,8 +35,6 @@ import {
 
 export type { Workload };
 
-/** statfs f_type of a cgroup v2 filesystem (linux/magic.h). */
-const CGROUP2_SUPER_MAGIC = 0x63677270;
 
 export interface DatapathOptions {
   /** bpffs directory for pins, e.g. /sys/fs/bpf/canopy */
@@ -129,16 +127,7 @@ export class Datapath {
     const old = kernelTooOld(os.release());
     if (old) throw new Error(old);
     const bpf = loadAddon();
-    if (!existsSync(opts.cgroup) || !statSync(opts.cgroup).isDirectory()) {
-      throw new Error(`--cgroup ${opts.cgroup} is not a directory (a cgroup v2 directory is required)`);
-    }
-    const fsType = statfsSync(opts.cgroup).type;
-    if (fsType !== CGROUP2_SUPER_MAGIC) {
-      throw new Error(
-        `--cgroup ${opts.cgroup} is not a cgroup v2 directory (its filesystem type is 0x${fsType.toString(16)}, not cgroup2): ` +
-          'name a directory of the cgroup v2 hierarchy, e.g. /sys/fs/cgroup or a cgroup under it',
-      );
-    }
+    assertCgroupDir(opts.cgroup);
     // Nothing pinned yet: if the install fails halfway, whatever it pinned or attached is undone.
     const fresh = !existsSync(opts.pinDir) || readdirSync(opts.pinDir).length === 0;
     mkdirSync(opts.pinDir, { recursive: true });

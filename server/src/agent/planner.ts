@@ -19,10 +19,8 @@ import type { TreeMessage } from '../resources/tree-codec.js';
 import {
   ALT_LEVEL,
   LAYOUT,
-  MAX_DEPTH,
   MAX_SCOPES,
   MODE,
-  pathHash,
   SCOPE_FIRST_DYNAMIC,
   SCOPE_REGION,
   SCOPE_SUBZONE,
@@ -30,7 +28,6 @@ import {
   SVC_WEIGHTED,
   svcKey,
   svcValue,
-  valueHash,
   writeBackend,
   writeNode,
   writeNodeKey,
@@ -39,6 +36,7 @@ import {
 } from './abi.js';
 import { fullLayout, inPlace, keyIp, keyPort, type Layout } from './in-place.js';
 import { mergedTree } from './merged-tree.js';
+import { checkTree, mergedPaths, nodePaths, siblingClash, weights } from './tree-shape.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 
 export const FIXED_SCOPES: ReadonlyMap<string, number> = new Map([
@@ -350,18 +348,6 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
   };
 }
 
-function weights(backends: TreeMessage['backends']): { weighted: boolean; totalWeight: number } {
-  let weighted = false;
-  let totalWeight = 0;
-  const first = backends[0]?.weight;
-  for (let i = 0; i < backends.length; i++) {
-    const w = backends[i]!.weight;
-    totalWeight += w;
-    if (w !== first) weighted = true;
-  }
-  return { weighted, totalWeight };
-}
-
 function sameSlots(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((s, i) => s === b[i]);
 }
@@ -382,52 +368,6 @@ function patchOf(
     writeBackend(previous, i * vs, keyIp(w.previous[i]!), keyPort(w.previous[i]!));
   });
   return { service, keys, values, previous, count };
-}
-
-/** The first problem of a tree on its own, or undefined. */
-function checkTree(t: TreeMessage): string | undefined {
-  if (t.vip === 0 && !t.vip6) return 'vip is 0.0.0.0';
-  if (t.port < 1 || t.port > 65535) return `port ${t.port} is not 1..65535`;
-  if (t.scopes.length > MAX_DEPTH) return `scopes has ${t.scopes.length} levels, at most ${MAX_DEPTH}`;
-  return undefined;
-}
-
-/** Each node's level (1-based; the root 0) and path hash (the key the kernel looks it up by). */
-export function nodePaths(t: TreeMessage): { level: Int32Array; hash: bigint[] } {
-  const level = new Int32Array(t.nodes.length);
-  const hash: bigint[] = [0n];
-  for (let i = 1; i < t.nodes.length; i++) {
-    const node = t.nodes[i]!;
-    level[i] = level[node.parent]! + 1;
-    hash[i] = pathHash(hash[node.parent]!, valueHash(node.value));
-  }
-  return { level, hash };
-}
-
-/** The same for the merged tree of a network-first service: levels 2.., paths from below the network. */
-function mergedPaths(m: ReturnType<typeof mergedTree>): { level: Int32Array; hash: bigint[] } {
-  const level = new Int32Array(m.nodes.length);
-  const hash: bigint[] = [];
-  m.nodes.forEach((n, j) => {
-    level[j] = n.parent < 0 ? 2 : level[n.parent]! + 1;
-    hash[j] = pathHash(n.parent < 0 ? 0n : hash[n.parent]!, valueHash(n.value));
-  });
-  return { level, hash };
-}
-
-/** Two nodes of a level whose paths hash alike would be one node in the kernel. */
-function siblingClash(t: TreeMessage): string | undefined {
-  const seen = new Map<string, number>();
-  const paths = nodePaths(t);
-  for (let i = 1; i < t.nodes.length; i++) {
-    const key = `${paths.level[i]}/${paths.hash[i]}`;
-    const other = seen.get(key);
-    if (other !== undefined) {
-      return `nodes[${i}] value ${JSON.stringify(t.nodes[i]!.value)} has the path hash of nodes[${other}] ${JSON.stringify(t.nodes[other]!.value)}`;
-    }
-    seen.set(key, i);
-  }
-  return undefined;
 }
 
 /**
