@@ -37,6 +37,10 @@ int main(void)
 	FIELD(canopy_test_ctx, cgroup); FIELD(canopy_test_ctx, rand); FIELD(canopy_test_ctx, verdict);
 	FIELD(canopy_test_ctx, ip); FIELD(canopy_test_ctx, bport); FIELD(canopy_test_ctx, pad2);
 	FIELD(canopy_test_ctx, matched); FIELD(canopy_test_ctx, lookups); FIELD(canopy_test_ctx, pad3); END();
+	BEGIN(canopy_spill_key); FIELD(canopy_spill_key, vip); FIELD(canopy_spill_key, port); FIELD(canopy_spill_key, family);
+	FIELD(canopy_spill_key, level); FIELD(canopy_spill_key, path); END();
+	BEGIN(canopy_spill_target); FIELD(canopy_spill_target, level); FIELD(canopy_spill_target, cum); FIELD(canopy_spill_target, path); END();
+	BEGIN(canopy_spill); FIELD(canopy_spill, count); FIELD(canopy_spill, total); FIELD(canopy_spill, target); END();
 	printf("},\"constants\":{\"CANOPY_MAX_DEPTH\":%d", CANOPY_MAX_DEPTH);
 	CONST(CANOPY_MAX_SCOPES); CONST(CANOPY_SCOPE_REGION); CONST(CANOPY_SCOPE_ZONE); CONST(CANOPY_SCOPE_SUBZONE);
 	CONST(CANOPY_SCOPE_FIRST_DYNAMIC); CONST(CANOPY_MAX_SERVICES); CONST(CANOPY_MAX_NODES); CONST(CANOPY_MAX_ENDPOINTS);
@@ -45,6 +49,7 @@ int main(void)
 	CONST(CANOPY_SVC_WEIGHTED); CONST(CANOPY_WEIGHT_STEPS); CONST(CANOPY_REVNAT_SLOTS);
 	printf(",\"CANOPY_ALT_LEVEL\":%u", CANOPY_ALT_LEVEL);
 	CONST(CANOPY_PASS); CONST(CANOPY_REWRITE); CONST(CANOPY_REFUSE);
+	CONST(CANOPY_SVC_SPILL); CONST(CANOPY_SPILL_TARGETS); CONST(CANOPY_MAX_SPILLS);
 	printf("}}\n");
 	return 0;
 }

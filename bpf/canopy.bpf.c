@@ -93,13 +93,120 @@ struct {
 	__type(value, struct canopy_revnat);
 } canopy_revnat SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CANOPY_MAX_SPILLS);
+	__type(key, struct canopy_spill_key);
+	__type(value, struct canopy_spill);
+} canopy_spill SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CANOPY_MAX_SPILLS);
+	__type(key, struct canopy_spill_key);
+	__type(value, __u64);
+} canopy_spill_cnt SEC(".maps");
+
 struct canopy_result {
 	__u32 ip;
 	__u16 port;
 	__u32 matched;
 	__u32 lookups;
 	__u32 slot; /* the chosen endpoint slot */
+	/* The service's VIP (canopy_spill_key): set by the caller before the pick. */
+	__u32 vip[4];
+	__u16 vport;
+	__u16 family;
 };
+
+/* In and out of canopy_spill_pick. */
+struct canopy_spill_io {
+	__u32 vip[4];
+	__u16 port;
+	__u16 family;
+	__u32 tree;
+	__u32 matched; /* the walk's deepest node with backends: its level (0: none, the root) */
+	__u32 rnd;
+	__u32 live; /* count the connect in canopy_spill_cnt */
+	/* out */
+	__u32 picked; /* 1: start and count are the chosen leaf's */
+	__u32 start;
+	__u32 count;
+	__u32 rnd_next; /* what is left of rnd after the draw, for the endpoint pick */
+	__u32 lookups;
+};
+
+/*
+ * Load-aware services (CANOPY_SVC_SPILL): the caller's node's spill, one
+ * random draw against its cumulative weights (a bounded scan of at most
+ * CANOPY_SPILL_TARGETS), and the chosen leaf's range in the service's
+ * current tree; then the connect is counted by the node it is picked from.
+ * A global function, so the verifier checks it once.
+ */
+__attribute__((noinline)) int canopy_spill_pick(const struct canopy_svc *svc, const struct canopy_locality *loc,
+						 struct canopy_spill_io *io)
+{
+	struct canopy_spill_key key = {};
+	struct canopy_node_key nkey = {};
+	struct canopy_spill *sp;
+	struct canopy_node *node;
+	__u64 h = 0, *cnt, one = 1;
+	__u32 i, j, total, n, r;
+
+	if (!svc || !loc || !io)
+		return 0;
+	for (i = 0; i < CANOPY_MAX_DEPTH; i++) {
+		if (i >= io->matched)
+			break;
+		h = (h ^ loc->value[svc->level_scope[i] & (CANOPY_MAX_SCOPES - 1)]) * CANOPY_PATH_PRIME;
+	}
+	key.vip[0] = io->vip[0];
+	key.vip[1] = io->vip[1];
+	key.vip[2] = io->vip[2];
+	key.vip[3] = io->vip[3];
+	key.port = io->port;
+	key.family = io->family;
+	key.level = io->matched;
+	key.path = h;
+	io->lookups++;
+	sp = bpf_map_lookup_elem(&canopy_spill, &key);
+	if (sp) {
+		total = sp->total;
+		n = sp->count;
+		if (total > 0 && n > 0) {
+			r = io->rnd % total;
+			for (j = 0; j < CANOPY_SPILL_TARGETS - 1; j++) {
+				if (j + 1 >= n || sp->target[j].cum > r)
+					break;
+			}
+			j &= CANOPY_SPILL_TARGETS - 1;
+			nkey.tree = io->tree;
+			nkey.level = sp->target[j].level;
+			nkey.value = sp->target[j].path;
+			io->lookups++;
+			node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
+			if (node && node->count > 0) {
+				io->picked = 1;
+				io->start = node->start;
+				io->count = node->count;
+				io->rnd_next = io->rnd / total;
+				key.level = nkey.level;
+				key.path = nkey.value;
+			}
+		}
+	}
+	if (!io->live)
+		return 0;
+	io->lookups++;
+	cnt = bpf_map_lookup_elem(&canopy_spill_cnt, &key);
+	if (cnt)
+		*cnt += 1;
+	else
+		bpf_map_update_elem(&canopy_spill_cnt, &key, &one, BPF_NOEXIST);
+	return 0;
+}
 
 /*
  * A weighted pick in the layout at `base`, range [base + start, + count):
@@ -319,6 +426,28 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 			if (w.alt)
 				base = svc.alt_base;
 		}
+		if ((svc.flags & CANOPY_SVC_SPILL) && !w.alt) {
+			struct canopy_spill_io io = {};
+
+			io.vip[0] = res->vip[0];
+			io.vip[1] = res->vip[1];
+			io.vip[2] = res->vip[2];
+			io.vip[3] = res->vip[3];
+			io.port = res->vport;
+			io.family = res->family;
+			io.tree = svc.tree;
+			io.matched = w.matched;
+			io.rnd = live ? bpf_get_prandom_u32() : rnd;
+			io.live = live ? 1 : 0;
+			canopy_spill_pick(&svc, loc, &io);
+			res->lookups += io.lookups;
+			if (io.picked) {
+				res->matched = w.matched;
+				start = io.start;
+				count = io.count;
+				rnd = io.rnd_next;
+			}
+		}
 	}
 
 	if (svc.mode == CANOPY_MODE_STRICT && res->matched < svc.depth)
@@ -381,6 +510,9 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 
 	res->lookups = 1;
 	res->matched = 0;
+	res->vip[0] = vip;
+	res->vport = port;
+	res->family = 4;
 	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
 	if (!svcp)
 		return CANOPY_PASS;
@@ -545,6 +677,9 @@ int canopy_sendmsg4(struct bpf_sock_addr *ctx)
 		ctx->user_port = had.bport;
 		return 1;
 	}
+	res.vip[0] = skey.vip;
+	res.vport = skey.port;
+	res.family = 4;
 	verdict = canopy_select_in(svcp, 0, 0, 2, &res);
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
@@ -629,6 +764,17 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 		}
 	}
 	res.lookups = 1;
+	res.vport = skey.port;
+	if (v4) {
+		res.vip[0] = v4;
+		res.family = 4;
+	} else {
+		res.vip[0] = skey.vip[0];
+		res.vip[1] = skey.vip[1];
+		res.vip[2] = skey.vip[2];
+		res.vip[3] = skey.vip[3];
+		res.family = 6;
+	}
 	if (v4) {
 		verdict = canopy_select_in(svcp, 0, 0, 1, &res);
 		backend[0] = 0;

@@ -197,4 +197,46 @@ struct canopy_test_ctx {
 	__u32 pad3;
 };
 
+/*
+ * Load-aware balancing (docs/load-aware.md). A service whose canopy_svc.flags
+ * has CANOPY_SVC_SPILL is load aware: after the walk finds the caller's
+ * deepest node, canopy_spill (keyed by the service and that node's level and
+ * path hash) may send the connect to other leaves, each with the weight the
+ * server's load plan gives it (priority 0 of that node's CLA): one random
+ * draw against the cumulative weights, then the chosen leaf is looked up in
+ * the service's current tree (by level and path hash, so the table does not
+ * depend on a tree version's layout) and an endpoint is picked there as
+ * today. No entry, or a chosen leaf with no backends: the plain pick. Every
+ * connect of such a service is counted in canopy_spill_cnt by the node it was
+ * picked from (the chosen leaf, else the deepest matched node): the agent
+ * reports these counts over LRS as the load its node offers.
+ */
+#define CANOPY_SVC_SPILL 2      /* canopy_svc.flags: load aware (canopy_spill, canopy_spill_cnt) */
+#define CANOPY_SPILL_TARGETS 16 /* leaves per client node's spill, at most */
+#define CANOPY_MAX_SPILLS 65536 /* canopy_spill and canopy_spill_cnt entries */
+
+/* Key of canopy_spill (a client node) and canopy_spill_cnt (a target node). */
+struct canopy_spill_key {
+	__u32 vip[4]; /* the service's VIP, network byte order: IPv4 in vip[0] (the rest 0), or IPv6 */
+	__u16 port;   /* network byte order */
+	__u16 family; /* 4 or 6 */
+	__u32 level;  /* the node's level: 0 the root, 1..depth */
+	__u64 path;   /* its path hash (CANOPY_PATH_PRIME); 0 for the root */
+};
+
+struct canopy_spill_target {
+	__u32 level; /* a leaf: level = the tree's depth */
+	__u32 cum;   /* weights of targets 0..this one */
+	__u64 path;  /* the leaf's path hash */
+};
+
+/* canopy_spill: BPF_MAP_TYPE_HASH, no prealloc, canopy_spill_key -> canopy_spill. */
+struct canopy_spill {
+	__u32 count; /* targets in use, <= CANOPY_SPILL_TARGETS */
+	__u32 total; /* cum of the last target in use */
+	struct canopy_spill_target target[CANOPY_SPILL_TARGETS];
+};
+
+/* canopy_spill_cnt: BPF_MAP_TYPE_PERCPU_HASH, no prealloc, canopy_spill_key -> __u64 connects (per CPU). */
+
 #endif /* CANOPY_ABI_H */

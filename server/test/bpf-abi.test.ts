@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { CONSTANTS, LAYOUT, MAX_DEPTH } from '../src/agent/abi.js';
+import { SPILL_CONSTANTS, SPILL_LAYOUT } from '../src/agent/abi-spill.js';
 import { MAX_SCOPES } from '../src/domain/locality.js';
 import { packagePath } from '../src/paths.js';
 
@@ -27,12 +28,12 @@ describe('BPF ABI: header and TypeScript mirror', { skip: cc ? false : 'no C com
 
   it('every struct has the same size and field offsets', () => {
     const c = JSON.parse(printed) as { layout: Record<string, { size: number; fields: Record<string, number> }> };
-    assert.deepEqual(c.layout, LAYOUT);
+    assert.deepEqual(c.layout, { ...LAYOUT, ...SPILL_LAYOUT });
   });
 
   it('every constant has the same value', () => {
     const c = JSON.parse(printed) as { constants: Record<string, number> };
-    assert.deepEqual(c.constants, CONSTANTS);
+    assert.deepEqual(c.constants, { ...CONSTANTS, ...SPILL_CONSTANTS });
   });
 
   it('the kernel walks as many levels as the server allows scopes', () => {

@@ -12,7 +12,11 @@ import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/
 import { intToIpv4, ipv6String, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
 import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
+import { AgentLrsClient } from '../transport/agent-lrs-client.js';
+import { loadAddon } from './bpf.js';
 import { Datapath, type Workload } from './datapath.js';
+import { ConnectDeltas } from './load-report.js';
+import { SpillTable } from './spill-table.js';
 import { TreeInbox } from './tree-inbox.js';
 
 export interface AgentOptions {
@@ -78,6 +82,10 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     { pinDir, cgroup: opts.cgroup, resumed: datapath.resumed, services: datapath.services().length, workloads: (opts.workloads ?? []).length },
     datapath.resumed ? 'datapath resumed from pinned maps' : 'datapath loaded and attached',
   );
+
+  // Load-aware services: spill entries from the trees, connect counts reported over LRS.
+  const spill = SpillTable.open(loadAddon(), pinDir);
+  if (!spill) log.warn({ pinDir }, 'the BPF object has no load-aware maps: kernel clients get health-only balancing');
 
   // ------------------------------------------------------------- metrics
   const registry = new Registry();
@@ -154,6 +162,12 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       decodedTotal.inc(decoded);
       reusedTotal.inc(reused);
       const r = datapath.apply(trees, keep);
+      try {
+        spill?.sync(trees, new Set([...keep, ...r.rejected.map((x) => x.service)]));
+      } catch (err) {
+        // The plain pick still serves: a connect without its spill entry picks from its own node.
+        log.warn({ version, detail: (err as Error).message }, 'load-aware spill entries not written');
+      }
       applySeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
       errors.push(...r.rejected.map((x) => x.detail));
       if (errors.length > 0) {
@@ -215,6 +229,18 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   });
   ads.start();
 
+  // Kernel connects as load (LRS), from the agent's node: the server counts them as offered load.
+  const deltas = new ConnectDeltas(spill?.counts() ?? []);
+  const lrs = spill
+    ? new AgentLrsClient({
+        server: opts.server,
+        node: { id: opts.nodeId, cluster: 'canopy-agent', locality: opts.placement.locality, userAgent: 'canopy-agent' },
+        collect: (clusters) => deltas.next(spill.counts(), clusters),
+        onLost: (why) => log.debug({ why }, 'LRS stream lost; reconnecting'),
+      })
+    : undefined;
+  lrs?.start();
+
   // ------------------------------------------------------------- HTTP
   const app: FastifyInstance = Fastify({ logger: false });
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
@@ -272,6 +298,8 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     stopped = true;
     clearInterval(watch);
     ads.stop();
+    lrs?.stop();
+    spill?.close();
     await app.close();
     datapath.close({ ...(stopOpts.detach ? { detach: true } : {}), cgroup: opts.cgroup });
   };

@@ -34,6 +34,7 @@ import {
   writeSlot,
   type SvcKey,
 } from './abi.js';
+import { spillFlag } from './spill-plan.js';
 import { fullLayout, inPlace, keyIp, keyPort, type Layout } from './in-place.js';
 import { mergedTree } from './merged-tree.js';
 import { checkTree, mergedPaths, nodePaths, siblingClash, weights } from './tree-shape.js';
@@ -212,7 +213,8 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       reject(t, `endpoint weights add up to ${totalWeight}, more than 2^32 - 1`);
       continue;
     }
-    if (held?.layout && !weighted && held.name === t.service && sameSlots(held.slots, slots.levels)) {
+    const spill = spillFlag(t, held?.value); // a change of load awareness takes the full path
+    if (held?.layout && !weighted && spill.same && held.name === t.service && sameSlots(held.slots, slots.levels)) {
       const r = inPlace(held.layout, t);
       if (typeof r !== 'string') {
         patches.push(patchOf(t.service, held.range.start, r.writes));
@@ -306,7 +308,7 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       depth: t.scopes.length,
       levelScope: slots.levels,
       altBase: merged ? range.start + n : 0,
-      flags: weighted ? SVC_WEIGHTED : 0,
+      flags: (weighted ? SVC_WEIGHTED : 0) | spill.flag,
     });
     fills.push({
       service: t.service,

@@ -1,12 +1,14 @@
 /**
  * canopy.v1.LocalityTree: a service's compiled tree for node agents, encoded
- * once per service generation and sent to every agent as the same bytes. Only
+ * once per service generation and sent to every agent as the same bytes
+ * (a load plan's new epoch is a new generation; an unchanged plan, unchanged bytes). Only
  * services the kernel can intercept (an IPv4 VIP and a port) have one.
  */
 import type { Mesh, ServiceState } from '../domain/mesh.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
 import { encodeLocalityTree, kernelServable } from './tree-codec.js';
+import { treeSpills } from './tree-spill.js';
 import { TREE_TYPE } from './type-urls.js';
 
 export function localityTreeType(mesh: Mesh): ResourceType {
@@ -27,7 +29,13 @@ export function localityTreeType(mesh: Mesh): ResourceType {
       if (!service || !kernelServable(service.spec)) return undefined;
       const hit = held.get(service);
       if (hit?.generation === service.generation) return hit.resource;
-      const resource = makeResource(service.name, TREE_TYPE, encodeLocalityTree(service.spec, service.tree.compile()));
+      // A load-aware service's tree carries its load plan (setLoad bumps the generation).
+      const spills = treeSpills(service.tree, service.load);
+      const resource = makeResource(
+        service.name,
+        TREE_TYPE,
+        encodeLocalityTree(service.spec, service.tree.compile(), spills),
+      );
       held.set(service, { generation: service.generation, resource });
       return resource;
     },

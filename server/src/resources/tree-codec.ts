@@ -9,11 +9,13 @@
  */
 import ipaddr from 'ipaddr.js';
 import protobuf from 'protobufjs';
+import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { CompiledTree } from '../domain/locality-tree.js';
 import { kernelUnsupported } from '../domain/policy.js';
 import type { LbMode, ServiceSpec } from '../domain/service.js';
 import { packagePath } from '../paths.js';
 import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from '../wire/wire.js';
+import type { TreeSpill } from './tree-spill.js';
 
 export const TREE_MODES: Readonly<Record<LbMode, number>> = { random: 0, failover: 1, strict: 2 };
 const MODE_NAMES: readonly LbMode[] = ['random', 'failover', 'strict'];
@@ -34,6 +36,10 @@ export interface TreeMessage {
   readonly backends: readonly { readonly ipv4: number; readonly ipv6?: Uint8Array; readonly port: number; readonly weight: number }[];
   /** Policy features the tree does not express (field 8); absent or empty when it is the whole policy. */
   readonly unsupportedPolicy?: readonly string[];
+  /** Load-aware balancing: connects are counted per target locality and reported (field 11). */
+  readonly loadAware?: boolean;
+  /** Per client node, the leaves its connects go to and their weights (field 12); by node, ascending. */
+  readonly spills?: readonly TreeSpill[];
 }
 
 /** Parses dotted IPv4 to a host-order uint32; undefined for anything else. */
@@ -81,7 +87,7 @@ function backendBodySize(ip: number | Uint8Array, port: number, weight: number):
  * with no backends stays, with an empty range, and the kernel treats it as
  * unmatched.
  */
-export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8Array {
+export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree, spills: readonly TreeSpill[] = []): Uint8Array {
   const vip = spec.vip !== undefined ? ipv4ToInt(spec.vip) : undefined;
   const vip6 = spec.vip !== undefined && vip === undefined ? ipv6Bytes(spec.vip) : undefined;
   if ((vip === undefined && vip6 === undefined) || spec.port === undefined) {
@@ -117,8 +123,11 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
   const unsupported = kernelUnsupported(spec.loadBalancing.policy, tree).map((f) => utf8Bytes(f));
   const lb = spec.loadBalancing;
   const networkFirst = lb.mode === 'failover' && lb.crossNetworkFailover && tree.scopes[0] === 'network' && tree.scopes.length > 1;
-  let size = fieldSize(1, name.length) + (vip6 ? fieldSize(10, 16) : 5) + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0) + (networkFirst ? 2 : 0);
+  const loadAware = isLoadAware(lb.loadAware);
+  const spillBodies = loadAware ? spills.map(spillBody) : [];
+  let size = (loadAware ? 2 : 0) + fieldSize(1, name.length) + (vip6 ? fieldSize(10, 16) : 5) + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0) + (networkFirst ? 2 : 0);
   for (const f of unsupported) size += fieldSize(9, f.length);
+  for (const b of spillBodies) size += fieldSize(12, b.size);
   for (const s of scopes) size += fieldSize(5, s.length);
   for (const b of nodeBodies) size += fieldSize(6, b.size);
   for (let i = 0; i < n; i++) {
@@ -154,7 +163,28 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree): Uint8
   if (networkFirst) w.uint(8, 1);
   for (const f of unsupported) w.bytes(9, f);
   if (vip6) w.bytes(10, vip6);
+  if (loadAware) w.uint(11, 1);
+  for (const b of spillBodies) {
+    w.open(12, b.size);
+    if (b.node) w.uint(1, b.node);
+    packed(w, 2, b.leaves, b.leavesSize);
+    packed(w, 3, b.weights, b.weightsSize);
+  }
   return w.finish();
+}
+
+function spillBody(s: TreeSpill): TreeSpill & { size: number; leavesSize: number; weightsSize: number } {
+  const leavesSize = s.leaves.reduce((t, v) => t + varintSize(v), 0);
+  const weightsSize = s.weights.reduce((t, v) => t + varintSize(v), 0);
+  const size = (s.node ? varintFieldSize(1, s.node) : 0) + (leavesSize ? fieldSize(2, leavesSize) : 0) + (weightsSize ? fieldSize(3, weightsSize) : 0);
+  return { ...s, size, leavesSize, weightsSize };
+}
+
+/** A packed repeated uint32 field (proto3's default encoding). */
+function packed(w: WireWriter, field: number, values: readonly number[], bodySize: number): void {
+  if (!bodySize) return;
+  w.open(field, bodySize);
+  for (const v of values) w.varint(v);
 }
 
 let treeType: protobuf.Type | undefined;
@@ -175,6 +205,8 @@ interface RawTree {
   networkFirst?: boolean;
   unsupportedPolicy?: string[];
   vip6?: Uint8Array;
+  loadAware?: boolean;
+  spills?: { node?: number; leaves?: number[]; weights?: number[] }[];
 }
 
 export type DecodedTree = { readonly ok: true; readonly tree: TreeMessage } | { readonly ok: false; readonly service: string; readonly error: string };
@@ -239,6 +271,7 @@ function checkTree(raw: RawTree): TreeMessage {
     if (depth[i]! > scopes.length) throw new Error(where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
   });
   const unsupportedPolicy = raw.unsupportedPolicy ?? [];
+  const spills = checkSpills(raw.spills ?? [], nodes.length, depth, scopes.length, where);
   return {
     service,
     vip: (raw.vip ?? 0) >>> 0,
@@ -250,7 +283,28 @@ function checkTree(raw: RawTree): TreeMessage {
     nodes,
     backends,
     ...(unsupportedPolicy.length ? { unsupportedPolicy } : {}),
+    ...(raw.loadAware ? { loadAware: true } : {}),
+    ...(spills.length ? { spills } : {}),
   };
+}
+
+/** Each spill names a node once, leaves (depth = scopes) and one positive weight per leaf. */
+function checkSpills(raw: NonNullable<RawTree['spills']>, nodes: number, depth: readonly number[], levels: number, where: (f: string) => string): TreeSpill[] {
+  const seen = new Set<number>();
+  return raw.map((s, i) => {
+    const node = s.node ?? 0;
+    const leaves = s.leaves ?? [];
+    const weights = s.weights ?? [];
+    if (node >= nodes) throw new Error(where(`spills[${i}].node ${node} is not a node`));
+    if (seen.has(node)) throw new Error(where(`spills[${i}].node ${node} has another spill before it`));
+    seen.add(node);
+    if (leaves.length !== weights.length) throw new Error(where(`spills[${i}] has ${leaves.length} leaves and ${weights.length} weights`));
+    leaves.forEach((l, j) => {
+      if (l >= nodes || depth[l] !== levels) throw new Error(where(`spills[${i}].leaves[${j}] ${l} is not a leaf`));
+      if (!(weights[j]! > 0)) throw new Error(where(`spills[${i}].weights[${j}] is 0`));
+    });
+    return { node, leaves: [...leaves], weights: [...weights] };
+  });
 }
 
 /** Bytes per backend on the wire for a given address/port mix, for the docs and the bench. */
