@@ -121,13 +121,13 @@ describe('replicas share load aggregates', () => {
     assert.ok((w['r1/zb/s'] ?? 0) > 0 && !w['r2/zc/s'], `the excess goes to zone B: ${JSON.stringify(w)}`);
     const r = a.load.report('echo')!;
     assert.deepEqual(
-      r.replicas?.map((x) => [x.replica, Math.round(x.offeredRps)]),
+      r.shared?.replicas.map((x) => [x.replica, Math.round(x.offeredRps)]),
       [
         ['a', 60],
         ['b', 60],
       ],
     );
-    assert.equal(r.followed, 'a');
+    assert.equal(r.shared?.followed, 'a');
   });
 
   it('a replica that joins late follows the eldest replica at once; a dead one stops counting and the rest replan', () => {
@@ -150,7 +150,7 @@ describe('replicas share load aggregates', () => {
     // 80 rps from zone A now: zone A keeps 60 of it (three quarters), zone B takes the rest.
     assert.ok(Math.abs(shareOfA(weights(a)) - 0.75) < 0.05, JSON.stringify(weights(a)));
     assert.deepEqual(
-      a.load.report('echo')!.replicas?.map((x) => x.replica),
+      a.load.report('echo')!.shared?.replicas.map((x) => x.replica),
       ['a', 'c'],
     );
   });

@@ -42,10 +42,14 @@ export interface LoadControllerOptions {
   readonly onPublished?: (err: unknown) => void;
 }
 
-/** What one replica contributed to a shared interval, for /debug/load. */
-export interface ReplicaContribution {
+/** With replicas: the interval planned, each replica's offered load in it, and whose plan state was followed. */
+export interface SharedInterval {
+  /** This replica's name in etcd. */
   readonly replica: string;
-  readonly offeredRps: number;
+  /** The interval's number (wall-clock milliseconds / interval). */
+  readonly period: number;
+  readonly replicas: readonly { readonly replica: string; readonly offeredRps: number }[];
+  readonly followed?: string;
 }
 
 export type LoadReport = LoadPlanReport & {
@@ -53,9 +57,7 @@ export type LoadReport = LoadPlanReport & {
   readonly epoch: number;
   readonly intervalMs: number;
   readonly landedRps: Record<string, number>;
-  /** With replicas: each one's offered load in the interval planned, and whose plan state was followed. */
-  readonly replicas?: readonly ReplicaContribution[];
-  readonly followed?: string;
+  readonly shared?: SharedInterval;
 };
 
 interface PlanInputs {
@@ -63,8 +65,7 @@ interface PlanInputs {
   /** The plan state to start from, when not this replica's own (the eldest replica's). */
   readonly previous?: Pick<LoadPlanState, 'shares' | 'drained'>;
   readonly landed?: ReadonlyMap<string, number>;
-  readonly replicas?: readonly ReplicaContribution[];
-  readonly followed?: string;
+  readonly shared?: SharedInterval;
 }
 
 export class LoadController {
@@ -181,15 +182,17 @@ export class LoadController {
     const elder = eldest(records);
     return this.planAll(this.now(), (service) => {
       const sum = sumService(records, service.name, service.tree.scopes);
-      const base = { offered: sum.offered, landed: sum.landed, replicas: sum.byReplica };
+      const shared: SharedInterval = {
+        replica: share?.replica ?? 'local',
+        period,
+        replicas: sum.byReplica,
+        ...(elder ? { followed: elder.replica } : {}),
+      };
+      const base = { offered: sum.offered, landed: sum.landed, shared };
       if (!elder) return base;
       const plan = elder.services.find((s) => s.service === service.name)?.plan;
       // The eldest replica's state, even when empty: every replica then starts from the same place.
-      return {
-        ...base,
-        followed: elder.replica,
-        previous: plan ? importPlan(service.tree, plan) : { shares: new Map(), drained: new Set() },
-      };
+      return { ...base, previous: plan ? importPlan(service.tree, plan) : { shares: new Map(), drained: new Set() } };
     });
   }
 
@@ -219,8 +222,7 @@ export class LoadController {
         epoch: state.epoch,
         intervalMs: this.opts.intervalMs,
         landedRps: Object.fromEntries(input.landed ?? this.view.landed(service.name, now)),
-        ...(input.replicas ? { replicas: input.replicas } : {}),
-        ...(input.followed !== undefined ? { followed: input.followed } : {}),
+        ...(input.shared ? { shared: input.shared } : {}),
       });
       if (moved || service.load !== state.load) {
         service.setLoad(state.load);
