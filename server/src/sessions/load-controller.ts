@@ -166,6 +166,8 @@ export class LoadController {
       services,
     };
     this.own = own;
+    // Nothing load-aware: nothing to write (a record stops counting two intervals after its last write).
+    if (services.length === 0) return own;
     this.opts.share?.publish(own).then(
       () => this.opts.onPublished?.(undefined),
       (err: unknown) => this.opts.onPublished?.(err ?? new Error('publish failed')),
