@@ -15,6 +15,7 @@ import { xdsBootstrap } from '../server/src/demo/bootstrap.js';
 import { XdsEchoClient } from '../server/src/demo/xds-client.js';
 import { parseLocality } from '../server/src/domain/locality.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { runCanopyCli } from './support/canopy-cli.js';
 import { CCoreClient, ccoreMissing } from './support/ccore-client.js';
 
 const INTERVAL_MS = 1000;
@@ -66,6 +67,24 @@ function byZone(served: readonly Served[], from: number, to: number): Record<str
   return out;
 }
 
+interface ExplainLoad {
+  readonly cacheKey: string;
+  readonly localities: readonly { readonly locality: { readonly zone: string }; readonly priority: number }[];
+  readonly load?: {
+    readonly clientNode: string;
+    readonly summary: readonly string[];
+    readonly localities: readonly {
+      readonly locality: string;
+      readonly tier: number;
+      readonly capacityRps: number;
+      readonly reportedRps: number;
+      readonly share: number;
+      readonly drained: boolean;
+      readonly why: string;
+    }[];
+  };
+}
+
 interface LoadDebug {
   readonly epoch: number;
   readonly clientNodes?: readonly {
@@ -93,6 +112,65 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
     const total = Object.values(n.weights).reduce((a, b) => a + b, 0);
     const share = (n.weights['r1/za/s'] ?? 0) / total;
     return { share, rps: share * n.offeredRps };
+  };
+
+  const explainAt = async (service: string, zone: string, region = 'r1'): Promise<ExplainLoad> => {
+    const r = await canopy.admin('GET', `/debug/explain?service=${service}&region=${region}&zone=${zone}&subzone=s`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return r.body as ExplainLoad;
+  };
+  const explainsSpill = async (): Promise<void> => {
+    const e = await explainAt('echo', 'za');
+    assert.ok(e.load, `no load section: ${JSON.stringify(e)}`);
+    assert.equal(e.load.clientNode, 'r1/za/s');
+    assert.match(
+      e.load.summary[0]!,
+      /^r1\/za\/s full: \d+ of 60 rps; \d+% of this node's load goes to r1\/zb\/s, the nearest with room$/,
+    );
+    const za = e.load.localities.find((l) => l.locality === 'r1/za/s')!;
+    const zb = e.load.localities.find((l) => l.locality === 'r1/zb/s')!;
+    const zc = e.load.localities.find((l) => l.locality === 'r2/zc/s')!;
+    assert.ok(za.reportedRps > 0 && za.capacityRps === 60 && za.tier === 0, JSON.stringify(za));
+    assert.ok(zb.share > 0 && zb.tier === 1, JSON.stringify(zb));
+    assert.match(zb.why, /the nearest with room/);
+    assert.ok(zc.share === 0 && /not needed while nearer localities have room/.test(zc.why), JSON.stringify(zc));
+    // The CLA explained is the one sent: zone A and zone B share priority 0 by the load weights.
+    const p0 = e.localities
+      .filter((l) => l.priority === 0)
+      .map((l) => l.locality.zone)
+      .sort();
+    assert.deepEqual(p0, ['za', 'zb'], JSON.stringify(e.localities));
+    assert.match(e.cacheKey, /^L\d+#\d+$/);
+    // A client in zone C sends no load: it is told so, and gets the plain CLA.
+    const c = await explainAt('echo', 'zc', 'r2');
+    assert.match(
+      c.load?.summary[0] ?? '',
+      /no load reported from clients at r2\/zc\/s: they get the plain failover CLA/,
+    );
+    // The CLI, as documented: canopy explain --admin URL --service S --region … prints the same sentences.
+    const cli = await runCanopyCli([
+      'explain',
+      '--admin',
+      canopy.adminUrl,
+      '--service',
+      'echo',
+      '--region',
+      'r1',
+      '--zone',
+      'za',
+      '--subzone',
+      's',
+    ]);
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.match(
+      cli.stdout,
+      /^load \(waterfall, 30 rps an endpoint\): client node r1\/za\/s offers \d+ rps, spill \d/m,
+    );
+    assert.match(
+      cli.stdout,
+      /^ {2}r1\/za\/s full: \d+ of 60 rps; \d+% of this node's load goes to r1\/zb\/s, the nearest with room$/m,
+    );
+    assert.match(cli.stdout, /^ {2}tier 1 r1\/zb\/s: reported \d+ rps, assigned \d+ of 60, weight \d+/m);
   };
 
   before(async () => {
@@ -199,6 +277,8 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
     assert.ok(Math.abs(spill - (1 - assigned.share)) < 0.02, `spill fraction ${spill}, weights ${assigned.share}`);
     assert.ok(metric(/^canopy_load_offered_rps\{service="echo"\} (\S+)$/m) > capacityA, metrics);
     assert.ok(metric(/^canopy_load_landed_rps\{service="echo",locality="r1\/zb\/s"\} (\S+)$/m) > 0, metrics);
+    // Why, through /debug/explain and `canopy explain` as a user asks: zone A full, the excess to zone B.
+    await explainsSpill();
     high.stop();
 
     // Below capacity again: the spill drains back to zone A.
@@ -253,6 +333,11 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
       await waitFor('the client reports', (d) => (d.clientNodes?.length ?? 0) > 0 && weightA(d) > 0);
       await patch('unhealthy');
       await waitFor('zone A drained and out of the weights', (d) => zoneA(d)?.drained === true && weightA(d) === 0);
+      const why = await explainAt('echo-drain', 'za');
+      assert.ok(
+        why.load?.summary.includes('r1/za/s drained: 1 of 2 healthy, below 60%; no new traffic until above 70%'),
+        JSON.stringify(why.load),
+      );
       await sleep(INTERVAL_MS);
       const t0 = Date.now();
       await sleep(2 * INTERVAL_MS);

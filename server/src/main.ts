@@ -11,7 +11,7 @@ import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
 import { applyFileServices } from './store/file-source.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
-import { openStore } from './store/open-store.js';
+import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
 import type { ServeSecurity } from './cli/serve-security.js';
 import ipaddr from 'ipaddr.js';
@@ -139,11 +139,28 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   });
 
   // Load-aware locality: client load reports (LRS) → weights per client node, recomputed every interval.
+  // Replicas on etcd share per-replica aggregates and plan from their sum.
+  const loadIntervalMs = server.loadReportingIntervalMs ?? DEFAULT_LOAD_REPORTING_INTERVAL_MS;
+  const loadShare = opts.storeUrl !== undefined ? await openLoadShare(opts.storeUrl, loadIntervalMs) : undefined;
+  let shareFailing = false;
   const load = new LoadController({
     mesh,
-    intervalMs: server.loadReportingIntervalMs ?? DEFAULT_LOAD_REPORTING_INTERVAL_MS,
+    intervalMs: loadIntervalMs,
     notify: (services) => pipeline.notify(services),
+    ...(loadShare
+      ? {
+          share: loadShare,
+          // Logged once per outage, not once per interval.
+          onPublished: (err: unknown) => {
+            if (err !== undefined && !shareFailing)
+              logger.warn({ err }, "could not publish this replica's load to etcd");
+            if (err === undefined && shareFailing) logger.info({}, "this replica's load is published to etcd again");
+            shareFailing = err !== undefined;
+          },
+        }
+      : {}),
   });
+  if (loadShare) logger.info({ replica: loadShare.replica }, 'load reports shared with the other replicas');
   load.start();
   registerLoadMetrics(registry, load);
 
@@ -256,6 +273,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       ready = false;
       stopWatching();
       load.stop();
+      await loadShare?.close();
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.close()]);
@@ -266,6 +284,12 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     })());
 
   return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, stop };
+}
+
+async function openLoadShare(url: string, intervalMs: number) {
+  const { endpoints, prefix } = parseEtcdUrl(url);
+  const { EtcdLoadShare } = await import('./store/load-share.js');
+  return EtcdLoadShare.open({ endpoints, prefix, intervalMs });
 }
 
 function isLoopback(host: string): boolean {

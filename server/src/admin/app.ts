@@ -26,6 +26,7 @@ import {
   serviceSpecToJson,
 } from '../domain/spec.js';
 import type { ClientStatus } from '../sessions/client-status.js';
+import type { LoadReport } from '../sessions/load-controller.js';
 import { isWrite, registerAccessControl, type AccessPolicy } from './access.js';
 import { explainRoutes } from './explain.js';
 import { uiRoutes } from './ui.js';
@@ -40,7 +41,7 @@ export interface AdminDeps {
   readonly claCache: ClaCache<{ readonly length: number }>;
   readonly clients: () => readonly ClientStatus[];
   /** Load-aware balancing: the last interval's view of a service (reported load, capacity, weights). */
-  readonly load?: (service: string) => object | undefined;
+  readonly load?: (service: string) => LoadReport | undefined;
   readonly registry: Registry;
   readonly logger?: Logger;
   readonly ready: () => boolean;

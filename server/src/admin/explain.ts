@@ -10,6 +10,7 @@
 import type { FastifyInstance } from 'fastify';
 import { CanopyError, ValidationError, type FieldError } from '../domain/errors.js';
 import { explain, explainChange } from '../domain/explain.js';
+import { explainLoad } from '../domain/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh, type ServiceState } from '../domain/mesh.js';
 import { parseServiceSpec, serviceSpecToJson } from '../domain/spec.js';
@@ -46,7 +47,8 @@ export function explainRoutes(deps: AdminDeps) {
       if (doc === undefined || doc === null || doc === '') {
         // The key the cache really holds this client's CLA under.
         const entry = deps.claCache.lookup(service, q.placement);
-        return { ...explain(service, q.placement), cacheKey: entry.key };
+        const load = explainLoad(service, q.placement, deps.load?.(service.name));
+        return { ...explain(service, q.placement), cacheKey: entry.key, ...(load ? { load } : {}) };
       }
       const warnings: string[] = [];
       const proposed = proposedService(service, doc, await loadPolicyText(), warnings);

@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { explain, explainChange, type ExplainView, type SettingChange } from '../domain/explain.js';
+import type { LoadExplain } from '../domain/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh } from '../domain/mesh.js';
 import { loadConfigFile } from '../store/config-file.js';
@@ -130,6 +131,7 @@ function render(r: ExplainView | Proposal): string {
   const loc = (l: { region: string; zone: string; subzone: string }) => `${l.region}/${l.zone}/${l.subzone}`;
   const out = [
     `service ${r.service}, client at ${loc(r.client.locality)}; cache key ${r.cacheKey}; tree node [${r.treeNode.join(', ')}]; overprovisioning ${r.overprovisioningFactor}${r.reach ? `; reach ${r.reach.minEndpoints} endpoints` : ''}`,
+    ...renderLoad(r.load),
     'localities:',
     ...r.localities.map(
       (l) =>
@@ -142,3 +144,18 @@ function render(r: ExplainView | Proposal): string {
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+
+/** A load-aware service: why this client node's load goes where it goes. */
+function renderLoad(l: LoadExplain | undefined): string[] {
+  if (!l) return [];
+  const rps = (x: number) => (x >= 10 || x === 0 ? String(Math.round(x)) : x.toFixed(1));
+  return [
+    `load (${l.balancing}, ${l.capacityRpsPerEndpoint} rps an endpoint${l.utilizationTarget < 1 ? ` to ${pct(l.utilizationTarget)}` : ''}): client node ${l.clientNode || '(root)'} offers ${rps(l.offeredRps)} rps, spill ${pct(l.spill)}`,
+    ...l.summary.map((s) => `  ${s}`),
+    ...l.localities.map(
+      (x) =>
+        `  tier ${x.tier} ${x.locality}: reported ${rps(x.reportedRps)} rps, assigned ${rps(x.assignedRps)} of ${rps(x.capacityRps)}, weight ${x.weight} (${pct(x.share)})${x.drained ? ', drained' : ''}`,
+    ),
+    ...(l.replicas ?? []).map((x) => `  replica ${x.replica}: its clients offer ${rps(x.offeredRps)} rps`),
+  ];
+}

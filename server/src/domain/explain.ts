@@ -4,10 +4,12 @@
  * new requests a gRPC client sends it, and the tree node the CLA is cached
  * under. A proposed policy is explained the same way and compared.
  */
+import { buildLoadCla } from './load-cla.js';
+import type { LoadExplain } from './load-explain.js';
 import { formatLocality, type Locality, type Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
 import { hasPolicy } from './policy.js';
-import { policyKeyFor, resolvePolicy } from './policy-cla.js';
+import { policyKeyFor, resolvePolicy, type PolicyOutcome } from './policy-cla.js';
 import { planKeyFor } from './priorities.js';
 import { endpointKey, type Health } from './service.js';
 
@@ -47,6 +49,8 @@ export interface ExplainView {
     readonly healthyEndpoints: number;
     readonly share: number;
   }[];
+  /** A load-aware service: reported load against capacity per locality and this client node's spill, with why. */
+  readonly load?: LoadExplain;
 }
 
 const view_ = (l: Locality): LocalityView => ({ region: l.region, zone: l.zone, subzone: l.subzone });
@@ -54,6 +58,8 @@ const view_ = (l: Locality): LocalityView => ({ region: l.region, zone: l.zone, 
 /** The CLA cache key for this client, as ClaCache.lookup computes it. */
 export function cacheKeyFor(service: ServiceState, client: Placement): string {
   const lb = service.spec.loadBalancing;
+  const node = service.load ? service.tree.matchPlacement(client) : undefined;
+  if (node && service.load?.weights.has(node.id)) return `L${node.id}#${service.load.epoch}`;
   return hasPolicy(lb.policy) ? policyKeyFor(service.tree, lb, client) : planKeyFor(service.tree, lb, client);
 }
 
@@ -128,7 +134,9 @@ export function explainChange(
 
 function analyse(service: ServiceState, client: Placement): { view: ExplainView; stats: Map<string, EndpointStats> } {
   const lb = service.spec.loadBalancing;
-  const outcome = resolvePolicy(service.name, service.tree, lb, client, { reasons: true });
+  const resolved = resolvePolicy(service.name, service.tree, lb, client, { reasons: true });
+  // A load-aware client node with weights this interval is sent its load CLA (load-explain.ts says why).
+  const outcome = withLoadWeights(service, resolved);
   const verdicts = new Map(outcome.verdicts.map((v) => [endpointKey(v.endpoint), v]));
   // gRPC ignores the overprovisioning factor and takes the first priority whose children are ready; in
   // it, localities split by weight. Every endpoint in a CLA is healthy, so priority 0 takes everything.
@@ -181,4 +189,24 @@ function analyse(service: ServiceState, client: Placement): { view: ExplainView;
     })),
   };
   return { view, stats };
+}
+
+/** The outcome as the client is sent it: with its node's load weights, priority 0 by share of its load. */
+function withLoadWeights(service: ServiceState, outcome: PolicyOutcome): PolicyOutcome {
+  const weights = service.load?.weights.get(outcome.matched.id);
+  if (!weights) return outcome;
+  const cla = buildLoadCla(service.name, service.tree, service.spec.loadBalancing, outcome.matched, weights);
+  const verdicts = cla.groups.flatMap((g) =>
+    g.endpoints.map((endpoint) => ({
+      endpoint,
+      priority: g.priority,
+      locality: g.locality,
+      weight: g.weight,
+      reason:
+        g.priority === 0
+          ? "load-aware: this client node's share of load placed here (see load)"
+          : 'load-aware: failover behind the localities its load is placed on',
+    })),
+  );
+  return { ...outcome, cla, verdicts };
 }

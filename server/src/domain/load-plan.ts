@@ -9,7 +9,8 @@ import { dampShares, DEFAULT_DAMPING, DEFAULT_DRAIN, drained, sharesOf, type Dam
 import { isLoadAware } from './load-aware-spec.js';
 import type { ServiceLoad } from './load-cla.js';
 import { spillTiers, spillWeights, waterfill, type SpillClient, type SpillLocality } from './load-spill.js';
-import { pathOf, type Placement } from './locality.js';
+import type { OfferedAt } from './load-aggregate.js';
+import { pathOf } from './locality.js';
 import type { TreeNode } from './locality-tree.js';
 import type { ServiceState } from './mesh.js';
 import { isRoutable } from './service.js';
@@ -52,7 +53,8 @@ const WEIGHT_SCALE = 1000;
 
 export function planLoad(
   service: ServiceState,
-  offered: readonly { readonly client: Placement; readonly rps: number }[],
+  /** Sorted by path (offeredByPath): replicas summing the same load in the same order plan the same weights. */
+  offered: readonly OfferedAt[],
   previous: LoadPlanState,
   damping: DampingOptions = DEFAULT_DAMPING,
 ): { state: LoadPlanState; changed: boolean; report: LoadPlanReport } {
@@ -96,7 +98,7 @@ export function planLoad(
   // Offered load by the client node it comes from.
   const byNode = new Map<number, { node: TreeNode; rps: number }>();
   for (const o of offered) {
-    const node = tree.matchPlacement(o.client);
+    const node = tree.match(o.path);
     const held = byNode.get(node.id);
     if (held) held.rps += o.rps;
     else byNode.set(node.id, { node, rps: o.rps });

@@ -4,11 +4,29 @@
  * weights per client node (domain/load-plan.ts); a service whose weights
  * changed gets them and is pushed like any other change. Clients of one tree
  * node still share one CLA: the weights are per node, not per client.
+ *
+ * With a LoadShare (replicas on etcd), intervals are aligned to the wall
+ * clock: at the start of each one every replica publishes its aggregate
+ * (domain/load-aggregate.ts); half an interval later each plans from the sum
+ * of the records of that interval, starting from the eldest replica's plan
+ * state, so all replicas send the same weights.
  */
+import {
+  eldest,
+  exportPlan,
+  importPlan,
+  offeredByPath,
+  periodRecords,
+  sumService,
+  type LoadShare,
+  type OfferedAt,
+  type ReplicaLoad,
+  type ServiceAggregate,
+} from '../domain/load-aggregate.js';
 import { isLoadAware } from '../domain/load-aware-spec.js';
 import { EMPTY_LOAD_PLAN, planLoad, type LoadPlanReport, type LoadPlanState } from '../domain/load-plan.js';
 import { LoadView, type ServiceLoadReport } from '../domain/load-view.js';
-import type { Placement } from '../domain/locality.js';
+import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
 
 export interface LoadControllerOptions {
@@ -18,14 +36,47 @@ export interface LoadControllerOptions {
   /** Services whose weights changed: push them. */
   readonly notify: (services: readonly string[]) => void;
   readonly now?: () => number;
+  /** Replicas sharing their aggregates (etcd); without it this replica plans from its own clients. */
+  readonly share?: LoadShare;
+  /** Each publish's outcome (undefined: written). On a failure planning goes on from what is known. */
+  readonly onPublished?: (err: unknown) => void;
+}
+
+/** With replicas: the interval planned, each replica's offered load in it, and whose plan state was followed. */
+export interface SharedInterval {
+  /** This replica's name in etcd. */
+  readonly replica: string;
+  /** The interval's number (wall-clock milliseconds / interval). */
+  readonly period: number;
+  readonly replicas: readonly { readonly replica: string; readonly offeredRps: number }[];
+  readonly followed?: string;
+}
+
+export type LoadReport = LoadPlanReport & {
+  readonly at: number;
+  readonly epoch: number;
+  readonly intervalMs: number;
+  readonly landedRps: Record<string, number>;
+  readonly shared?: SharedInterval;
+};
+
+interface PlanInputs {
+  readonly offered: readonly OfferedAt[];
+  /** The plan state to start from, when not this replica's own (the eldest replica's). */
+  readonly previous?: Pick<LoadPlanState, 'shares' | 'drained'>;
+  readonly landed?: ReadonlyMap<string, number>;
+  readonly shared?: SharedInterval;
 }
 
 export class LoadController {
   readonly view: LoadView;
   private readonly plans = new Map<string, LoadPlanState>();
-  private readonly reports = new Map<string, LoadPlanReport & { readonly at: number }>();
-  private timer: ReturnType<typeof setInterval> | undefined;
+  private readonly reports = new Map<string, LoadReport>();
+  private timer: ReturnType<typeof setTimeout> | undefined;
   private readonly now: () => number;
+  /** Shared mode: this replica's record of the current period, and the first period it published. */
+  private own: ReplicaLoad | undefined;
+  private since: number | undefined;
 
   constructor(private readonly opts: LoadControllerOptions) {
     this.now = opts.now ?? Date.now;
@@ -38,12 +89,30 @@ export class LoadController {
   }
 
   start(): void {
-    this.timer ??= setInterval(() => this.tick(), this.opts.intervalMs);
-    this.timer.unref?.();
+    if (this.timer) return;
+    if (!this.opts.share) {
+      this.timer = setInterval(() => this.tick(), this.opts.intervalMs);
+      this.timer.unref?.();
+      return;
+    }
+    // Half-interval steps on the wall clock: publish on the interval's start, plan at its middle.
+    const step = (): void => {
+      const half = this.opts.intervalMs / 2;
+      const now = this.now();
+      const next = (Math.floor(now / half) + 1) * half;
+      this.timer = setTimeout(() => {
+        const slot = Math.round(next / half);
+        if (slot % 2 === 0) this.publish(slot / 2);
+        else this.planShared((slot - 1) / 2);
+        step();
+      }, next - now);
+      this.timer.unref?.();
+    };
+    step();
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }
 
@@ -64,20 +133,99 @@ export class LoadController {
     this.view.forget(reporter);
   }
 
-  /** Recomputes every load-aware service's weights; pushes those that changed. */
+  /** Recomputes every load-aware service's weights from this replica's clients; pushes those that changed. */
   tick(): string[] {
     const now = this.now();
     this.view.prune(now);
+    return this.planAll(now, (service) => ({ offered: this.localOffered(service, now) }));
+  }
+
+  /** Shared mode, start of an interval: this replica's aggregate per load-aware service, with its plan state. */
+  publish(period: number): ReplicaLoad {
+    const now = this.now();
+    this.view.prune(now);
+    this.since ??= period;
+    const services: ServiceAggregate[] = [];
+    for (const service of this.opts.mesh.list()) {
+      if (!isLoadAware(service.spec.loadBalancing.loadAware)) continue;
+      const plan = this.plans.get(service.name);
+      services.push({
+        service: service.name,
+        scopes: [...service.tree.scopes],
+        offered: this.localOffered(service, now),
+        landed: Object.fromEntries(this.view.landed(service.name, now)),
+        ...(plan && plan.load === service.load ? { plan: exportPlan(service.tree, plan) } : {}),
+      });
+    }
+    const own: ReplicaLoad = {
+      replica: this.opts.share?.replica ?? 'local',
+      period,
+      at: now,
+      intervalMs: this.opts.intervalMs,
+      since: this.since,
+      services,
+    };
+    this.own = own;
+    // Nothing load-aware: nothing to write (a record stops counting two intervals after its last write).
+    if (services.length === 0) return own;
+    this.opts.share?.publish(own).then(
+      () => this.opts.onPublished?.(undefined),
+      (err: unknown) => this.opts.onPublished?.(err ?? new Error('publish failed')),
+    );
+    return own;
+  }
+
+  /** Shared mode, middle of an interval: every replica plans from the same records. */
+  planShared(period: number): string[] {
+    const share = this.opts.share;
+    const mine = this.own && this.own.period >= period - 1 ? [this.own] : [];
+    const others = share ? share.others().filter((r) => r.replica !== share.replica) : [];
+    const records = periodRecords([...mine, ...others], period);
+    const elder = eldest(records);
+    return this.planAll(this.now(), (service) => {
+      const sum = sumService(records, service.name, service.tree.scopes);
+      const shared: SharedInterval = {
+        replica: share?.replica ?? 'local',
+        period,
+        replicas: sum.byReplica,
+        ...(elder ? { followed: elder.replica } : {}),
+      };
+      const base = { offered: sum.offered, landed: sum.landed, shared };
+      if (!elder) return base;
+      const plan = elder.services.find((s) => s.service === service.name)?.plan;
+      // The eldest replica's state, even when empty: every replica then starts from the same place.
+      return { ...base, previous: plan ? importPlan(service.tree, plan) : { shares: new Map(), drained: new Set() } };
+    });
+  }
+
+  private localOffered(service: ServiceState, now: number): OfferedAt[] {
+    const scopes = service.tree.scopes;
+    return offeredByPath(
+      this.view.offered(service.name, now).map((o) => ({ path: pathOf(scopes, o.client), rps: o.rps })),
+    );
+  }
+
+  private planAll(now: number, inputs: (service: ServiceState) => PlanInputs): string[] {
     const changed: string[] = [];
     for (const service of this.opts.mesh.list()) {
       const previous = this.plans.get(service.name);
       if (!isLoadAware(service.spec.loadBalancing.loadAware) && !previous) continue;
+      const input = inputs(service);
       // A re-created service (a new state object) starts from its plain CLAs.
-      const from =
+      const own =
         previous && service.load === previous.load ? previous : { ...EMPTY_LOAD_PLAN, epoch: previous?.epoch ?? 0 };
-      const { state, changed: moved, report } = planLoad(service, this.view.offered(service.name, now), from);
+      // What was sent (own.load) stays this replica's; the damping state may be the eldest replica's.
+      const from = input.previous ? { ...own, ...input.previous } : own;
+      const { state, changed: moved, report } = planLoad(service, input.offered, from);
       this.plans.set(service.name, state);
-      this.reports.set(service.name, { ...report, at: now });
+      this.reports.set(service.name, {
+        ...report,
+        at: now,
+        epoch: state.epoch,
+        intervalMs: this.opts.intervalMs,
+        landedRps: Object.fromEntries(input.landed ?? this.view.landed(service.name, now)),
+        ...(input.shared ? { shared: input.shared } : {}),
+      });
       if (moved || service.load !== state.load) {
         service.setLoad(state.load);
         changed.push(service.name);
@@ -94,23 +242,7 @@ export class LoadController {
   }
 
   /** The last interval's view of one service (debug and explain). */
-  report(
-    service: string,
-  ):
-    | (LoadPlanReport & {
-        readonly at: number;
-        readonly epoch: number;
-        readonly intervalMs: number;
-        readonly landedRps: Record<string, number>;
-      })
-    | undefined {
-    const r = this.reports.get(service);
-    if (!r) return undefined;
-    return {
-      ...r,
-      epoch: this.plans.get(service)?.epoch ?? 0,
-      intervalMs: this.opts.intervalMs,
-      landedRps: Object.fromEntries(this.view.landed(service, this.now())),
-    };
+  report(service: string): LoadReport | undefined {
+    return this.reports.get(service);
   }
 }
