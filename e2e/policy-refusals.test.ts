@@ -55,7 +55,7 @@ spec:
     ],
   },
   {
-    name: 'Istio ServiceEntry with DNS hostname endpoints (not supported yet, with the reason)',
+    name: 'Istio ServiceEntries: DNS_ROUND_ROBIN with two endpoints, a STATIC hostname endpoint',
     system: 'istio',
     text: `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -63,10 +63,19 @@ metadata: { name: ext }
 spec:
   hosts: [api.example.com]
   ports: [{ number: 443, name: tls }]
-  resolution: DNS
-  endpoints: [{ address: api-1.example.com, locality: r1/z1 }]
+  resolution: DNS_ROUND_ROBIN
+  endpoints: [{ address: api-1.example.com, locality: r1/z1 }, { address: api-2.example.com, locality: r1/z2 }]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: { name: static }
+spec:
+  hosts: [static.example.com]
+  ports: [{ number: 443, name: tls }]
+  resolution: STATIC
+  endpoints: [{ address: api-1.example.com }]
 `,
-    paths: ['bad.yaml[0].spec.endpoints[0].address'],
+    paths: ['bad.yaml[0].spec.endpoints', 'bad.yaml[1].spec.endpoints[0].address'],
   },
 ];
 

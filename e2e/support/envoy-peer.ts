@@ -207,9 +207,13 @@ export class EnvoyPeer {
     const d = digest(value);
     const before = map.get(name);
     if (before?.digest === d) return false;
+    // Only an EDS cluster waits for a CLA; STRICT_DNS and LOGICAL_DNS ones carry their endpoints (and warm on
+    // their first DNS resolution, which this peer does not make).
     const needs =
       typeUrl === CDS
-        ? [String((obj['eds_cluster_config'] as Obj | undefined)?.['service_name'] || name)]
+        ? obj['type'] === 'EDS'
+          ? [String((obj['eds_cluster_config'] as Obj | undefined)?.['service_name'] || name)]
+          : []
         : routeNames(obj);
     map.set(name, { digest: d, needs });
     const key = `${typeUrl === CDS ? 'cluster' : 'listener'}:${name}`;

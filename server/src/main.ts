@@ -26,7 +26,7 @@ import { teeObserver, type XdsObserver } from './sessions/observer.js';
 import { registerLoadMetrics } from './admin/load-metrics.js';
 import { LoadController } from './sessions/load-controller.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
-import { kernelUnsupported } from './domain/policy.js';
+import { KERNEL_HOSTNAMES, kernelUnsupported } from './domain/policy.js';
 import { kindOf } from './domain/client.js';
 import { packagePath } from './paths.js';
 import { readFileSync } from 'node:fs';
@@ -176,13 +176,18 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   /** Once per change of the list: the policy features node agents cannot apply (also in the tree's unsupported_policy). */
   function warnKernelGaps(name: string): void {
     const spec = mesh.get(name)?.spec;
-    const gaps = spec && kernelServable(spec) ? kernelUnsupported(spec.loadBalancing.policy).join(', ') : '';
+    const gaps =
+      spec && kernelServable(spec)
+        ? kernelUnsupported(spec.loadBalancing.policy, { nodes: [], endpoints: spec.endpoints }).join(', ')
+        : '';
     if (gaps === (kernelGaps.get(name) ?? '')) return;
     kernelGaps.set(name, gaps);
     if (gaps)
       logger.warn(
         { service: name, unsupportedPolicy: gaps },
-        'the kernel tree cannot express these policy features: node agents serve the plain tree',
+        gaps.includes(KERNEL_HOSTNAMES)
+          ? 'the kernel tree cannot carry hostname endpoints: node agents refuse the service (NACK naming it)'
+          : 'the kernel tree cannot express these policy features: node agents serve the plain tree',
       );
   }
   const initial = await applyFileServices(store, opts.config.services);

@@ -45,7 +45,7 @@ describe('readValidEndpointList', () => {
   const refused: [string, unknown, string][] = [
     ['not a list', { address: '10.0.0.1' }, 'endpoints'],
     ['a bad address', [{ address: '10.0.0.256', port: 80 }], 'endpoints[0].address'],
-    ['a hostname', [{ address: 'db.local', port: 80 }], 'endpoints[0].address'],
+    ['a name with an underscore', [{ address: 'db_1.local', port: 80 }], 'endpoints[0].address'],
     ['a missing port', [{ address: '10.0.0.1' }], 'endpoints[0].port'],
     ['port 65536', [{ address: '10.0.0.1', port: 65536 }], 'endpoints[0].port'],
     ['a fractional weight', [{ address: '10.0.0.1', port: 80, weight: 1.5 }], 'endpoints[0].weight'],

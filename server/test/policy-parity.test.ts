@@ -287,12 +287,37 @@ spec:
   ports: [{ number: 443, name: tls }]
   resolution: ${resolution}
 ${endpoints}`;
-  it('DNS with hostname endpoints, or with none, is refused with the reason, at the source field', () => {
-    const e = errorsOf(imp('istio', entry('DNS', '  endpoints: [{ address: api-1.example.com, locality: r1/z1 }]\n')));
-    assert.equal(e[0]!.path, 'in.yaml[0].spec.endpoints[0].address');
-    assert.match(e[0]!.message, /hostname endpoints \(resolution DNS\) are not supported yet/);
-    const h = errorsOf(imp('istio', entry('DNS', '')));
-    assert.equal(h[0]!.path, 'in.yaml[0].spec.resolution');
+  it('DNS with hostname endpoints imports them as hostname endpoints, with the dns settings and a note', () => {
+    const r = imp(
+      'istio',
+      entry('DNS', '  endpoints: [{ address: API-1.example.com, locality: r1/z1 }, { address: 10.0.0.1 }]\n'),
+    );
+    const [s] = ok(r).services;
+    assert.deepEqual(
+      s!.endpoints.map((e) => e.address),
+      ['api-1.example.com', '10.0.0.1'],
+    );
+    assert.deepEqual(s!.dns, { resolution: 'strict', lookupFamily: 'V4_PREFERRED', refreshRateMs: 60_000 });
+    assert.ok(r.notes.some((n) => n.path === 'in.yaml[0].spec.resolution' && /STRICT_DNS/.test(n.message)));
+  });
+  it('DNS without endpoints: the host is its own endpoint; DNS_ROUND_ROBIN is LOGICAL_DNS', () => {
+    const [s] = ok(imp('istio', entry('DNS_ROUND_ROBIN', ''))).services;
+    assert.deepEqual(
+      s!.endpoints.map((e) => [e.address, e.port]),
+      [['api.example.com', 443]],
+    );
+    assert.equal(s!.dns?.resolution, 'logical');
+  });
+  it("what Istio's validation refuses is refused at the source field", () => {
+    const rr = errorsOf(
+      imp('istio', entry('DNS_ROUND_ROBIN', '  endpoints: [{ address: a.example }, { address: b.example }]\n')),
+    );
+    assert.equal(rr[0]!.path, 'in.yaml[0].spec.endpoints');
+    const wild = errorsOf(imp('istio', entry('DNS', '').replace('[api.example.com]', '["*.example.com"]')));
+    assert.equal(wild[0]!.path, 'in.yaml[0].spec.hosts[0]');
+    const stat = errorsOf(imp('istio', entry('STATIC', '  endpoints: [{ address: api-1.example.com }]\n')));
+    assert.equal(stat[0]!.path, 'in.yaml[0].spec.endpoints[0].address');
+    assert.match(stat[0]!.message, /hostnames need resolution DNS/);
     assert.ok(errorsOf(imp('istio', entry('DYNAMIC', ''))).some((x) => x.path === 'in.yaml[0].spec.resolution'));
   });
   it('DNS with IP endpoints, and STATIC, import as they are', () => {

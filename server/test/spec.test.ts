@@ -192,8 +192,8 @@ describe('parseServiceSpec errors', () => {
       'got nothing',
     ],
     [
-      'hostname address',
-      { name: 's', endpoints: [{ address: 'example.com', port: 80 }] },
+      'neither an address nor a hostname',
+      { name: 's', endpoints: [{ address: 'db_1.example.com', port: 80 }] },
       ['endpoints[0].address'],
       'IPv4 or IPv6',
     ],
@@ -299,7 +299,7 @@ describe('parseServiceSpec errors', () => {
       parseServiceSpec({
         name: 5,
         loadBalancing: { mode: 'x' },
-        endpoints: [{ address: 'x', port: 'y' }, { port: 1 }],
+        endpoints: [{ address: 'x y', port: 'y' }, { port: 1 }],
       }),
     );
     assert.deepEqual(

@@ -8,6 +8,7 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { EMPTY_LOCALITY, type Locality } from './locality.js';
+import { canonicalHostname, isHostname } from './dns-spec.js';
 import { canonicalIp, isIp, unusableAddress } from './ip.js';
 import { endpointKey, HEALTH_VALUES, MAX_ENDPOINT_WEIGHT, type Endpoint, type Health } from './service.js';
 
@@ -23,6 +24,7 @@ function usableAddress(a: string): string | undefined {
     const first = Number(a.slice(0, a.indexOf('.')));
     return first === 0 || first >= 224 ? undefined : a;
   }
+  if (isHostname(a)) return canonicalHostname(a);
   if (!isIp(a) || unusableAddress(a) !== undefined) return undefined;
   return canonicalIp(a);
 }

@@ -10,6 +10,7 @@
  *   affinity:            [{ scope: "label:k8s.io/node", weight: 900 }, …]
  *   trafficDistribution: PreferSameNode | PreferSameZone
  */
+import { hasHostnames } from './dns-spec.js';
 import { isScope, type Scope } from './locality.js';
 
 export type FailoverTargetType = 'any' | 'only' | 'anyExcept' | 'none';
@@ -98,6 +99,14 @@ export function acceptsValue(to: FailoverRule['to'], value: string): boolean {
 }
 
 /**
+ * Named in a tree's unsupported_policy when the service has hostname
+ * endpoints: the kernel datapath rewrites a connect to an address and cannot
+ * resolve a name, so an agent refuses the whole service (NACK naming it)
+ * rather than serve it without those endpoints.
+ */
+export const KERNEL_HOSTNAMES = 'hostname endpoints';
+
+/**
  * The policy features the kernel tree cannot carry (it holds scopes, a mode
  * and the tree). trafficDistribution is the tree itself and reaches the
  * kernel; the overprovisioning factor does not matter there (no spillover by
@@ -105,10 +114,15 @@ export function acceptsValue(to: FailoverRule['to'], value: string): boolean {
  */
 export function kernelUnsupported(
   p: LocalityPolicy | undefined,
-  tree?: { readonly nodes: readonly { readonly depth: number; readonly value: string }[] },
+  tree?: {
+    readonly nodes: readonly { readonly depth: number; readonly value: string }[];
+    readonly endpoints?: readonly { readonly address: string }[];
+  },
 ): string[] {
-  if (!p) return [];
   const out: string[] = [];
+  // Not a policy gap but a refusal: the kernel connects to addresses and resolves no names (KERNEL_HOSTNAMES).
+  if (tree?.endpoints && hasHostnames(tree.endpoints)) out.push(KERNEL_HOSTNAMES);
+  if (!p) return out;
   // A level some endpoint has no value at is skipped by trafficDistribution; the kernel would still use it.
   if (p.trafficDistribution && tree?.nodes.some((n) => n.depth > 0 && n.value === '')) out.push('trafficDistribution');
   if (p.failover) out.push('failover');

@@ -1,6 +1,7 @@
 /**
  * The service model: what a config entry or an admin PUT describes.
  */
+import type { DnsSettings } from './dns-spec.js';
 import type { LoadAware } from './load-aware-spec.js';
 import type { Placement, Scope } from './locality.js';
 import type { LocalityPolicy } from './policy.js';
@@ -21,6 +22,7 @@ export type Health = 'healthy' | 'unhealthy' | 'draining' | 'terminating';
 export const HEALTH_VALUES: readonly Health[] = ['healthy', 'unhealthy', 'draining', 'terminating'];
 
 export interface Endpoint extends Placement {
+  /** An IP literal, or a DNS hostname that the client resolves (domain/dns-spec.ts). */
   readonly address: string;
   readonly port: number;
   readonly health: Health;
@@ -85,6 +87,8 @@ export interface ServiceSpec {
   readonly retries?: RetryPolicy;
   /** How a sidecar is sent unhealthy and draining endpoints; absent = DEFAULT_UNHEALTHY (upstream.ts). */
   readonly unhealthy?: UnhealthyMode;
+  /** How a sidecar resolves hostname endpoints (domain/dns-spec.ts); absent = DEFAULT_DNS. */
+  readonly dns?: DnsSettings;
 }
 
 /** Identity of an endpoint inside one service: its socket address. */

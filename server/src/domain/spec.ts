@@ -4,6 +4,7 @@
  * Unknown keys are errors so that a typo (`endpionts`) is reported rather
  * than silently meaning "no endpoints".
  */
+import { checkDns, dnsToJson, readDns, readEndpointAddress, canonicalHostname, isHostname } from './dns-spec.js';
 import { readValidEndpointList } from './endpoint-list.js';
 import type { FieldError, ValidationResult } from './errors.js';
 import { canonicalIp, isIp } from './ip.js';
@@ -62,7 +63,7 @@ const MAX_OVERPROVISIONING = 100_000;
 const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
-const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', ...SIDECAR_KEYS];
+const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', 'dns', ...SIDECAR_KEYS];
 const LB_KEYS = [
   'mode',
   'routingPreference',
@@ -121,8 +122,9 @@ export function parseEndpointKey(text: string): string | undefined {
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text);
   const address = m?.[1] ?? m?.[2];
   const port = Number(m?.[3]);
-  if (address === undefined || !isIp(address) || !(port >= 1 && port <= 65535)) return undefined;
-  return endpointKey({ address: canonicalIp(address), port });
+  if (address === undefined || !(port >= 1 && port <= 65535)) return undefined;
+  if (isHostname(address)) return endpointKey({ address: canonicalHostname(address), port });
+  return isIp(address) ? endpointKey({ address: canonicalIp(address), port }) : undefined;
 }
 
 export interface EndpointChanges {
@@ -265,6 +267,9 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
         `so a service's endpoint weights may sum to at most ${MAX_TOTAL_WEIGHT}`,
     );
   }
+  // How a sidecar resolves hostname endpoints (domain/dns-spec.ts).
+  const dns = r.optional(o, 'dns', path, (x, p) => readDns(r, x, p));
+  checkDns(r, dns, endpoints, path);
   const sidecar = readSidecarSettings(r, o, path);
   if (r.errors.length > before || name === undefined) return undefined;
   return {
@@ -273,6 +278,7 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
     ...(vip !== undefined ? { vip } : {}),
     loadBalancing,
     endpoints,
+    ...(dns ? { dns } : {}),
     ...sidecar,
   };
 }
@@ -354,7 +360,7 @@ function readEndpoint(r: Reader, v: unknown, path: string): Endpoint | undefined
   const text = (key: string) => r.optional(o, key, path, r.string) ?? '';
   // Placeholders stand in for missing required values; the error count keeps them from escaping.
   const endpoint: Endpoint = {
-    address: r.ip(o['address'], join(path, 'address')) ?? '',
+    address: readEndpointAddress(r, o['address'], join(path, 'address')) ?? '',
     port: r.int(o['port'], join(path, 'port'), 1, 65535) ?? 0,
     locality: r.optional(o, 'locality', path, (x, p) => readLocality(r, x, p)) ?? EMPTY_LOCALITY,
     network: text('network'),
@@ -404,6 +410,7 @@ export function serviceSpecToJson(spec: ServiceSpec): Obj {
       ...(lb.loadAware ? { loadAware: loadAwareToJson(lb.loadAware) } : {}),
     },
     endpoints: spec.endpoints.map(endpointToJson),
+    ...(spec.dns ? { dns: dnsToJson(spec.dns) } : {}),
     ...sidecarSettingsToJson(spec),
   };
 }

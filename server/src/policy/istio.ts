@@ -9,14 +9,10 @@
  * applies and cannot be combined with failover; failoverPriority alone does
  * not rank by region/zone (only the labels it lists).
  */
-import { isIp } from '../domain/ip.js';
-import { parseLocality } from '../domain/locality.js';
 import {
   describe,
   Findings,
-  isObject,
   join,
-  labelsOf,
   list,
   nameOf,
   obj,
@@ -26,6 +22,7 @@ import {
   type Obj,
   type PolicyDocument,
 } from './documents.js';
+import { readServiceEntry, type ServiceEntryEndpoints } from './istio-service-entry.js';
 
 /** Istio's topology labels, as Canopy's built-in scopes. */
 export const ISTIO_SCOPES: Readonly<Record<string, string>> = {
@@ -43,10 +40,7 @@ export function isIstio(doc: Obj): boolean {
   return typeof doc['apiVersion'] === 'string' && doc['apiVersion'].startsWith('networking.istio.io/');
 }
 
-interface Endpoints {
-  readonly vip?: string;
-  readonly port?: number;
-  readonly endpoints: Obj[];
+interface Endpoints extends ServiceEntryEndpoints {
   /** The `networking.istio.io/traffic-distribution` annotation, as Istio reads it. */
   readonly trafficDistribution?: IstioTrafficDistribution;
   readonly at: string;
@@ -109,8 +103,8 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
         annotations[TRAFFIC_DISTRIBUTION_ANNOTATION],
         `${d.at}.metadata.annotations["${TRAFFIC_DISTRIBUTION_ANNOTATION}"]`,
       );
-      const endpoints = { ...se.endpoints, at: d.at, ...(td ? { trafficDistribution: td } : {}) };
-      for (const h of se.hosts) entries.set(h, endpoints);
+      for (const h of se.hosts)
+        entries.set(h, { ...se.endpointsOf(h), at: d.at, ...(td ? { trafficDistribution: td } : {}) });
     } else {
       f.error(
         join(d.at, 'kind'),
@@ -132,6 +126,7 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
       ...(se.port !== undefined ? { port: se.port } : {}),
       loadBalancing,
       endpoints: se.endpoints,
+      ...(se.dns ? { dns: se.dns } : {}),
     });
   }
   for (const [host, rule] of rules) {
@@ -148,93 +143,6 @@ export function importIstio(docs: readonly PolicyDocument[], f: Findings): Obj[]
 function defaultSetting(f: Findings, host: string): Obj {
   f.note(host, 'no DestinationRule: without outlierDetection Istio gives every endpoint priority 0 (mode random)');
   return { mode: 'random', routingPreference: ['region', 'zone', 'subzone'] };
-}
-
-function readServiceEntry(f: Findings, spec: Obj, path: string): { hosts: string[]; endpoints: Omit<Endpoints, 'at'> } {
-  f.keys(spec, path, ['hosts', 'addresses', 'ports', 'endpoints', 'resolution'], {
-    location: 'Canopy serves the listed endpoints wherever they are',
-    workloadSelector: 'selected workloads are not known to Canopy; list them as endpoints',
-    exportTo: 'Canopy has no namespaces',
-    subjectAltNames: 'TLS is not part of locality load balancing',
-  });
-  const hosts = strings(f, spec['hosts'], join(path, 'hosts')) ?? [];
-  const resolution = spec['resolution'] === undefined ? 'NONE' : str(f, spec['resolution'], join(path, 'resolution'));
-  const dns = resolution === 'DNS' || resolution === 'DNS_ROUND_ROBIN';
-  if (resolution !== undefined && !['NONE', 'STATIC', 'DNS', 'DNS_ROUND_ROBIN'].includes(resolution))
-    f.error(join(path, 'resolution'), `must be NONE, STATIC, DNS or DNS_ROUND_ROBIN, got ${describe(resolution)}`);
-  else if (resolution === 'NONE' && spec['endpoints'] !== undefined)
-    f.note(join(path, 'resolution'), 'NONE (passthrough): Canopy serves the listed endpoints as STATIC');
-  if (dns && spec['endpoints'] === undefined)
-    f.error(
-      join(path, 'resolution'),
-      `${resolution} without endpoints resolves the hosts themselves: hostname endpoints are not supported yet (Canopy serves IP endpoints over EDS); list the addresses as endpoints with resolution STATIC`,
-    );
-  const addresses =
-    spec['addresses'] === undefined ? [] : (strings(f, spec['addresses'], join(path, 'addresses')) ?? []);
-  const ports = spec['ports'] === undefined ? [] : (list(f, spec['ports'], join(path, 'ports')) ?? []);
-  const first = ports[0];
-  const port = isObject(first) && typeof first['number'] === 'number' ? first['number'] : undefined;
-  const portName = isObject(first) && typeof first['name'] === 'string' ? first['name'] : undefined;
-  // Istio: endpoints receive traffic on targetPort, which defaults to number.
-  const target = isObject(first) && typeof first['targetPort'] === 'number' ? first['targetPort'] : port;
-  ports.forEach((x, i) => {
-    const pp = join(join(path, 'ports'), i);
-    const o = obj(f, x, pp);
-    if (!o) return;
-    f.keys(o, pp, ['number', 'name', 'targetPort'], {
-      protocol: 'the protocol is not part of locality load balancing',
-    });
-    if (typeof o['number'] !== 'number')
-      f.error(join(pp, 'number'), `must be a port number, got ${describe(o['number'])}`);
-  });
-  if (ports.length > 1) f.note(join(path, 'ports'), `only the first port (${port}) is imported`);
-  const raw = spec['endpoints'] === undefined ? [] : (list(f, spec['endpoints'], join(path, 'endpoints')) ?? []);
-  const endpoints: Obj[] = [];
-  raw.forEach((e, i) => {
-    const p = join(join(path, 'endpoints'), i);
-    const o = obj(f, e, p);
-    if (!o) return;
-    f.keys(o, p, ['address', 'ports', 'labels', 'network', 'locality', 'weight'], {
-      serviceAccount: 'identity is not part of locality load balancing',
-    });
-    const address = str(f, o['address'], join(p, 'address'));
-    if (address !== undefined && !isIp(address)) {
-      f.error(
-        join(p, 'address'),
-        dns
-          ? `hostname endpoints (resolution ${resolution}) are not supported yet: Canopy serves IP endpoints over EDS (no STRICT_DNS/LOGICAL_DNS clusters); list the addresses the name resolves to`
-          : `must be an IPv4 or IPv6 address literal with resolution ${resolution ?? 'STATIC'}, got ${describe(address)}`,
-      );
-      return;
-    }
-    const labels = labelsOf(f, o['labels'], join(p, 'labels'));
-    const epPorts = o['ports'] === undefined ? {} : (obj(f, o['ports'], join(p, 'ports')) ?? {});
-    const epPort = (portName !== undefined ? epPorts[portName] : undefined) ?? target;
-    if (typeof epPort !== 'number') {
-      f.error(join(p, 'ports'), "no port: give spec.ports[0].number or this endpoint's ports");
-      return;
-    }
-    const locality = o['locality'] === undefined ? undefined : str(f, o['locality'], join(p, 'locality'));
-    const network =
-      o['network'] === undefined ? labels['topology.istio.io/network'] : str(f, o['network'], join(p, 'network'));
-    if (address === undefined) return;
-    const l = parseLocality(locality);
-    endpoints.push({
-      address,
-      port: epPort,
-      locality: { region: l.region, zone: l.zone, subzone: l.subzone },
-      ...(network ? { network } : {}),
-      ...(labels['topology.istio.io/cluster'] ? { cluster: labels['topology.istio.io/cluster'] } : {}),
-      ...(labels['kubernetes.io/hostname'] ? { node: labels['kubernetes.io/hostname'] } : {}),
-      labels,
-      ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}),
-    });
-  });
-  const vip = addresses.find((a) => !a.includes('/'));
-  return {
-    hosts,
-    endpoints: { ...(vip !== undefined ? { vip } : {}), ...(port !== undefined ? { port } : {}), endpoints },
-  };
 }
 
 /** `td`: the service's traffic distribution, which applies when the rule sets no locality load balancing. */

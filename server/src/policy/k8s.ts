@@ -21,6 +21,7 @@ import {
   type Obj,
   type PolicyDocument,
 } from './documents.js';
+import { isIp } from '../domain/ip.js';
 import { istioTrafficDistribution, TRAFFIC_DISTRIBUTION_ANNOTATION } from './istio.js';
 
 const SERVICE_IGNORED: Readonly<Record<string, string>> = {
@@ -162,6 +163,17 @@ function readService(f: Findings, spec: Obj, path: string, name: string, slices:
 }
 
 function readSlice(f: Findings, doc: Obj, at: string): Slice {
+  // kube-proxy serves IPv4 and IPv6 slices only; an FQDN slice (deprecated) reaches no client.
+  const addressType = doc['addressType'] === undefined ? 'IPv4' : str(f, doc['addressType'], join(at, 'addressType'));
+  if (addressType === 'FQDN') {
+    f.note(
+      join(at, 'addressType'),
+      'FQDN slices are not imported: kube-proxy ignores them (deprecated); for hostname endpoints use an Istio ServiceEntry with resolution DNS',
+    );
+    return { at, endpoints: [] };
+  }
+  if (addressType !== undefined && addressType !== 'IPv4' && addressType !== 'IPv6')
+    f.error(join(at, 'addressType'), `must be IPv4, IPv6 or FQDN, got ${describe(addressType)}`);
   const ports = doc['ports'] === undefined ? [] : (list(f, doc['ports'], join(at, 'ports')) ?? []);
   const first = ports[0];
   const port = isObject(first) && typeof first['port'] === 'number' ? first['port'] : undefined;
@@ -189,10 +201,17 @@ function readSlice(f: Findings, doc: Obj, at: string): Slice {
         : c['serving'] === true && c['terminating'] === true
           ? 'terminating'
           : 'unhealthy';
-    for (const address of strings(f, e['addresses'], join(p, 'addresses')) ?? []) {
+    for (const [j, address] of (strings(f, e['addresses'], join(p, 'addresses')) ?? []).entries()) {
       if (port === undefined) {
         f.error(join(at, 'ports'), 'needs a port');
         break;
+      }
+      if (!isIp(address) || address.includes(':') !== (addressType === 'IPv6')) {
+        f.error(
+          join(join(p, 'addresses'), j),
+          `must be an ${addressType} address (the slice's addressType), got ${describe(address)}`,
+        );
+        continue;
       }
       endpoints.push({ address, port, locality: { region: '', zone, subzone: '' }, ...(node ? { node } : {}), health });
     }

@@ -5,7 +5,17 @@
 import { kindOf } from '../domain/client.js';
 import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { Mesh } from '../domain/mesh.js';
+import type { ClaCache } from '../domain/cla-cache.js';
 import { encodeMessage } from '../wire/protos.js';
+import { flatten, type Bytes } from '../wire/rope.js';
+import {
+  dnsChildNames,
+  envoyDnsParts,
+  isDnsService,
+  parseDnsChildName,
+  proxylessDnsChild,
+  proxylessDnsCluster,
+} from './dns-cluster.js';
 import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
 import { parseIncarnatedName, type Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
@@ -25,7 +35,8 @@ export function encodeCluster(name: string, edsServiceName: string, reportLoad =
   });
 }
 
-export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceType {
+/** `claCache`: the clients' CLAs, which a service with hostname endpoints carries inside its cluster (dns-cluster.ts). */
+export function clusterType(mesh: Mesh, incarnations: Incarnations, claCache?: ClaCache<Bytes>): ResourceType {
   // Proxyless: depends on the name alone (the service's, or its incarnation's), encoded once per name.
   const held = new Map<string, Resource>();
   // Envoy: re-encoded when the service's sidecar settings change.
@@ -38,6 +49,12 @@ export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceTyp
     pushRank: 0,
     names: () => mesh.list().map((s) => s.name),
     resolve(name, client) {
+      const child = parseDnsChildName(name);
+      if (child) {
+        const owner = mesh.get(child.service);
+        const bytes = owner && kindOf(client) !== 'envoy' ? proxylessDnsChild(name, owner, child.key) : undefined;
+        return bytes && makeResource(name, CLUSTER_TYPE, bytes);
+      }
       // A re-created service's proxyless route names its incarnation's cluster (incarnations.ts);
       // the plain name stays valid, an earlier incarnation's is gone.
       const { service: serviceName, incarnation } = parseIncarnatedName(name);
@@ -45,6 +62,18 @@ export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceTyp
       if (!service) return undefined;
       if (incarnation !== undefined && (incarnation !== incarnations.of(serviceName) || kindOf(client) === 'envoy'))
         return undefined;
+      // Hostname endpoints: no EDS; the client's CLA rides in the cluster, so the cluster is per client.
+      if (claCache && isDnsService(service)) {
+        const entry = claCache.lookup(service, client);
+        if (kindOf(client) === 'envoy')
+          return makeResource(
+            name,
+            CLUSTER_TYPE,
+            encodeEnvoyCluster(service.spec, envoyDnsParts(service, flatten(entry.bytes))),
+          );
+        const bytes = proxylessDnsCluster(name, service, entry.cla);
+        if (bytes) return makeResource(name, CLUSTER_TYPE, bytes);
+      }
       if (kindOf(client) === 'envoy') {
         const shape = envoyClusterShape(service.spec);
         const hit = envoy.get(name);
@@ -59,11 +88,19 @@ export function clusterType(mesh: Mesh, incarnations: Incarnations): ResourceTyp
       if (!r) held.set(key, (r = makeResource(name, CLUSTER_TYPE, encodeCluster(name, serviceName, reportLoad))));
       return r;
     },
-    touchedBy: (services) => [...services].flatMap((s) => incarnations.clusterNames(s)),
+    touchedBy: (services) =>
+      [...services].flatMap((s) => {
+        const state = mesh.get(s);
+        const children = state && isDnsService(state) ? dnsChildNames(state) : [];
+        return [...incarnations.clusterNames(s), ...children];
+      }),
     // Every cluster (an incarnation's too) reads the service's ClusterLoadAssignment; a new EDS cluster
     // opens new LEDS watches for the collections it names (Envoy's EdsClusterImpl keeps them per cluster).
     warms: (name) => {
       const { service } = parseIncarnatedName(name);
+      // A DNS cluster (STRICT_DNS, LOGICAL_DNS, an aggregate) reads no CLA: nothing to wait for.
+      const state = mesh.get(service);
+      if (parseDnsChildName(name) || (claCache && state && isDnsService(state))) return [];
       return [
         { typeUrl: ENDPOINT_TYPE, names: [service] },
         { typeUrl: LEDS_TYPE, prefix: `${LEDS_PREFIX}${escapeSegment(service)}/` },

@@ -8,6 +8,7 @@ import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { upstreamOf, type HealthCheck, type OutlierDetection, type Protocol } from '../domain/upstream.js';
 import { encodeMessage } from '../wire/protos.js';
+import { withLoadAssignment, type DnsClusterParts } from './dns-cluster.js';
 
 const HTTP_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
 
@@ -43,7 +44,8 @@ function healthCheck(hc: HealthCheck, protocol: Protocol): object {
   };
 }
 
-export function encodeEnvoyCluster(spec: ServiceSpec): Uint8Array {
+/** `dns`: a service with hostname endpoints, which Envoy resolves itself (dns-cluster.ts), instead of EDS. */
+export function encodeEnvoyCluster(spec: ServiceSpec, dns?: DnsClusterParts): Uint8Array {
   const up = upstreamOf(spec);
   const http2 =
     up.protocol === 'grpc'
@@ -56,10 +58,13 @@ export function encodeEnvoyCluster(spec: ServiceSpec): Uint8Array {
           },
         }
       : {};
-  return encodeMessage('envoy.config.cluster.v3.Cluster', {
-    name: spec.name,
+  const discovery = dns?.fields ?? {
     type: 'EDS',
     eds_cluster_config: { eds_config: { ads: {}, resource_api_version: 'V3' }, service_name: spec.name },
+  };
+  const bytes = encodeMessage('envoy.config.cluster.v3.Cluster', {
+    name: spec.name,
+    ...discovery,
     connect_timeout: duration(up.connectTimeoutMs),
     lb_policy: 'ROUND_ROBIN',
     common_lb_config: { locality_weighted_lb_config: {} },
@@ -69,6 +74,7 @@ export function encodeEnvoyCluster(spec: ServiceSpec): Uint8Array {
     // Load-aware services: report per-locality load to this server (LRS on the xDS connection).
     ...(isLoadAware(spec.loadBalancing.loadAware) ? { lrs_server: { self: {} } } : {}),
   });
+  return dns ? withLoadAssignment(bytes, dns.loadAssignment) : bytes;
 }
 
 /** What the Envoy cluster's bytes depend on, to re-encode only when it changes. */

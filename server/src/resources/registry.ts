@@ -78,7 +78,7 @@ export function canopyResources(
     [
       listenerType(mesh, layouts),
       routeType(mesh, incarnations, layouts),
-      clusterType(mesh, incarnations),
+      clusterType(mesh, incarnations, claCache),
       endpointType(mesh, claCache, leds ? new LedsClaCache() : undefined),
       ...(leds ? [ledsType(mesh)] : []),
       localityTreeType(mesh),

@@ -11,7 +11,7 @@ import ipaddr from 'ipaddr.js';
 import protobuf from 'protobufjs';
 import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { CompiledTree } from '../domain/locality-tree.js';
-import { kernelUnsupported } from '../domain/policy.js';
+import { KERNEL_HOSTNAMES, kernelUnsupported } from '../domain/policy.js';
 import type { LbMode, ServiceSpec } from '../domain/service.js';
 import { packagePath } from '../paths.js';
 import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from '../wire/wire.js';
@@ -271,6 +271,8 @@ function checkTree(raw: RawTree): TreeMessage {
     if (depth[i]! > scopes.length) throw new Error(where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
   });
   const unsupportedPolicy = raw.unsupportedPolicy ?? [];
+  if (unsupportedPolicy.includes(KERNEL_HOSTNAMES))
+    throw new Error(where('refused: hostname endpoints; the kernel datapath connects to addresses and resolves no names (sidecars and proxyless clients resolve them)'));
   const spills = checkSpills(raw.spills ?? [], nodes.length, depth, scopes.length, where);
   return {
     service,
