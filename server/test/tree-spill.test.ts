@@ -47,7 +47,7 @@ function plan(mesh: Mesh, rps: number, ticks: number, from: LoadPlanState = EMPT
   const s = mesh.get('echo')!;
   let state = from;
   for (let i = 0; i < ticks; i++) {
-    const r = planLoad(s, [{ client: client({ locality: 'r1/za/s' }), rps }], state);
+    const r = planLoad(s, [{ path: ['r1', 'za', 's'], rps }], state);
     state = r.state;
     if (r.changed || s.load !== state.load) s.setLoad(state.load);
   }
