@@ -13,10 +13,12 @@ import { BPF_ANY, type BpfAddon } from './bpf.js';
 import { localitiesOf, serviceId, spillEntries, type CountedLocality } from './spill-plan.js';
 
 export interface ConnectCount {
-  /** The service's tree (its name, scopes and nodes). */
-  readonly service: string;
-  readonly locality: CountedLocality;
-  /** Connects counted since the maps were created (monotonic). */
+  /** The counter's key (hex): a service and a node. */
+  readonly key: string;
+  /** The service and the locality the node stands for; absent while no loaded tree names them. */
+  readonly service?: string;
+  readonly locality?: CountedLocality;
+  /** Connects counted since the entry was created (monotonic). */
   readonly connects: bigint;
 }
 
@@ -98,7 +100,7 @@ export class SpillTable {
     for (const [id, t] of live) this.trees.set(id, t);
   }
 
-  /** Connects counted per load-aware service and node (the chosen leaf, else the caller's matched node). */
+  /** Every counter: connects per load-aware service and node (the chosen leaf, else the caller's matched node). */
   counts(): ConnectCount[] {
     const cpus = this.bpf.possibleCpus();
     const value = Buffer.alloc(8 * cpus);
@@ -107,8 +109,9 @@ export class SpillTable {
       const key = readSpillKey(k);
       const t = this.trees.get(serviceId(key));
       const locality = t?.localities.get(`${key.level}/${key.path}`);
-      if (!t || !locality || !this.bpf.mapLookup(this.countFd, k, value)) continue;
-      out.push({ service: t.tree.service, locality, connects: sumPerCpu(value, cpus) });
+      if (!this.bpf.mapLookup(this.countFd, k, value)) continue;
+      const connects = sumPerCpu(value, cpus);
+      out.push({ key: k.toString('hex'), ...(t && locality ? { service: t.tree.service, locality } : {}), connects });
     }
     return out;
   }
