@@ -194,7 +194,7 @@ describe(
         return w['r2/zc/s'] === undefined && (w['r1/zb/s'] ?? 0) > 0;
       });
       console.log(
-        `# then weights ${JSON.stringify(nodeA(steady)?.weights)}, landed ${JSON.stringify(steady.landedRps)}`,
+        `then weights ${JSON.stringify(nodeA(steady)?.weights)}, landed ${JSON.stringify(steady.landedRps)}`,
       );
     });
 
