@@ -193,9 +193,7 @@ describe(
         const w = nodeA(x)?.weights ?? {};
         return w['r2/zc/s'] === undefined && (w['r1/zb/s'] ?? 0) > 0;
       });
-      console.log(
-        `then weights ${JSON.stringify(nodeA(steady)?.weights)}, landed ${JSON.stringify(steady.landedRps)}`,
-      );
+      console.log(`then weights ${JSON.stringify(nodeA(steady)?.weights)}, landed ${JSON.stringify(steady.landedRps)}`);
     });
 
     it('the weighted pick in BPF follows the weights the tree carries', async () => {
