@@ -227,6 +227,14 @@ describe(
         `zone A got ${a}/${n} = ${(a / n).toFixed(3)}, weights say ${p.toFixed(3)} ± ${tolerance.toFixed(3)}`,
       );
       assert.equal(load!.failures, 0, 'no connect failed');
+      // The agent shows what it counts (and reports): connects per locality picked.
+      const state = (await agent.get('/debug/state')) as {
+        loadConnects: { service: string; locality: { zone: string }; connects: number }[];
+      };
+      const byZone = Object.fromEntries(state.loadConnects.map((c) => [c.locality.zone, c.connects]));
+      assert.ok((byZone['za'] ?? 0) > 0 && (byZone['zb'] ?? 0) > 0, JSON.stringify(state.loadConnects));
+      const metrics = await (await fetch(`${agent.metricsUrl}/metrics`)).text();
+      assert.match(metrics, /^canopy_agent_load_connects_total\{service="echo",locality="r1\/zb\/s"\} [1-9]/m);
     });
 
     it('a spill target whose backends fail is skipped: health failover still works', async () => {

@@ -141,6 +141,21 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     help: 'Tree resources whose bytes equal the last version\'s: not decoded again',
     registers,
   });
+  // Load-aware services: connects counted by the kernel per target locality (what the LRS reports carry).
+  new Counter({
+    name: 'canopy_agent_load_connects_total',
+    help: 'connect() calls to load-aware services counted by the kernel, by service and the locality picked (since each counter was created)',
+    labelNames: ['service', 'locality'],
+    registers,
+    collect() {
+      this.reset();
+      for (const c of spill?.counts() ?? []) {
+        if (!c.service || !c.locality) continue;
+        const l = c.locality;
+        this.inc({ service: c.service, locality: [l.region, l.zone, l.subzone].join('/') }, Number(c.connects));
+      }
+    },
+  });
   const inbox = new TreeInbox();
   const connectedGauge = new Gauge({ name: 'canopy_agent_connected', help: '1 while the ADS stream is up', registers });
 
@@ -271,6 +286,10 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     ...status,
     entries: datapath.entries(),
     kernel: Object.fromEntries(Object.entries(datapath.stats()).map(([k, v]) => [k, Number(v)])),
+    // Load-aware services: connects per locality picked (reported over LRS as load from this node).
+    loadConnects: (spill?.counts() ?? []).flatMap((c) =>
+      c.service && c.locality ? [{ service: c.service, locality: c.locality, connects: Number(c.connects) }] : [],
+    ),
     services: datapath.services().map((s) => ({
       service: s.name,
       vip: s.key.vip6 ? `[${ipv6String(s.key.vip6)}]:${s.key.port}` : `${intToIpv4(s.key.vip)}:${s.key.port}`,
