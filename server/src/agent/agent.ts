@@ -12,10 +12,9 @@ import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/
 import { intToIpv4, ipv6String, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
 import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
-import { AgentLrsClient } from '../transport/agent-lrs-client.js';
 import { loadAddon } from './bpf.js';
 import { Datapath, type Workload } from './datapath.js';
-import { ConnectDeltas } from './load-report.js';
+import { LoadReporter } from './load-reporter.js';
 import { SpillTable } from './spill-table.js';
 import { TreeInbox } from './tree-inbox.js';
 
@@ -244,15 +243,9 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   });
   ads.start();
 
-  // Kernel connects as load (LRS), from the agent's node: the server counts them as offered load.
-  const deltas = new ConnectDeltas(spill?.counts() ?? []);
+  // Kernel connects as load (LRS), from the caller's node: the server counts them as offered load.
   const lrs = spill
-    ? new AgentLrsClient({
-        server: opts.server,
-        node: { id: opts.nodeId, cluster: 'canopy-agent', locality: opts.placement.locality, userAgent: 'canopy-agent' },
-        collect: (clusters) => deltas.next(spill.counts(), clusters),
-        onLost: (why) => log.debug({ why }, 'LRS stream lost; reconnecting'),
-      })
+    ? new LoadReporter({ server: opts.server, nodeId: opts.nodeId, placement: opts.placement, spill, log })
     : undefined;
   lrs?.start();
 
