@@ -41,6 +41,8 @@ int main(void)
 	FIELD(canopy_spill_key, level); FIELD(canopy_spill_key, path); END();
 	BEGIN(canopy_spill_target); FIELD(canopy_spill_target, level); FIELD(canopy_spill_target, cum); FIELD(canopy_spill_target, path); END();
 	BEGIN(canopy_spill); FIELD(canopy_spill, count); FIELD(canopy_spill, total); FIELD(canopy_spill, target); END();
+	BEGIN(canopy_spill_cnt_key); FIELD(canopy_spill_cnt_key, target); FIELD(canopy_spill_cnt_key, client_level);
+	FIELD(canopy_spill_cnt_key, pad); FIELD(canopy_spill_cnt_key, client_path); END();
 	printf("},\"constants\":{\"CANOPY_MAX_DEPTH\":%d", CANOPY_MAX_DEPTH);
 	CONST(CANOPY_MAX_SCOPES); CONST(CANOPY_SCOPE_REGION); CONST(CANOPY_SCOPE_ZONE); CONST(CANOPY_SCOPE_SUBZONE);
 	CONST(CANOPY_SCOPE_FIRST_DYNAMIC); CONST(CANOPY_MAX_SERVICES); CONST(CANOPY_MAX_NODES); CONST(CANOPY_MAX_ENDPOINTS);

@@ -105,7 +105,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, CANOPY_MAX_SPILLS);
-	__type(key, struct canopy_spill_key);
+	__type(key, struct canopy_spill_cnt_key);
 	__type(value, __u64);
 } canopy_spill_cnt SEC(".maps");
 
@@ -149,6 +149,7 @@ __attribute__((noinline)) int canopy_spill_pick(const struct canopy_svc *svc, co
 						 struct canopy_spill_io *io)
 {
 	struct canopy_spill_key key = {};
+	struct canopy_spill_cnt_key ckey = {};
 	struct canopy_node_key nkey = {};
 	struct canopy_spill *sp;
 	struct canopy_node *node;
@@ -199,12 +200,15 @@ __attribute__((noinline)) int canopy_spill_pick(const struct canopy_svc *svc, co
 	}
 	if (!io->live)
 		return 0;
+	__builtin_memcpy(&ckey.target, &key, sizeof(key));
+	ckey.client_level = io->matched;
+	ckey.client_path = h;
 	io->lookups++;
-	cnt = bpf_map_lookup_elem(&canopy_spill_cnt, &key);
+	cnt = bpf_map_lookup_elem(&canopy_spill_cnt, &ckey);
 	if (cnt)
 		*cnt += 1;
 	else
-		bpf_map_update_elem(&canopy_spill_cnt, &key, &one, BPF_NOEXIST);
+		bpf_map_update_elem(&canopy_spill_cnt, &ckey, &one, BPF_NOEXIST);
 	return 0;
 }
 

@@ -207,7 +207,7 @@ struct canopy_test_ctx {
  * the service's current tree (by level and path hash, so the table does not
  * depend on a tree version's layout) and an endpoint is picked there as
  * today. No entry, or a chosen leaf with no backends: the plain pick. Every
- * connect of such a service is counted in canopy_spill_cnt by the node it was
+ * connect of such a service is counted in canopy_spill_cnt by the caller's node and the node it was
  * picked from (the chosen leaf, else the deepest matched node): the agent
  * reports these counts over LRS as the load its node offers.
  */
@@ -215,7 +215,7 @@ struct canopy_test_ctx {
 #define CANOPY_SPILL_TARGETS 16 /* leaves per client node's spill, at most */
 #define CANOPY_MAX_SPILLS 65536 /* canopy_spill and canopy_spill_cnt entries */
 
-/* Key of canopy_spill (a client node) and canopy_spill_cnt (a target node). */
+/* Key of canopy_spill: a service's client node (and, in canopy_spill_cnt_key, a target node). */
 struct canopy_spill_key {
 	__u32 vip[4]; /* the service's VIP, network byte order: IPv4 in vip[0] (the rest 0), or IPv6 */
 	__u16 port;   /* network byte order */
@@ -237,6 +237,13 @@ struct canopy_spill {
 	struct canopy_spill_target target[CANOPY_SPILL_TARGETS];
 };
 
-/* canopy_spill_cnt: BPF_MAP_TYPE_PERCPU_HASH, no prealloc, canopy_spill_key -> __u64 connects (per CPU). */
+/* canopy_spill_cnt: BPF_MAP_TYPE_PERCPU_HASH, no prealloc, canopy_spill_cnt_key -> __u64 connects (per CPU).
+ * The agent reports each caller node's counts as load offered from that node. */
+struct canopy_spill_cnt_key {
+	struct canopy_spill_key target; /* the service, and the node picked from: the chosen leaf, else the caller's */
+	__u32 client_level;             /* the caller's deepest node with backends: its level (0: the root) */
+	__u32 pad;
+	__u64 client_path;              /* and its path hash */
+};
 
 #endif /* CANOPY_ABI_H */

@@ -72,8 +72,11 @@ describe('the load-aware pick in the kernel (BPF_PROG_TEST_RUN)', { skip: env.re
       : [];
     const bytes = encodeLocalityTree(st.spec, compiled, spills);
     const trees = [{ tree: decodeLocalityTree(bytes), hash: contentHash(bytes) }];
-    assert.deepEqual(dp.apply(trees).rejected, []);
+    const r = dp.apply(trees);
+    assert.deepEqual(r.rejected, []);
+    const before = spill.mapWrites;
     spill.sync(trees, new Set(opts.syncSpill === false ? ['echo'] : []));
+    return { treeWrites: r.mapWrites, spillWrites: spill.mapWrites - before };
   };
   const pick = (rand: number) => {
     const out = readTestCtx(dp.testRun(testCtx({ vip: ipv4ToInt(VIP)!, port: PORT, cgroup: 0n, rand })));
@@ -116,8 +119,9 @@ describe('the load-aware pick in the kernel (BPF_PROG_TEST_RUN)', { skip: env.re
     assert.equal(pick(700).lookups, plainLookups + 2, 'the spill costs two lookups: the entry and the chosen leaf');
   });
 
-  it('a new plan is a new split (the entry rewritten in place)', () => {
-    load(loadAware(), { 'r1/za/s': 250, 'r1/zb/s': 750 });
+  it('a new plan is a new split: one map write, the entry rewritten in place', () => {
+    // Only the plan changed: no tree write (the same layout, in place), one spill entry rewritten.
+    assert.deepEqual(load(loadAware(), { 'r1/za/s': 250, 'r1/zb/s': 750 }), { treeWrites: 0, spillWrites: 1 });
     assert.deepEqual(zones(1000), { a: 250, b: 750 });
   });
 

@@ -90,6 +90,9 @@ describe(
     let loadConn: Connector;
     let probe: Connector;
     let load: PacedLoad | undefined;
+    /** A workload with a locality of its own (zone C), offering a little load. */
+    let eastConn: Connector;
+    let eastLoad: PacedLoad | undefined;
     const backends: Awaited<ReturnType<typeof idBackend>>[] = [];
 
     const debugLoad = async (): Promise<LoadDebug> => {
@@ -118,6 +121,7 @@ describe(
     before(async () => {
       cg = testCgroup('load');
       const work = cg.child('work');
+      const east = cg.child('east');
       for (const [id, host] of BACKENDS) backends.push(await idBackend(host, PORT, id));
       canopy = await startCanopyProcess({
         server: { debounceMs: 20, loadReportingIntervalMs: INTERVAL_MS },
@@ -142,14 +146,18 @@ describe(
         ...['--server', canopy.xdsUri, '--node-id', 'kernel-node-a'],
         ...['--region', 'r1', '--zone', 'za', '--subzone', 's'],
         ...['--cgroup', cg.dir, '--pin-dir', cg.pinDir, '--grace-ms', '100'],
+        ...['--workload', 'east=region=r2,zone=zc,subzone=s'],
       ]);
       await agent.waitForLog((l) => l.msg === 'tree version applied');
       loadConn = await Connector.start(work);
+      eastConn = await Connector.start(east);
       probe = await Connector.start(work);
     });
 
     after(async () => {
       await load?.stop();
+      await eastLoad?.stop();
+      eastConn?.close();
       loadConn?.close();
       probe?.close();
       await agent?.stop();
@@ -172,6 +180,7 @@ describe(
 
     it("the node's kernel connects are its offered load: past capacity the plan spills to zone B", async () => {
       load = new PacedLoad(loadConn, OFFERED_RPS, 60_000);
+      eastLoad = new PacedLoad(eastConn, 5, 60_000);
       const d = await waitFor(
         'the kernel connects never showed as offered load past capacity with a spill to zone B',
         (x) => (nodeA(x)?.offeredRps ?? 0) > 2 * CAPACITY_RPS && (nodeA(x)?.weights['r1/zb/s'] ?? 0) > 0,
@@ -182,9 +191,9 @@ describe(
         `offered ${n.offeredRps} rps from the agent's node, ~${OFFERED_RPS} sent`,
       );
       assert.deepEqual(
-        d.clientNodes!.map((c) => c.path),
+        d.clientNodes!.map((c) => c.path).filter((p) => p !== 'r2/zc/s'),
         ['r1/za/s'],
-        'the only reporter is the agent, from its own node',
+        'the reporter is the agent, from its own node (and the zone C workload from its own)',
       );
       assert.ok((d.landedRps?.['r1/za/s'] ?? 0) > 0, `landed per locality: ${JSON.stringify(d.landedRps)}`);
       console.log(`offered ${n.offeredRps.toFixed(1)} rps, weights ${JSON.stringify(n.weights)}`);
@@ -193,9 +202,16 @@ describe(
         const w = nodeA(x)?.weights ?? {};
         return w['r2/zc/s'] === undefined && (w['r1/zb/s'] ?? 0) > 0;
       });
-      console.log(
-        `# then weights ${JSON.stringify(nodeA(steady)?.weights)}, landed ${JSON.stringify(steady.landedRps)}`,
+      console.log(`then weights ${JSON.stringify(nodeA(steady)?.weights)}, landed ${JSON.stringify(steady.landedRps)}`);
+    });
+
+    it("a workload's connects are load from its own tree node (a stream of its own)", async () => {
+      const d = await waitFor('the zone C workload never showed as a client node', (x) =>
+        (x.clientNodes ?? []).some((c) => c.path === 'r2/zc/s' && c.offeredRps > 0),
       );
+      const c = d.clientNodes!.find((x) => x.path === 'r2/zc/s')!;
+      assert.ok(c.offeredRps < 20, `the workload offers about 5 rps: ${c.offeredRps}`);
+      assert.ok(agent.logs.some((l) => l.msg.startsWith('load reports for the connects of a workload locality')));
     });
 
     it('the weighted pick in BPF follows the weights the tree carries', async () => {
@@ -229,6 +245,14 @@ describe(
         `zone A got ${a}/${n} = ${(a / n).toFixed(3)}, weights say ${p.toFixed(3)} ± ${tolerance.toFixed(3)}`,
       );
       assert.equal(load!.failures, 0, 'no connect failed');
+      // The agent shows what it counts (and reports): connects per locality picked.
+      const state = (await agent.get('/debug/state')) as {
+        loadConnects: { service: string; locality: { zone: string }; connects: number }[];
+      };
+      const byZone = Object.fromEntries(state.loadConnects.map((c) => [c.locality.zone, c.connects]));
+      assert.ok((byZone['za'] ?? 0) > 0 && (byZone['zb'] ?? 0) > 0, JSON.stringify(state.loadConnects));
+      const metrics = await (await fetch(`${agent.metricsUrl}/metrics`)).text();
+      assert.match(metrics, /^canopy_agent_load_connects_total\{service="echo",locality="r1\/zb\/s"\} [1-9]/m);
     });
 
     it('a spill target whose backends fail is skipped: health failover still works', async () => {
@@ -246,6 +270,8 @@ describe(
 
     it('when the load stops, the plan returns to zone A and the connects follow', async () => {
       await load!.stop();
+      await eastLoad?.stop();
+      eastLoad = undefined;
       assert.equal(load!.failures, 0, 'no connect failed');
       load = undefined;
       await waitFor('the plan never returned to zone A alone', (x) => {

@@ -15,6 +15,7 @@ export const SPILL_LAYOUT = {
   canopy_spill_key: { size: 32, fields: { vip: 0, port: 16, family: 18, level: 20, path: 24 } },
   canopy_spill_target: { size: 16, fields: { level: 0, cum: 4, path: 8 } },
   canopy_spill: { size: 264, fields: { count: 0, total: 4, target: 8 } },
+  canopy_spill_cnt_key: { size: 48, fields: { target: 0, client_level: 32, pad: 36, client_path: 40 } },
 } as const;
 
 export const SPILL_CONSTANTS = {
@@ -67,6 +68,18 @@ export function readSpillKey(b: Buffer): SpillService & SpillNode {
   return family === 6
     ? { vip: 0, vip6: Uint8Array.from(b.subarray(f.vip, f.vip + 16)), port, level, path }
     : { vip: b.readUInt32BE(f.vip), port, level, path };
+}
+
+/** A canopy_spill_cnt key: the service and node picked from, and the caller's node. */
+export function readCountKey(b: Buffer): { target: SpillService & SpillNode; client: SpillNode } {
+  const f = SPILL_LAYOUT.canopy_spill_cnt_key.fields;
+  return {
+    target: readSpillKey(b.subarray(f.target, f.target + SPILL_LAYOUT.canopy_spill_key.size)),
+    client: {
+      level: LE ? b.readUInt32LE(f.client_level) : b.readUInt32BE(f.client_level),
+      path: LE ? b.readBigUInt64LE(f.client_path) : b.readBigUInt64BE(f.client_path),
+    },
+  };
 }
 
 /** A canopy_spill value: targets (at most SPILL_TARGETS) with cumulative weights. */

@@ -12,10 +12,9 @@ import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/
 import { intToIpv4, ipv6String, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
 import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
-import { AgentLrsClient } from '../transport/agent-lrs-client.js';
 import { loadAddon } from './bpf.js';
 import { Datapath, type Workload } from './datapath.js';
-import { ConnectDeltas } from './load-report.js';
+import { LoadReporter } from './load-reporter.js';
 import { SpillTable } from './spill-table.js';
 import { TreeInbox } from './tree-inbox.js';
 
@@ -141,6 +140,21 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     help: 'Tree resources whose bytes equal the last version\'s: not decoded again',
     registers,
   });
+  // Load-aware services: connects counted by the kernel per target locality (what the LRS reports carry).
+  new Counter({
+    name: 'canopy_agent_load_connects_total',
+    help: 'connect() calls to load-aware services counted by the kernel, by service and the locality picked (since each counter was created)',
+    labelNames: ['service', 'locality'],
+    registers,
+    collect() {
+      this.reset();
+      for (const c of spill?.counts() ?? []) {
+        if (!c.service || !c.locality) continue;
+        const l = c.locality;
+        this.inc({ service: c.service, locality: [l.region, l.zone, l.subzone].join('/') }, Number(c.connects));
+      }
+    },
+  });
   const inbox = new TreeInbox();
   const connectedGauge = new Gauge({ name: 'canopy_agent_connected', help: '1 while the ADS stream is up', registers });
 
@@ -229,15 +243,9 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
   });
   ads.start();
 
-  // Kernel connects as load (LRS), from the agent's node: the server counts them as offered load.
-  const deltas = new ConnectDeltas(spill?.counts() ?? []);
+  // Kernel connects as load (LRS), from the caller's node: the server counts them as offered load.
   const lrs = spill
-    ? new AgentLrsClient({
-        server: opts.server,
-        node: { id: opts.nodeId, cluster: 'canopy-agent', locality: opts.placement.locality, userAgent: 'canopy-agent' },
-        collect: (clusters) => deltas.next(spill.counts(), clusters),
-        onLost: (why) => log.debug({ why }, 'LRS stream lost; reconnecting'),
-      })
+    ? new LoadReporter({ server: opts.server, nodeId: opts.nodeId, placement: opts.placement, spill, log })
     : undefined;
   lrs?.start();
 
@@ -271,6 +279,10 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
     ...status,
     entries: datapath.entries(),
     kernel: Object.fromEntries(Object.entries(datapath.stats()).map(([k, v]) => [k, Number(v)])),
+    // Load-aware services: connects per locality picked (reported over LRS as load from this node).
+    loadConnects: (spill?.counts() ?? []).flatMap((c) =>
+      c.service && c.locality ? [{ service: c.service, locality: c.locality, connects: Number(c.connects) }] : [],
+    ),
     services: datapath.services().map((s) => ({
       service: s.name,
       vip: s.key.vip6 ? `[${ipv6String(s.key.vip6)}]:${s.key.port}` : `${intToIpv4(s.key.vip)}:${s.key.port}`,

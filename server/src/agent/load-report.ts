@@ -7,36 +7,34 @@ import type { ClusterLoad } from '../transport/agent-lrs-client.js';
 import type { ConnectCount } from './spill-table.js';
 
 export class ConnectDeltas {
+  /** Each counter as last seen, by its key: counts from before the agent started are never reported. */
   private last = new Map<string, bigint>();
 
-  /** Counts as they are now: what the first report's deltas start from. */
   constructor(now: readonly ConnectCount[] = []) {
-    for (const c of now) this.last.set(keyOf(c), (this.last.get(keyOf(c)) ?? 0n) + c.connects);
+    for (const c of now) this.last.set(c.key, c.connects);
   }
 
   /** Connects since the last call, per service (every one with counts, or those named) and locality. */
   next(now: readonly ConnectCount[], clusters: readonly string[] | 'all'): ClusterLoad[] {
-    const totals = new Map<string, { c: ConnectCount; n: bigint }>();
+    const byService = new Map<string, Map<string, { locality: NonNullable<ConnectCount['locality']>; n: bigint }>>();
+    const seen = new Map<string, bigint>();
     for (const c of now) {
-      const k = keyOf(c);
-      const held = totals.get(k);
-      if (held) held.n += c.connects;
-      else totals.set(k, { c, n: c.connects });
-    }
-    const byService = new Map<string, ClusterLoad['localities'][number][]>();
-    for (const [k, { c, n }] of totals) {
-      const before = this.last.get(k) ?? 0n;
+      seen.set(c.key, c.connects);
+      const before = this.last.get(c.key) ?? 0n;
       // A count that went down was deleted and created again: all of it is new.
-      const delta = n >= before ? n - before : n;
-      if (clusters !== 'all' && !clusters.includes(c.service)) continue;
-      const list = byService.get(c.service) ?? byService.set(c.service, []).get(c.service)!;
-      list.push({ locality: c.locality, requests: Number(delta) });
+      const delta = c.connects >= before ? c.connects - before : c.connects;
+      if (!c.service || !c.locality || (clusters !== 'all' && !clusters.includes(c.service))) continue;
+      const l = c.locality;
+      const at = `${l.region}\u0000${l.zone}\u0000${l.subzone}`;
+      const service = byService.get(c.service) ?? byService.set(c.service, new Map()).get(c.service)!;
+      const held = service.get(at);
+      if (held) held.n += delta;
+      else service.set(at, { locality: l, n: delta });
     }
-    this.last = new Map([...totals].map(([k, { n }]) => [k, n]));
-    return [...byService].map(([cluster, localities]) => ({ cluster, localities }));
+    this.last = seen;
+    return [...byService].map(([cluster, m]) => ({
+      cluster,
+      localities: [...m.values()].map((v) => ({ locality: v.locality, requests: Number(v.n) })),
+    }));
   }
-}
-
-function keyOf(c: ConnectCount): string {
-  return `${c.service}\u0000${c.locality.region}\u0000${c.locality.zone}\u0000${c.locality.subzone}`;
 }

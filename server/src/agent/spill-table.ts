@@ -8,15 +8,18 @@
 import path from 'node:path';
 import type { IncomingTree } from './planner.js';
 import type { TreeMessage } from '../resources/tree-codec.js';
-import { readSpillKey, SPILL_LAYOUT, SPILL_MAP, sumPerCpu } from './abi-spill.js';
+import { readCountKey, SPILL_LAYOUT, SPILL_MAP, sumPerCpu } from './abi-spill.js';
 import { BPF_ANY, type BpfAddon } from './bpf.js';
 import { localitiesOf, serviceId, spillEntries, type CountedLocality } from './spill-plan.js';
 
 export interface ConnectCount {
-  /** The service's tree (its name, scopes and nodes). */
-  readonly service: string;
-  readonly locality: CountedLocality;
-  /** Connects counted since the maps were created (monotonic). */
+  /** The counter's key (hex): a service and a node. */
+  readonly key: string;
+  /** The service, the locality picked and the caller's node's locality; absent while no loaded tree names them. */
+  readonly service?: string;
+  readonly locality?: CountedLocality;
+  readonly client?: CountedLocality;
+  /** Connects counted since the entry was created (monotonic). */
   readonly connects: bigint;
 }
 
@@ -98,17 +101,20 @@ export class SpillTable {
     for (const [id, t] of live) this.trees.set(id, t);
   }
 
-  /** Connects counted per load-aware service and node (the chosen leaf, else the caller's matched node). */
+  /** Every counter: connects per load-aware service and node (the chosen leaf, else the caller's matched node). */
   counts(): ConnectCount[] {
     const cpus = this.bpf.possibleCpus();
     const value = Buffer.alloc(8 * cpus);
     const out: ConnectCount[] = [];
-    for (const k of this.keys(this.countFd, SPILL_LAYOUT.canopy_spill_key.size)) {
-      const key = readSpillKey(k);
-      const t = this.trees.get(serviceId(key));
-      const locality = t?.localities.get(`${key.level}/${key.path}`);
-      if (!t || !locality || !this.bpf.mapLookup(this.countFd, k, value)) continue;
-      out.push({ service: t.tree.service, locality, connects: sumPerCpu(value, cpus) });
+    for (const k of this.keys(this.countFd, SPILL_LAYOUT.canopy_spill_cnt_key.size)) {
+      const { target, client } = readCountKey(k);
+      const t = this.trees.get(serviceId(target));
+      const locality = t?.localities.get(`${target.level}/${target.path}`);
+      const from = t?.localities.get(`${client.level}/${client.path}`);
+      if (!this.bpf.mapLookup(this.countFd, k, value)) continue;
+      const connects = sumPerCpu(value, cpus);
+      const known = t && locality && from ? { service: t.tree.service, locality, client: from } : {};
+      out.push({ key: k.toString('hex'), ...known, connects });
     }
     return out;
   }
@@ -125,9 +131,8 @@ export class SpillTable {
 
   /** A service no longer load aware (or gone): its counts go. */
   private forgetCounts(id: string): void {
-    for (const k of this.keys(this.countFd, SPILL_LAYOUT.canopy_spill_key.size)) {
-      const key = readSpillKey(k);
-      if (serviceId(key) === id) this.bpf.mapDelete(this.countFd, k);
+    for (const k of this.keys(this.countFd, SPILL_LAYOUT.canopy_spill_cnt_key.size)) {
+      if (serviceId(readCountKey(k).target) === id) this.bpf.mapDelete(this.countFd, k);
     }
   }
 
