@@ -87,6 +87,7 @@ interface ExplainLoad {
 
 interface LoadDebug {
   readonly epoch: number;
+  readonly shared?: object;
   readonly clientNodes?: readonly {
     readonly path: string;
     readonly offeredRps: number;
@@ -255,6 +256,8 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
     assert.ok(total > 1.5 * capacityA, `the client offered too little to test the spill: ${total.toFixed(1)} rps`);
     // The weights sent put zone A's capacity there (±10%): exact, from what Canopy computed.
     const assigned = assignedToA(await debugLoad())!;
+    // One replica on the file store: planned from its own clients, nothing shared.
+    assert.equal((await debugLoad()).shared, undefined);
     assert.ok(
       Math.abs(assigned.rps - capacityA) <= 0.1 * capacityA,
       `weights assign ${assigned.rps.toFixed(1)} rps to zone A`,

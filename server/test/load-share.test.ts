@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import type { LoadShare, ReplicaLoad } from '../src/domain/load-aggregate.js';
 import { exportPlan, importPlan, offeredByPath, periodRecords, eldest } from '../src/domain/load-aggregate.js';
 import { parseLocality } from '../src/domain/locality.js';
@@ -152,6 +153,63 @@ describe('replicas share load aggregates', () => {
     assert.deepEqual(
       a.load.report('echo')!.shared?.replicas.map((x) => x.replica),
       ['a', 'c'],
+    );
+  });
+});
+
+describe('replicas agree (property)', () => {
+  it('for random loads per replica, zone and interval, and replicas joining late, every replica sends the same weights', () => {
+    const zoneOf = ['r1/za/s', 'r1/zb/s', 'r2/zc/s'];
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 2, maxLength: 3 }),
+        fc.array(
+          fc.array(fc.array(fc.integer({ min: 0, max: 150 }), { minLength: 3, maxLength: 3 }), {
+            minLength: 3,
+            maxLength: 3,
+          }),
+          {
+            minLength: 6,
+            maxLength: 10,
+          },
+        ),
+        (joins, loads) => {
+          const clock = { t: 0 };
+          const board = new Board();
+          const all = joins.map((_, i) => replica(`r${i}`, clock, board));
+          loads.forEach((perReplica, k) => {
+            const p = k + 1;
+            const live = all.filter((_, i) => joins[i]! <= k);
+            clock.t = p * INTERVAL;
+            live.forEach((r, i) =>
+              zoneOf.forEach((z, zi) =>
+                r.load.record(`${r.name}-${z}`, { ...emptyClient, locality: parseLocality(z) }, [
+                  {
+                    service: 'echo',
+                    intervalSeconds: 1,
+                    upstream: [
+                      {
+                        locality: parseLocality(z),
+                        issued: perReplica[i % 3]![zi]!,
+                        succeeded: 0,
+                        errors: 0,
+                        inProgress: 0,
+                      },
+                    ],
+                  },
+                ]),
+              ),
+            );
+            for (const r of live) r.load.publish(p);
+            clock.t = p * INTERVAL + INTERVAL / 2;
+            for (const r of live) r.load.planShared(p);
+            const byPath = (r: Replica) =>
+              JSON.stringify(r.load.report('echo')?.clientNodes.map((n) => [n.path, n.weights]) ?? []);
+            for (const r of live) assert.equal(byPath(r), byPath(live[0]!), `interval ${p}`);
+          });
+        },
+      ),
+      { numRuns: 60 },
     );
   });
 });

@@ -9,6 +9,8 @@
  * uses the service's routable tree, exactly as the CLA cache does.
  */
 import ipaddr from 'ipaddr.js';
+import { isLoadAware } from '../domain/load-aware-spec.js';
+import type { LoadReportInput } from '../domain/load-explain.js';
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey, isRoutable, type Health } from '../domain/service.js';
@@ -68,6 +70,73 @@ export interface TreeView {
 /** What the page polls: the tree and the streams placed on it (counted per node by the page). */
 export interface ServiceView extends TreeView {
   readonly clients: readonly ViewClient[];
+  /** A load-aware service's last interval (load-view.ts in the page draws it). */
+  readonly load?: LoadPanel;
+}
+
+/** Rows the load panel lists at most, per table: the busiest first (every row: /debug/load/SERVICE). */
+export const LOAD_ROWS_LIMIT = 25;
+
+/** The load panel: per locality reported and assigned load against capacity, per client node its spill. */
+export interface LoadPanel {
+  readonly balancing: string;
+  readonly intervalMs: number;
+  readonly spillFraction: number;
+  readonly offeredRps: number;
+  readonly capacityRps: number;
+  readonly localities: readonly {
+    readonly path: string;
+    readonly healthy: number;
+    readonly endpoints: number;
+    readonly capacityRps: number;
+    readonly assignedRps: number;
+    readonly reportedRps: number;
+    readonly drained: boolean;
+  }[];
+  readonly localitiesTotal: number;
+  readonly clientNodes: readonly {
+    readonly path: string;
+    readonly offeredRps: number;
+    readonly unplacedRps: number;
+    readonly spill: number;
+    /** Locality → share of this node's load, largest first. */
+    readonly shares: readonly (readonly [string, number])[];
+  }[];
+  readonly clientNodesTotal: number;
+  readonly replicas?: readonly { readonly replica: string; readonly offeredRps: number }[];
+}
+
+/** The load panel from the load controller's last interval; the busiest rows, each list capped. */
+export function loadPanel(service: ServiceState, report: LoadReportInput | undefined): LoadPanel | undefined {
+  const la = service.spec.loadBalancing.loadAware;
+  if (!isLoadAware(la)) return undefined;
+  const localities = (report?.localities ?? [])
+    .map((l) => ({ ...l, reportedRps: report?.landedRps[l.path] ?? 0 }))
+    .sort((a, b) => b.assignedRps + b.reportedRps - (a.assignedRps + a.reportedRps) || compare(a.path, b.path));
+  const nodes = [...(report?.clientNodes ?? [])].sort((a, b) => b.offeredRps - a.offeredRps || compare(a.path, b.path));
+  return {
+    balancing: la.balancing,
+    intervalMs: report?.intervalMs ?? 0,
+    spillFraction: report?.spillFraction ?? 0,
+    offeredRps: nodes.reduce((t, n) => t + n.offeredRps, 0),
+    capacityRps: localities.reduce((t, l) => t + l.capacityRps, 0),
+    localities: localities.slice(0, LOAD_ROWS_LIMIT),
+    localitiesTotal: localities.length,
+    clientNodes: nodes.slice(0, LOAD_ROWS_LIMIT).map((n) => {
+      const total = Object.values(n.weights).reduce((a, b) => a + b, 0);
+      return {
+        path: n.path,
+        offeredRps: n.offeredRps,
+        unplacedRps: n.unplacedRps,
+        spill: n.spill,
+        shares: Object.entries(n.weights)
+          .map(([k, w]) => [k, total > 0 ? w / total : 0] as const)
+          .sort((a, b) => b[1] - a[1] || compare(a[0], b[0])),
+      };
+    }),
+    clientNodesTotal: nodes.length,
+    ...(report?.shared ? { replicas: report.shared.replicas } : {}),
+  };
 }
 
 /** Above this many endpoints a view lists none: the page then maps the explain view by locality. */

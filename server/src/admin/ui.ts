@@ -10,11 +10,14 @@ import { CanopyError } from '../domain/errors.js';
 import type { ServiceState } from '../domain/mesh.js';
 import type { MeshView } from '../store/mesh-feed.js';
 import type { ClientStatus } from '../sessions/client-status.js';
-import { placeClients, treeView } from './ui-view.js';
+import type { LoadReportInput } from '../domain/load-explain.js';
+import { loadPanel, placeClients, treeView } from './ui-view.js';
 
 export interface UiDeps {
   readonly mesh: MeshView;
   readonly clients: () => readonly ClientStatus[];
+  /** Load-aware services: the load controller's last interval. */
+  readonly load?: (service: string) => LoadReportInput | undefined;
 }
 
 /** The bundle's files, by name: nothing else under /ui/ is read from disk. */
@@ -44,7 +47,10 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps): void {
     try {
       body = await bundled(name);
     } catch {
-      throw new CanopyError('CANOPY_NOT_FOUND', `the web view is not built (npm run build bundles it): ${name} missing`);
+      throw new CanopyError(
+        'CANOPY_NOT_FOUND',
+        `the web view is not built (npm run build bundles it): ${name} missing`,
+      );
     }
     return reply.type(type).header('cache-control', 'no-cache').send(body);
   };
@@ -75,12 +81,13 @@ export function uiRoutes(app: FastifyInstance, deps: UiDeps): void {
       tree = { generation: service.generation, json, hash: digest(json) };
       trees.set(service, tree);
     }
-    const clients = JSON.stringify(placeClients(service, deps.clients()));
+    const panel = loadPanel(service, deps.load?.(service.name));
+    const clients = `"clients":${JSON.stringify(placeClients(service, deps.clients()))}${panel ? `,"load":${JSON.stringify(panel)}` : ''}`;
     const etag = `"${tree.hash}.${digest(clients)}"`;
     reply.header('etag', etag).header('cache-control', 'no-cache');
     if (req.headers['if-none-match'] === etag) return reply.code(304).send();
-    // The ServiceView: the tree's object with the clients added.
-    return reply.type('application/json; charset=utf-8').send(`${tree.json.slice(0, -1)},"clients":${clients}}`);
+    // The ServiceView: the tree's object with the clients (and a load-aware service's load) added.
+    return reply.type('application/json; charset=utf-8').send(`${tree.json.slice(0, -1)},${clients}}`);
   });
 }
 

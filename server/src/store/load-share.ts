@@ -86,9 +86,12 @@ export class EtcdLoadShare implements LoadShare {
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.watcher?.cancel().catch(() => {});
+    // Bounded: an unreachable etcd must not hold up shutdown (the lease then expires by itself).
+    const bounded = (p: Promise<unknown> | undefined) =>
+      Promise.race([p?.catch(() => {}), new Promise((r) => setTimeout(r, DEADLINE_MS).unref())]);
+    await bounded(this.watcher?.cancel());
     // Revoking deletes the key now: the others stop counting this replica's clients at once.
-    await this.lease?.revoke({ deadline: Date.now() + DEADLINE_MS }).catch(() => {});
+    await bounded(this.lease?.revoke({ deadline: Date.now() + DEADLINE_MS }));
     this.client.close();
   }
 

@@ -5,7 +5,7 @@
 import type { ExplainView as Explain } from '../../src/domain/explain.js';
 import type { ServiceView } from '../../src/admin/ui-view.js';
 
-export type { ServiceView, ViewClient, ViewEndpoint, ViewNode } from '../../src/admin/ui-view.js';
+export type { LoadPanel, ServiceView, ViewClient, ViewEndpoint, ViewNode } from '../../src/admin/ui-view.js';
 
 export interface Locality {
   readonly region: string;

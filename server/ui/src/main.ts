@@ -16,6 +16,7 @@ import {
   type ServiceView,
 } from './api.js';
 import { byId, h } from './dom.js';
+import { renderLoad } from './load.js';
 import { renderClients, renderShares } from './panels.js';
 import { pathKey, tierOverlay } from './tiers.js';
 import { renderTree } from './tree.js';
@@ -75,6 +76,8 @@ const els = {
   status: byId('status'),
   clients: byId('clients'),
   clientCount: byId('client-count'),
+  loadPanel: byId('load-panel'),
+  load: byId('load'),
   localityForm: byId<HTMLFormElement>('locality-form'),
   locality: byId<HTMLInputElement>('locality'),
   explain: byId('explain'),
@@ -126,6 +129,8 @@ function render(): void {
   placeExplain(selectedNode);
   const selected = state.target?.kind === 'client' ? state.target.streamId : undefined;
   els.clients.replaceChildren(renderClients(view, selected, selectClient));
+  els.loadPanel.hidden = !view.load;
+  els.load.replaceChildren(...(view.load ? [renderLoad(view.load, view.service)] : []));
   renderExplain();
   renderLinks();
   performance.measure('canopy-render', 'canopy-render-start');

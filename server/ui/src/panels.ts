@@ -1,6 +1,7 @@
 /** The side panels: connected clients with their sync state, and the explained client's shares. */
 import type { Explain, ServiceView, ViewClient } from './api.js';
 import { h, percent } from './dom.js';
+import { renderLoadWhy } from './load.js';
 
 export function renderClients(
   view: ServiceView,
@@ -75,6 +76,7 @@ export function renderShares(explain: Explain): HTMLElement {
   return h(
     'div',
     {},
+    renderLoadWhy(explain),
     h(
       'p',
       { class: 'explain-summary' },
