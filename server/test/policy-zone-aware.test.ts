@@ -22,6 +22,8 @@ import { flatten } from '../src/wire/rope.js';
 import { ep, lb, service } from './support/builders.js';
 import { envoyType } from './support/envoy-protos.js';
 import { pgvCheckBytes } from './support/pgv.js';
+import { encodeProtoJson } from './support/proto-json.js';
+import { envoyBootstrap } from '../src/cli/bootstrap.js';
 
 type Obj = Record<string, unknown>;
 
@@ -127,5 +129,30 @@ describe('zone-aware routing for Envoy sidecars', () => {
     assert.equal(placementOf({ ...node, metadata: { 'canopy.local_service': 'reviews' } }).localService, 'reviews');
     assert.equal(eds.resolve('local_cluster', envoyAt('us/us-b')), undefined);
     assert.ok([...eds.touchedBy(new Set(['reviews']))].includes('local_cluster'));
+  });
+
+  it('canopy bootstrap envoy --local-service writes the local cluster and names the service', () => {
+    const base = {
+      nodeId: 'n1',
+      cluster: 'reviews',
+      region: 'us',
+      zone: 'us-b',
+      subzone: '',
+      xds: '127.0.0.1:18000',
+      outboundAddress: '127.0.0.1',
+      envoyAdminPort: 9901,
+    };
+    const type = envoyType('envoy.config.bootstrap.v3.Bootstrap');
+    const { bytes, errors } = encodeProtoJson(type, envoyBootstrap({ ...base, localService: 'reviews' }));
+    assert.deepEqual(errors, []);
+    assert.ok(bytes);
+    assert.deepEqual(pgvCheckBytes('envoy.config.bootstrap.v3.Bootstrap', bytes), []);
+    const b = type.toObject(type.decode(bytes), { enums: String, longs: Number, arrays: true }) as Obj;
+    assert.equal((b['cluster_manager'] as Obj)['local_cluster_name'], 'local_cluster');
+    const local = ((b['static_resources'] as Obj)['clusters'] as Obj[]).find((c) => c['name'] === 'local_cluster');
+    assert.equal(local?.['type'], 'EDS');
+    const md = (b['node'] as Obj)['metadata'] as { fields: Record<string, { stringValue: string }> };
+    assert.equal(md.fields['canopy.local_service']?.stringValue, 'reviews');
+    assert.equal((envoyBootstrap(base) as Obj)['cluster_manager'], undefined);
   });
 });
