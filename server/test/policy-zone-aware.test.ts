@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Client } from '../src/domain/client.js';
 import { emptyPlacement, parseLocality } from '../src/domain/locality.js';
+import { explainChange } from '../src/domain/explain.js';
 import { Mesh } from '../src/domain/mesh.js';
 import type { ServiceSpec } from '../src/domain/service.js';
 import { parseServiceSpec } from '../src/domain/spec.js';
@@ -154,5 +155,20 @@ describe('zone-aware routing for Envoy sidecars', () => {
     const md = (b['node'] as Obj)['metadata'] as { fields: Record<string, { stringValue: string }> };
     assert.equal(md.fields['canopy.local_service']?.stringValue, 'reviews');
     assert.equal((envoyBootstrap(base) as Obj)['cluster_manager'], undefined);
+  });
+
+  it('explain lists a zoneAware change among the service-wide settings', () => {
+    const a = new Mesh();
+    a.put(service('catalog', [ep({ locality: 'us/us-a' })], lb('failover', ['region'])));
+    const b = new Mesh();
+    b.put(catalog({ enabled: true, minClusterSize: 3 }));
+    const r = explainChange(a.get('catalog')!, b.get('catalog')!, {
+      ...emptyPlacement(),
+      locality: parseLocality('us/us-a'),
+    });
+    assert.deepEqual(
+      r.settings.find((x) => x.field === 'policy.zoneAware'),
+      { field: 'policy.zoneAware', current: 'null', proposed: '{"enabled":true,"minClusterSize":3}' },
+    );
   });
 });
