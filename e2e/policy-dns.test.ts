@@ -22,6 +22,7 @@ import type { Locality } from '../server/src/domain/locality.js';
 import { Datapath } from '../server/src/agent/datapath.js';
 import { startAgentProcess } from './support/agent-process.js';
 import { runCanopyCli } from './support/canopy-cli.js';
+import { CCoreClient, ccoreMissing } from './support/ccore-client.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { CDS, EDS, EnvoyPeer } from './support/envoy-peer.js';
 import { kernelEnv, testCgroup } from './support/kernel.js';
@@ -119,6 +120,24 @@ services:
     assert.equal(r.status, 200, JSON.stringify(r.body));
     await a.waitUntil(only(['zb']));
   });
+
+  it(
+    'gRPC C-core (python3-grpcio) reads the same LOGICAL_DNS aggregate and stays in its zone',
+    { skip: ccoreMissing() },
+    async () => {
+      const c = new CCoreClient(
+        'xds:///ext',
+        xdsBootstrap({ serverUri: canopy.xdsUri, nodeId: 'dns-ccore', locality: zone('zb') }),
+      );
+      try {
+        await c.ready();
+        await c.waitUntil(only(['zb']));
+        assert.ok(only(['zb'])(await c.tally(20)));
+      } finally {
+        await c.close();
+      }
+    },
+  );
 
   it('Istio ServiceEntry resolution DNS, served as written: hostname endpoints by zone, and a host that is its own endpoint', async () => {
     const a = client(canopy, 'dns-se', zone('za'));

@@ -101,7 +101,7 @@ describe('admin API: services', () => {
   const invalid: [string, unknown, string[]][] = [
     [
       'every bad field',
-      { loadBalancing: { mode: 'nope' }, endpoints: [{ address: 'x', port: 0 }] },
+      { loadBalancing: { mode: 'nope' }, endpoints: [{ address: 'not a host', port: 0 }] },
       ['loadBalancing.mode', 'endpoints[0].address', 'endpoints[0].port'],
     ],
     ['a different name, with the other errors too', { ...echo, name: 'other', vip: 'x' }, ['vip', 'name']],

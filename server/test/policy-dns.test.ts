@@ -184,6 +184,30 @@ describe('an Envoy sidecar: a STRICT_DNS cluster with its own CLA inside', () =>
     );
   });
 
+  it('carries what EDS would: unhealthy endpoints counted in their priority, whole CLAs on LEDS streams', () => {
+    const spec = dnsService();
+    const sick = ep({ address: 'd.example.test', port: 443, locality: 'r1/z1', health: 'unhealthy' });
+    const { registry } = setup({ ...spec, endpoints: [...spec.endpoints, sick] });
+    for (const leds of [false, true]) {
+      const client: Client = { ...at('r1/z1', 'envoy'), leds };
+      const c = decoded(
+        'envoy.config.cluster.v3.Cluster',
+        anyValue(registry.get(CLUSTER_TYPE)!.resolve('ext', client), CLUSTER_TYPE),
+      );
+      const eds = decoded(
+        'envoy.config.endpoint.v3.ClusterLoadAssignment',
+        anyValue(registry.get(ENDPOINT_TYPE)!.resolve('ext', { ...client, leds: false }), ENDPOINT_TYPE),
+      );
+      assert.deepEqual(c['load_assignment'], eds, `leds ${leds}`);
+      const hosts = ((eds['endpoints'] as Obj[]) ?? []).flatMap((g) => g['lb_endpoints'] as Obj[]);
+      assert.ok(
+        hosts.some((h) => h['health_status'] === 'UNHEALTHY'),
+        'the unhealthy endpoint counts, with its health',
+      );
+      assert.ok(!JSON.stringify(c['load_assignment']).includes('leds'), 'no LEDS collections inside a cluster');
+    }
+  });
+
   it('LOGICAL_DNS for resolution logical, with the one endpoint and the lookup family asked for', () => {
     const spec: ServiceSpec = {
       ...service('one', [ep({ address: 'api.example.test', port: 443, locality: 'r1/z1' })]),

@@ -132,7 +132,7 @@ spec:
       zoneAwareLbSetting: ${setting}
       localityLbSetting: { enabled: true }
 `;
-  it('is region tiers, failover regions and failoverPriority labels; the zone-aware part is noted', () => {
+  it('is region tiers, failover regions and failoverPriority labels, and Envoy zone-aware routing', () => {
     const r = imp(
       'istio',
       dr('{ enabled: true, minClusterSize: 3, failover: [{ from: r1, to: r2 }], failoverPriority: [version] }'),
@@ -142,9 +142,18 @@ spec:
     assert.equal(lb.mode, 'failover');
     assert.deepEqual(lb.policy?.failoverPriority, [{ scope: 'label:version' }]);
     assert.deepEqual(lb.policy?.failover?.rules, [{ from: ['r1'], to: { type: 'only', values: ['r2'] } }]);
+    assert.deepEqual(lb.policy?.zoneAware, { enabled: true, minClusterSize: 3 });
     const notes = r.notes.map((n) => `${n.path}: ${n.message}`).join('\n');
-    assert.match(notes, /zoneAwareLbSetting: Envoy's zone-aware routing .*min_cluster_size 3/);
+    assert.match(
+      notes,
+      /zoneAwareLbSetting: Envoy sidecars get zone-aware routing .*min_cluster_size 3.*local_cluster/,
+    );
     assert.match(notes, /localityLbSetting: not imported: zoneAwareLbSetting takes precedence/);
+  });
+  it('enabled: false: routing 0% for Envoy and every endpoint at priority 0, as Istio (no region tiers)', () => {
+    const lb = ok(imp('istio', dr('{ enabled: false, failover: [{ from: r1, to: r2 }] }'))).services[0]!.loadBalancing;
+    assert.equal(lb.mode, 'random');
+    assert.deepEqual(lb.policy, { zoneAware: { enabled: false } });
   });
   it('refuses region/zone/subzone in failoverPriority and bad fields, at their path', () => {
     const paths = errorsOf(

@@ -18,6 +18,8 @@ export interface BootstrapOptions {
   readonly xds: string;
   readonly outboundAddress: string;
   readonly envoyAdminPort: number;
+  /** envoy: the sidecar's own service, for zone-aware routing (its local_cluster). */
+  readonly localService?: string;
 }
 
 export function registerBootstrap(program: Command): void {
@@ -35,6 +37,10 @@ export function registerBootstrap(program: Command): void {
     )
     .option('--outbound-address <ip>', "envoy: where the sidecar's outbound listeners bind", '127.0.0.1')
     .option('--envoy-admin-port <n>', "envoy: the sidecar's admin port (on 127.0.0.1)", '9901')
+    .option(
+      '--local-service <name>',
+      "envoy: the sidecar's own service, sent as its local cluster for zone-aware routing (policy.zoneAware)",
+    )
     .option('-O, --out <file>', 'write to this file (default: standard output)')
     .action(
       async (
@@ -82,8 +88,14 @@ export function envoyBootstrap(o: BootstrapOptions): object {
       id: o.nodeId,
       cluster: o.cluster,
       locality: { region: o.region, zone: o.zone, sub_zone: o.subzone },
-      metadata: { 'canopy.client_kind': 'envoy', 'canopy.outbound_address': o.outboundAddress },
+      metadata: {
+        'canopy.client_kind': 'envoy',
+        'canopy.outbound_address': o.outboundAddress,
+        ...(o.localService ? { 'canopy.local_service': o.localService } : {}),
+      },
     },
+    // Zone-aware routing compares the upstream's zones with the sidecar's own service's (istiod's self-discovery).
+    ...(o.localService ? { cluster_manager: { local_cluster_name: 'local_cluster' } } : {}),
     dynamic_resources: {
       ads_config: {
         api_type: 'DELTA_GRPC',
@@ -114,6 +126,19 @@ export function envoyBootstrap(o: BootstrapOptions): object {
             ],
           },
         },
+        ...(o.localService
+          ? [
+              {
+                name: 'local_cluster',
+                type: 'EDS',
+                connect_timeout: '1s',
+                eds_cluster_config: {
+                  eds_config: { ads: {}, resource_api_version: 'V3' },
+                  service_name: 'local_cluster',
+                },
+              },
+            ]
+          : []),
       ],
     },
     admin: { address: { socket_address: { address: '127.0.0.1', port_value: o.envoyAdminPort } } },

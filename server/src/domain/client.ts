@@ -34,6 +34,8 @@ export interface Client extends Placement {
    * endpoint collection per locality piece instead of listing endpoints.
    */
   readonly leds?: boolean;
+  /** An Envoy sidecar's own service (node metadata `canopy.local_service`): its local cluster for zone-aware routing. */
+  readonly localService?: string;
 }
 
 export function kindOf(client: Client): ClientKind {

@@ -94,6 +94,8 @@ function settingChanges(a: ServiceState, b: ServiceState): SettingChange[] {
     ['routingPreference', la.routingPreference.join(','), lb.routingPreference.join(',')],
     ['overprovisioningFactor', la.overprovisioningFactor, lb.overprovisioningFactor],
     ['reach.minEndpoints', la.reach?.minEndpoints ?? null, lb.reach?.minEndpoints ?? null],
+    // Envoy's zone-aware routing moves load between the zones of priority 0 without moving any endpoint.
+    ['policy.zoneAware', JSON.stringify(la.policy?.zoneAware ?? null), JSON.stringify(lb.policy?.zoneAware ?? null)],
   ];
   return fields.filter(([, x, y]) => x !== y).map(([field, current, proposed]) => ({ field, current, proposed }));
 }

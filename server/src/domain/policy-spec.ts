@@ -15,12 +15,14 @@ import {
   type LocalityPolicy,
   type PriorityLabel,
   type TrafficDistribution,
+  type ZoneAware,
 } from './policy.js';
 import { isScope, MAX_SCOPES, type Scope } from './locality.js';
 import type { LoadBalancing } from './service.js';
 import { describe, isObject, join, type Reader } from './reader.js';
 
-const POLICY_KEYS = ['failover', 'failoverPriority', 'distribute', 'affinity', 'trafficDistribution'];
+const POLICY_KEYS = ['failover', 'failoverPriority', 'distribute', 'affinity', 'trafficDistribution', 'zoneAware'];
+const ZONE_AWARE_KEYS = ['enabled', 'minClusterSize'];
 const MAX_WEIGHT = 1_000_000;
 const MAX_RULES = 1000;
 /** The routingPreference each trafficDistribution needs: node → zone → region, as tree levels. */
@@ -42,6 +44,12 @@ export function readPolicy(r: Reader, v: unknown, path: string, lb: LoadBalancin
   const trafficDistribution = r.optional(o, 'trafficDistribution', path, (x, p) =>
     r.oneOf<TrafficDistribution>(x, p, TRAFFIC_DISTRIBUTIONS),
   );
+  const zoneAware = r.optional(o, 'zoneAware', path, (x, p) => readZoneAware(r, x, p));
+  if (zoneAware && distribute)
+    r.fail(
+      join(path, 'zoneAware'),
+      'cannot be combined with distribute (Envoy takes zone-aware routing or locality weights)',
+    );
   if (failover && lb.mode === 'strict') {
     r.fail(join(path, 'failover'), 'has no effect in strict mode (only the client’s own leaf is served)');
   }
@@ -65,7 +73,16 @@ export function readPolicy(r: Reader, v: unknown, path: string, lb: LoadBalancin
     ...(distribute ? { distribute } : {}),
     ...(affinity ? { affinity } : {}),
     ...(trafficDistribution ? { trafficDistribution } : {}),
+    ...(zoneAware ? { zoneAware } : {}),
   };
+}
+
+function readZoneAware(r: Reader, v: unknown, path: string): ZoneAware | undefined {
+  const o = r.object(v, path, ZONE_AWARE_KEYS);
+  if (!o) return undefined;
+  const enabled = r.optional(o, 'enabled', path, r.bool) ?? true;
+  const minClusterSize = r.optional(o, 'minClusterSize', path, (x, p) => r.int(x, p, 0, MAX_WEIGHT));
+  return { enabled, ...(minClusterSize !== undefined ? { minClusterSize } : {}) };
 }
 
 function readFailover(r: Reader, v: unknown, path: string): FailoverOrder | undefined {

@@ -9,6 +9,7 @@
  *   distribute:          [{ from: "r1/z1/*", to: { "r1/z1/*": 80, "r2": 20 } }]
  *   affinity:            [{ scope: "label:k8s.io/node", weight: 900 }, …]
  *   trafficDistribution: PreferSameNode | PreferSameZone
+ *   zoneAware:           { enabled?: true|false, minClusterSize?: n }   (Envoy sidecars only)
  */
 import { hasHostnames } from './dns-spec.js';
 import { isScope, type Scope } from './locality.js';
@@ -54,16 +55,33 @@ export interface AffinityTag {
 export type TrafficDistribution = 'PreferSameNode' | 'PreferSameZone';
 export const TRAFFIC_DISTRIBUTIONS: readonly TrafficDistribution[] = ['PreferSameNode', 'PreferSameZone'];
 
+/**
+ * Envoy's zone-aware routing inside priority 0 (Istio's zoneAwareLbSetting):
+ * the sidecar's cluster gets `zone_aware_lb_config` instead of locality
+ * weights, and Envoy sends each zone the share that keeps it as loaded as the
+ * client's own zone, from its local cluster (`local_cluster`, the client's
+ * own service: resources/local-cluster.ts). `enabled: false` sends routing 0%
+ * (Envoy's own zone-aware routing off). It shapes no CLA: the tree and the
+ * other fields do (Istio: the region tiers).
+ */
+export interface ZoneAware {
+  readonly enabled: boolean;
+  /** Envoy's min_cluster_size: below it zone-aware routing is off; absent = Envoy's 6. */
+  readonly minClusterSize?: number;
+}
+
 export interface LocalityPolicy {
   readonly failover?: FailoverOrder;
   readonly failoverPriority?: readonly PriorityLabel[];
   readonly distribute?: readonly DistributeRule[];
   readonly affinity?: readonly AffinityTag[];
   readonly trafficDistribution?: TrafficDistribution;
+  readonly zoneAware?: ZoneAware;
 }
 
+/** Does the policy shape CLAs? (`zoneAware` alone does not: it is the sidecar's cluster setting.) */
 export function hasPolicy(p: LocalityPolicy | undefined): p is LocalityPolicy {
-  return p !== undefined && Object.keys(p).length > 0;
+  return p !== undefined && Object.keys(p).some((k) => k !== 'zoneAware');
 }
 
 /** Kuma's default affinity weights: 9·10^(n−i−1), so 900/90/9 for three tags. */
@@ -158,6 +176,14 @@ export function policyToJson(p: LocalityPolicy): Record<string, unknown> {
       : {}),
     ...(p.affinity ? { affinity: p.affinity.map((a) => ({ scope: a.scope, weight: a.weight })) } : {}),
     ...(p.trafficDistribution ? { trafficDistribution: p.trafficDistribution } : {}),
+    ...(p.zoneAware
+      ? {
+          zoneAware: {
+            enabled: p.zoneAware.enabled,
+            ...(p.zoneAware.minClusterSize !== undefined ? { minClusterSize: p.zoneAware.minClusterSize } : {}),
+          },
+        }
+      : {}),
   };
 }
 

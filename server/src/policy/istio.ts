@@ -237,9 +237,10 @@ function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTra
  * Istio's zoneAwareLbSetting: endpoints are partitioned by region (the
  * client's own region first, then the `failover` target, then the rest),
  * under the optional failoverPriority labels; inside the region Envoy's
- * zone-aware routing spreads load by zone, which needs Envoy's local cluster
- * (self-discovery) and is the client's. Canopy sends the region tiers with
- * every zone as its own locality.
+ * zone-aware routing spreads load by zone (policy.zoneAware: the sidecar's
+ * cluster gets zone_aware_lb_config), which needs Envoy's local cluster
+ * (self-discovery: resources/local-cluster.ts). Every zone is its own
+ * locality in priority 0. `enabled: false`: routing 0%, no tiers.
  */
 function readZoneAware(f: Findings, v: unknown, path: string): Obj {
   const tree = ['region'];
@@ -251,11 +252,20 @@ function readZoneAware(f: Findings, v: unknown, path: string): Obj {
   const size = s['minClusterSize'];
   if (size !== undefined && !(typeof size === 'number' && Number.isInteger(size) && size >= 0))
     f.error(join(path, 'minClusterSize'), `must be a non-negative integer, got ${describe(size)}`);
+  const zoneAware = { enabled: s['enabled'] !== false, ...(typeof size === 'number' ? { minClusterSize: size } : {}) };
+  if (s['enabled'] === false) {
+    // Istio: the setting still wins, Envoy's own zone-aware routing is turned off (0%) and no tiers are made.
+    f.note(
+      path,
+      'enabled: false: Envoy sidecars get zone-aware routing 0% and every endpoint at priority 0 (as in Istio)',
+    );
+    return { mode: 'random', routingPreference: ['region', 'zone', 'subzone'], policy: { zoneAware } };
+  }
   f.note(
     path,
-    s['enabled'] === false
-      ? 'enabled: false: Envoy routes 0% by zone; the region tiers still apply (as in Istio)'
-      : `Envoy's zone-aware routing inside the client's region (min_cluster_size ${typeof size === 'number' ? size : 6}) is not sent: it needs Envoy's local cluster; Canopy sends the region tiers with each zone as its own locality, and gRPC clients weigh zones by endpoint count`,
+    `Envoy sidecars get zone-aware routing inside their region (zone_aware_lb_config, min_cluster_size ${typeof size === 'number' ? size : 6}), ` +
+      "which needs Envoy's local cluster: a bootstrap cluster `local_cluster` (EDS) and node metadata canopy.local_service naming the client's own service; " +
+      'proxyless gRPC has no zone-aware routing and weighs the zones of its region by endpoint count',
   );
   const failover = s['failover'] === undefined ? undefined : readFailover(f, s['failover'], join(path, 'failover'));
   const keys =
@@ -269,8 +279,12 @@ function readZoneAware(f: Findings, v: unknown, path: string): Obj {
       );
   });
   const priority = keys ? readPriority(f, keys, join(path, 'failoverPriority'), false) : undefined;
-  const policy: Obj = { ...(failover ? { failover } : {}), ...(priority ? { failoverPriority: priority } : {}) };
-  return { mode: 'failover', routingPreference: tree, ...(Object.keys(policy).length ? { policy } : {}) };
+  const policy: Obj = {
+    ...(failover ? { failover } : {}),
+    ...(priority ? { failoverPriority: priority } : {}),
+    zoneAware,
+  };
+  return { mode: 'failover', routingPreference: tree, policy };
 }
 
 function readDistribute(f: Findings, v: unknown, path: string): Obj[] | undefined {

@@ -2,13 +2,14 @@
  * Cluster: one EDS cluster per service, its endpoints over ADS, round robin
  * across the localities' weights; an Envoy sidecar's carries more (envoy-cluster.ts).
  */
-import { kindOf } from '../domain/client.js';
+import { kindOf, type Client } from '../domain/client.js';
 import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { Mesh } from '../domain/mesh.js';
 import type { ClaCache } from '../domain/cla-cache.js';
 import { encodeMessage } from '../wire/protos.js';
 import { flatten, type Bytes } from '../wire/rope.js';
 import {
+  claOfAny,
   dnsChildNames,
   envoyDnsParts,
   isDnsService,
@@ -35,8 +36,17 @@ export function encodeCluster(name: string, edsServiceName: string, reportLoad =
   });
 }
 
-/** `claCache`: the clients' CLAs, which a service with hostname endpoints carries inside its cluster (dns-cluster.ts). */
-export function clusterType(mesh: Mesh, incarnations: Incarnations, claCache?: ClaCache<Bytes>): ResourceType {
+/**
+ * A service with hostname endpoints carries its clients' CLAs inside its cluster (dns-cluster.ts):
+ * `claCache` orders a proxyless client's LOGICAL_DNS clusters; `envoyCla` is the ClusterLoadAssignment an
+ * Envoy sidecar would get over EDS (the endpoint type's, without LEDS).
+ */
+export function clusterType(
+  mesh: Mesh,
+  incarnations: Incarnations,
+  claCache?: ClaCache<Bytes>,
+  envoyCla?: (service: string, client: Client) => Resource | undefined,
+): ResourceType {
   // Proxyless: depends on the name alone (the service's, or its incarnation's), encoded once per name.
   const held = new Map<string, Resource>();
   // Envoy: re-encoded when the service's sidecar settings change.
@@ -64,13 +74,12 @@ export function clusterType(mesh: Mesh, incarnations: Incarnations, claCache?: C
         return undefined;
       // Hostname endpoints: no EDS; the client's CLA rides in the cluster, so the cluster is per client.
       if (claCache && isDnsService(service)) {
+        if (kindOf(client) === 'envoy') {
+          const cla = envoyCla?.(serviceName, client);
+          const bytes = cla ? claOfAny(cla.any) : flatten(claCache.lookup(service, client).bytes);
+          return makeResource(name, CLUSTER_TYPE, encodeEnvoyCluster(service.spec, envoyDnsParts(service, bytes)));
+        }
         const entry = claCache.lookup(service, client);
-        if (kindOf(client) === 'envoy')
-          return makeResource(
-            name,
-            CLUSTER_TYPE,
-            encodeEnvoyCluster(service.spec, envoyDnsParts(service, flatten(entry.bytes))),
-          );
         const bytes = proxylessDnsCluster(name, service, entry.cla);
         if (bytes) return makeResource(name, CLUSTER_TYPE, bytes);
       }

@@ -17,7 +17,8 @@ import type { Cla } from '../domain/cla.js';
 import { dnsOf, hasHostnames } from '../domain/dns-spec.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey, isRoutable, type Endpoint, type ServiceSpec } from '../domain/service.js';
-import { encodeMessage } from '../wire/protos.js';
+import { encodeMessage, messageType } from '../wire/protos.js';
+import { flatten, type Bytes } from '../wire/rope.js';
 import { fieldSize, utf8Bytes, varintSize, WireWriter } from '../wire/wire.js';
 
 const CLUSTER = 'envoy.config.cluster.v3.Cluster';
@@ -90,6 +91,11 @@ export function envoyDnsParts(service: ServiceState, claBytes: Uint8Array): DnsC
     ? encodeMessage('envoy.config.endpoint.v3.ClusterLoadAssignment', singleEndpointCla(service.name, only, true))
     : claBytes;
   return { fields, loadAssignment };
+}
+
+/** The ClusterLoadAssignment inside an encoded Any (the EDS resource an Envoy would be sent). */
+export function claOfAny(any: Bytes): Uint8Array {
+  return (messageType('google.protobuf.Any').decode(flatten(any)) as unknown as { value: Uint8Array }).value;
 }
 
 /** Appends `load_assignment` (Cluster field 33) to an encoded Cluster: a field may come in any order. */

@@ -19,6 +19,7 @@ import { flatten, type Bytes } from '../wire/rope.js';
 import { CountedClaCache, encodeParkedGroups, parkedSignature } from './envoy-endpoints.js';
 import { encodeClaBytes } from './endpoint-codec.js';
 import { LedsClaCache } from './leds-cla.js';
+import { isLocalClusterRequest, LOCAL_CLUSTER, localClusterResource } from './local-cluster.js';
 import { makeResource, type Resource } from './resource.js';
 import { servicesAsNames, type ResourceType } from './resource-type.js';
 import { ENDPOINT_TYPE } from './type-urls.js';
@@ -46,6 +47,8 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsCl
     pushRank: 1,
     names: () => mesh.list().map((s) => s.name),
     resolve(name, client) {
+      // An Envoy's local cluster for zone-aware routing (local-cluster.ts).
+      if (isLocalClusterRequest(name, client)) return localClusterResource(mesh, client);
       const service = mesh.get(name);
       if (!service) return undefined;
       // A load-aware service's weights are per client node: such a service is sent as a full CLA, not as LEDS pieces.
@@ -75,7 +78,8 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsCl
       withParked.set(entry, { key, resource });
       return resource;
     },
-    touchedBy: servicesAsNames,
+    // Any service may be some Envoy's own: its local cluster is resolved again (and sent if its bytes changed).
+    touchedBy: (services) => (services.size > 0 ? [...servicesAsNames(services), LOCAL_CLUSTER] : []),
     forget: (service) => {
       claCache.forget(service);
       leds?.forget(service);

@@ -5,6 +5,7 @@
  * active health checks when configured.
  */
 import { isLoadAware } from '../domain/load-aware-spec.js';
+import type { ZoneAware } from '../domain/policy.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { upstreamOf, type HealthCheck, type OutlierDetection, type Protocol } from '../domain/upstream.js';
 import { encodeMessage } from '../wire/protos.js';
@@ -44,6 +45,21 @@ function healthCheck(hc: HealthCheck, protocol: Protocol): object {
   };
 }
 
+/**
+ * Locality weights, or Envoy's zone-aware routing inside priority 0 when the
+ * policy asks for it (Istio's zoneAwareLbSetting: min_cluster_size, and
+ * routing 0% when disabled); Envoy takes one or the other.
+ */
+function commonLbConfig(zoneAware: ZoneAware | undefined): object {
+  if (!zoneAware) return { locality_weighted_lb_config: {} };
+  return {
+    zone_aware_lb_config: {
+      ...(zoneAware.minClusterSize !== undefined ? { min_cluster_size: { value: zoneAware.minClusterSize } } : {}),
+      ...(zoneAware.enabled ? {} : { routing_enabled: { value: 0 } }),
+    },
+  };
+}
+
 /** `dns`: a service with hostname endpoints, which Envoy resolves itself (dns-cluster.ts), instead of EDS. */
 export function encodeEnvoyCluster(spec: ServiceSpec, dns?: DnsClusterParts): Uint8Array {
   const up = upstreamOf(spec);
@@ -67,7 +83,7 @@ export function encodeEnvoyCluster(spec: ServiceSpec, dns?: DnsClusterParts): Ui
     ...discovery,
     connect_timeout: duration(up.connectTimeoutMs),
     lb_policy: 'ROUND_ROBIN',
-    common_lb_config: { locality_weighted_lb_config: {} },
+    common_lb_config: commonLbConfig(spec.loadBalancing.policy?.zoneAware),
     ...http2,
     ...(up.outlierDetection ? { outlier_detection: outlier(up.outlierDetection) } : {}),
     ...(up.healthCheck ? { health_checks: [healthCheck(up.healthCheck, up.protocol)] } : {}),
@@ -79,5 +95,9 @@ export function encodeEnvoyCluster(spec: ServiceSpec, dns?: DnsClusterParts): Ui
 
 /** What the Envoy cluster's bytes depend on, to re-encode only when it changes. */
 export function envoyClusterShape(spec: ServiceSpec): string {
-  return JSON.stringify([upstreamOf(spec), isLoadAware(spec.loadBalancing.loadAware)]);
+  return JSON.stringify([
+    upstreamOf(spec),
+    isLoadAware(spec.loadBalancing.loadAware),
+    spec.loadBalancing.policy?.zoneAware ?? null,
+  ]);
 }

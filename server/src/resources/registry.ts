@@ -2,6 +2,7 @@
  * The resource types a server serves, by type URL. Adding a type is adding
  * one module beside this one and listing it in `canopyResources`.
  */
+import type { Client } from '../domain/client.js';
 import { DEFAULT_LAZY, type DemandSet, type LazySettings } from '../domain/demand.js';
 import type { Mesh } from '../domain/mesh.js';
 import type { NodeInfo } from '../wire/request.js';
@@ -74,12 +75,15 @@ export function canopyResources(
   const incarnations = new Incarnations();
   const leds = options.leds ?? true;
   const layouts = new OutboundLayouts(mesh);
+  const endpoints = endpointType(mesh, claCache, leds ? new LedsClaCache() : undefined);
+  // A DNS cluster carries the CLA an Envoy would get over EDS, whole (no LEDS: resources/dns-cluster.ts).
+  const envoyCla = (service: string, client: Client) => endpoints.resolve(service, { ...client, leds: false });
   return new ResourceRegistry(
     [
       listenerType(mesh, layouts),
       routeType(mesh, incarnations, layouts),
-      clusterType(mesh, incarnations, claCache),
-      endpointType(mesh, claCache, leds ? new LedsClaCache() : undefined),
+      clusterType(mesh, incarnations, claCache, envoyCla),
+      endpoints,
       ...(leds ? [ledsType(mesh)] : []),
       localityTreeType(mesh),
     ],

@@ -12,6 +12,8 @@ export const CLIENT_KIND_KEY = 'canopy.client_kind';
 export const OUTBOUND_ADDRESS_KEY = 'canopy.outbound_address';
 /** Without an outbound address: the port traffic is captured to (the virtual outbound listener's). */
 export const VIRTUAL_OUTBOUND_PORT_KEY = 'canopy.virtual_outbound_port';
+/** An Envoy's own service: what its `local_cluster` (zone-aware routing) holds. */
+export const LOCAL_SERVICE_KEY = 'canopy.local_service';
 /** `false` (or "false"): this Envoy takes full CLAs even on a delta stream. */
 export const LEDS_KEY = 'canopy.leds';
 
@@ -40,6 +42,7 @@ export function placementOf(node: NodeInfo | undefined): Client {
   const md = node?.metadata ?? {};
   const outbound = str(md[OUTBOUND_ADDRESS_KEY]);
   const virtualPort = port(md[VIRTUAL_OUTBOUND_PORT_KEY]);
+  const localService = str(md[LOCAL_SERVICE_KEY]);
   const nodeLabels = labels(md['labels']) ?? labels(md['LABELS']) ?? {};
   // Istio's topology labels name the network and cluster when NETWORK/CLUSTER_ID are not set (as explain reads them).
   const label = (k: string) => (Object.hasOwn(nodeLabels, k) ? nodeLabels[k] : undefined);
@@ -47,6 +50,7 @@ export function placementOf(node: NodeInfo | undefined): Client {
     kind: clientKindOf(node),
     ...(outbound !== undefined && isIp(outbound) ? { outboundAddress: outbound } : {}),
     ...(virtualPort !== undefined ? { virtualOutboundPort: virtualPort } : {}),
+    ...(localService ? { localService } : {}),
     locality: {
       region: node?.locality.region ?? '',
       zone: node?.locality.zone ?? '',
