@@ -246,7 +246,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
             async (applied) => {
               if (recordDir !== undefined && opts.configPath !== undefined) {
                 const key = configKey(text, configFormatOf(opts.configPath));
-                recordConfig(recordDir, key, config, (await store.list()).revision);
+                await recordConfig(store, recordDir, key, config);
               }
               reloads.loaded('success');
               logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');

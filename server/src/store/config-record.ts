@@ -73,10 +73,22 @@ export function readConfigRecord(dataDir: string, key: string): ConfigRecord | u
   return parsed as ConfigRecord;
 }
 
-/** The record for `config` read from a file with `key`, applied up to store `revision`. */
-export function configRecord(key: string, config: CanopyConfig, revision: number): ConfigRecord {
+/**
+ * The record for `config` read from a file with `key`, once `store` holds it
+ * (applied up to store `revision`): the entry digests are the ones the store
+ * keeps (the file source wrote them; no digest is computed twice).
+ */
+export async function configRecord(
+  store: Store,
+  key: string,
+  config: CanopyConfig,
+  revision: number,
+): Promise<ConfigRecord> {
   const services: Record<string, string> = {};
-  for (const spec of config.services) services[spec.name] = fileEntryDigest(spec);
+  for (const spec of config.services) {
+    const held = await store.get(spec.name);
+    services[spec.name] = held?.fileDigest ?? fileEntryDigest(spec);
+  }
   return { key, server: config.server, ...(config.notes ? { notes: config.notes } : {}), services, revision };
 }
 

@@ -80,14 +80,15 @@ export async function applyStartConfig(store: Store, start: StartConfig, dataDir
     ({ config, key } = again.value);
   }
   const applied = await applyFileServices(store, config.services);
-  if (dataDir !== undefined) recordConfig(dataDir, key, config, (await store.list()).revision);
+  if (dataDir !== undefined) await recordConfig(store, dataDir, key, config);
   return { ...applied, unchangedFile: false, keptApiChanges: [] };
 }
 
 /** Best effort: without a record the next start parses the file, as before records existed. */
-export function recordConfig(dataDir: string, key: string, config: CanopyConfig, revision: number): void {
+export async function recordConfig(store: Store, dataDir: string, key: string, config: CanopyConfig): Promise<void> {
   try {
-    writeConfigRecord(dataDir, configRecord(key, config, revision));
+    const { revision } = await store.list();
+    writeConfigRecord(dataDir, await configRecord(store, key, config, revision));
   } catch {
     // a read-only or full data directory already failed the store's writes louder than this would
   }
