@@ -260,7 +260,10 @@ async function reportStoreOverrides(
   }
   const overridden: string[] = [];
   let endpoints = 0;
+  // What the start just wrote from the file holds no API change.
+  const written = new Set(canopy.started.replaced);
   for (const spec of services) {
+    if (written.has(spec.name)) continue;
     const stored = await canopy.store.get(spec.name);
     if (!stored || stored.owner !== 'file') continue;
     const { endpoints: storedEndpoints, ...storedHead } = serviceSpecToJson(stored.spec);
