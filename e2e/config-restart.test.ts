@@ -112,6 +112,9 @@ describe('canopy serve: restart on the same data directory', () => {
     assert.equal(patched.status, 200);
     const put = await first.admin('PUT', '/api/v1/services/c', { endpoints: [{ address: '10.0.2.1', port: 80 }] });
     assert.equal(put.status, 201);
+    // An API PUT of a file-listed service takes it over until the file's entry changes (canopy apply does this).
+    const takeover = await first.admin('PUT', '/api/v1/services/b', { endpoints: [{ address: '10.0.3.1', port: 80 }] });
+    assert.ok(takeover.status === 200 || takeover.status === 201, `PUT b: ${takeover.status}`);
     await first.stop();
 
     const second = await start(mesh, 'two');
@@ -121,6 +124,12 @@ describe('canopy serve: restart on the same data directory', () => {
     };
     assert.equal(a.endpoints.find((e) => e.address === '10.0.0.1')?.health, 'unhealthy', 'the PATCH survives');
     assert.equal((await second.admin('GET', '/api/v1/services/c')).status, 200, 'the API-created service survives');
+    const b = (await second.admin('GET', '/api/v1/services/b')).body as { endpoints: { address: string }[] };
+    assert.deepEqual(
+      b.endpoints.map((e) => e.address),
+      ['10.0.3.1'],
+      'the API PUT of a listed service survives',
+    );
     await until(
       () => said(second, 'keeps API changes over the unchanged config file: 1 endpoint(s) in 1 service(s): a.'),
       'the note',
