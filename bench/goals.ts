@@ -3,7 +3,8 @@
  * decides it and whether it is met, from the sections' results.
  */
 import type { claGeneration, wireSize } from './cla.js';
-import type { AdminDuringReloadFigures, ConfigLoadFigures } from './config-load.js';
+import { configGoals, type ConfigLoadFigures } from './config-load.js';
+import type { AdminDuringReloadFigures } from './config-reload.js';
 import type { FanoutFigures } from './fanout.js';
 import type { incrementalUpdate } from './incremental.js';
 import type { MemoizedFigures } from './memoized.js';
@@ -121,33 +122,7 @@ export function scaleGoals(
       met: 'measured (bytes equal)',
     });
   }
-  if (configs && !('skipped' in configs)) {
-    const big = configs.filter((c) => c.endpoints >= 100_000 && !c.config.includes('restart'));
-    const restarts = configs.filter((c) => c.endpoints >= 100_000 && c.config.includes('restart'));
-    const floor = configs.find((c) => c.endpoints === 0)?.readyMs.median ?? 0;
-    out.push({
-      goal: '100k-endpoint config serving in ≤ 1 s with ≤ 300 MB peak RSS added, JSON and YAML',
-      figure:
-        big
-          .map(
-            (c) =>
-              `${c.config} ${c.format}: ${show(c.readyMs)} ms (CPU ${c.cpuMs.median} ms), peak +${show(c.peakAddedMB)} MB`,
-          )
-          .join('; ') + ` (process start with no services: ${floor} ms)`,
-      met: big.length
-        ? big
-            .map((c) => `${verdict(c.readyMs.median <= 1000 && c.peakAddedMB.median <= 300)} ${c.config} ${c.format}`)
-            .join(', ')
-        : 'run the full bench',
-    });
-    out.push({
-      goal: 'restart with the 100k-endpoint file unchanged ready in ≤ 0.5 s',
-      figure: restarts.map((c) => `${c.config} ${c.format}: ${show(c.readyMs)} ms`).join('; ') || 'run the full bench',
-      met: restarts.length
-        ? restarts.map((c) => `${verdict(c.readyMs.median <= 500)} ${c.format}`).join(', ')
-        : 'not measured',
-    });
-  }
+  if (configs && !('skipped' in configs)) out.push(...configGoals(configs));
   if (reload && !('skipped' in reload)) {
     out.push({
       goal: `a ${reload.fileMB} MB config edit does not stall the admin API (answers during the parse)`,

@@ -25,7 +25,8 @@ import { round } from './data.js';
 import { runFanout, type FanoutFigures } from './fanout.js';
 import { incrementalUpdate } from './incremental.js';
 import { runKernelBench, type KernelFigures } from './kernel.js';
-import { adminDuringReload, configLoad, type AdminDuringReloadFigures, type ConfigLoadFigures } from './config-load.js';
+import { configLoad, printConfigLoad, type ConfigLoadFigures } from './config-load.js';
+import { adminDuringReload, type AdminDuringReloadFigures } from './config-reload.js';
 import { memoizedComparison, type MemoizedFigures } from './memoized.js';
 import { serverMacro, type ServerFigures, type ServerMode } from './server.js';
 import { printServerMacro } from './server-report.js';
@@ -261,25 +262,7 @@ async function main() {
       })),
     );
   }
-  if (configs) {
-    console.log(
-      '\n7. Config load: `canopy serve --config FILE` spawned → "canopy ready"; ms, RSS and peak RSS added (MB) vs no services,\n' +
-        '   median (min–max) of 5; each first start on an empty data directory, then a restart on it with the file unchanged',
-    );
-    console.table(
-      'skipped' in configs
-        ? configs
-        : configs.map((c) => ({
-            config: c.config,
-            format: c.format,
-            'file MB': c.fileMB,
-            'ready ms': show(c.readyMs),
-            'server CPU ms': show(c.cpuMs),
-            'RSS added MB': show(c.rssAddedMB),
-            'peak added MB': show(c.peakAddedMB),
-          })),
-    );
-  }
+  if (configs) printConfigLoad(configs);
   if (reload) {
     console.log(
       '\n7b. Admin API during a config reload: GET /healthz every 5 ms while `canopy serve` parses a big edit of its file\n' +

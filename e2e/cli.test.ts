@@ -354,6 +354,10 @@ describe('canopy serve: API changes kept over an unchanged config file', () => {
         );
       await first.stop();
       const second = await startCanopyProcess(mesh, data);
+      // The note follows ready: a restart that found the unchanged file in the store reads it again only for this.
+      const until = Date.now() + 20_000;
+      while (!second.logs().join('\n').includes('keeps API changes') && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 50));
       await second.stop();
       const logs = second.logs().join('\n');
       assert.match(logs, /keeps API changes over the unchanged config file: 2 endpoint\(s\) in 1 service\(s\): a\./);

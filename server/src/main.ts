@@ -10,6 +10,9 @@ import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
 import { watchConfigFile } from './store/config-file.js';
 import { applyFileServices } from './store/file-source.js';
+import { configKey } from './store/config-record.js';
+import { applyStartConfig, recordConfig, type StartApplied, type StartConfig } from './store/config-start.js';
+import { configFormatOf } from './store/config-text.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
@@ -35,6 +38,13 @@ export interface CanopyOptions {
   readonly config: CanopyConfig;
   /** When set, the file is watched: valid edits apply, invalid ones are logged and ignored. */
   readonly configPath?: string;
+  /**
+   * The config file as read at start (store/config-start.ts): with it, a
+   * file the data directory's store already holds is not parsed or applied
+   * again, and each applied file is recorded there. `config.services` is
+   * then unused.
+   */
+  readonly startConfig?: StartConfig;
   /** Both listeners' host, unless xdsHost/adminHost say otherwise. */
   readonly host?: string;
   readonly xdsHost?: string;
@@ -75,6 +85,8 @@ export interface Canopy {
   readonly feed: MeshFeed;
   readonly ads: PushPipeline;
   readonly claCache: ServerClaCache;
+  /** How the config file met the store at start. */
+  readonly started: StartApplied;
   stop(): Promise<void>;
 }
 
@@ -190,9 +202,18 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
           : 'the kernel tree cannot express these policy features: node agents serve the plain tree',
       );
   }
-  const initial = await applyFileServices(store, opts.config.services);
+  // A store handed in or etcd (shared with replicas) keeps no record of the file: only a data directory does.
+  const recordDir = opts.store === undefined && opts.storeUrl === undefined ? opts.dataDir : undefined;
+  const initial: StartApplied = opts.startConfig
+    ? await applyStartConfig(store, opts.startConfig, recordDir)
+    : { ...(await applyFileServices(store, opts.config.services)), unchangedFile: false, keptApiChanges: [] };
   reloads.loaded('success');
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
+  if (initial.unchangedFile)
+    logger.info(
+      { file: opts.configPath, services: initial.unchanged, keptApiChanges: initial.keptApiChanges.length },
+      'config file unchanged since the store applied it: not parsed again',
+    );
 
   logger.info({ xdsLimits: limits }, 'xds limits');
   const grpcTransport = await startGrpcTransport({
@@ -241,10 +262,14 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   const stopWatching = opts.configPath
     ? watchConfigFile(opts.configPath, {
-        onValid: (config) => {
+        onValid: (config, text) => {
           logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
           return applyFileServices(store, config.services).then(
-            (applied) => {
+            async (applied) => {
+              if (recordDir !== undefined && opts.configPath !== undefined) {
+                const key = configKey(text, configFormatOf(opts.configPath));
+                await recordConfig(store, recordDir, key, config);
+              }
               reloads.loaded('success');
               logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
             },
@@ -288,7 +313,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       logger.info({}, 'canopy stopped');
     })());
 
-  return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, stop };
+  return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, started: initial, stop };
 }
 
 async function openLoadShare(url: string, intervalMs: number) {

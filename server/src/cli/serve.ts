@@ -3,7 +3,9 @@
  * the file overrides the defaults. Both ports are checked free before the store is opened, so a busy
  * port fails with its flag named and nothing written.
  */
+import { readFile } from 'node:fs/promises';
 import net from 'node:net';
+import path from 'node:path';
 import { Command, Option } from 'commander';
 import type { Endpoint } from '../domain/service.js';
 import { serviceSpecToJson, endpointToJson } from '../domain/spec.js';
@@ -118,8 +120,11 @@ export function registerServe(program: Command): void {
   }
   serve.addHelpText('after', '\nFlags override env, env overrides the config file. Reference: docs/configuration.md');
   serve.action(async (_opts: unknown, cmd: Command) => {
-    const canopy = await runServe(cmd);
-    await untilSignal(() => canopy.stop());
+    const { canopy, note } = await runServe(cmd);
+    const stopped = untilSignal(() => canopy.stop());
+    // After ready, with signals handled: the note may read the file again (store/config-start.ts).
+    await note().catch(() => {});
+    await stopped;
   });
 }
 
@@ -138,10 +143,10 @@ interface ServeValues {
   acceptStoreLoss?: boolean;
 }
 
-async function runServe(cmd: Command): Promise<Canopy> {
+async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Promise<void> }> {
   // Loaded here, not at the top: every other subcommand (and --help) starts without the server's modules.
   const { startCanopy } = await import('../main.js');
-  const { loadConfigFile } = await import('../store/config-file.js');
+  const { readStartConfig } = await import('../store/config-start.js');
   const values = cmd.opts<ServeValues>();
   if (!values.config) throw new CliError('serve: --config FILE (or CANOPY_CONFIG) is required', EXIT_USAGE);
   let security;
@@ -151,13 +156,16 @@ async function runServe(cmd: Command): Promise<Canopy> {
     if (!(err instanceof FlagError)) throw err;
     throw new CliError(err.message, EXIT_USAGE);
   }
-  const loaded = await loadConfigFile(values.config);
+  // A data directory that already holds this very file spares its parse (store/config-record.ts).
+  const loaded = await readStartConfig(values.config, values.store === undefined ? values.dataDir : undefined);
   if (!loaded.ok) {
     const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');
     throw new CliError(`invalid config ${values.config}:\n${lines}`);
   }
-  for (const n of loaded.value.notes ?? []) process.stderr.write(`canopy: note: ${n.path}: ${n.message}\n`);
-  const config = loaded.value;
+  const startConfig = loaded.value;
+  const file = values.config;
+  const config = startConfig.config;
+  for (const n of config.notes ?? []) process.stderr.write(`canopy: note: ${n.path}: ${n.message}\n`);
   const host = values.host ?? config.server.host ?? '127.0.0.1';
   const xdsHost = values.xdsHost ?? host;
   const adminHost = values.adminHost ?? host;
@@ -175,7 +183,8 @@ async function runServe(cmd: Command): Promise<Canopy> {
   );
   const canopy = await startCanopy({
     config,
-    configPath: values.config,
+    configPath: file,
+    startConfig,
     ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
     ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
     security,
@@ -188,8 +197,8 @@ async function runServe(cmd: Command): Promise<Canopy> {
     logLevel: values.logLevel,
     ...(values.leds !== undefined ? { leds: values.leds === 'on' } : {}),
   });
-  await reportStoreOverrides(canopy, config, values.store ?? values.dataDir);
-  return canopy;
+  const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
+  return { canopy, note };
 }
 
 /** Commander's camelCase values back under the flag names serve-security.ts reads. */
@@ -231,19 +240,44 @@ async function assertPortFree(what: string, host: string, port: number, flags: s
  * Health or weight set through the API survives a restart while the file's entry is unchanged (the
  * ownership rule). Say so, so that a file that looks authoritative does not surprise the operator.
  */
-async function reportStoreOverrides(canopy: Canopy, config: CanopyConfig, where: string): Promise<void> {
+async function reportStoreOverrides(
+  canopy: Canopy,
+  config: CanopyConfig,
+  configFile: string,
+  where: string,
+): Promise<void> {
+  let services = config.services;
+  if (canopy.started.unchangedFile) {
+    // The start skipped the parse; only when an API write changed a listed service is the file read for this note
+    // (after ready, off the event loop when big).
+    if (canopy.started.keptApiChanges.length === 0) return;
+    const { parseConfigTextAside } = await import('../store/config-file.js');
+    const text = await readFile(configFile, 'utf8').catch(() => undefined);
+    const parsed = text === undefined ? undefined : await parseConfigTextAside(text, path.basename(configFile));
+    if (!parsed?.ok) return;
+    const kept = new Set(canopy.started.keptApiChanges);
+    services = parsed.value.services.filter((s) => kept.has(s.name));
+  }
   const overridden: string[] = [];
   let endpoints = 0;
-  for (const spec of config.services) {
+  // What the start just wrote from the file holds no API change.
+  const written = new Set(canopy.started.replaced);
+  for (const spec of services) {
+    if (written.has(spec.name)) continue;
     const stored = await canopy.store.get(spec.name);
     if (!stored || stored.owner !== 'file') continue;
-    if (JSON.stringify(serviceSpecToJson(stored.spec)) === JSON.stringify(serviceSpecToJson(spec))) continue;
+    const { endpoints: storedEndpoints, ...storedHead } = serviceSpecToJson(stored.spec);
+    const { endpoints: fileEndpoints, ...fileHead } = serviceSpecToJson(spec);
+    void storedEndpoints;
+    void fileEndpoints;
+    // Endpoints compared by address and port: the store need not keep the file's order.
     const fromFile = new Map(spec.endpoints.map((e) => [endpointKey(e), JSON.stringify(endpointToJson(e))]));
     const differing = stored.spec.endpoints.filter(
       (e) => fromFile.get(endpointKey(e)) !== JSON.stringify(endpointToJson(e)),
-    );
+    ).length;
     const gone = spec.endpoints.length - stored.spec.endpoints.filter((e) => fromFile.has(endpointKey(e))).length;
-    endpoints += differing.length + gone;
+    if (differing + gone === 0 && JSON.stringify(storedHead) === JSON.stringify(fileHead)) continue;
+    endpoints += differing + gone;
     overridden.push(spec.name);
   }
   if (overridden.length === 0) return;

@@ -68,11 +68,11 @@ export function parseConfigTextOffThread(text: string, name = 'config'): Promise
 }
 
 /**
- * A reload's parse: on a worker thread for big text, inline for the usual
- * small file. A thread that fails (out of memory, say) rejects the edit as
- * an invalid one would: the running config stays.
+ * A parse beside a running server (a reload): on a worker thread for big
+ * text, inline for the usual small file. A thread that fails (out of memory,
+ * say) rejects the edit as an invalid one would: the running config stays.
  */
-function parseForReload(text: string, name: string): Promise<ValidationResult<CanopyConfig>> {
+export function parseConfigTextAside(text: string, name: string): Promise<ValidationResult<CanopyConfig>> {
   if (text.length < OFF_THREAD_BYTES) return parseConfigText(text, name);
   return parseConfigTextOffThread(text, name).catch((err: unknown): ValidationResult<CanopyConfig> => ({
     ok: false,
@@ -81,7 +81,8 @@ function parseForReload(text: string, name: string): Promise<ValidationResult<Ca
 }
 
 export interface ConfigWatchHandlers {
-  onValid(config: CanopyConfig): void;
+  /** `text` is what was parsed (for the data directory's record of it, config-record.ts). */
+  onValid(config: CanopyConfig, text: string): void;
   /** The running config stays; the edit is never passed to onValid. */
   onInvalid(errors: readonly FieldError[]): void;
   /** The directory watch failed (e.g. the directory was removed); polling the path goes on. */
@@ -152,9 +153,9 @@ export function watchConfigFile(
     if (stopped || text === lastText) return;
     lastText = text;
     handlers.onParsing?.(Buffer.byteLength(text));
-    const result = await parseForReload(text, path.basename(target));
+    const result = await parseConfigTextAside(text, path.basename(target));
     if (stopped) return;
-    if (result.ok) handlers.onValid(result.value);
+    if (result.ok) handlers.onValid(result.value, text);
     else handlers.onInvalid(result.errors);
   };
 

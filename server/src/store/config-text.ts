@@ -4,9 +4,11 @@
  * `yaml` package here because building `yaml`'s document model took 20–27 s
  * for a 100,000-endpoint file where js-yaml takes about 1 s; nothing here
  * needs that model (comments, round-tripping). Syntax errors name their line.
+ * Big YAML files have their long lists parsed in slices (yaml-slices.ts).
  */
 import { loadAll, YAMLException } from 'js-yaml';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
+import { loadYamlSliced } from './yaml-slices.js';
 
 export type ConfigFormat = 'yaml' | 'json';
 
@@ -21,6 +23,9 @@ export function parseConfigData(text: string, format: ConfigFormat): ValidationR
 }
 
 function parseYaml(text: string): ValidationResult<unknown> {
+  // A big file's long lists in slices (a fraction of the parser's memory); anything unusual, or an error, as one.
+  const sliced = loadYamlSliced(text);
+  if (sliced) return { ok: true, value: sliced.value ?? null };
   let docs: unknown[];
   try {
     docs = loadAll(text);
