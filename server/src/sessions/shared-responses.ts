@@ -3,23 +3,24 @@
  * initial path as well as on pushes: a response is materialized once and the
  * same Buffer handed to each stream's transport.
  *
- * A push reaches streams in connection order, and streams that get the same
- * CLA are far apart in it: held only weakly, a 256 KB response is collected
- * between two of its streams and encoded again (a flip to 2,000 streams
- * encoded ~1,740 responses for 755 distinct ones, and the collector took a
- * third of the main thread). So a response is held strongly for the push
- * that uses it: from its first encode until the pipeline has been idle for a
- * grace period (every due write flushed), or until a newer change starts a
- * push (its responses carry a new version: the old ones are not asked for
- * again). After that it is held weakly: a stream that still holds the Buffer
- * in its transport keeps it shareable, and memory follows what is in flight.
- * A byte budget bounds what one push may pin; past it, responses are held
- * weakly only, as before.
+ * Held only weakly, a 256 KB response is collected between two of its
+ * streams and encoded again (a flip to 2,000 streams once encoded ~1,740
+ * responses for 755 distinct ones, and the collector took a third of the main
+ * thread). Held strongly for a whole push, every distinct response is alive
+ * at once (755 × 256 KB, about 100 KB per stream at 2,000 streams). So the
+ * push window lets the streams that get the same bytes through back to back
+ * (push-window.ts), and this cache holds strongly only the responses used
+ * last, within a byte budget (least recently used go first): a group's
+ * response stays while its streams go out and goes once later groups have
+ * taken its place. Past the budget, and once the pipeline has been idle for a
+ * grace period (streams still connecting reuse them meanwhile) or a newer
+ * change starts a push (its responses carry a new version), a response is
+ * held weakly: reused if still alive, never kept alive.
  */
 import type { SharedResponses } from './session.js';
 
-/** What one push may hold strongly by default: 1,000 distinct 256 KB responses (past it: weakly, as before). */
-export const DEFAULT_PIN_BYTES = 256 * 1024 * 1024;
+/** What is held strongly by default: the responses of the last 128 groups at 256 KB each. */
+export const DEFAULT_PIN_BYTES = 32 * 1024 * 1024;
 /** How long the pipeline stays idle before the pins go (streams still connecting reuse them meanwhile). */
 export const DEFAULT_GRACE_MS = 1000;
 
@@ -36,7 +37,7 @@ export class PushResponses implements SharedResponses {
     // Only if the entry was not replaced by a newer Buffer under the same key.
     if (this.weak.get(key)?.deref() === undefined) this.weak.delete(key);
   });
-  /** Held strongly for the push in progress. */
+  /** Held strongly: the responses used last, in the order of their last use. */
   private pinned = new Map<string, Buffer>();
   private pinnedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -50,6 +51,7 @@ export class PushResponses implements SharedResponses {
     const held = this.pinned.get(key);
     if (held) {
       this.busy();
+      this.pin(key, held);
       return held;
     }
     const b = this.weak.get(key)?.deref();
@@ -93,10 +95,22 @@ export class PushResponses implements SharedResponses {
     return this.pinnedBytes;
   }
 
+  /** Most recently used last; the least recently used go first past the budget. */
   private pin(key: string, bytes: Buffer): void {
-    if (this.pinnedBytes + bytes.length > this.maxPinnedBytes || this.pinned.has(key)) return;
+    const held = this.pinned.get(key);
+    if (held) {
+      this.pinned.delete(key);
+      this.pinned.set(key, held);
+      return;
+    }
+    if (bytes.length > this.maxPinnedBytes) return;
     this.pinned.set(key, bytes);
     this.pinnedBytes += bytes.length;
+    for (const [k, b] of this.pinned) {
+      if (this.pinnedBytes <= this.maxPinnedBytes) break;
+      this.pinned.delete(k);
+      this.pinnedBytes -= b.length;
+    }
   }
 
   private unpin(): void {
