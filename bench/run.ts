@@ -136,7 +136,13 @@ async function main() {
           // The knee: per-stream cost from 1,000 to 10,000 streams (every full GC marks every stream's state).
           { streams: 10000, endpoints: 1000 },
         ];
-    for (const r of runs) {
+    // --fanout-streams=1000,10000: only those rows (the knee goal needs the 1,000 and 10,000 rows at 1,000 endpoints).
+    const pick = process.argv
+      .find((x) => x.startsWith('--fanout-streams='))
+      ?.slice('--fanout-streams='.length)
+      .split(',')
+      .map(Number);
+    for (const r of runs.filter((x) => !pick || (pick.includes(x.streams) && x.endpoints === 1000))) {
       log(`3/4. fan-out to ${r.streams} streams, ${r.endpoints}-endpoint service…`);
       try {
         fanout.push(await runFanout({ ...r, localities: 100, rounds: quick ? 3 : 5 }));

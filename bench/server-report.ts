@@ -37,7 +37,12 @@ export function printServerMacro(macro: ServerFigures | { skipped: string }): vo
       console.table([row(`canopy ${what}`, p.canopy), row(`bare grpc-js ${what}`, p.bare)]);
       console.log(
         `   ${what} canopy ÷ bare, pair by pair: initial CPU ${show(p.ratios.initialCpu)}; ` +
-          p.ratios.bursts.map((b) => `${b.changes}-change p99 ${show(b.p99)}, CPU ${show(b.cpu)}`).join('; '),
+          p.ratios.bursts
+            .map(
+              (b) =>
+                `${b.changes}-change p99 ${show(b.p99)} (less the debounce ${show(b.p99LessDebounce)}), CPU ${show(b.cpu)}`,
+            )
+            .join('; '),
       );
     }
   };

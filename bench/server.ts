@@ -71,8 +71,16 @@ export interface SideFigures {
 /** Canopy over bare, pass by pass (each pair run back to back): median (min–max) of the pairs. */
 export interface PairRatios {
   readonly initialCpu: Spread;
-  /** Per burst size: p99 to the last response, and server CPU. */
-  readonly bursts: readonly { readonly changes: number; readonly p99: Spread; readonly cpu: Spread }[];
+  /**
+   * Per burst size: p99 to the last response, the same with Canopy's debounce taken off its side (the
+   * push starts `DEBOUNCE_MS` after the change, a wait the bare writer does not have), and server CPU.
+   */
+  readonly bursts: readonly {
+    readonly changes: number;
+    readonly p99: Spread;
+    readonly p99LessDebounce: Spread;
+    readonly cpu: Spread;
+  }[];
 }
 
 export interface ProtocolFigures {
@@ -142,7 +150,9 @@ async function onePass(side: Side, shape: Shape, mode: ServerMode, writes?: read
     if (mode === 'leds' && Number(ready['ledsStreams']) === 0) {
       throw new Error('the server named no LEDS collection in its CLAs (full CLAs on delta): LEDS not served');
     }
-    await sleep(500);
+    // Settled: 2 s after the last stream's first response, both sides alike (past Canopy's 1 s hold of
+    // the responses it shared and the collection it runs once a burst is over: idle-collector.ts).
+    await sleep(SETTLE_MS);
     const rssKB = statusKB(pid, 'VmRSS');
     const bursts: PassBurst[] = [];
     for (const [b, changes] of BURSTS.entries()) {
@@ -207,12 +217,22 @@ async function interleaved(canopy: Side, bare: Side, shape: Shape, mode: ServerM
       bursts: BURSTS.map((changes, k) => ({
         changes,
         p99: spread(pairs.map(([c, b]) => percentile(c.bursts[k]!.lastMs, 99) / percentile(b.bursts[k]!.lastMs, 99))),
+        p99LessDebounce: spread(
+          pairs.map(
+            ([c, b]) => (percentile(c.bursts[k]!.lastMs, 99) - DEBOUNCE_MS) / percentile(b.bursts[k]!.lastMs, 99),
+          ),
+        ),
         cpu: spread(pairs.map(([c, b]) => c.bursts[k]!.cpuMs / Math.max(TICK, b.bursts[k]!.cpuMs))),
       })),
     },
     pairs: shape.pairs,
   };
 }
+
+const SETTLE_MS = 2000;
+
+/** `canopy serve`'s default debounce, which the run's config keeps (server.debounceMs unset). */
+const DEBOUNCE_MS = 100;
 
 /** /proc counts CPU in 10 ms ticks: a burst that took less is counted as one tick. */
 const TICK = 10;

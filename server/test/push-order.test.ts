@@ -26,7 +26,14 @@ function collector(): () => void {
 function interleaved(
   streams: number,
   regions: number,
-  opts: { pushWindow: number; sharedBytes: number; gc?: () => void },
+  opts: {
+    pushWindow: number;
+    sharedBytes: number;
+    gc?: () => void;
+    collect?: () => void;
+    collectAfterBytes?: number;
+    collectIdleMs?: number;
+  },
 ) {
   let revision = 1;
   const registry = new ResourceRegistry([
@@ -126,6 +133,31 @@ describe('the push by response', () => {
     p.change();
     await p.until(2);
     assert.equal(sharedEncodeCount() - pushed, REGIONS, 'one push: one encode per distinct response');
+    p.ads.close();
+  });
+});
+
+describe('the collection after a burst', () => {
+  it('runs once writing has stopped after a big burst, once per burst', async () => {
+    let collections = 0;
+    const settle = () => new Promise((r) => setTimeout(r, 60));
+    // 8 × 256 KB answers: over the 1 MB threshold.
+    const p = interleaved(8, 2, {
+      pushWindow: 2,
+      sharedBytes: CLA_BYTES * 2,
+      collect: () => collections++,
+      collectAfterBytes: 1024 * 1024,
+      collectIdleMs: 20,
+    });
+    await p.until(1);
+    await settle();
+    assert.equal(collections, 1, 'one collection after the initial burst');
+    await settle();
+    assert.equal(collections, 1, 'and no more while idle');
+    p.change();
+    await p.until(2);
+    await settle();
+    assert.equal(collections, 2, 'one after the push');
     p.ads.close();
   });
 });

@@ -8,13 +8,11 @@
  * come; what it missed is computed from the current state when it reads again.
  *
  * Responses are encoded once per push and shared by every stream that needs
- * the same bytes (held for the push, on the initial path as well), and at
- * most `pushWindow` streams have a response in the transport (written, not
- * yet flushed): the others wait in order and start as responses go out,
- * streams close or a slot times out. Answers to a client's own requests take
- * the window as pushes do: a first answer is a whole CLA, and thousands of
- * streams (re)connecting at once would otherwise hold one each in memory
- * until their clients read it.
+ * the same bytes (shared-responses.ts), and at most `pushWindow` streams have
+ * a response in the transport (written, not yet flushed): the others wait by
+ * response, each group back to back (push-window.ts). Answers to a client's
+ * own requests take the window too: thousands of streams (re)connecting at
+ * once would otherwise hold a whole CLA each until their clients read it.
  */
 import type { ResourceRegistry } from '../resources/registry.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
@@ -24,6 +22,7 @@ import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
 import { nullObserver, type XdsObserver } from './observer.js';
 import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
+import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } from './idle-collector.js';
 import { PushWindow } from './push-window.js';
 import { PushResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
@@ -66,17 +65,16 @@ export interface PushPipelineOptions {
   readonly limits?: SessionLimits;
   /** Responses over this size are reported (default 4 MiB, gRPC's default receive limit). */
   readonly warnResponseBytes?: number;
-  /**
-   * At most this many streams have a response in flight (handed to the
-   * transport, not yet flushed to the client) at once, pushes and answers
-   * alike; the others wait in order and start as slots free, so memory stays
-   * flat and the first streams finish early. 0 turns the window off. Default 256.
-   */
+  /** At most this many streams have a response handed to the transport, not yet flushed (0: no window; default 256). */
   readonly pushWindow?: number;
   /** A slot whose push has not gone out by then is freed anyway (default 10 s). */
   readonly pushWindowTimeoutMs?: number;
   /** Encoded responses held strongly, least recently used first out (default 32 MiB; shared-responses.ts). */
   readonly sharedBytes?: number;
+  /** A full garbage collection, run once writing stops after a big burst (idle-collector.ts). */
+  readonly collect?: () => void;
+  readonly collectAfterBytes?: number;
+  readonly collectIdleMs?: number;
 }
 
 /** What the pipeline reads of a request of either protocol. */
@@ -125,6 +123,7 @@ export class PushPipeline {
   /** Streams in the same state get byte-identical responses: each is encoded once per push (shared-responses.ts). */
   private readonly shared: PushResponses;
   private readonly window: PushWindow<Conn>;
+  private readonly collector: IdleCollector | undefined;
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
@@ -135,6 +134,13 @@ export class PushPipeline {
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     this.warnResponseBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
     this.shared = new PushResponses(opts.sharedBytes);
+    this.collector = opts.collect
+      ? new IdleCollector(
+          opts.collect,
+          opts.collectAfterBytes ?? DEFAULT_COLLECT_AFTER_BYTES,
+          opts.collectIdleMs ?? DEFAULT_COLLECT_IDLE_MS,
+        )
+      : undefined;
     this.window = new PushWindow<Conn>(opts.pushWindow ?? 256, opts.pushWindowTimeoutMs ?? 10_000, (conn) => {
       if (this.conns.has(conn.session.id)) this.drive(conn);
     });
@@ -216,6 +222,7 @@ export class PushPipeline {
   close(): void {
     this.closing = true;
     if (this.timer) clearTimeout(this.timer);
+    this.collector?.stop();
     for (const conn of this.conns.values()) conn.sink.end();
   }
 
@@ -318,6 +325,7 @@ export class PushPipeline {
       if (!next) return;
       const { response, changeAt } = next;
       conn.writing = true;
+      this.collector?.wrote(response.bytes.length);
       let inside = true;
       conn.sink.write(response.bytes, () => {
         conn.writing = false;
@@ -338,7 +346,7 @@ export class PushPipeline {
       // of streams connecting at once would otherwise each hold one in the transport until read.
       if (!this.window.take(conn)) return undefined;
       conn.due.delete(typeUrl);
-      const response = conn.session.respond(typeUrl, mustAnswer, this.shared);
+      const response = conn.session.respond(typeUrl, mustAnswer, this.shared.answers);
       this.takeDue(conn);
       if (response) return { response, changeAt: undefined };
     }
@@ -358,7 +366,10 @@ export class PushPipeline {
     conn.pushTypes = conn.changeAt = undefined;
     // The last response has been flushed (or there was nothing to send): the slot goes to the next stream.
     this.window.release(conn);
-    if (this.window.idle) this.shared.idle();
+    if (this.window.idle) {
+      this.shared.idle();
+      this.collector?.idle();
+    }
     return undefined;
   }
 

@@ -19,8 +19,13 @@
  */
 import type { SharedResponses } from './session.js';
 
-/** What is held strongly by default: the responses of the last 128 groups at 256 KB each. */
+/** What a push holds strongly by default: the responses of the last 128 groups at 256 KB each. */
 export const DEFAULT_PIN_BYTES = 32 * 1024 * 1024;
+/**
+ * What answers to streams' own requests may hold strongly by default: streams connecting arrive in no
+ * order (a reconnect storm asks for every distinct response at once), so up to 1,000 of 256 KB.
+ */
+export const DEFAULT_ANSWER_PIN_BYTES = 256 * 1024 * 1024;
 /** How long the pipeline stays idle before the pins go (streams still connecting reuse them meanwhile). */
 export const DEFAULT_GRACE_MS = 1000;
 
@@ -42,32 +47,40 @@ export class PushResponses implements SharedResponses {
   private pinnedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
 
+  /** The same cache, holding within the answers' budget (the pipeline hands it to the answers' path). */
+  readonly answers: SharedResponses;
+
   constructor(
     private readonly maxPinnedBytes = DEFAULT_PIN_BYTES,
     private readonly graceMs = DEFAULT_GRACE_MS,
-  ) {}
+    maxAnswerBytes = Math.max(maxPinnedBytes, DEFAULT_ANSWER_PIN_BYTES),
+  ) {
+    this.answers = { get: (k) => this.lookup(k, maxAnswerBytes), set: (k, b) => this.keep(k, b, maxAnswerBytes) };
+  }
 
   get(key: string): Buffer | undefined {
-    const held = this.pinned.get(key);
-    if (held) {
-      this.busy();
-      this.pin(key, held);
-      return held;
-    }
-    const b = this.weak.get(key)?.deref();
+    return this.lookup(key, this.maxPinnedBytes);
+  }
+
+  set(key: string, bytes: Buffer): void {
+    this.keep(key, bytes, this.maxPinnedBytes);
+  }
+
+  private lookup(key: string, budget: number): Buffer | undefined {
+    const b = this.pinned.get(key) ?? this.weak.get(key)?.deref();
     if (b) {
       this.busy();
-      this.pin(key, b);
+      this.pin(key, b, budget);
     }
     return b;
   }
 
-  set(key: string, bytes: Buffer): void {
+  private keep(key: string, bytes: Buffer, budget: number): void {
     encodes++;
     this.busy();
     this.weak.set(key, new WeakRef(bytes));
     this.gone.register(bytes, key);
-    this.pin(key, bytes);
+    this.pin(key, bytes, budget);
   }
 
   /** A newer change starts a push: what the last one pinned is held weakly from now on. */
@@ -96,18 +109,17 @@ export class PushResponses implements SharedResponses {
   }
 
   /** Most recently used last; the least recently used go first past the budget. */
-  private pin(key: string, bytes: Buffer): void {
+  private pin(key: string, bytes: Buffer, budget: number): void {
     const held = this.pinned.get(key);
     if (held) {
       this.pinned.delete(key);
       this.pinned.set(key, held);
-      return;
+    } else if (bytes.length <= budget) {
+      this.pinned.set(key, bytes);
+      this.pinnedBytes += bytes.length;
     }
-    if (bytes.length > this.maxPinnedBytes) return;
-    this.pinned.set(key, bytes);
-    this.pinnedBytes += bytes.length;
     for (const [k, b] of this.pinned) {
-      if (this.pinnedBytes <= this.maxPinnedBytes) break;
+      if (this.pinnedBytes <= budget) break;
       this.pinned.delete(k);
       this.pinnedBytes -= b.length;
     }
