@@ -166,7 +166,8 @@ function serverGoals(macro: ServerFigures): Goal[] {
   const out: Goal[] = [];
   const sotw = ran(macro.sotw);
   const leds = ran(macro.leds);
-  const at = `at ${macro.streams} streams, ${macro.pairs} pairs`;
+  const mmap = macro.mallocMmapThreshold !== undefined ? `, MALLOC_MMAP_THRESHOLD_=${macro.mallocMmapThreshold}` : '';
+  const at = `at ${macro.streams} streams, ${macro.pairs} pairs${mmap}`;
   if (sotw) {
     const c = sotw.canopy;
     const b = sotw.bare;

@@ -201,8 +201,16 @@ async function main() {
       `8. server macro run (${serverModes.join(', ')}): canopy serve, ${shape.streams} streams, ${shape.endpoints} endpoints…`,
     );
     try {
-      const window = process.argv.find((a) => a.startsWith('--push-window='))?.slice('--push-window='.length);
-      macro = await serverMacro({ ...shape, modes: serverModes, ...(window ? { pushWindow: Number(window) } : {}) });
+      const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+      const window = arg('push-window');
+      // --malloc-mmap-threshold=131072: both servers with glibc's mmap threshold fixed (docs/benchmarks.md, memory).
+      const mmap = arg('malloc-mmap-threshold');
+      macro = await serverMacro({
+        ...shape,
+        modes: serverModes,
+        ...(window ? { pushWindow: Number(window) } : {}),
+        ...(mmap ? { mallocMmapThreshold: Number(mmap) } : {}),
+      });
     } catch (err) {
       macro = { skipped: (err as Error).message };
     }

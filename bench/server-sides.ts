@@ -47,10 +47,11 @@ export async function withCanopy<T>(
   file: string,
   endpoints: readonly Endpoint[],
   run: (side: Side) => Promise<T>,
+  env?: Readonly<Record<string, string>>,
 ): Promise<T> {
   const flip = flipper(endpoints);
   const dataDir = mkdtempSync(path.join(path.dirname(file), 'canopy-data-'));
-  const canopy = start([CLI, 'serve', '--config', file, '--data-dir', dataDir, '--log-level', 'info'], 'canopy');
+  const canopy = start([CLI, 'serve', '--config', file, '--data-dir', dataDir, '--log-level', 'info'], 'canopy', env);
   try {
     const ready = await canopy.next('canopy ready');
     const admin = `http://${String(ready['admin'])}`;
@@ -82,8 +83,9 @@ export async function withBare<T>(
   args: string[],
   run: (side: Side) => Promise<T>,
   writeCommand: (burst: number, writes: number) => string,
+  env?: Readonly<Record<string, string>>,
 ): Promise<T> {
-  const bare = start(args, 'bare server');
+  const bare = start(args, 'bare server', env);
   try {
     const ready = await bare.next('ready');
     return await run({

@@ -98,6 +98,8 @@ export interface ServerFigures {
   readonly pairs: number;
   /** Canopy's push window, when the run set one. */
   readonly pushWindow?: number;
+  /** glibc's mmap threshold both servers ran with, when the run set one. */
+  readonly mallocMmapThreshold?: number;
   /** One client's SotW CLA (in failover mode every CLA holds every healthy endpoint). */
   readonly claBytes: number;
   readonly sotw?: ProtocolFigures | { skipped: string };
@@ -292,7 +294,11 @@ export async function serverMacro(opts: {
   readonly modes?: readonly ServerMode[];
   /** Canopy's push window (server.pushWindow); absent: its default. */
   readonly pushWindow?: number;
+  /** glibc's mmap threshold for both servers (MALLOC_MMAP_THRESHOLD_), as a deployment may set it. */
+  readonly mallocMmapThreshold?: number;
 }): Promise<ServerFigures> {
+  const env =
+    opts.mallocMmapThreshold !== undefined ? { MALLOC_MMAP_THRESHOLD_: String(opts.mallocMmapThreshold) } : undefined;
   const shape: Shape = { streams: opts.streams, localities: opts.localities, pairs: opts.pairs ?? MIN_RUNS };
   const modes = opts.modes ?? ['sotw', 'leds'];
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-server-'));
@@ -317,12 +323,17 @@ export async function serverMacro(opts: {
     if (modes.includes('sotw')) {
       try {
         // The bare server reads the config as Canopy did and flips the same endpoints itself.
-        sotw = await withCanopy(file, endpoints, (canopy) =>
-          withBare(
-            [BARE, '--config', file, '--service', SERVICE, '--localities', String(opts.localities)],
-            (bare) => interleaved(canopy, bare, shape, 'sotw'),
-            (_b, writes) => `write ${writes}`,
-          ),
+        sotw = await withCanopy(
+          file,
+          endpoints,
+          (canopy) =>
+            withBare(
+              [BARE, '--config', file, '--service', SERVICE, '--localities', String(opts.localities)],
+              (bare) => interleaved(canopy, bare, shape, 'sotw'),
+              (_b, writes) => `write ${writes}`,
+              env,
+            ),
+          env,
         );
       } catch (err) {
         sotw = skipped(err);
@@ -332,14 +343,20 @@ export async function serverMacro(opts: {
       const record = path.join(dir, 'leds-record.json');
       try {
         // The bare LEDS server replays what Canopy sent: recorded first, then the pairs with both up.
-        leds = await withCanopy(file, endpoints, async (canopy) => {
-          await recordLeds(canopy, shape, record);
-          return withBare(
-            [BARE_LEDS, '--record', record],
-            (bare) => interleaved(canopy, bare, shape, 'leds'),
-            (b) => `write ${b}`,
-          );
-        });
+        leds = await withCanopy(
+          file,
+          endpoints,
+          async (canopy) => {
+            await recordLeds(canopy, shape, record);
+            return withBare(
+              [BARE_LEDS, '--record', record],
+              (bare) => interleaved(canopy, bare, shape, 'leds'),
+              (b) => `write ${b}`,
+              env,
+            );
+          },
+          env,
+        );
       } catch (err) {
         leds = skipped(err);
       }
@@ -350,6 +367,7 @@ export async function serverMacro(opts: {
       localities: opts.localities,
       pairs: shape.pairs,
       ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
+      ...(opts.mallocMmapThreshold !== undefined ? { mallocMmapThreshold: opts.mallocMmapThreshold } : {}),
       claBytes: claBytesOf(endpoints),
       ...(sotw ? { sotw } : {}),
       ...(leds ? { leds } : {}),
