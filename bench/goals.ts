@@ -141,7 +141,8 @@ function serverGoals(macro: ServerFigures): Goal[] {
   const out: Goal[] = [];
   const sotw = ran(macro.sotw);
   const leds = ran(macro.leds);
-  const at = `at ${macro.streams} streams, ${macro.pairs} pairs`;
+  const mmap = macro.mallocMmapThreshold !== undefined ? `, MALLOC_MMAP_THRESHOLD_=${macro.mallocMmapThreshold}` : '';
+  const at = `at ${macro.streams} streams, ${macro.pairs} pairs${mmap}`;
   if (sotw) {
     const c = sotw.canopy;
     const b = sotw.bare;
@@ -158,6 +159,11 @@ function serverGoals(macro: ServerFigures): Goal[] {
         goal: 'SotW one flip: p99 to the last response ≤ 1.2× the bare writer',
         figure: `${show(one.p99)}× (${show(oneC.p99PerPass)} vs ${show(oneB.p99PerPass)} ms; Canopy's 100 ms debounce included) ${at}`,
         met: verdict(one.p99.median <= 1.2),
+      });
+      out.push({
+        goal: 'SotW one flip: the same, without the debounce (Canopy p99 less 100 ms)',
+        figure: `${show(one.p99LessDebounce)}× ${at}`,
+        met: verdict(one.p99LessDebounce.median <= 1.2),
       });
       out.push({
         goal: 'SotW one flip: server CPU ≤ 1.3× the bare writer',

@@ -137,7 +137,13 @@ async function main() {
           // The knee: per-stream cost from 1,000 to 10,000 streams (every full GC marks every stream's state).
           { streams: 10000, endpoints: 1000 },
         ];
-    for (const r of runs) {
+    // --fanout-streams=1000,10000: only those rows (the knee goal needs the 1,000 and 10,000 rows at 1,000 endpoints).
+    const pick = process.argv
+      .find((x) => x.startsWith('--fanout-streams='))
+      ?.slice('--fanout-streams='.length)
+      .split(',')
+      .map(Number);
+    for (const r of runs.filter((x) => !pick || (pick.includes(x.streams) && x.endpoints === 1000))) {
       log(`3/4. fan-out to ${r.streams} streams, ${r.endpoints}-endpoint service…`);
       try {
         fanout.push(await runFanout({ ...r, localities: 100, rounds: quick ? 3 : 5 }));
@@ -196,8 +202,16 @@ async function main() {
       `8. server macro run (${serverModes.join(', ')}): canopy serve, ${shape.streams} streams, ${shape.endpoints} endpoints…`,
     );
     try {
-      const window = process.argv.find((a) => a.startsWith('--push-window='))?.slice('--push-window='.length);
-      macro = await serverMacro({ ...shape, modes: serverModes, ...(window ? { pushWindow: Number(window) } : {}) });
+      const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+      const window = arg('push-window');
+      // --malloc-mmap-threshold=131072: both servers with glibc's mmap threshold fixed (docs/benchmarks.md, memory).
+      const mmap = arg('malloc-mmap-threshold');
+      macro = await serverMacro({
+        ...shape,
+        modes: serverModes,
+        ...(window ? { pushWindow: Number(window) } : {}),
+        ...(mmap ? { mallocMmapThreshold: Number(mmap) } : {}),
+      });
     } catch (err) {
       macro = { skipped: (err as Error).message };
     }

@@ -62,8 +62,10 @@ export class Child {
   }
 }
 
-export function start(args: string[], what: string): Child {
-  return new Child(spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] }), what);
+/** `env`: added to this process's environment for the child. */
+export function start(args: string[], what: string, env?: Readonly<Record<string, string>>): Child {
+  const opts = { stdio: ['pipe', 'pipe', 'inherit'] as ['pipe', 'pipe', 'inherit'], env: { ...process.env, ...env } };
+  return new Child(spawn(process.execPath, args, opts), what);
 }
 
 export function cpuMs(pid: number): number {

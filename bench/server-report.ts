@@ -28,7 +28,7 @@ export function printServerMacro(macro: ServerFigures | { skipped: string }): vo
   }
   console.log(
     `\n8. Server macro run: ${macro.streams} streams over ${macro.localities} localities, ${macro.endpoints} endpoints, ${macro.claBytes}-byte SotW CLAs,\n` +
-      `   ${macro.pairs} interleaved pairs (Canopy pass, bare pass; each pass: connect, one burst of each size), push window ${macro.pushWindow ?? 'default'}; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
+      `   ${macro.pairs} interleaved pairs (Canopy pass, bare pass; each pass: connect, one burst of each size), push window ${macro.pushWindow ?? 'default'}${macro.mallocMmapThreshold !== undefined ? `, both servers with MALLOC_MMAP_THRESHOLD_=${macro.mallocMmapThreshold}` : ''}; ms to each stream's last response of a burst (client clock); bare = grpc-js writing the same bytes`,
   );
   const table = (what: string, p: ProtocolFigures | { skipped: string } | undefined): void => {
     if (!p) return;
@@ -37,7 +37,12 @@ export function printServerMacro(macro: ServerFigures | { skipped: string }): vo
       console.table([row(`canopy ${what}`, p.canopy), row(`bare grpc-js ${what}`, p.bare)]);
       console.log(
         `   ${what} canopy ÷ bare, pair by pair: initial CPU ${show(p.ratios.initialCpu)}; ` +
-          p.ratios.bursts.map((b) => `${b.changes}-change p99 ${show(b.p99)}, CPU ${show(b.cpu)}`).join('; '),
+          p.ratios.bursts
+            .map(
+              (b) =>
+                `${b.changes}-change p99 ${show(b.p99)} (less the debounce ${show(b.p99LessDebounce)}), CPU ${show(b.cpu)}`,
+            )
+            .join('; '),
       );
     }
   };

@@ -28,19 +28,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
-import { endpointKey, type Endpoint } from '../server/src/domain/service.js';
-import { serverClaCache } from '../server/src/resources/endpoint.js';
 import { serviceSpecToJson } from '../server/src/domain/spec.js';
 import { failoverService, makeEndpoints, median, percentile } from './data.js';
 import { cpuMs, resetPeak, sleep, start, statusKB, type Child } from './server-procs.js';
+import { claBytesOf, SERVICE, withBare, withCanopy, type Side } from './server-sides.js';
 import { MIN_RUNS, sig2, spread, type Spread } from './stats.js';
 
-const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
 const BARE_LEDS = fileURLToPath(new URL('./bare-leds-server.js', import.meta.url));
 const CLIENTS = fileURLToPath(new URL('./fanout-clients.js', import.meta.url));
-const SERVICE = 'svc';
 const BURSTS = [1, 100] as const;
 
 export type ServerMode = 'sotw' | 'leds';
@@ -75,8 +71,16 @@ export interface SideFigures {
 /** Canopy over bare, pass by pass (each pair run back to back): median (min–max) of the pairs. */
 export interface PairRatios {
   readonly initialCpu: Spread;
-  /** Per burst size: p99 to the last response, and server CPU. */
-  readonly bursts: readonly { readonly changes: number; readonly p99: Spread; readonly cpu: Spread }[];
+  /**
+   * Per burst size: p99 to the last response, the same with Canopy's debounce taken off its side (the
+   * push starts `DEBOUNCE_MS` after the change, a wait the bare writer does not have), and server CPU.
+   */
+  readonly bursts: readonly {
+    readonly changes: number;
+    readonly p99: Spread;
+    readonly p99LessDebounce: Spread;
+    readonly cpu: Spread;
+  }[];
 }
 
 export interface ProtocolFigures {
@@ -94,19 +98,12 @@ export interface ServerFigures {
   readonly pairs: number;
   /** Canopy's push window, when the run set one. */
   readonly pushWindow?: number;
+  /** glibc's mmap threshold both servers ran with, when the run set one. */
+  readonly mallocMmapThreshold?: number;
   /** One client's SotW CLA (in failover mode every CLA holds every healthy endpoint). */
   readonly claBytes: number;
   readonly sotw?: ProtocolFigures | { skipped: string };
   readonly leds?: ProtocolFigures | { skipped: string };
-}
-
-interface Side {
-  readonly server: Child;
-  readonly target: string;
-  /** Makes `changes` changes from endpoint `first`; the bare sides write burst `burst`, `writes` times (SotW). */
-  change(first: number, changes: number, burst: number, writes: number): Promise<void>;
-  /** Run before the mark: anything the side prepares untimed. */
-  prepare(first: number, changes: number): Promise<void>;
 }
 
 interface Shape {
@@ -155,7 +152,9 @@ async function onePass(side: Side, shape: Shape, mode: ServerMode, writes?: read
     if (mode === 'leds' && Number(ready['ledsStreams']) === 0) {
       throw new Error('the server named no LEDS collection in its CLAs (full CLAs on delta): LEDS not served');
     }
-    await sleep(500);
+    // Settled: 2 s after the last stream's first response, both sides alike (past Canopy's 1 s hold of
+    // the responses it shared and the collection it runs once a burst is over: idle-collector.ts).
+    await sleep(SETTLE_MS);
     const rssKB = statusKB(pid, 'VmRSS');
     const bursts: PassBurst[] = [];
     for (const [b, changes] of BURSTS.entries()) {
@@ -220,12 +219,22 @@ async function interleaved(canopy: Side, bare: Side, shape: Shape, mode: ServerM
       bursts: BURSTS.map((changes, k) => ({
         changes,
         p99: spread(pairs.map(([c, b]) => percentile(c.bursts[k]!.lastMs, 99) / percentile(b.bursts[k]!.lastMs, 99))),
+        p99LessDebounce: spread(
+          pairs.map(
+            ([c, b]) => (percentile(c.bursts[k]!.lastMs, 99) - DEBOUNCE_MS) / percentile(b.bursts[k]!.lastMs, 99),
+          ),
+        ),
         cpu: spread(pairs.map(([c, b]) => c.bursts[k]!.cpuMs / Math.max(TICK, b.bursts[k]!.cpuMs))),
       })),
     },
     pairs: shape.pairs,
   };
 }
+
+const SETTLE_MS = 2000;
+
+/** `canopy serve`'s default debounce, which the run's config keeps (server.debounceMs unset). */
+const DEBOUNCE_MS = 100;
 
 /** /proc counts CPU in 10 ms ticks: a burst that took less is counted as one tick. */
 const TICK = 10;
@@ -250,95 +259,6 @@ async function burst(clients: Child, change: () => Promise<void>): Promise<Settl
     );
   }
   return settled;
-}
-
-function claBytesOf(endpoints: readonly Endpoint[]): number {
-  const mesh = new Mesh();
-  mesh.put(failoverService(SERVICE, endpoints));
-  const client = {
-    locality: { region: 'r0', zone: 'z0', subzone: 's0' },
-    network: '',
-    node: '',
-    cluster: '',
-    labels: {},
-  };
-  return serverClaCache().lookup(mesh.get(SERVICE) as ServiceState, client).bytes.length;
-}
-
-/**
- * `canopy serve` on the config file, with its change hook: health flips through the admin API. Each
- * process gets an empty data directory: flips persist in the embedded store, and one left over from
- * an earlier run would make the bench's first flip a no-op.
- */
-async function withCanopy<T>(
-  file: string,
-  endpoints: readonly Endpoint[],
-  run: (side: Side) => Promise<T>,
-): Promise<T> {
-  const flip = flipper(endpoints);
-  const dataDir = mkdtempSync(path.join(path.dirname(file), 'canopy-data-'));
-  const canopy = start([CLI, 'serve', '--config', file, '--data-dir', dataDir, '--log-level', 'info'], 'canopy');
-  try {
-    const ready = await canopy.next('canopy ready');
-    const admin = `http://${String(ready['admin'])}`;
-    return await run({
-      server: canopy,
-      target: String(ready['xds']),
-      prepare: async () => {},
-      change: async (first, changes) => {
-        const responses = await Promise.all(
-          flip(first, changes).map((f) =>
-            fetch(`${admin}/api/v1/services/${SERVICE}/endpoints/${encodeURIComponent(f.key)}`, {
-              method: 'PATCH',
-              headers: { 'content-type': 'application/json' },
-              body: JSON.stringify({ health: f.healthy ? 'healthy' : 'unhealthy' }),
-            }),
-          ),
-        );
-        const bad = responses.find((r) => !r.ok);
-        if (bad) throw new Error(`admin PATCH: ${bad.status} ${await bad.text()}`);
-      },
-    });
-  } finally {
-    await canopy.stop();
-  }
-}
-
-/** Runs `run` against a bare server child started with `args`, its bursts driven by line commands. */
-async function withBare<T>(
-  args: string[],
-  run: (side: Side) => Promise<T>,
-  writeCommand: (burst: number, writes: number) => string,
-): Promise<T> {
-  const bare = start(args, 'bare server');
-  try {
-    const ready = await bare.next('ready');
-    return await run({
-      server: bare,
-      target: String(ready['address']),
-      prepare: async (first, changes) => {
-        bare.send(`prepare ${first} ${changes}`);
-        await bare.next('prepared');
-      },
-      change: async (_first, _changes, b, writes) => {
-        bare.send(writeCommand(b, writes));
-        await bare.next('written');
-      },
-    });
-  } finally {
-    await bare.stop();
-  }
-}
-
-/** Health flips of endpoints first… as admin PATCH bodies, from all healthy (the config's state). */
-function flipper(endpoints: readonly Endpoint[]) {
-  const health = endpoints.map(() => true);
-  return (first: number, changes: number): { key: string; healthy: boolean }[] =>
-    Array.from({ length: changes }, (_, i) => {
-      const n = (first + i) % endpoints.length;
-      health[n] = !health[n];
-      return { key: endpointKey(endpoints[n] as Endpoint), healthy: health[n] as boolean };
-    });
 }
 
 /**
@@ -374,7 +294,11 @@ export async function serverMacro(opts: {
   readonly modes?: readonly ServerMode[];
   /** Canopy's push window (server.pushWindow); absent: its default. */
   readonly pushWindow?: number;
+  /** glibc's mmap threshold for both servers (MALLOC_MMAP_THRESHOLD_), as a deployment may set it. */
+  readonly mallocMmapThreshold?: number;
 }): Promise<ServerFigures> {
+  const env =
+    opts.mallocMmapThreshold !== undefined ? { MALLOC_MMAP_THRESHOLD_: String(opts.mallocMmapThreshold) } : undefined;
   const shape: Shape = { streams: opts.streams, localities: opts.localities, pairs: opts.pairs ?? MIN_RUNS };
   const modes = opts.modes ?? ['sotw', 'leds'];
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-server-'));
@@ -399,12 +323,17 @@ export async function serverMacro(opts: {
     if (modes.includes('sotw')) {
       try {
         // The bare server reads the config as Canopy did and flips the same endpoints itself.
-        sotw = await withCanopy(file, endpoints, (canopy) =>
-          withBare(
-            [BARE, '--config', file, '--service', SERVICE, '--localities', String(opts.localities)],
-            (bare) => interleaved(canopy, bare, shape, 'sotw'),
-            (_b, writes) => `write ${writes}`,
-          ),
+        sotw = await withCanopy(
+          file,
+          endpoints,
+          (canopy) =>
+            withBare(
+              [BARE, '--config', file, '--service', SERVICE, '--localities', String(opts.localities)],
+              (bare) => interleaved(canopy, bare, shape, 'sotw'),
+              (_b, writes) => `write ${writes}`,
+              env,
+            ),
+          env,
         );
       } catch (err) {
         sotw = skipped(err);
@@ -414,14 +343,20 @@ export async function serverMacro(opts: {
       const record = path.join(dir, 'leds-record.json');
       try {
         // The bare LEDS server replays what Canopy sent: recorded first, then the pairs with both up.
-        leds = await withCanopy(file, endpoints, async (canopy) => {
-          await recordLeds(canopy, shape, record);
-          return withBare(
-            [BARE_LEDS, '--record', record],
-            (bare) => interleaved(canopy, bare, shape, 'leds'),
-            (b) => `write ${b}`,
-          );
-        });
+        leds = await withCanopy(
+          file,
+          endpoints,
+          async (canopy) => {
+            await recordLeds(canopy, shape, record);
+            return withBare(
+              [BARE_LEDS, '--record', record],
+              (bare) => interleaved(canopy, bare, shape, 'leds'),
+              (b) => `write ${b}`,
+              env,
+            );
+          },
+          env,
+        );
       } catch (err) {
         leds = skipped(err);
       }
@@ -432,6 +367,7 @@ export async function serverMacro(opts: {
       localities: opts.localities,
       pairs: shape.pairs,
       ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
+      ...(opts.mallocMmapThreshold !== undefined ? { mallocMmapThreshold: opts.mallocMmapThreshold } : {}),
       claBytes: claBytesOf(endpoints),
       ...(sotw ? { sotw } : {}),
       ...(leds ? { leds } : {}),

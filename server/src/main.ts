@@ -18,6 +18,7 @@ import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
 import type { ServeSecurity } from './cli/serve-security.js';
 import ipaddr from 'ipaddr.js';
+import { fullCollection } from './transport/full-collection.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { defaultXdsLimits, SubscriptionBudget } from './transport/subscription-budget.js';
 import { ReadAccess } from './transport/read-access.js';
@@ -148,6 +149,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     log: logger.child({ component: 'xds' }),
     debounceMs,
     ...(pushWindow !== undefined ? { pushWindow } : {}),
+    collect: fullCollection(),
   });
 
   // Load-aware locality: client load reports (LRS) → weights per client node, recomputed every interval.

@@ -8,13 +8,11 @@
  * come; what it missed is computed from the current state when it reads again.
  *
  * Responses are encoded once per push and shared by every stream that needs
- * the same bytes (held for the push, on the initial path as well), and at
- * most `pushWindow` streams have a response in the transport (written, not
- * yet flushed): the others wait in order and start as responses go out,
- * streams close or a slot times out. Answers to a client's own requests take
- * the window as pushes do: a first answer is a whole CLA, and thousands of
- * streams (re)connecting at once would otherwise hold one each in memory
- * until their clients read it.
+ * the same bytes (shared-responses.ts), and at most `pushWindow` streams have
+ * a response in the transport (written, not yet flushed): the others wait by
+ * response, each group back to back (push-window.ts). Answers to a client's
+ * own requests take the window too: thousands of streams (re)connecting at
+ * once would otherwise hold a whole CLA each until their clients read it.
  */
 import type { ResourceRegistry } from '../resources/registry.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
@@ -24,6 +22,8 @@ import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
 import { nullObserver, type XdsObserver } from './observer.js';
 import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
+import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } from './idle-collector.js';
+import { PushWindow } from './push-window.js';
 import { PushResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
 
@@ -65,15 +65,16 @@ export interface PushPipelineOptions {
   readonly limits?: SessionLimits;
   /** Responses over this size are reported (default 4 MiB, gRPC's default receive limit). */
   readonly warnResponseBytes?: number;
-  /**
-   * At most this many streams have a response in flight (handed to the
-   * transport, not yet flushed to the client) at once, pushes and answers
-   * alike; the others wait in order and start as slots free, so memory stays
-   * flat and the first streams finish early. 0 turns the window off. Default 256.
-   */
+  /** At most this many streams have a response handed to the transport, not yet flushed (0: no window; default 256). */
   readonly pushWindow?: number;
   /** A slot whose push has not gone out by then is freed anyway (default 10 s). */
   readonly pushWindowTimeoutMs?: number;
+  /** Encoded responses held strongly, least recently used first out (default 32 MiB; shared-responses.ts). */
+  readonly sharedBytes?: number;
+  /** A full garbage collection, run once writing stops after a big burst (idle-collector.ts). */
+  readonly collect?: () => void;
+  readonly collectAfterBytes?: number;
+  readonly collectIdleMs?: number;
 }
 
 /** What the pipeline reads of a request of either protocol. */
@@ -101,6 +102,8 @@ interface Conn {
   slot: NodeJS.Timeout | undefined;
   /** Waiting in the window's queue. */
   queued: boolean;
+  /** Streams with the same share key get the same bytes: the window lets them through together. */
+  readonly group: () => string;
 }
 
 export class PushPipeline {
@@ -118,12 +121,9 @@ export class PushPipeline {
   private timer: NodeJS.Timeout | undefined;
   private closing = false;
   /** Streams in the same state get byte-identical responses: each is encoded once per push (shared-responses.ts). */
-  private readonly shared = new PushResponses();
-  private readonly window: number;
-  private readonly windowTimeoutMs: number;
-  private inFlight = 0;
-  private readonly waiting: Conn[] = [];
-  private waking = false;
+  private readonly shared: PushResponses;
+  private readonly window: PushWindow<Conn>;
+  private readonly collector: IdleCollector | undefined;
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
@@ -133,13 +133,22 @@ export class PushPipeline {
     this.maxDelayMs = opts.maxDelayMs ?? this.debounceMs * 10;
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     this.warnResponseBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
-    this.window = opts.pushWindow ?? 256;
-    this.windowTimeoutMs = opts.pushWindowTimeoutMs ?? 10_000;
+    this.shared = new PushResponses(opts.sharedBytes);
+    this.collector = opts.collect
+      ? new IdleCollector(
+          opts.collect,
+          opts.collectAfterBytes ?? DEFAULT_COLLECT_AFTER_BYTES,
+          opts.collectIdleMs ?? DEFAULT_COLLECT_IDLE_MS,
+        )
+      : undefined;
+    this.window = new PushWindow<Conn>(opts.pushWindow ?? 256, opts.pushWindowTimeoutMs ?? 10_000, (conn) => {
+      if (this.conns.has(conn.session.id)) this.drive(conn);
+    });
   }
 
   /** Streams with a response in the transport, not yet flushed (at most `pushWindow`). */
   get pushesInFlight(): number {
-    return this.inFlight;
+    return this.window.held;
   }
 
   get connected(): number {
@@ -152,7 +161,11 @@ export class PushPipeline {
   }
 
   /** An incremental stream (DeltaAggregatedResources). */
-  openDelta(peer: string, sink: StreamSink, types: ResourceTypes = this.resources): StreamHandle<DeltaDiscoveryRequest> {
+  openDelta(
+    peer: string,
+    sink: StreamSink,
+    types: ResourceTypes = this.resources,
+  ): StreamHandle<DeltaDiscoveryRequest> {
     return this.openSession(new DeltaSession(this.nextId++, peer, types, this.limits), peer, sink);
   }
 
@@ -177,13 +190,23 @@ export class PushPipeline {
     if (changed.size === 0) return;
     this.shared.newPush();
     const touched = this.resources.touchedBy(changed);
+    // By response: streams that get the same bytes back to back, so each encoding is needed only while its group goes out.
+    const groups = new Map<string, Conn[]>();
     for (const conn of this.conns.values()) {
       if (!conn.session.concerns(touched)) continue;
-      // Merged into the pending push, if any: it starts over from the first type, with the state as it is now.
-      if (conn.slot !== undefined) conn.requeue = true;
-      conn.pushTypes = conn.session.pushOrder();
-      conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
-      this.drive(conn);
+      const g = conn.group();
+      const list = groups.get(g);
+      if (list) list.push(conn);
+      else groups.set(g, [conn]);
+    }
+    for (const list of groups.values()) {
+      for (const conn of list) {
+        // Merged into the pending push, if any: it starts over from the first type, with the state as it is now.
+        if (conn.slot !== undefined) conn.requeue = true;
+        conn.pushTypes = conn.session.pushOrder();
+        conn.changeAt = Math.min(conn.changeAt ?? Infinity, at ?? Date.now());
+        this.drive(conn);
+      }
     }
   }
 
@@ -199,6 +222,7 @@ export class PushPipeline {
   close(): void {
     this.closing = true;
     if (this.timer) clearTimeout(this.timer);
+    this.collector?.stop();
     for (const conn of this.conns.values()) conn.sink.end();
   }
 
@@ -217,6 +241,7 @@ export class PushPipeline {
       oversized: undefined,
       slot: undefined,
       queued: false,
+      group: () => session.shareKey?.() ?? '',
     };
     this.conns.set(id, conn);
     let opened = false;
@@ -233,7 +258,7 @@ export class PushPipeline {
       closed: () => {
         conn.closed = true;
         if (!this.conns.delete(id)) return;
-        this.release(conn);
+        this.window.release(conn);
         conn.session.closed?.();
         if (opened) this.observer.streamClosed(conn.session.nodeId);
         this.log.info({ stream: id, node: conn.session.nodeId }, 'xds stream closed');
@@ -266,14 +291,17 @@ export class PushPipeline {
         // Once per stream: a client looping over junk types must not flood the log either.
         if (!conn.ignoredWarned) {
           conn.ignoredWarned = true;
-          this.log.warn({ stream, node, typeUrl: outcome.typeUrl.slice(0, 200) }, `xds request ignored: ${outcome.detail.slice(0, 300)}`);
+          this.log.warn(
+            { stream, node, typeUrl: outcome.typeUrl.slice(0, 200) },
+            `xds request ignored: ${outcome.detail.slice(0, 300)}`,
+          );
         }
         return;
       case 'rejected':
         this.observer.requestRefused?.('over_limit');
         this.log.warn({ stream, node, type, detail: outcome.detail }, 'xds stream ended: request over the limits');
         conn.closed = true;
-        this.release(conn);
+        this.window.release(conn);
         conn.sink.reject(outcome.detail);
         return;
       default:
@@ -297,6 +325,7 @@ export class PushPipeline {
       if (!next) return;
       const { response, changeAt } = next;
       conn.writing = true;
+      this.collector?.wrote(response.bytes.length);
       let inside = true;
       conn.sink.write(response.bytes, () => {
         conn.writing = false;
@@ -315,18 +344,18 @@ export class PushPipeline {
     for (const [typeUrl, mustAnswer] of conn.due) {
       // Answers wait for the window too: a first answer is as big as a push (a whole CLA), and thousands
       // of streams connecting at once would otherwise each hold one in the transport until read.
-      if (!this.takeSlot(conn)) return undefined;
+      if (!this.window.take(conn)) return undefined;
       conn.due.delete(typeUrl);
-      const response = conn.session.respond(typeUrl, mustAnswer, this.shared);
+      const response = conn.session.respond(typeUrl, mustAnswer, this.shared.answers);
       this.takeDue(conn);
       if (response) return { response, changeAt: undefined };
     }
     if (conn.requeue) {
       conn.requeue = false;
-      this.release(conn);
+      this.window.release(conn);
     }
     while (conn.pushTypes && conn.pushTypes.length > 0) {
-      if (!this.takeSlot(conn)) return undefined;
+      if (!this.window.take(conn)) return undefined;
       const typeUrl = conn.pushTypes.shift()!;
       const response = conn.session.respond(typeUrl, false, this.shared);
       // Made due by this response (a Cluster's CLA for Envoy's warming): sent next, before the push goes on.
@@ -336,45 +365,12 @@ export class PushPipeline {
     }
     conn.pushTypes = conn.changeAt = undefined;
     // The last response has been flushed (or there was nothing to send): the slot goes to the next stream.
-    this.release(conn);
-    if (this.inFlight === 0 && this.waiting.length === 0) this.shared.idle();
+    this.window.release(conn);
+    if (this.window.idle) {
+      this.shared.idle();
+      this.collector?.idle();
+    }
     return undefined;
-  }
-
-  /** True when the stream may push now: it holds a slot, takes a free one, or the window is off. */
-  private takeSlot(conn: Conn): boolean {
-    if (this.window === 0 || conn.slot !== undefined) return true;
-    if (this.inFlight >= this.window) {
-      if (!conn.queued) {
-        conn.queued = true;
-        this.waiting.push(conn);
-      }
-      return false;
-    }
-    this.inFlight++;
-    conn.slot = setTimeout(() => this.release(conn), this.windowTimeoutMs);
-    conn.slot.unref();
-    return true;
-  }
-
-  /** The push went out (or the stream closed, or the slot timed out): the slot goes to the next stream waiting. */
-  private release(conn: Conn): void {
-    if (conn.slot === undefined) return;
-    clearTimeout(conn.slot);
-    conn.slot = undefined;
-    this.inFlight--;
-    // Not re-entered: a stream woken here that has nothing to push releases at once, and this loop goes on.
-    if (this.waking) return;
-    this.waking = true;
-    try {
-      while (this.inFlight < this.window && this.waiting.length > 0) {
-        const next = this.waiting.shift()!;
-        next.queued = false;
-        if (!next.closed && this.conns.has(next.session.id)) this.drive(next);
-      }
-    } finally {
-      this.waking = false;
-    }
   }
 
   private oversized(conn: Conn, r: OutgoingResponse): void {
@@ -388,7 +384,13 @@ export class PushPipeline {
     };
     this.observer.oversizedResponse?.(r.typeUrl);
     this.log.warn(
-      { stream: conn.session.id, node: conn.session.nodeId, type: shortTypeName(r.typeUrl), bytes: r.bytes.length, resources: names },
+      {
+        stream: conn.session.id,
+        node: conn.session.nodeId,
+        type: shortTypeName(r.typeUrl),
+        bytes: r.bytes.length,
+        resources: names,
+      },
       `xds response of ${r.bytes.length} bytes is over ${this.warnResponseBytes}: a gRPC client with the default ` +
         'receive limit (4 MiB) ends its stream; raise grpc.max_receive_message_length on that client',
     );

@@ -50,6 +50,11 @@ export interface Session<Request> {
   respond(typeUrl: string, mustAnswer: boolean, shared?: SharedResponses): OutgoingResponse | undefined;
   /** Subscribed types in push order: clusters and their endpoints before the listeners and routes that use them. */
   pushOrder(): string[];
+  /**
+   * Streams with equal keys are likely to be sent the same bytes (the same protocol and placement): the push
+   * window lets them through back to back. A hint for ordering only: streams with one key may still differ.
+   */
+  shareKey?(): string;
   concerns(touched: TouchedNames): boolean;
   /** `maxNames`: at most this many names and resources listed per type. */
   status(maxNames?: number): ClientStatus;

@@ -150,6 +150,17 @@ export abstract class StreamSession<State extends SubscriptionState> {
    */
   protected abstract resend(typeUrl: string, names: readonly string[], prefixes: readonly string[]): boolean;
 
+  private share: string | undefined;
+
+  shareKey(): string {
+    if (this.share !== undefined) return this.share;
+    const { demand: _demand, ...where } = this.placement;
+    const key = `${this.protocol} ${JSON.stringify(where)}`;
+    // Kept once the node is known: the placement does not change after that.
+    if (this.node) this.share = key;
+    return key;
+  }
+
   pushOrder(): string[] {
     return inPushOrder(this.subscriptions.keys(), (t) => this.types.get(t)?.pushRank);
   }
