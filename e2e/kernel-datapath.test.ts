@@ -261,8 +261,8 @@ describe('kernel datapath', { skip }, () => {
         dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 100 });
         assert.equal(dp.resumed, true);
         assert.deepEqual(
-          dp.services().map((s) => [s.key, s.tree, s.range]),
-          before.map((s) => [s.key, s.tree, s.range]),
+          dp.services().map((s) => [s.key, s.tree, s.ranges.reduce((n, r) => n + r.length, 0)]),
+          before.map((s) => [s.key, s.tree, s.ranges.reduce((n, r) => n + r.length, 0)]),
           'the bookkeeping is rebuilt from the maps',
         );
         dp.setWorkloads(placementOf('r1/z2/s1'), [

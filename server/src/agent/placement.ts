@@ -1,0 +1,89 @@
+/**
+ * Where each backend of one tree version sits: every node by id (its level
+ * and path hash, the key the kernel looks it up by), its parent, and which
+ * backends its bucket holds; each backend's key and the node that owns it
+ * directly. The merged tree of a network-first service adds its own nodes.
+ * Pure.
+ */
+import type { TreeMessage } from '../resources/tree-codec.js';
+import { ALT_LEVEL } from './abi.js';
+import { mergedTree } from './merged-tree.js';
+import { mergedPaths, nodePaths } from './tree-shape.js';
+
+export interface PlacedNode {
+  /** `${level}:${path hash}` (level | ALT_LEVEL in the merged tree). */
+  readonly id: string;
+  readonly level: number;
+  readonly hash: bigint;
+  /** '' under the root. */
+  readonly parent: string;
+  /** Index in the tree message (merged nodes: after the tree's own). */
+  readonly index: number;
+  /** The backends of its subtree (indexes into tree.backends). */
+  readonly members: ArrayLike<number>;
+}
+
+export interface Placement {
+  readonly nodes: readonly PlacedNode[];
+  /** Per backend: the node that owns it directly in the tree, and in the merged tree ('' none), joined by '|'. */
+  readonly owner: readonly string[];
+}
+
+export function isNetworkFirst(t: TreeMessage): boolean {
+  return t.networkFirst && t.mode === 'failover' && t.scopes[0] === 'network' && t.scopes.length > 1;
+}
+
+export function place(t: TreeMessage): Placement {
+  const nodes: PlacedNode[] = [];
+  const paths = nodePaths(t);
+  const ids: string[] = [''];
+  const n = t.backends.length;
+  const realOwner = new Int32Array(n);
+  for (let i = 1; i < t.nodes.length; i++) {
+    const node = t.nodes[i]!;
+    const id = `${paths.level[i]}:${paths.hash[i]}`;
+    ids[i] = id;
+    realOwner.fill(i, node.start, node.end);
+    nodes.push({
+      id,
+      level: paths.level[i]!,
+      hash: paths.hash[i]!,
+      parent: ids[node.parent]!,
+      index: i,
+      members: range(node.start, node.end),
+    });
+  }
+  const mergedOwner = new Int32Array(n).fill(-1);
+  const mids: string[] = [];
+  if (isNetworkFirst(t)) {
+    const m = mergedTree(t);
+    const mp = mergedPaths(m);
+    m.nodes.forEach((node, j) => {
+      const level = (ALT_LEVEL | mp.level[j]!) >>> 0;
+      const id = `${level}:${mp.hash[j]}`;
+      mids[j] = id;
+      const members = m.order.slice(node.start, node.end);
+      for (const b of members) mergedOwner[b] = j;
+      nodes.push({
+        id,
+        level,
+        hash: mp.hash[j]!,
+        parent: node.parent < 0 ? '' : mids[node.parent]!,
+        index: t.nodes.length + j,
+        members,
+      });
+    });
+  }
+  const owner: string[] = new Array<string>(n);
+  for (let b = 0; b < n; b++) {
+    const mo = mergedOwner[b]!;
+    owner[b] = `${ids[realOwner[b]!]}|${mo < 0 ? '' : mids[mo]}`;
+  }
+  return { nodes, owner };
+}
+
+function range(start: number, end: number): Int32Array {
+  const r = new Int32Array(end - start);
+  for (let i = 0; i < r.length; i++) r[i] = start + i;
+  return r;
+}
