@@ -74,10 +74,15 @@ export function place(t: TreeMessage): Placement {
       });
     });
   }
+  // One string per (node, merged node) pair, shared by its backends.
   const owner: string[] = new Array<string>(n);
+  const names = new Map<number, string>();
   for (let b = 0; b < n; b++) {
     const mo = mergedOwner[b]!;
-    owner[b] = `${ids[realOwner[b]!]}|${mo < 0 ? '' : mids[mo]}`;
+    const code = realOwner[b]! * 0x100000 + mo + 1;
+    let name = names.get(code);
+    if (name === undefined) names.set(code, (name = `${ids[realOwner[b]!]}|${mo < 0 ? '' : mids[mo]}`));
+    owner[b] = name;
   }
   return { nodes, owner };
 }

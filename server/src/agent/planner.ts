@@ -28,7 +28,8 @@ import {
   svcKey,
   type SvcKey,
 } from './abi.js';
-import { editLayout, fullLayout, heldRanges, type MapWrite, type ServiceLayout } from './layout.js';
+import { editLayout } from './layout-edit.js';
+import { fullLayout, heldRanges, type MapWrite, type ServiceLayout } from './layout.js';
 import { mergedTree } from './merged-tree.js';
 import { isNetworkFirst } from './placement.js';
 import { checkTree, siblingClash, weights } from './tree-shape.js';
