@@ -217,5 +217,11 @@ export function edit(
       return 'endpoint map full';
     }
   }
+  // Only holes left: an empty bucket (a connect walks past it to the parent), refilled from entry 0.
+  if (weighted && b.total === 0 && b.count > 0) {
+    b.count = 0;
+    b.holes = [];
+    b.dirty.clear();
+  }
   return undefined;
 }
