@@ -8,18 +8,7 @@ import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { type Placement } from '../domain/locality.js';
-import {
-  DEFAULT_MAX,
-  LAYOUT,
-  MAP,
-  PROGRAM,
-  RETIRED_MAPS,
-  sumStats,
-  u32Key,
-  u64Value,
-  valueHash,
-  type Stats,
-} from './abi.js';
+import { DEFAULT_MAX, LAYOUT, MAP, PROGRAM, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { assertCgroupDir, cgroupId, cgroupLevel } from './cgroups.js';
 import { deleteKeys, mapFds, servicesFd, writeBatch, writeInOrder, type Fds } from './map-writes.js';
@@ -45,6 +34,7 @@ import {
 } from './workload-entries.js';
 
 export type { Workload };
+
 
 export interface DatapathOptions {
   /** bpffs directory for pins, e.g. /sys/fs/bpf/canopy */
@@ -247,7 +237,7 @@ export class Datapath {
           LAYOUT.canopy_node.size,
         );
       }
-      // Edited in (layout.ts): slots, then node entries, then the service entry, in order.
+      // Edited in (layout-edit.ts): slots, then node entries, then the service entry, in order.
       for (const pt of p.patches) writes += writeInOrder(this.bpf, this.fds, this.batchUpdates, pt.writes, undo);
       // The switch: one write per service.
       for (const pub of p.publish) {
@@ -272,10 +262,7 @@ export class Datapath {
     // Room held by trees retired before this apply (or by this one) comes back within a grace period.
     const retryable = p.rejected.some((r) => r.capacity) && (this.retiring.size > 0 || p.retire.length > 0);
     this.state = p.next;
-    this.scheduleRetire(
-      p.retire,
-      p.patches.flatMap((pt) => pt.retire),
-    );
+    this.scheduleRetire(p.retire, p.patches.flatMap((pt) => pt.retire));
     return {
       ...(retryable ? { retryAfterMs: this.graceMs + 50 } : {}),
       rejected: p.rejected,
@@ -323,8 +310,7 @@ export class Datapath {
     if (this.closed) return undefined;
     if (!existsSync(path.join(this.pinDir, PROGRAM.connect4))) return `its pins in ${this.pinDir} were removed`;
     try {
-      if (!this.bpf.queryConnect4(this.cgroup).includes(this.bpf.progId(this.progFd)))
-        return `its program was detached from ${this.cgroup}`;
+      if (!this.bpf.queryConnect4(this.cgroup).includes(this.bpf.progId(this.progFd))) return `its program was detached from ${this.cgroup}`;
     } catch (err) {
       return `its cgroup ${this.cgroup} cannot be queried: ${(err as Error).message}`;
     }
