@@ -8,7 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { readTestCtx, testCtx, VERDICT } from '../server/src/agent/abi.js';
+import { VERDICT } from '../server/src/agent/abi.js';
+import { readTestCtx, testCtx } from '../server/src/agent/abi-test-run.js';
 import { Datapath } from '../server/src/agent/datapath.js';
 import type { IncomingTree } from '../server/src/agent/planner.js';
 import { Mesh } from '../server/src/domain/mesh.js';

@@ -315,10 +315,8 @@ export function writeAddressRef(b: Buffer, off: number, addressSlot: number, wsu
   u32(b, off + f.wsum, wsum);
 }
 
-/** The raw `ip` field of an endpoint slot (an IPv6 service's entry: 1 + its address slot). */
-export function readSlotRef(b: Buffer, off = 0): number {
-  return readU32(b, off + LAYOUT.canopy_backend.fields.ip);
-}
+/** An IPv6 service's bucket entry: 1 + the slot that holds its address (0: none). */
+export const readSlotRef = (b: Buffer, off = 0): number => readU32(b, off + LAYOUT.canopy_backend.fields.ip);
 
 // ----------------------------------------------------------------- workloads
 
@@ -381,45 +379,6 @@ export function sumStats(b: Buffer, cpus: number): Stats {
     s.lookups += readU64(b, base + f.lookups);
   }
   return s;
-}
-
-// ------------------------------------------------------------------ test run
-
-export interface TestCtxIn {
-  readonly vip: number;
-  readonly port: number;
-  readonly cgroup: bigint;
-  readonly rand: number;
-}
-
-export interface TestCtxOut {
-  readonly verdict: number;
-  /** host-order IPv4 */
-  readonly ip: number;
-  readonly port: number;
-  readonly matched: number;
-  readonly lookups: number;
-}
-
-export function testCtx(i: TestCtxIn): Buffer {
-  const f = LAYOUT.canopy_test_ctx.fields;
-  const b = Buffer.alloc(LAYOUT.canopy_test_ctx.size);
-  ipNet(b, f.vip, i.vip);
-  b.writeUInt16BE(i.port, f.port);
-  u64(b, f.cgroup, i.cgroup);
-  u32(b, f.rand, i.rand);
-  return b;
-}
-
-export function readTestCtx(b: Buffer): TestCtxOut {
-  const f = LAYOUT.canopy_test_ctx.fields;
-  return {
-    verdict: readU32(b, f.verdict),
-    ip: b.readUInt32BE(f.ip),
-    port: b.readUInt16BE(f.bport),
-    matched: readU32(b, f.matched),
-    lookups: readU32(b, f.lookups),
-  };
 }
 
 // -------------------------------------------------------------------- hashes
