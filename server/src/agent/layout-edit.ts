@@ -22,7 +22,7 @@ import {
   type MapWrite,
   type ServiceLayout,
 } from './layout.js';
-import { place } from './placement.js';
+import { membersOf, place } from './placement.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 import { weights } from './tree-shape.js';
 
@@ -134,7 +134,7 @@ export function editLayout(
   for (const p of pl.nodes) {
     if (old.nodes.has(p.id)) continue;
     if (nodeDelta >= nodesFree) return 'node map full';
-    const m = p.members;
+    const m = membersOf(p);
     const seg = allocator.allocate(m.length);
     if (!seg) return 'endpoint map full';
     const bk = new Float64Array(m.length);

@@ -24,7 +24,7 @@ import {
   type BucketValue,
 } from './abi.js';
 import { bucketValue, freshBucket, slotOf, type Bucket } from './bucket.js';
-import { place, type Placement } from './placement.js';
+import { membersOf, place, type Placement } from './placement.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 import { weights } from './tree-shape.js';
 
@@ -153,7 +153,7 @@ export function fullLayout(
       addresses.set(text, addresses.size);
       firstOf.push(i);
     });
-  const members = pl.nodes.reduce((s, x) => s + x.members.length, 0);
+  const members = pl.nodes.reduce((s, x) => s + x.end - x.start, 0);
   const total = n + members + addresses.size;
   const range = allocator.allocate(total);
   if (!range)
@@ -182,7 +182,7 @@ export function fullLayout(
   const nodeKeys = Buffer.alloc(pl.nodes.length * LAYOUT.canopy_node_key.size);
   const nodeValues = Buffer.alloc(pl.nodes.length * LAYOUT.canopy_node.size);
   pl.nodes.forEach((p, j) => {
-    const m = p.members;
+    const m = membersOf(p);
     const bk = new Float64Array(m.length);
     const bw = new Float64Array(m.length);
     for (let i = 0; i < m.length; i++) {

@@ -19,8 +19,10 @@ export interface PlacedNode {
   readonly parent: string;
   /** Index in the tree message (merged nodes: after the tree's own). */
   readonly index: number;
-  /** The backends of its subtree (indexes into tree.backends). */
-  readonly members: ArrayLike<number>;
+  /** The backends of its subtree: tree.backends[start, end), or order[start, end) of the merged tree. */
+  readonly start: number;
+  readonly end: number;
+  readonly order?: readonly number[];
 }
 
 export interface Placement {
@@ -50,7 +52,8 @@ export function place(t: TreeMessage): Placement {
       hash: paths.hash[i]!,
       parent: ids[node.parent]!,
       index: i,
-      members: range(node.start, node.end),
+      start: node.start,
+      end: node.end,
     });
   }
   const mergedOwner = new Int32Array(n).fill(-1);
@@ -62,15 +65,16 @@ export function place(t: TreeMessage): Placement {
       const level = (ALT_LEVEL | mp.level[j]!) >>> 0;
       const id = `${level}:${mp.hash[j]}`;
       mids[j] = id;
-      const members = m.order.slice(node.start, node.end);
-      for (const b of members) mergedOwner[b] = j;
+      for (let i = node.start; i < node.end; i++) mergedOwner[m.order[i]!] = j;
       nodes.push({
         id,
         level,
         hash: mp.hash[j]!,
         parent: node.parent < 0 ? '' : mids[node.parent]!,
         index: t.nodes.length + j,
-        members,
+        start: node.start,
+        end: node.end,
+        order: m.order,
       });
     });
   }
@@ -87,8 +91,10 @@ export function place(t: TreeMessage): Placement {
   return { nodes, owner };
 }
 
-function range(start: number, end: number): Int32Array {
-  const r = new Int32Array(end - start);
-  for (let i = 0; i < r.length; i++) r[i] = start + i;
+/** The backends of a node's subtree (indexes into tree.backends). */
+export function membersOf(p: PlacedNode): ArrayLike<number> {
+  if (p.order) return p.order.slice(p.start, p.end);
+  const r = new Int32Array(p.end - p.start);
+  for (let i = 0; i < r.length; i++) r[i] = p.start + i;
   return r;
 }
