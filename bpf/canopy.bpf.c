@@ -9,7 +9,8 @@
  * then the node default) + the tree levels looked up deepest first (1 when
  * the caller's own leaf has backends, depth at most; a network-first service
  * whose caller's network has none adds depth - 1 in the merged tree)
- * + 1 endpoint + 1 stats.
+ * + 1 entry of the chosen node's bucket (weighted: log2(count) + 1; IPv6: + 1
+ * for the address) + 1 stats.
  * A connect to anything else costs 1 lookup. There is no loop over endpoints.
  */
 #include <linux/bpf.h>
