@@ -138,7 +138,7 @@ export async function runAgentWorkBench(quick: boolean): Promise<AgentWorkFigure
 export interface ChangeWrites {
   readonly skipped?: string;
   readonly endpoints?: number;
-  readonly rows?: Record<string, { mapWrites: number; path: 'in place' | 'full' }>;
+  readonly rows?: Record<string, { mapWrites: number; path: 'edited' | 'full' }>;
   readonly goal?: string;
 }
 
@@ -203,7 +203,7 @@ export async function runChangeWritesBench(quick: boolean): Promise<ChangeWrites
   ];
   const cg = testCgroup('changewrites');
   let dp: Datapath | undefined;
-  const rows: Record<string, { mapWrites: number; path: 'in place' | 'full' }> = {};
+  const rows: Record<string, { mapWrites: number; path: 'edited' | 'full' }> = {};
   try {
     dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 5 });
     dp.setWorkloads(NODE, []);
@@ -215,7 +215,7 @@ export async function runChangeWritesBench(quick: boolean): Promise<ChangeWrites
         if (r.rejected.length > 0) throw new Error(`${kind}: ${r.rejected.map((x) => x.detail).join('; ')}`);
         await dp.settle();
         if (i === versions.length - 1)
-          rows[kind] = { mapWrites: r.mapWrites, path: planned.patches.length > 0 ? 'in place' : 'full' };
+          rows[kind] = { mapWrites: r.mapWrites, path: planned.patches.length > 0 ? 'edited' : 'full' };
       }
       dp.apply([]);
       await dp.settle();

@@ -2,7 +2,7 @@
  * Kernel datapath figures, each against a baseline in the same run:
  * - publish time of one tree of N endpoints: batch updates vs one syscall per entry;
  * - map writes and apply time for one endpoint change (a health flip) in that tree,
- *   written in place (in-place.ts) — the full fill + switch above is its baseline;
+ *   edited into the buckets on its path (layout-edit.ts) — the full fill + switch above is its baseline;
  * - ns per connect() with the program attached (to a VIP: the tree walk; to
  *   any other address: one lookup) vs a cgroup without it;
  * - map lookups per VIP connect, counted by the program itself;

@@ -21,12 +21,13 @@ int main(void)
 	printf("{\"layout\":{");
 	BEGIN(canopy_svc_key); FIELD(canopy_svc_key, vip); FIELD(canopy_svc_key, port); FIELD(canopy_svc_key, pad); END();
 	BEGIN(canopy_svc_key6); FIELD(canopy_svc_key6, vip); FIELD(canopy_svc_key6, port); FIELD(canopy_svc_key6, pad); END();
-	BEGIN(canopy_svc); FIELD(canopy_svc, tree); FIELD(canopy_svc, ep_base); FIELD(canopy_svc, ep_count);
-	FIELD(canopy_svc, mode); FIELD(canopy_svc, depth); FIELD(canopy_svc, flags); FIELD(canopy_svc, level_scope);
-	FIELD(canopy_svc, alt_base); END();
+	BEGIN(canopy_bucket); FIELD(canopy_bucket, base); FIELD(canopy_bucket, split); FIELD(canopy_bucket, base2);
+	FIELD(canopy_bucket, count); FIELD(canopy_bucket, total); END();
+	BEGIN(canopy_svc); FIELD(canopy_svc, tree); FIELD(canopy_svc, mode); FIELD(canopy_svc, depth);
+	FIELD(canopy_svc, flags); FIELD(canopy_svc, level_scope); FIELD(canopy_svc, root); END();
 	BEGIN(canopy_node_key); FIELD(canopy_node_key, tree); FIELD(canopy_node_key, level); FIELD(canopy_node_key, value); END();
-	BEGIN(canopy_node); FIELD(canopy_node, id); FIELD(canopy_node, start); FIELD(canopy_node, count); FIELD(canopy_node, pad); END();
-	BEGIN(canopy_backend); FIELD(canopy_backend, ip); FIELD(canopy_backend, port); FIELD(canopy_backend, pad); FIELD(canopy_backend, cum); FIELD(canopy_backend, ip6); END();
+	BEGIN(canopy_node); FIELD(canopy_node, b); FIELD(canopy_node, id); END();
+	BEGIN(canopy_backend); FIELD(canopy_backend, ip); FIELD(canopy_backend, port); FIELD(canopy_backend, pad); FIELD(canopy_backend, wsum); FIELD(canopy_backend, ip6); END();
 	BEGIN(canopy_revnat); FIELD(canopy_revnat, cookie); FIELD(canopy_revnat, vip); FIELD(canopy_revnat, backend);
 	FIELD(canopy_revnat, port); FIELD(canopy_revnat, bport); FIELD(canopy_revnat, pad); END();
 	BEGIN(canopy_config); FIELD(canopy_config, workload_levels); FIELD(canopy_config, pad); END();

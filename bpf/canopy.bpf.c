@@ -9,7 +9,8 @@
  * then the node default) + the tree levels looked up deepest first (1 when
  * the caller's own leaf has backends, depth at most; a network-first service
  * whose caller's network has none adds depth - 1 in the merged tree)
- * + 1 endpoint + 1 stats.
+ * + 1 entry of the chosen node's bucket (weighted: log2(count) + 1; IPv6: + 1
+ * for the address) + 1 stats.
  * A connect to anything else costs 1 lookup. There is no loop over endpoints.
  */
 #include <linux/bpf.h>
@@ -131,9 +132,8 @@ struct canopy_spill_io {
 	__u32 rnd;
 	__u32 live; /* count the connect in canopy_spill_cnt */
 	/* out */
-	__u32 picked; /* 1: start and count are the chosen leaf's */
-	__u32 start;
-	__u32 count;
+	__u32 picked; /* 1: b is the chosen leaf's bucket */
+	struct canopy_bucket b;
 	__u32 rnd_next; /* what is left of rnd after the draw, for the endpoint pick */
 	__u32 lookups;
 };
@@ -188,10 +188,9 @@ __attribute__((noinline)) int canopy_spill_pick(const struct canopy_svc *svc, co
 			nkey.value = sp->target[j].path;
 			io->lookups++;
 			node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
-			if (node && node->count > 0) {
+			if (node && node->b.count > 0) {
 				io->picked = 1;
-				io->start = node->start;
-				io->count = node->count;
+				__builtin_memcpy(&io->b, &node->b, sizeof(io->b));
 				io->rnd_next = io->rnd / total;
 				key.level = nkey.level;
 				key.path = nkey.value;
@@ -212,56 +211,63 @@ __attribute__((noinline)) int canopy_spill_pick(const struct canopy_svc *svc, co
 	return 0;
 }
 
+/* The slot of entry i of a bucket (two segments: struct canopy_bucket). */
+static __always_inline __u32 canopy_entry(const struct canopy_bucket *b, __u32 i)
+{
+	return i < b->split ? b->base + i : b->base2 + (i - b->split);
+}
+
 /*
- * A weighted pick in the layout at `base`, range [base + start, + count):
- * r falls in [cum(start - 1), cum(start + count - 1)), and the slot is the
- * first whose cum exceeds r (a bounded binary search: log2(count) + 2 lookups).
- * A global function, so the verifier checks it once rather than once per
- * path through the tree walk. Returns lookups << 32 | slot, or 0 when the
+ * A weighted pick in a bucket: the entry where r = rnd % total falls, by a
+ * Fenwick-tree descent (log2(count) + 1 lookups, no search bounds to read
+ * first). A global function, so the verifier checks it once rather than once
+ * per path through the tree walk. Returns lookups << 32 | slot, or 0 when the
  * endpoint map does not hold what the agent wrote.
  */
-__attribute__((noinline)) __u64 canopy_weighted(__u32 base, __u32 start, __u32 count, __u32 rnd)
+__attribute__((noinline)) __u64 canopy_weighted(const struct canopy_bucket *bp, __u32 rnd)
 {
+	struct canopy_bucket b;
 	struct canopy_backend *be;
-	__u32 lo = base + start, hi = lo + count - 1, before = 0, total, r, key;
-	__u64 lookups = 1;
+	__u32 pos, next, r, key, opaque;
+	__u64 lookups = 0;
 	int k;
 
-	if (count == 0)
+	if (!bp)
 		return 0;
-	if (start > 0) {
-		key = lo - 1;
+	__builtin_memcpy(&b, bp, sizeof(b));
+	if (b.count == 0 || b.total == 0)
+		return 0;
+	r = rnd % b.total;
+	/* pos starts at 0, but as a value the verifier does not know: a known
+	 * position differs on every path, and it would walk all 2^steps of them
+	 * rather than one per step. */
+	opaque = b.count;
+	asm volatile("" : "+r"(opaque));
+	pos = b.count - opaque;
+	for (k = CANOPY_WEIGHT_STEPS - 1; k >= 0; k--) {
+		next = pos + (1u << k);
+		if (next > b.count)
+			continue;
+		key = canopy_entry(&b, next - 1);
 		lookups++;
 		be = bpf_map_lookup_elem(&canopy_endpoints, &key);
 		if (!be)
 			return 0;
-		before = be->cum;
+		if (be->wsum <= r) {
+			pos = next;
+			r -= be->wsum;
+		}
 	}
-	key = hi;
-	be = bpf_map_lookup_elem(&canopy_endpoints, &key);
-	if (!be || be->cum <= before)
-		return 0;
-	total = be->cum - before;
-	r = before + rnd % total;
-	for (k = 0; k < CANOPY_WEIGHT_STEPS && lo < hi; k++) {
-		key = lo + (hi - lo) / 2;
-		be = bpf_map_lookup_elem(&canopy_endpoints, &key);
-		if (!be)
-			return 0;
-		if (be->cum > r)
-			hi = key;
-		else
-			lo = key + 1;
-	}
-	return (lookups + k) << 32 | lo;
+	/* Sums read while the agent updates them may not add up: stay in range. */
+	if (pos >= b.count)
+		pos = b.count - 1;
+	return lookups << 32 | canopy_entry(&b, pos);
 }
 
 /* What canopy_walk found: the deepest node with backends on the caller's path. */
 struct canopy_walk {
-	__u32 start;
-	__u32 count;
+	struct canopy_bucket b;
 	__u32 matched; /* its level, 0: none */
-	__u32 alt;     /* 1: in the merged tree (a network-first caller whose network has no backends) */
 	__u32 lookups;
 };
 
@@ -302,9 +308,8 @@ static __always_inline int canopy_walk_body(const struct canopy_svc *svc, const 
 		nkey.value = path[i];
 		out->lookups++;
 		node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
-		if (node && node->count > 0) {
-			out->start = node->start;
-			out->count = node->count;
+		if (node && node->b.count > 0) {
+			__builtin_memcpy(&out->b, &node->b, sizeof(out->b));
 			out->matched = i + 1;
 			return 0;
 		}
@@ -329,11 +334,9 @@ static __always_inline int canopy_walk_body(const struct canopy_svc *svc, const 
 		nkey.value = path[i];
 		out->lookups++;
 		node = bpf_map_lookup_elem(&canopy_nodes, &nkey);
-		if (node && node->count > 0) {
-			out->start = node->start;
-			out->count = node->count;
+		if (node && node->b.count > 0) {
+			__builtin_memcpy(&out->b, &node->b, sizeof(out->b));
 			out->matched = i + 1;
-			out->alt = 1;
 			return 0;
 		}
 	}
@@ -394,13 +397,11 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 {
 	struct canopy_svc svc;
 	struct canopy_locality *loc = 0;
-	__u32 start = 0, count, slot, base;
+	struct canopy_walk w = {};
 	__u32 zero = 0;
 
 	/* One copy: later reads see this version even if the entry is replaced meanwhile. */
 	__builtin_memcpy(&svc, svcp, sizeof(svc));
-	count = svc.ep_count;
-	base = svc.ep_base;
 
 	if (svc.mode != CANOPY_MODE_RANDOM && svc.depth > 0) {
 		if (live)
@@ -416,21 +417,13 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	}
 
 	if (loc) {
-		struct canopy_walk w = {};
-
 		if (live == 2)
 			canopy_walk_body(&svc, loc, &w);
 		else
 			canopy_walk(&svc, loc, &w);
 		res->lookups += w.lookups;
-		if (w.matched) {
-			res->matched = w.matched;
-			start = w.start;
-			count = w.count;
-			if (w.alt)
-				base = svc.alt_base;
-		}
-		if ((svc.flags & CANOPY_SVC_SPILL) && !w.alt) {
+		res->matched = w.matched;
+		if (svc.flags & CANOPY_SVC_SPILL) {
 			struct canopy_spill_io io = {};
 
 			io.vip[0] = res->vip[0];
@@ -446,32 +439,32 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 			canopy_spill_pick(&svc, loc, &io);
 			res->lookups += io.lookups;
 			if (io.picked) {
-				res->matched = w.matched;
-				start = io.start;
-				count = io.count;
+				__builtin_memcpy(&w.b, &io.b, sizeof(w.b));
+				w.matched = w.matched ? w.matched : 1; /* keep the spill pick from the root fallback below */
 				rnd = io.rnd_next;
 			}
 		}
 	}
+	if (!w.matched)
+		__builtin_memcpy(&w.b, &svc.root, sizeof(w.b));
 
 	if (svc.mode == CANOPY_MODE_STRICT && res->matched < svc.depth)
 		return CANOPY_REFUSE;
-	if (count == 0)
+	if (w.b.count == 0)
 		return CANOPY_REFUSE;
 
 	if (live)
 		rnd = bpf_get_prandom_u32();
 	if (svc.flags & CANOPY_SVC_WEIGHTED) {
-		__u64 picked = canopy_weighted(base, start, count, rnd);
+		__u64 picked = canopy_weighted(&w.b, rnd);
 
 		if (!picked)
 			return CANOPY_REFUSE;
-		slot = (__u32)picked;
+		res->slot = (__u32)picked;
 		res->lookups += picked >> 32;
 	} else {
-		slot = base + start + rnd % count;
+		res->slot = canopy_entry(&w.b, rnd % w.b.count);
 	}
-	res->slot = slot;
 	return CANOPY_REWRITE;
 }
 
@@ -791,9 +784,13 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 		backend[0] = backend[1] = backend[2] = backend[3] = 0;
 		bport = 0;
 		if (verdict == CANOPY_REWRITE) {
+			/* The bucket entry names the slot of the address (one 4-byte read: the
+			 * agent rewrites entries in place; an address slot is written once). */
 			slot = res.slot;
-			res.lookups++;
+			res.lookups += 2;
 			be = bpf_map_lookup_elem(&canopy_endpoints, &slot);
+			slot = be ? *(volatile __u32 *)&be->ip : 0;
+			be = slot ? bpf_map_lookup_elem(&canopy_endpoints, &(__u32){ slot - 1 }) : 0;
 			if (!be || (be->ip6[0] | be->ip6[1] | be->ip6[2] | be->ip6[3]) == 0) {
 				verdict = CANOPY_REFUSE;
 			} else {

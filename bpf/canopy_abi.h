@@ -8,17 +8,21 @@
  *
  * The compiled locality tree of one service lives in three maps:
  *
- *   canopy_services  (vip, port)               -> tree id, endpoint range, mode, levels
+ *   canopy_services  (vip, port)               -> tree id, mode, levels, the root's bucket
  *                    (canopy_services6: the same for IPv6 VIPs)
- *   canopy_nodes     (tree, level, path hash)   -> node id, endpoint sub-range
- *   canopy_endpoints slot                       -> backend ip:port
+ *   canopy_nodes     (tree, level, path hash)   -> the node's bucket
+ *   canopy_endpoints slot                       -> backend ip:port (and a Fenwick partial sum)
  *
- * Endpoints sit in depth-first order, so every node's subtree is one
- * contiguous range [start, start + count) relative to the service's ep_base.
- * A new tree version is written under a fresh tree id and fresh endpoint
- * slots, then published by one write to canopy_services; the old entries are
- * freed one grace period later. A connect() sees the old tree or the new one,
- * never a mix.
+ * Every node (the root included) has a bucket of its own: the endpoints of
+ * its whole subtree in slots of canopy_endpoints that no other node uses, in
+ * up to two segments. A pick reads one node and one slot (a weighted pick: a
+ * Fenwick-tree descent, log2(count) + 1 slots). So a one-endpoint change
+ * writes a slot or two and the count of each bucket on that endpoint's path,
+ * never another node's slots: a leaf that grows gets a second segment, a new
+ * locality fresh buckets, published by one node (or service) write each. A
+ * version whose shape changed (mode, scopes, family) is written under a fresh
+ * tree id and fresh slots, then published by one write to canopy_services;
+ * the old entries are freed one grace period later.
  *
  * Locality values (strings) are compared as 64-bit FNV-1a hashes; 0 means
  * "no value". A workload's locality is indexed by scope slot: region, zone
@@ -56,9 +60,9 @@ enum canopy_mode {
 };
 
 /* canopy_svc.flags */
-#define CANOPY_SVC_WEIGHTED 1 /* endpoints differ in weight: pick by canopy_backend.cum */
+#define CANOPY_SVC_WEIGHTED 1 /* endpoints differ in weight (or did since the last full layout): pick by canopy_backend.wsum */
 
-/* Binary-search steps of a weighted pick: enough for CANOPY_MAX_ENDPOINTS (2^20). */
+/* Fenwick-descent steps of a weighted pick: enough for CANOPY_MAX_ENDPOINTS (2^20). */
 #define CANOPY_WEIGHT_STEPS 21
 
 /* canopy_node_key.level bit of the merged tree's nodes (CANOPY_MODE_NETWORK_FIRST). */
@@ -76,15 +80,29 @@ struct canopy_svc_key {
 	__u16 pad;  /* zero */
 };
 
+/*
+ * A node's bucket: entry i (0 <= i < count) is at slot base + i when i < split,
+ * else at base2 + (i - split). Unweighted services keep entries 0..count-1
+ * live (a removed endpoint's slot takes the last entry); weighted ones keep
+ * removed entries as zero-weight holes and pick by a Fenwick-tree descent
+ * over the entries' wsum (entry i, 1-based, holds the weights of entries
+ * (i - lowbit(i), i]).
+ */
+struct canopy_bucket {
+	__u32 base;  /* first slot of the first segment */
+	__u32 split; /* entries in the first segment */
+	__u32 base2; /* first slot of the second segment (a bucket that outgrew its first) */
+	__u32 count; /* entries */
+	__u32 total; /* the weights of all entries */
+};
+
 struct canopy_svc {
 	__u32 tree;     /* tree id: the key space of this version's nodes */
-	__u32 ep_base;  /* first slot of this version's endpoints in canopy_endpoints */
-	__u32 ep_count; /* endpoints in the whole tree (the root's range) */
 	__u8 mode;      /* enum canopy_mode */
 	__u8 depth;     /* tree levels, <= CANOPY_MAX_DEPTH */
 	__u16 flags;    /* CANOPY_SVC_* */
 	__u8 level_scope[CANOPY_MAX_DEPTH]; /* scope slot of level i */
-	__u32 alt_base; /* CANOPY_MODE_NETWORK_FIRST: first slot of the merged tree's endpoints */
+	struct canopy_bucket root;          /* every endpoint of the service */
 };
 
 /* canopy_services6: BPF_MAP_TYPE_HASH, no prealloc: IPv6 VIPs (cgroup/connect6), value struct canopy_svc. */
@@ -105,22 +123,17 @@ struct canopy_node_key {
 };
 
 struct canopy_node {
-	__u32 id;    /* this node's index in the tree message (for debugging) */
-	__u32 start; /* first endpoint, relative to ep_base */
-	__u32 count; /* endpoints in this subtree */
-	__u32 pad;
+	struct canopy_bucket b; /* the endpoints of this node's subtree */
+	__u32 id;               /* this node's index in the tree message (for debugging) */
 };
 
 /* canopy_endpoints: BPF_MAP_TYPE_ARRAY, key __u32 slot. */
 struct canopy_backend {
-	__u32 ip;   /* network byte order */
+	__u32 ip;   /* network byte order; an IPv6 service's bucket entry: 1 + the slot that holds its address */
 	__u16 port; /* network byte order */
 	__u16 pad;
-	/* Weighted services: the weights of this layout's endpoints up to and
-	 * including this one (a layout: the tree's, or the merged tree's). A node's
-	 * range [lo, hi) is picked from by weight with a binary search on it. */
-	__u32 cum;
-	__u32 ip6[4]; /* an IPv6 service's backend, network byte order (ip is 0) */
+	__u32 wsum; /* Fenwick partial sum of the bucket entry (struct canopy_bucket) */
+	__u32 ip6[4]; /* an IPv6 backend's address slot, network byte order (ip is 0); written once, freed a grace period after its last use */
 };
 
 /* canopy_revnat: BPF_MAP_TYPE_ARRAY of CANOPY_REVNAT_SLOTS, key __u32 (cookie & (CANOPY_REVNAT_SLOTS - 1)).

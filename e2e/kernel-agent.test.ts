@@ -176,7 +176,7 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
   });
 
   it('decodes only the trees that changed; /debug/state reports live endpoints, not slots', async () => {
-    // Eight backends in one subzone: one leaving is written in place (its slot becomes a filler).
+    // Eight backends in one subzone: one leaving is edited into the buckets of its path.
     const sideEps = Array.from({ length: 8 }, (_, i) => ({
       address: `127.0.0.${51 + i}`,
       port: PORT,
@@ -200,13 +200,15 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
       services: { service: string; endpoints: number; slots: number }[];
     };
     const byName = Object.fromEntries(state.services.map((x) => [x.service, x]));
-    // side lost one, written in place: its slot stays (a filler), the endpoint is gone. web lost b1 earlier (a full write).
+    // Every node has a bucket of its own: side's 8 endpoints sit in 4 buckets (root, region, zone,
+    // subzone) of 8 slots; one leaving keeps the slots (its entry takes the last one). web lost b1
+    // earlier: its subzone's node is gone with its slot (3 + 2 + 2 + 1 + 1 + 1 + 1 = 12 slots, then 11).
     assert.deepEqual(
       {
         web: [byName['web']?.endpoints, byName['web']?.slots],
         side: [byName['side']?.endpoints, byName['side']?.slots],
       },
-      { web: [2, 2], side: [7, 8] },
+      { web: [2, 11], side: [7, 32] },
     );
     from = agent.logs.length;
     assert.ok((await canopy.admin('DELETE', '/api/v1/services/side')).status < 300);
@@ -240,7 +242,10 @@ describe('canopy agent end to end', { skip: env.reason }, () => {
     const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
     assert.ok(value('canopy_agent_tree_versions_applied_total') >= 2, text.slice(0, 400));
     assert.equal(value('canopy_agent_map_entries{map="services"}'), 1);
-    assert.equal(value('canopy_agent_map_entries{map="endpoints"}'), 3);
+    // The resumed agent laid out b2 and b3 afresh (2 + 1 + 1 + 1 + 1 + 1 + 1 slots); b1 came back into
+    // full buckets: the root, r1 and r1/z1 each took a second segment of 4 slots, and r1/z1/s1 a new
+    // bucket of 1 (6 + 5 + 5 + 1 + 1 + 1 + 1 + 1).
+    assert.equal(value('canopy_agent_map_entries{map="endpoints"}'), 21);
     assert.ok(value('canopy_agent_kernel_connects_total{outcome="rewritten"}') >= 60);
     assert.match(text, /canopy_agent_apply_seconds_bucket/);
   });

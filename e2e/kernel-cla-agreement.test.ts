@@ -9,7 +9,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { readTestCtx, testCtx, VERDICT } from '../server/src/agent/abi.js';
+import { VERDICT } from '../server/src/agent/abi.js';
+import { readTestCtx, testCtx } from '../server/src/agent/abi-test-run.js';
 import { Datapath } from '../server/src/agent/datapath.js';
 import type { Placement, Scope } from '../server/src/domain/locality.js';
 import { Mesh } from '../server/src/domain/mesh.js';

@@ -8,7 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { readTestCtx, testCtx, VERDICT } from '../server/src/agent/abi.js';
+import { VERDICT } from '../server/src/agent/abi.js';
+import { readTestCtx, testCtx } from '../server/src/agent/abi-test-run.js';
 import { Datapath } from '../server/src/agent/datapath.js';
 import type { IncomingTree } from '../server/src/agent/planner.js';
 import { Mesh } from '../server/src/domain/mesh.js';
@@ -261,8 +262,8 @@ describe('kernel datapath', { skip }, () => {
         dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 100 });
         assert.equal(dp.resumed, true);
         assert.deepEqual(
-          dp.services().map((s) => [s.key, s.tree, s.range]),
-          before.map((s) => [s.key, s.tree, s.range]),
+          dp.services().map((s) => [s.key, s.tree, s.ranges.reduce((n, r) => n + r.length, 0)]),
+          before.map((s) => [s.key, s.tree, s.ranges.reduce((n, r) => n + r.length, 0)]),
           'the bookkeeping is rebuilt from the maps',
         );
         dp.setWorkloads(placementOf('r1/z2/s1'), [

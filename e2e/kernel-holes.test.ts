@@ -79,16 +79,17 @@ describe('node agent holes', { skip: env.reason }, () => {
   ];
 
   it('a version NACKed for room that retiring trees hold is retried once they are freed, and ACKed', async () => {
-    // 8 endpoint slots; a retired tree holds its slots for 1.5 s.
-    agent = await startAgentProcess([...args(), '--max-endpoints', '8', '--grace-ms', '1500']);
-    await agent.waitForLog(applied); // 4 slots
+    // 16 endpoint slots, all in use: every node has a bucket of its own (the root's 4 slots, r1's 3,
+    // r1/z1's 2, and 1 for each other node). Retired slots are held for 1.5 s.
+    agent = await startAgentProcess([...args(), '--max-endpoints', '16', '--grace-ms', '1500']);
+    await agent.waitForLog(applied);
     let from = agent.logs.length;
     assert.equal((await canopy.admin('PATCH', c1, { health: 'unhealthy' })).status, 200);
-    await agent.waitForLog(applied, { from }); // s1 is gone: a new tree of 3 slots, the old 4 retiring
+    await agent.waitForLog(applied, { from }); // r1/z1/s1 is gone: its node deleted, its slot retiring
     assert.deepEqual(counts((await conn.connect(VIP, PORT, 10)).ids), { c2: 10 }, 'r1/z1 next');
     from = agent.logs.length;
     assert.equal((await canopy.admin('PATCH', c1, { health: 'healthy' })).status, 200);
-    // 4 more slots: 4 retiring + 3 live + 4 > 8.
+    // r1/z1/s1 comes back and needs a slot: 15 live + 1 retiring = 16.
     const nack = await agent.waitForLog((l) => l.msg.startsWith('tree version rejected'), { from });
     assert.match(String(nack['detail']), /endpoint map full/);
     assert.match(nack.msg, /retried once they are freed/);

@@ -116,4 +116,32 @@ describe('IPv6 VIPs in the kernel (cgroup/connect6)', { skip: reason }, () => {
       for (const x of servers) x.s.close();
     }
   });
+
+  it('a health flip of an IPv6 service is edited in: entries name address slots, connects follow', async () => {
+    const servers = await Promise.all(BACKENDS.map(([id, ip]) => idBackend(ip, PORT, id)));
+    const conn = await Connector.start(dir);
+    const only = (ids: readonly string[]) => BACKENDS.filter(([id]) => ids.includes(id));
+    try {
+      dp.apply([]);
+      await dp.settle();
+      load(spec('web6', VIP, PORT, 'failover', BACKENDS));
+      const tree = dp.services()[0]!.tree;
+      const flip = load(spec('web6', VIP, PORT, 'failover', only(['n2', 'f1', 'v4'])));
+      assert.deepEqual(flip.rejected, []);
+      assert.equal(dp.services()[0]!.tree, tree, 'the same tree: edited, not laid out afresh');
+      assert.ok(flip.mapWrites <= 8, `${flip.mapWrites} map writes`);
+      const after = await conn.connect(VIP, PORT, 30);
+      assert.deepEqual({ ...counts(after.ids), ...after.errors }, { n2: 30 });
+      // n1 comes back: its address slot was kept, the entry names it again.
+      const back = load(spec('web6', VIP, PORT, 'failover', BACKENDS));
+      assert.ok(back.mapWrites <= 8, `${back.mapWrites} map writes`);
+      assert.equal(dp.services()[0]!.tree, tree);
+      const again = await conn.connect(VIP, PORT, 60);
+      assert.deepEqual(again.errors, {});
+      assert.deepEqual(Object.keys(counts(again.ids)).sort(), ['n1', 'n2']);
+    } finally {
+      conn.close();
+      for (const s of servers) await s.close();
+    }
+  });
 });

@@ -7,7 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { readTestCtx, testCtx, VERDICT } from '../server/src/agent/abi.js';
+import { VERDICT } from '../server/src/agent/abi.js';
+import { readTestCtx, testCtx } from '../server/src/agent/abi-test-run.js';
 import { loadAddon } from '../server/src/agent/bpf.js';
 import { Datapath } from '../server/src/agent/datapath.js';
 import { SpillTable } from '../server/src/agent/spill-table.js';

@@ -184,7 +184,13 @@ describe('kernel regressions', { skip: env.reason }, () => {
     const fd = bpf.objGet(path.join(cg.pinDir, MAP.services));
     const { svcKey, svcValue } = await import('../server/src/agent/abi.js');
     const junk = [svcKey({ vip: 0x7f640199, port: 1 }), svcKey({ vip: 0x7f640199, port: 2 })];
-    const empty = svcValue({ tree: 0, epBase: 0, epCount: 0, mode: 0, depth: 0, levelScope: [], altBase: 0 });
+    const empty = svcValue({
+      tree: 0,
+      mode: 0,
+      depth: 0,
+      levelScope: [],
+      root: { base: 0, split: 0, base2: 0, count: 0, total: 0 },
+    });
     for (const k of junk) bpf.mapUpdate(fd, k, empty, 0);
     // One version changes `one` (published first) and adds `two`, whose publish fails.
     const next = trees(svc('one', '127.100.1.5', B.slice(1, 2)), svc('two', '127.100.1.6', B.slice(2)));

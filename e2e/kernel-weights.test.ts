@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { readTestCtx, testCtx, VERDICT } from '../server/src/agent/abi.js';
+import { VERDICT } from '../server/src/agent/abi.js';
+import { readTestCtx, testCtx } from '../server/src/agent/abi-test-run.js';
 import { cgroupId, Datapath } from '../server/src/agent/datapath.js';
 import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { LAYOUT, pathHash, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
+import { LAYOUT, pathHash, readNode, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
 import { plan, type AgentState, type IncomingTree } from '../src/agent/planner.js';
 import { SlotAllocator } from '../src/agent/slot-allocator.js';
 import type { TreeMessage } from '../src/resources/tree-codec.js';
@@ -82,13 +82,14 @@ describe('planner', () => {
     assert.deepEqual(
       p.fills.map((f) => [f.endpoints.count, f.nodes.count]),
       [
-        [3, 1],
-        [2, 1],
+        [6, 1],
+        [4, 1],
       ],
     );
     const [a, b] = p.publish.map((x) => readSvcValue(x.value));
-    assert.deepEqual([a!.tree, a!.epBase, a!.epCount], [1, 0, 3]);
-    assert.deepEqual([b!.tree, b!.epBase, b!.epCount], [2, 3, 2]);
+    // Every node has a bucket of its own: the root's 3 slots, then r1's 3.
+    assert.deepEqual([a!.tree, a!.root.base, a!.root.count], [1, 0, 3]);
+    assert.deepEqual([b!.tree, b!.root.base, b!.root.count], [2, 6, 2]);
     assert.equal(a!.depth, 1);
     assert.deepEqual(p.retire, []);
   });
@@ -98,12 +99,13 @@ describe('planner', () => {
     const same = plan(first.next, [tree('a')]);
     assert.equal(same.unchanged, 1);
     assert.deepEqual([same.fills.length, same.publish.length, same.retire.length], [0, 0, 0]);
-    const changed = plan(first.next, [tree('a', { backends: 5 })]);
+    // Another mode is another shape: laid out afresh.
+    const changed = plan(first.next, [tree('a', { backends: 5, mode: 'strict' })]);
     assert.equal(changed.retire.length, 1);
     assert.equal(changed.retire[0]!.tree, 1);
     const v = readSvcValue(changed.publish[0]!.value);
     assert.equal(v.tree, 2);
-    assert.equal(v.epBase, 2, 'the old range is still held (grace period): the new one comes after it');
+    assert.equal(v.root.base, 4, 'the old range is still held (grace period): the new one comes after it');
   });
 
   it('unpublishes and retires a service that is gone', () => {
@@ -128,7 +130,7 @@ describe('planner', () => {
     assert.equal(s.nextTree, 1);
   });
 
-  it('keys nodes by (tree, parent id, value hash) with sub-ranges relative to the service', () => {
+  it('keys nodes by (tree, level, path hash), each with a bucket of its own', () => {
     const t = tree('a', {
       scopes: ['region', 'zone'],
       backends: 3,
@@ -145,10 +147,12 @@ describe('planner', () => {
     const vs = LAYOUT.canopy_node.size;
     const keys = Array.from({ length: f.nodes.count }, (_, i) => f.nodes.keys.subarray(i * ks, (i + 1) * ks));
     const vals = Array.from({ length: f.nodes.count }, (_, i) => f.nodes.values.subarray(i * vs, (i + 1) * vs));
-    // z9 under r2 (node 4): key level 2, the hash of the path r2/z9; value id 4, start 2, count 1.
+    // z9 under r2 (node 4): key level 2, the hash of the path r2/z9; value: its own bucket (slot 8, after
+    // the root's 3, r1's 2, z1's 2 and r2's 1), one entry, id 4.
     assert.equal(keys[3]!.readUInt32LE(4), 2);
     assert.equal(keys[3]!.readBigUInt64LE(8), pathHash(pathHash(0n, valueHash('r2')), valueHash('z9')));
-    assert.deepEqual([vals[3]!.readUInt32LE(0), vals[3]!.readUInt32LE(4), vals[3]!.readUInt32LE(8)], [4, 2, 1]);
+    const z9 = readNode(vals[3]!);
+    assert.deepEqual([z9.id, z9.base, z9.split, z9.count, z9.total], [4, 8, 1, 1, 1]);
   });
 
   it('assigns dynamic scope slots once and reuses them', () => {
@@ -171,7 +175,7 @@ describe('planner', () => {
     assert.match(details(plan(empty(), [tree('a', { vip: 0 })]))[0]!, /service a: vip is 0.0.0.0/);
     assert.match(
       details(plan(empty(4), [tree('a', { backends: 5 })]))[0]!,
-      /service a: endpoint map full: 5 slots needed, 4 free of 4/,
+      /service a: endpoint map full: 10 slots needed, 4 free of 4/,
     );
     assert.match(
       details(plan(empty(100, { services: 1, nodes: 100 }), [tree('a'), tree('b', { vip: 2 })]))[0]!,
@@ -194,7 +198,7 @@ describe('planner', () => {
     const p = plan(first.next, [tree('a', { backends: 3 }), tree('b', { vip: 2, port: 0 })]);
     assert.deepEqual(p.unpublish, [], 'b is not removed');
     assert.deepEqual(
-      p.publish.map((x) => x.service),
+      [...p.publish, ...p.patches].map((x) => x.service),
       ['a'],
     );
     assert.equal([...p.next.services.values()].find((s) => s.name === 'b')?.tree, 2);
@@ -203,116 +207,12 @@ describe('planner', () => {
   });
 
   it('gives back the scope slots of removed services (no leak under churn)', () => {
-    let state = empty();
+    let state = empty(200);
     for (let i = 0; i < 40; i++) {
       const p = plan(state, [tree(`s${i}`, { vip: 0x0a000100 + i, scopes: [`label:k${i}`] })]);
       assert.deepEqual(details(p), [], `round ${i}`);
       state = p.next;
     }
     assert.equal(state.scopes.size, 1);
-  });
-});
-
-describe('planner: in-place versions (O(change))', () => {
-  /** Two zones of `per` backends each under one region; `drop` leaves those backend indexes out. */
-  function zoned(per: number, drop: readonly number[] = [], extra?: { zone: number; ipv4: number }): IncomingTree {
-    const backends: TreeMessage['backends'][number][] = [];
-    const nodes: { parent: number; value: string; start: number; end: number }[] = [];
-    for (let z = 0; z < 2; z++) {
-      const start = backends.length;
-      for (let i = 0; i < per; i++)
-        if (!drop.includes(z * per + i)) backends.push({ ipv4: 0x0a010000 + z * per + i, port: 8080, weight: 1 });
-      if (extra?.zone === z) backends.push({ ipv4: extra.ipv4, port: 8080, weight: 1 });
-      nodes.push({ parent: 1, value: `z${z}`, start, end: backends.length });
-    }
-    const t: TreeMessage = {
-      service: 'a',
-      vip: 0x0a000001,
-      port: 80,
-      mode: 'failover',
-      networkFirst: false,
-      scopes: ['region', 'zone'],
-      nodes: [
-        { parent: 0, value: '', start: 0, end: backends.length },
-        { parent: 0, value: 'r1', start: 0, end: backends.length },
-        ...nodes.map((n) => ({ ...n })),
-      ],
-      backends,
-    };
-    return { tree: t, hash: JSON.stringify(t) };
-  }
-  const slotIps = (p: ReturnType<typeof plan>) => {
-    const pt = p.patches[0]!;
-    return Array.from({ length: pt.count }, (_, i) => ({
-      slot: pt.keys.readUInt32LE(i * 4),
-      ip: pt.values.readUInt32BE(i * LAYOUT.canopy_backend.size),
-    }));
-  };
-
-  it('writes one endpoint slot for a backend that leaves, and no node, fill or switch', () => {
-    const first = plan(empty(), [zoned(16)]);
-    const flip = plan(first.next, [zoned(16, [3])]);
-    assert.deepEqual([flip.fills.length, flip.publish.length, flip.retire.length, flip.patches.length], [0, 0, 0, 1]);
-    const w = slotIps(flip);
-    assert.equal(w.length, 1);
-    assert.equal(w[0]!.slot, 3, 'the slot backend 3 held');
-    assert.notEqual(w[0]!.ip, 0x0a010003, 'it now holds a copy of a live backend');
-    assert.ok(w[0]!.ip >= 0x0a010000 && w[0]!.ip < 0x0a010010 && w[0]!.ip !== 0x0a010003, 'of the same zone');
-    assert.equal(flip.patches[0]!.previous.readUInt32BE(0), 0x0a010003, 'what it held, for a rollback');
-    assert.equal(flip.next.services.get('167772161:80')!.tree, 1, 'same tree id');
-  });
-
-  it('puts a backend that comes back into a filler slot, and a new one too', () => {
-    const first = plan(empty(), [zoned(16)]);
-    const gone = plan(first.next, [zoned(16, [3])]);
-    const back = plan(gone.next, [zoned(16)]);
-    assert.deepEqual(slotIps(back), [{ slot: 3, ip: 0x0a010003 }]);
-    const swapped = plan(gone.next, [zoned(16, [3], { zone: 0, ipv4: 0x0a0200ff })]);
-    assert.deepEqual(slotIps(swapped), [{ slot: 3, ip: 0x0a0200ff }]);
-  });
-
-  it('rewrites a filler whose copied backend leaves too', () => {
-    const first = plan(empty(), [zoned(16)]);
-    let state = plan(first.next, [zoned(16, [3])]).next;
-    const copied = Math.floor(state.services.get('167772161:80')!.layout!.slotKeys[3]! / 65536) - 0x0a010000;
-    const next = plan(state, [zoned(16, [3, copied])]);
-    const w = slotIps(next);
-    assert.equal(w.length, 2, 'the leaving backend and the filler that copied it');
-    for (const { ip } of w) assert.ok(ip !== 0x0a010003 && ip !== 0x0a010000 + copied);
-    state = next.next;
-    assert.equal(
-      state.services.get('167772161:80')!.layout!.filler.reduce((a, b) => a + b, 0),
-      2,
-    );
-  });
-
-  it('goes the full way when a node would run out of backends, of slots, or hold too many fillers, or the shape changes', () => {
-    const first = plan(empty(), [zoned(16)]);
-    const full = (p: ReturnType<typeof plan>) => [p.patches.length, p.fills.length, p.publish.length];
-    assert.deepEqual(
-      full(plan(first.next, [zoned(16, [0, 1, 2])])),
-      [0, 1, 1],
-      '3 fillers in 16 slots is more than one in 8',
-    );
-    assert.deepEqual(
-      full(plan(first.next, [zoned(16, [], { zone: 1, ipv4: 0x0a0300ff })])),
-      [0, 1, 1],
-      'no filler to take',
-    );
-    assert.deepEqual(full(plan(first.next, [tree('a', { backends: 16 })])), [0, 1, 1], 'another node set');
-    const small = plan(empty(), [zoned(1)]);
-    assert.deepEqual(full(plan(small.next, [zoned(1, [0])])), [0, 1, 1], 'a zone left empty');
-  });
-
-  it('keeps weighted and network-first services on the full path', () => {
-    const w = zoned(16);
-    const weighted = {
-      tree: { ...w.tree, backends: w.tree.backends.map((b, i) => ({ ...b, weight: i === 0 ? 9 : 1 })) },
-      hash: 'w',
-    };
-    const first = plan(empty(), [weighted]);
-    assert.equal(first.next.services.get('167772161:80')!.layout, undefined);
-    const again = plan(first.next, [{ ...weighted, hash: 'w2' }]);
-    assert.deepEqual([again.patches.length, again.fills.length], [0, 1]);
   });
 });

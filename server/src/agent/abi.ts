@@ -70,13 +70,11 @@ export const HOOK_PROGRAMS = [
 export const LAYOUT = {
   canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
   canopy_svc_key6: { size: 20, fields: { vip: 0, port: 16, pad: 18 } },
-  canopy_svc: {
-    size: 28,
-    fields: { tree: 0, ep_base: 4, ep_count: 8, mode: 12, depth: 13, flags: 14, level_scope: 16, alt_base: 24 },
-  },
+  canopy_bucket: { size: 20, fields: { base: 0, split: 4, base2: 8, count: 12, total: 16 } },
+  canopy_svc: { size: 36, fields: { tree: 0, mode: 4, depth: 5, flags: 6, level_scope: 8, root: 16 } },
   canopy_node_key: { size: 16, fields: { tree: 0, level: 4, value: 8 } },
-  canopy_node: { size: 16, fields: { id: 0, start: 4, count: 8, pad: 12 } },
-  canopy_backend: { size: 28, fields: { ip: 0, port: 4, pad: 6, cum: 8, ip6: 12 } },
+  canopy_node: { size: 24, fields: { b: 0, id: 20 } },
+  canopy_backend: { size: 28, fields: { ip: 0, port: 4, pad: 6, wsum: 8, ip6: 12 } },
   canopy_revnat: { size: 48, fields: { cookie: 0, vip: 8, backend: 24, port: 40, bport: 42, pad: 44 } },
   canopy_config: { size: 8, fields: { workload_levels: 0, pad: 4 } },
   canopy_locality: { size: 128, fields: { value: 0 } },
@@ -159,17 +157,45 @@ export interface SvcKey {
   readonly vip6?: Uint8Array;
 }
 
+/** A node's bucket (struct canopy_bucket): entry i is at base + i below split, else at base2 + i - split. */
+export interface BucketValue {
+  readonly base: number;
+  readonly split: number;
+  readonly base2: number;
+  readonly count: number;
+  /** The weights of all entries. */
+  readonly total: number;
+}
+
 export interface SvcValue {
   readonly tree: number;
-  readonly epBase: number;
-  readonly epCount: number;
   readonly mode: number;
   readonly depth: number;
   readonly levelScope: readonly number[];
-  /** First slot of the merged tree's endpoints (network-first services; else 0). */
-  readonly altBase: number;
-  /** SVC_WEIGHTED when endpoints differ in weight. */
+  /** SVC_WEIGHTED: pick by weight. */
   readonly flags?: number;
+  /** Every endpoint of the service. */
+  readonly root: BucketValue;
+}
+
+function writeBucket(b: Buffer, off: number, v: BucketValue): void {
+  const f = LAYOUT.canopy_bucket.fields;
+  u32(b, off + f.base, v.base);
+  u32(b, off + f.split, v.split);
+  u32(b, off + f.base2, v.base2);
+  u32(b, off + f.count, v.count);
+  u32(b, off + f.total, v.total);
+}
+
+export function readBucket(b: Buffer, off = 0): BucketValue {
+  const f = LAYOUT.canopy_bucket.fields;
+  return {
+    base: readU32(b, off + f.base),
+    split: readU32(b, off + f.split),
+    base2: readU32(b, off + f.base2),
+    count: readU32(b, off + f.count),
+    total: readU32(b, off + f.total),
+  };
 }
 
 export function writeSvcKey(b: Buffer, off: number, k: SvcKey): void {
@@ -206,14 +232,12 @@ export function svcValue(v: SvcValue): Buffer {
   const f = LAYOUT.canopy_svc.fields;
   const b = Buffer.alloc(LAYOUT.canopy_svc.size);
   u32(b, f.tree, v.tree);
-  u32(b, f.ep_base, v.epBase);
-  u32(b, f.ep_count, v.epCount);
   b.writeUInt8(v.mode, f.mode);
   b.writeUInt8(v.depth, f.depth);
   if (LE) b.writeUInt16LE(v.flags ?? 0, f.flags);
   else b.writeUInt16BE(v.flags ?? 0, f.flags);
   v.levelScope.forEach((s, i) => b.writeUInt8(s, f.level_scope + i));
-  u32(b, f.alt_base, v.altBase);
+  writeBucket(b, f.root, v.root);
   return b;
 }
 
@@ -222,13 +246,11 @@ export function readSvcValue(b: Buffer): SvcValue {
   const depth = b.readUInt8(f.depth);
   return {
     tree: readU32(b, f.tree),
-    epBase: readU32(b, f.ep_base),
-    epCount: readU32(b, f.ep_count),
     mode: b.readUInt8(f.mode),
     depth,
     levelScope: Array.from({ length: depth }, (_, i) => b.readUInt8(f.level_scope + i)),
-    altBase: readU32(b, f.alt_base),
     flags: LE ? b.readUInt16LE(f.flags) : b.readUInt16BE(f.flags),
+    root: readBucket(b, f.root),
   };
 }
 
@@ -259,12 +281,13 @@ export function readNodeKey(b: Buffer, off = 0): NodeKey {
   return { tree: readU32(b, off + f.tree), level: readU32(b, off + f.level), value: readU64(b, off + f.value) };
 }
 
-export function writeNode(b: Buffer, off: number, n: { id: number; start: number; count: number }): void {
-  const f = LAYOUT.canopy_node.fields;
-  u32(b, off + f.id, n.id);
-  u32(b, off + f.start, n.start);
-  u32(b, off + f.count, n.count);
-  u32(b, off + f.pad, 0);
+export function writeNode(b: Buffer, off: number, n: BucketValue & { id: number }): void {
+  writeBucket(b, off + LAYOUT.canopy_node.fields.b, n);
+  u32(b, off + LAYOUT.canopy_node.fields.id, n.id);
+}
+
+export function readNode(b: Buffer, off = 0): BucketValue & { id: number } {
+  return { ...readBucket(b, off + LAYOUT.canopy_node.fields.b), id: readU32(b, off + LAYOUT.canopy_node.fields.id) };
 }
 
 // ----------------------------------------------------------------- endpoints
@@ -273,16 +296,27 @@ export function writeSlot(b: Buffer, off: number, slot: number): void {
   u32(b, off, slot);
 }
 
-/** `cum`: weights of the layout's endpoints up to and including this one (weighted services). */
-export function writeBackend(b: Buffer, off: number, ip: number, port: number, cum = 0, ip6?: Uint8Array): void {
+/** A bucket entry of an IPv4 backend (or an IPv6 backend's address slot, ip 0); `wsum`: its Fenwick partial sum. */
+export function writeBackend(b: Buffer, off: number, ip: number, port: number, wsum = 0, ip6?: Uint8Array): void {
   const f = LAYOUT.canopy_backend.fields;
   ipNet(b, off + f.ip, ip);
   b.writeUInt16BE(port, off + f.port);
   b.writeUInt16LE(0, off + f.pad);
   if (ip6) b.set(ip6, off + f.ip6);
   else b.fill(0, off + f.ip6, off + f.ip6 + 16);
-  u32(b, off + f.cum, cum);
+  u32(b, off + f.wsum, wsum);
 }
+
+/** A bucket entry of an IPv6 service: 1 + the slot that holds the backend's address. */
+export function writeAddressRef(b: Buffer, off: number, addressSlot: number, wsum: number): void {
+  const f = LAYOUT.canopy_backend.fields;
+  b.fill(0, off, off + LAYOUT.canopy_backend.size);
+  u32(b, off + f.ip, addressSlot + 1);
+  u32(b, off + f.wsum, wsum);
+}
+
+/** An IPv6 service's bucket entry: 1 + the slot that holds its address (0: none). */
+export const readSlotRef = (b: Buffer, off = 0): number => readU32(b, off + LAYOUT.canopy_backend.fields.ip);
 
 // ----------------------------------------------------------------- workloads
 
@@ -345,45 +379,6 @@ export function sumStats(b: Buffer, cpus: number): Stats {
     s.lookups += readU64(b, base + f.lookups);
   }
   return s;
-}
-
-// ------------------------------------------------------------------ test run
-
-export interface TestCtxIn {
-  readonly vip: number;
-  readonly port: number;
-  readonly cgroup: bigint;
-  readonly rand: number;
-}
-
-export interface TestCtxOut {
-  readonly verdict: number;
-  /** host-order IPv4 */
-  readonly ip: number;
-  readonly port: number;
-  readonly matched: number;
-  readonly lookups: number;
-}
-
-export function testCtx(i: TestCtxIn): Buffer {
-  const f = LAYOUT.canopy_test_ctx.fields;
-  const b = Buffer.alloc(LAYOUT.canopy_test_ctx.size);
-  ipNet(b, f.vip, i.vip);
-  b.writeUInt16BE(i.port, f.port);
-  u64(b, f.cgroup, i.cgroup);
-  u32(b, f.rand, i.rand);
-  return b;
-}
-
-export function readTestCtx(b: Buffer): TestCtxOut {
-  const f = LAYOUT.canopy_test_ctx.fields;
-  return {
-    verdict: readU32(b, f.verdict),
-    ip: b.readUInt32BE(f.ip),
-    port: b.readUInt16BE(f.bport),
-    matched: readU32(b, f.matched),
-    lookups: readU32(b, f.lookups),
-  };
 }
 
 // -------------------------------------------------------------------- hashes

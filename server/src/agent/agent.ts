@@ -287,9 +287,9 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
       service: s.name,
       vip: s.key.vip6 ? `[${ipv6String(s.key.vip6)}]:${s.key.port}` : `${intToIpv4(s.key.vip)}:${s.key.port}`,
       tree: s.tree,
-      // Live endpoints; slots: the endpoint-map entries the service holds (fillers and a network-first service's merged layout included).
+      // Live endpoints; slots: the endpoint-map entries the service holds (every node's bucket, spare room of grown buckets and a network-first service's merged tree included).
       endpoints: s.endpoints,
-      slots: s.range.length,
+      slots: s.ranges.reduce((n, r) => n + r.length, 0),
       nodes: s.nodeCount,
     })),
   }));

@@ -11,7 +11,7 @@ import { type Placement } from '../domain/locality.js';
 import { DEFAULT_MAX, LAYOUT, MAP, PROGRAM, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { assertCgroupDir, cgroupId, cgroupLevel } from './cgroups.js';
-import { deleteKeys, mapFds, servicesFd, writeBatch, type Fds } from './map-writes.js';
+import { deleteKeys, mapFds, servicesFd, writeBatch, writeInOrder, type Fds } from './map-writes.js';
 import { uninstall } from './pins.js';
 import {
   plan,
@@ -24,7 +24,7 @@ import {
 } from './planner.js';
 import { installPrograms } from './programs.js';
 import { adoptRecoveredScopes, recoverState } from './recover.js';
-import { SlotAllocator } from './slot-allocator.js';
+import { releaseAll, SlotAllocator, type Range } from './slot-allocator.js';
 import {
   placementScopes,
   resolveWorkloads,
@@ -237,11 +237,8 @@ export class Datapath {
           LAYOUT.canopy_node.size,
         );
       }
-      // In place: endpoint slots only (planner.ts, in-place.ts).
-      for (const pt of p.patches) {
-        undo.push(() => this.batch(this.fds.endpoints, pt.keys, pt.previous, pt.count, 4, LAYOUT.canopy_backend.size));
-        writes += this.batch(this.fds.endpoints, pt.keys, pt.values, pt.count, 4, LAYOUT.canopy_backend.size);
-      }
+      // Edited in (layout-edit.ts): slots, then node entries, then the service entry, in order.
+      for (const pt of p.patches) writes += writeInOrder(this.bpf, this.fds, this.batchUpdates, pt.writes, undo);
       // The switch: one write per service.
       for (const pub of p.publish) {
         const fd = servicesFd(this.fds, pub.key);
@@ -265,7 +262,7 @@ export class Datapath {
     // Room held by trees retired before this apply (or by this one) comes back within a grace period.
     const retryable = p.rejected.some((r) => r.capacity) && (this.retiring.size > 0 || p.retire.length > 0);
     this.state = p.next;
-    this.scheduleRetire(p.retire);
+    this.scheduleRetire(p.retire, p.patches.flatMap((pt) => pt.retire));
     return {
       ...(retryable ? { retryAfterMs: this.graceMs + 50 } : {}),
       rejected: p.rejected,
@@ -291,7 +288,7 @@ export class Datapath {
     let endpoints = 0;
     for (const s of this.state.services.values()) {
       nodes += s.nodeCount;
-      endpoints += s.range.length;
+      for (const r of s.ranges) endpoints += r.length;
     }
     return { services: this.state.services.size, nodes, endpoints, workloads: this.workloads.length };
   }
@@ -370,8 +367,8 @@ export class Datapath {
     return writeBatch(this.bpf, this.batchUpdates, fd, keys, values, count, ks, vs);
   }
 
-  private scheduleRetire(retire: readonly Published[]): void {
-    if (retire.length === 0) return;
+  private scheduleRetire(retire: readonly Published[], ranges: readonly Range[] = []): void {
+    if (retire.length === 0 && ranges.length === 0) return;
     const timer = setTimeout(() => {
       this.retiring.delete(timer);
       if (this.closed) return;
@@ -383,9 +380,9 @@ export class Datapath {
             deleteKeys(this.bpf, this.fds.nodes, r.nodeKeys, r.nodeCount, LAYOUT.canopy_node_key.size);
           }
         }
-        this.state.allocator.release(r.range);
         this.state.nodesHeld -= r.nodeCount;
       }
+      releaseAll(this.state.allocator, [...retire.flatMap((r) => r.ranges), ...ranges]);
     }, this.graceMs);
     this.retiring.add(timer);
   }

@@ -4,6 +4,7 @@
  */
 import { LAYOUT, MAP } from './abi.js';
 import { BPF_ANY, type BpfAddon } from './bpf.js';
+import type { MapWrite } from './layout.js';
 
 export type Fds = Record<keyof typeof MAP, number>;
 
@@ -55,4 +56,49 @@ export function writeBatch(
 
 export function deleteKeys(bpf: BpfAddon, fd: number, keys: Buffer, count: number, ks: number): void {
   for (let i = 0; i < count; i++) bpf.mapDelete(fd, keys.subarray(i * ks, (i + 1) * ks));
+}
+
+/** Writes of an edited version (layout.ts), in order; consecutive slot writes go in one batch. Returns how many. */
+export function writeInOrder(
+  bpf: BpfAddon,
+  fds: Fds,
+  batchUpdates: boolean,
+  ws: readonly MapWrite[],
+  undo: (() => void)[],
+): number {
+  const vs = LAYOUT.canopy_backend.size;
+  let i = 0;
+  while (i < ws.length) {
+    const w = ws[i]!;
+    if (w.map === 'endpoints') {
+      let j = i;
+      while (j < ws.length && ws[j]!.map === 'endpoints') j++;
+      const run = ws.slice(i, j);
+      const back = run.filter((x) => x.previous);
+      writeBatch(
+        bpf,
+        batchUpdates,
+        fds.endpoints,
+        Buffer.concat(run.map((x) => x.key)),
+        Buffer.concat(run.map((x) => x.value!)),
+        run.length,
+        4,
+        vs,
+      );
+      if (back.length > 0) {
+        const keys = Buffer.concat(back.map((x) => x.key));
+        const values = Buffer.concat(back.map((x) => x.previous!));
+        undo.push(() => writeBatch(bpf, batchUpdates, fds.endpoints, keys, values, back.length, 4, vs));
+      }
+      i = j;
+      continue;
+    }
+    const fd = w.map === 'nodes' ? fds.nodes : servicesFd(fds, w.key);
+    if (w.value) bpf.mapUpdate(fd, w.key, w.value, BPF_ANY);
+    else bpf.mapDelete(fd, w.key);
+    const previous = w.previous;
+    undo.push(previous ? () => bpf.mapUpdate(fd, w.key, previous, BPF_ANY) : () => bpf.mapDelete(fd, w.key));
+    i++;
+  }
+  return ws.length;
 }

@@ -2,7 +2,9 @@
  * Plans how a set of locality trees becomes BPF map operations, without
  * touching the kernel. Pure: the Datapath executes the plan.
  *
- * For every service whose tree changed:
+ * For every service whose tree changed, either its changes are edited into
+ * the buckets it has (layout.ts: a few writes per changed endpoint), or,
+ * for a new service, a changed shape or many changes, the full way:
  * 1. fill: a fresh endpoint range and a fresh tree id, written in batches;
  * 2. publish: one write of the service entry, which switches connect() from
  *    the old tree to the new one in a single step;
@@ -17,27 +19,21 @@
  */
 import type { TreeMessage } from '../resources/tree-codec.js';
 import {
-  ALT_LEVEL,
-  LAYOUT,
   MAX_SCOPES,
   MODE,
   SCOPE_FIRST_DYNAMIC,
   SCOPE_REGION,
   SCOPE_SUBZONE,
   SCOPE_ZONE,
-  SVC_WEIGHTED,
   svcKey,
-  svcValue,
-  writeBackend,
-  writeNode,
-  writeNodeKey,
-  writeSlot,
   type SvcKey,
 } from './abi.js';
 import { spillFlag } from './spill-plan.js';
-import { fullLayout, inPlace, keyIp, keyPort, type Layout } from './in-place.js';
+import { editLayout } from './layout-edit.js';
+import { fullLayout, heldRanges, type MapWrite, type ServiceLayout } from './layout.js';
 import { mergedTree } from './merged-tree.js';
-import { checkTree, mergedPaths, nodePaths, siblingClash, weights } from './tree-shape.js';
+import { isNetworkFirst } from './placement.js';
+import { checkTree, siblingClash, weights } from './tree-shape.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 
 export const FIXED_SCOPES: ReadonlyMap<string, number> = new Map([
@@ -51,7 +47,8 @@ export interface Published {
   readonly name: string;
   readonly key: SvcKey;
   readonly tree: number;
-  readonly range: Range;
+  /** The endpoint slots it holds. */
+  readonly ranges: readonly Range[];
   /** Live endpoints (backends of its tree; after a restart, the recovered tree's endpoint count until its next version). */
   readonly endpoints: number;
   /** Its canopy_services value (to restore it when a later apply is rolled back). */
@@ -63,8 +60,8 @@ export interface Published {
   readonly nodeCount: number;
   /** Content hash of the tree it was loaded from ('' after a restart: unknown). */
   readonly hash: string;
-  /** Its slots, for a later version written in place (unweighted, not network-first; unknown after a restart). */
-  readonly layout?: Layout;
+  /** Its buckets, for a later version edited in (unknown after a restart). */
+  readonly layout?: ServiceLayout;
 }
 
 export interface Limits {
@@ -96,14 +93,12 @@ export interface Fill {
   readonly nodes: { readonly keys: Buffer; readonly values: Buffer; readonly count: number };
 }
 
-/** An unchanged-shape version written into the service's own slots (in-place.ts). */
+/** A version edited into the service's buckets (layout.ts): writes in order, no switch. */
 export interface Patch {
   readonly service: string;
-  readonly keys: Buffer;
-  readonly values: Buffer;
-  /** What those slots held, for a rollback. */
-  readonly previous: Buffer;
-  readonly count: number;
+  readonly writes: readonly MapWrite[];
+  /** Slot ranges it no longer uses, freed one grace period later. */
+  readonly retire: readonly Range[];
 }
 
 export interface Rejected {
@@ -117,7 +112,7 @@ export interface Plan {
   /** New scope slots (canopy_scopes) — workload entries must be rewritten before anything is published. */
   readonly newScopes: readonly { readonly scope: string; readonly slot: number }[];
   readonly fills: readonly Fill[];
-  /** In-place versions: endpoint slot writes only, no switch needed (each connect reads one slot). */
+  /** Versions edited in: slot and node writes, each connect sees the old version or the new. */
   readonly patches: readonly Patch[];
   /** `previous`: the value it replaces, if any (for a rollback). */
   readonly publish: readonly {
@@ -185,8 +180,8 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     services.delete(ks);
   }
 
-  // 3. Each accepted tree: scope slots, room, then its fill.
-  const allocator = state.allocator.clone();
+  // 3. Each accepted tree: scope slots, room, then its edits or its fill.
+  let allocator = state.allocator.clone();
   const scopes = new Map(state.scopes);
   const newScopes: { scope: string; slot: number }[] = [];
   let nextTree = state.nextTree;
@@ -208,34 +203,40 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       unchanged++;
       continue;
     }
-    const { weighted, totalWeight } = weights(t.backends);
+    const { totalWeight } = weights(t.backends);
     if (totalWeight > 0xffffffff) {
       reject(t, `endpoint weights add up to ${totalWeight}, more than 2^32 - 1`);
       continue;
     }
     const spill = spillFlag(t, held?.value); // a change of load awareness takes the full path
-    if (held?.layout && !weighted && spill.same && held.name === t.service && sameSlots(held.slots, slots.levels)) {
-      const r = inPlace(held.layout, t);
-      if (typeof r !== 'string') {
-        patches.push(patchOf(t.service, held.range.start, r.writes));
-        services.set(ks, { ...held, hash, layout: r.layout, endpoints: t.backends.length });
-        continue;
-      }
-    }
-    // (An in-place version has the node values its full write was checked with.)
     const clash = siblingClash(t);
     if (clash !== undefined) {
       reject(t, clash);
       continue;
     }
+    const networkFirst = isNetworkFirst(t);
+    const mode = networkFirst ? MODE.networkFirst : MODE[t.mode];
+    const key = svcKey(t);
+    if (held?.layout && held.name === t.service && spill.same) {
+      const a = allocator.clone();
+      const e = editLayout(held.layout, t, mode, slots.levels, a, state.limits.nodes - nodesHeld, key);
+      if (typeof e !== 'string') {
+        allocator = a;
+        nodesHeld += e.nodeDelta;
+        for (const [scope, slot] of slots.added) {
+          scopes.set(scope, slot);
+          newScopes.push({ scope, slot });
+        }
+        patches.push({ service: t.service, writes: e.writes, retire: e.retire });
+        services.set(ks, { ...held, ...held$(e.layout), hash, value: e.value, endpoints: t.backends.length });
+        continue;
+      }
+    }
     if (!held && services.size >= state.limits.services) {
       reject(t, `service map full: ${state.limits.services} services at most (--max-services)`);
       continue;
     }
-    const networkFirst = t.networkFirst && t.mode === 'failover' && t.scopes[0] === 'network' && t.scopes.length > 1;
-    const merged = networkFirst ? mergedTree(t) : undefined;
-    const n = t.backends.length;
-    const nodeCount = t.nodes.length - 1 + (merged?.nodes.length ?? 0);
+    const nodeCount = t.nodes.length - 1 + (networkFirst ? mergedTree(t).nodes.length : 0);
     if (nodesHeld + nodeCount > state.limits.nodes) {
       reject(
         t,
@@ -244,92 +245,30 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
       );
       continue;
     }
-    const slotsNeeded = n + (merged?.order.length ?? 0);
-    const range = allocator.allocate(slotsNeeded);
-    if (!range) {
-      reject(
-        t,
-        `endpoint map full: ${slotsNeeded} slots needed, ${allocator.capacity - allocator.inUse} free of ${allocator.capacity} (--max-endpoints; retired trees hold theirs for one grace period)`,
-        true,
-      );
+    const treeId = nextTree;
+    const f = fullLayout(t, treeId, mode, slots.levels, allocator);
+    if (typeof f === 'string') {
+      reject(t, `${f} (--max-endpoints; retired trees hold theirs for one grace period)`, true);
       continue;
     }
+    nextTree = nextTree >= 0xffffffff ? 1 : nextTree + 1;
     for (const [scope, slot] of slots.added) {
       scopes.set(scope, slot);
       newScopes.push({ scope, slot });
     }
     nodesHeld += nodeCount;
-    const treeId = nextTree++;
-    if (nextTree > 0xffffffff) nextTree = 1;
-
-    const epKeys = Buffer.alloc(slotsNeeded * 4);
-    const epValues = Buffer.alloc(slotsNeeded * LAYOUT.canopy_backend.size);
-    const order = merged ? [...t.backends.keys(), ...merged.order] : [...t.backends.keys()];
-    let cum = 0;
-    order.forEach((b, i) => {
-      const be = t.backends[b]!;
-      if (i === n) cum = 0; // the merged layout counts its own weights
-      cum += be.weight;
-      writeSlot(epKeys, i * 4, range.start + i);
-      writeBackend(epValues, i * LAYOUT.canopy_backend.size, be.ipv4, be.port, weighted ? cum : 0, be.ipv6);
-    });
-
-    const nodeKeys = Buffer.alloc(nodeCount * LAYOUT.canopy_node_key.size);
-    const nodeValues = Buffer.alloc(nodeCount * LAYOUT.canopy_node.size);
-    const put = (i: number, level: number, path: bigint, id: number, start: number, count: number) => {
-      writeNodeKey(nodeKeys, i * LAYOUT.canopy_node_key.size, { tree: treeId, level, value: path });
-      writeNode(nodeValues, i * LAYOUT.canopy_node.size, { id, start, count });
-    };
-    const paths = nodePaths(t);
-    for (let i = 1; i < t.nodes.length; i++) {
-      const node = t.nodes[i]!;
-      put(i - 1, paths.level[i]!, paths.hash[i]!, i, node.start, node.end - node.start);
-    }
-    // Merged nodes: keyed in the merged tree's level space, paths from below the network; ranges after its n backends.
-    if (merged) {
-      const mp = mergedPaths(merged);
-      merged.nodes.forEach((m, j) => {
-        put(
-          t.nodes.length - 1 + j,
-          ALT_LEVEL | mp.level[j]!,
-          mp.hash[j]!,
-          t.nodes.length + j,
-          m.start,
-          m.end - m.start,
-        );
-      });
-    }
-
-    const value = svcValue({
-      tree: treeId,
-      epBase: range.start,
-      epCount: n,
-      mode: networkFirst ? MODE.networkFirst : MODE[t.mode],
-      depth: t.scopes.length,
-      levelScope: slots.levels,
-      altBase: merged ? range.start + n : 0,
-      flags: (weighted ? SVC_WEIGHTED : 0) | spill.flag,
-    });
-    fills.push({
-      service: t.service,
-      endpoints: { keys: epKeys, values: epValues, count: slotsNeeded },
-      nodes: { keys: nodeKeys, values: nodeValues, count: nodeCount },
-    });
-    publish.push({ service: t.service, key: svcKey(t), value, ...(held ? { previous: held.value } : {}) });
+    fills.push({ service: t.service, endpoints: f.endpoints, nodes: f.nodes });
+    publish.push({ service: t.service, key, value: f.value, ...(held ? { previous: held.value } : {}) });
     if (held) retire.push(held);
-    const layout = !weighted && !merged && !t.vip6 ? fullLayout(t) : undefined;
     services.set(ks, {
-      endpoints: n,
+      endpoints: t.backends.length,
       name: t.service,
       key: { vip: t.vip, port: t.port, ...(t.vip6 ? { vip6: t.vip6 } : {}) },
       tree: treeId,
-      range,
-      value,
+      value: f.value,
       slots: slots.levels,
-      nodeKeys,
-      nodeCount,
       hash,
-      ...(layout ? { layout } : {}),
+      ...held$(f.layout),
     });
   }
 
@@ -350,26 +289,10 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
   };
 }
 
-function sameSlots(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((s, i) => s === b[i]);
-}
-
-function patchOf(
-  service: string,
-  base: number,
-  w: { slots: readonly number[]; keys: readonly number[]; previous: readonly number[] },
-): Patch {
-  const vs = LAYOUT.canopy_backend.size;
-  const count = w.slots.length;
-  const keys = Buffer.alloc(count * 4);
-  const values = Buffer.alloc(count * vs);
-  const previous = Buffer.alloc(count * vs);
-  w.slots.forEach((s, i) => {
-    writeSlot(keys, i * 4, base + s);
-    writeBackend(values, i * vs, keyIp(w.keys[i]!), keyPort(w.keys[i]!));
-    writeBackend(previous, i * vs, keyIp(w.previous[i]!), keyPort(w.previous[i]!));
-  });
-  return { service, keys, values, previous, count };
+/** What a Published keeps of its layout. */
+function held$(layout: ServiceLayout): Pick<Published, 'layout' | 'ranges' | 'nodeKeys' | 'nodeCount'> {
+  const keys = [...layout.nodes.values()].map((n) => n.key);
+  return { layout, ranges: heldRanges(layout), nodeKeys: Buffer.concat(keys), nodeCount: keys.length };
 }
 
 /**

@@ -88,3 +88,16 @@ export class SlotAllocator {
   }
 }
 
+/** Releases ranges, adjacent ones joined first (the allocator frees a range at a time). */
+export function releaseAll(allocator: SlotAllocator, ranges: readonly Range[]): void {
+  const sorted = ranges.filter((r) => r.length > 0).sort((a, b) => a.start - b.start);
+  let run: Range | undefined;
+  for (const r of sorted) {
+    if (run && run.start + run.length === r.start) run = { start: run.start, length: run.length + r.length };
+    else {
+      if (run) allocator.release(run);
+      run = r;
+    }
+  }
+  if (run) allocator.release(run);
+}
