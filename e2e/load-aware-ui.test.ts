@@ -126,14 +126,22 @@ describe('the web view of a load-aware service in headless Chromium', { timeout:
 
   it('explaining a client in zone A says why its load goes where it goes', async (t) => {
     if (skipUnlessBrowser(t)) return;
-    await page.locator('#locality').fill('r1/za/s');
-    await page.locator('#locality-form button[type=submit]').click();
-    const summary = page.locator('#explain .load-summary li').first();
-    await summary.waitFor();
-    assert.match(
-      await summary.innerText(),
-      /^r1\/za\/s full: \d+ of 60 rps; \d+% of this node's load goes to r1\/zb\/s, the nearest with room$/,
-    );
+    // The steady state names zone B alone. A first report that overshoots (the client's catch-up burst) can
+    // spill to zone C too for a few intervals while that spill drains back: explain again until it settles.
+    const expected =
+      /^r1\/za\/s full: \d+ of 60 rps; \d+% of this node's load goes to r1\/zb\/s, the nearest with room$/;
+    const settle = Date.now() + 30_000;
+    let text = '';
+    while (Date.now() < settle) {
+      await page.locator('#locality').fill('r1/za/s');
+      await page.locator('#locality-form button[type=submit]').click();
+      const summary = page.locator('#explain .load-summary li').first();
+      await summary.waitFor();
+      text = await summary.innerText();
+      if (expected.test(text)) break;
+      await sleep(1000);
+    }
+    assert.match(text, expected);
     assert.match(
       await page.locator('#explain .load-reasons li[data-locality="r2/zc/s"]').innerText(),
       /not needed while nearer localities have room/,
