@@ -1,7 +1,7 @@
 /**
  * Load-aware locality across replicas: two `canopy serve` replicas on one real
  * etcd, real @grpc/grpc-js-xds clients in zone A split across them, each
- * offering zone A's capacity (1×) to its own replica, 2× together. Each
+ * offering 0.9× zone A's capacity to its own replica, 1.8× together. Each
  * replica alone would see no overload; sharing per-replica aggregates through
  * etcd, both spill the excess to zone B and send the same weights. Killed
  * (kill -9), a replica's share expires with its lease and the other replans.
@@ -139,8 +139,10 @@ describe('load-aware locality across two replicas on etcd', { skip: etcdSkip(), 
     await etcd?.destroy();
   });
 
-  it('each replica sees 1× zone A capacity, both plan from the 2× sum, send the same weights; a killed one expires', async () => {
-    const loads = clients.map((c) => offer(c, CAPACITY_A, 60_000));
+  it('each replica sees 0.9× zone A capacity, both plan from the 1.8× sum, send the same weights; a killed one expires', async () => {
+    // 0.9× each: alone neither replica spills; together 1.8×, so zone B has room for the whole excess (at exactly
+    // 2×, the sum sits on zone A + B's capacity and any noise above it rightly spills to zone C).
+    const loads = clients.map((c) => offer(c, 0.9 * CAPACITY_A, 60_000));
     try {
       // Both replicas spill half of zone A's load to zone B: only the sum of both replicas' clients overloads zone A.
       for (const r of replicas) {
@@ -171,7 +173,7 @@ describe('load-aware locality across two replicas on etcd', { skip: etcdSkip(), 
       assert.deepEqual(nodeA(same[0]!)?.weights, nodeA(same[1]!)?.weights);
       const w = nodeA(same[0]!)!.weights;
       assert.ok((w['r1/zb/s'] ?? 0) > 0 && !w['r2/zc/s'], `the excess goes to zone B, none to C: ${JSON.stringify(w)}`);
-      console.log(`# two replicas, 2 × ${CAPACITY_A} rps: weights ${JSON.stringify(w)} on both`);
+      console.log(`# two replicas, 2 × ${0.9 * CAPACITY_A} rps: weights ${JSON.stringify(w)} on both`);
 
       // What the backends served from both clients over 5 s: zone A about its capacity.
       const t0 = Date.now();
