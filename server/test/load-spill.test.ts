@@ -194,6 +194,32 @@ describe('damping and drain', () => {
     assert.ok(Math.abs(next.get('a')! - 0.5) < TOL);
     // a spill that is no longer needed ends, even from inside the dead band
     assert.deepEqual([...dampShares(m({ a: 0.97, b: 0.03 }), m({ a: 1 }))], [['a', 1]]);
+    assert.deepEqual([...dampShares(m({ a: 0.99, b: 0.01 }), m({ a: 1 }))], [['a', 1]]);
+    // a share of a fraction of a percent (a node offering exactly what its nearer tiers hold) is noise: it comes
+    // in only past the absolute band
+    const edge = m({ a: 0.5, b: 0.5 });
+    assert.deepEqual([...dampShares(edge, m({ a: 0.4998, b: 0.4998, c: 0.0004 }))], [...edge]);
+    assert.ok((dampShares(edge, m({ a: 0.485, b: 0.485, c: 0.03 })).get('c') ?? 0) > 0);
+  });
+
+  it('keeps the weights still while a node offers about what its nearer tiers hold (no flapping at the edge)', () => {
+    // Offered load around zone A + zone B's capacity (60 + 60), as LRS reports it: the spill to zone C comes and
+    // goes with the noise. The shares sent change at most once over a minute of intervals.
+    const rng = fc.sample(fc.double({ min: -2.5, max: 0.5, noNaN: true }), { numRuns: 60, seed: 7 });
+    let cur: Map<string, number> | undefined;
+    let changes = 0;
+    for (const noise of rng) {
+      const offered = 120 + noise;
+      const target = new Map([
+        ['a', 60 / offered],
+        ['b', 60 / offered],
+      ]);
+      if (offered > 120) target.set('c', (offered - 120) / offered);
+      const next = dampShares(cur, target);
+      if (cur && JSON.stringify([...next]) !== JSON.stringify([...cur])) changes++;
+      cur = next;
+    }
+    assert.ok(changes <= 1, `${changes} changes`);
   });
 
   it('drains below 25% healthy and returns only above 35%', () => {

@@ -11,11 +11,17 @@ export interface DampingOptions {
    * are, so the noise of measured load does not move them.
    */
   readonly deadBand: number;
+  /**
+   * Absolute: a share that moves by no more than this (0.02: 2% of the node's load) is inside the band however
+   * small it is. Without it a tiny share is all noise: a node offering exactly what its nearer tiers hold
+   * would send a far locality 0.1% one interval and nothing the next, a change each time.
+   */
+  readonly absBand: number;
   /** The most any one share (0..1) moves in one interval. */
   readonly maxStep: number;
 }
 
-export const DEFAULT_DAMPING: DampingOptions = { deadBand: 0.08, maxStep: 0.35 };
+export const DEFAULT_DAMPING: DampingOptions = { deadBand: 0.08, absBand: 0.02, maxStep: 0.35 };
 
 /** Exponentially weighted moving average of a rate (`alpha`: a new report's weight); the first report is taken as it is. */
 export function smooth(previous: number | undefined, report: number, alpha: number): number {
@@ -54,9 +60,12 @@ export function dampShares(
     const t = target.get(k) ?? 0;
     const c = current.get(k) ?? 0;
     largest = Math.max(largest, Math.abs(t - c));
-    // Inside the dead band nothing moves, unless a locality is to be left entirely or newly used:
-    // a spill that is no longer needed ends, rather than lingering at a few percent.
-    if (t > 0 !== c > 0 || Math.abs(t - c) > opts.deadBand * Math.max(t, c)) inBand = false;
+    // Inside the dead band nothing moves, unless a locality is to be left entirely: a spill that is no longer
+    // needed ends, rather than lingering at a few percent. A locality newly used waits until its share is past
+    // the absolute band, so a spill of a fraction of a percent at a tier's edge does not come and go.
+    if ((t === 0 && c > 0) || Math.abs(t - c) > Math.max(opts.deadBand * Math.max(t, c), opts.absBand)) {
+      inBand = false;
+    }
   }
   if (inBand) return new Map(current);
   const lambda = Math.min(1, opts.maxStep / largest);
