@@ -263,35 +263,43 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const adminPortBound = typeof adminBound === 'object' && adminBound ? adminBound.port : adminPort;
 
   const stopWatching = opts.configPath
-    ? watchConfigFile(opts.configPath, {
-        onValid: (config, text) => {
-          logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
-          return applyFileServices(store, config.services).then(
-            async (applied) => {
-              if (recordDir !== undefined && opts.configPath !== undefined) {
-                const key = configKey(text, configFormatOf(opts.configPath));
-                await recordConfig(store, recordDir, key, config);
-              }
-              reloads.loaded('success');
-              logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
-            },
-            (err: unknown) => {
-              reloads.loaded('store_error');
-              logger.error({ file: opts.configPath, err }, 'config reload failed to write the store');
-            },
-          );
+    ? watchConfigFile(
+        opts.configPath,
+        {
+          onValid: (config, digest) => {
+            logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
+            return applyFileServices(store, config.services).then(
+              async (applied) => {
+                if (recordDir !== undefined && opts.configPath !== undefined) {
+                  const key = configKey(digest, configFormatOf(opts.configPath));
+                  await recordConfig(store, recordDir, key, config);
+                }
+                reloads.loaded('success');
+                logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
+              },
+              (err: unknown) => {
+                reloads.loaded('store_error');
+                logger.error({ file: opts.configPath, err }, 'config reload failed to write the store');
+              },
+            );
+          },
+          onWatchError: (err) =>
+            logger.warn(
+              { file: opts.configPath, err },
+              'config directory watch failed: edits are seen by polling only',
+            ),
+          onParsing: (bytes) => logger.info({ file: opts.configPath, bytes }, 'config file changed: parsing'),
+          onInvalid: (errors) => {
+            reloads.loaded('invalid');
+            logger.error(
+              { file: opts.configPath, errors },
+              `config edit rejected, running config kept: ${formatFieldErrors(errors)}`,
+            );
+          },
         },
-        onWatchError: (err) =>
-          logger.warn({ file: opts.configPath, err }, 'config directory watch failed: edits are seen by polling only'),
-        onParsing: (bytes) => logger.info({ file: opts.configPath, bytes }, 'config file changed: parsing'),
-        onInvalid: (errors) => {
-          reloads.loaded('invalid');
-          logger.error(
-            { file: opts.configPath, errors },
-            `config edit rejected, running config kept: ${formatFieldErrors(errors)}`,
-          );
-        },
-      })
+        // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
+        initial.digest !== undefined ? { initialDigest: initial.digest } : {},
+      )
     : () => {};
 
   ready = true;

@@ -24,6 +24,7 @@ import {
   parseConfigTextOffThread,
   watchConfigFile,
 } from '../src/store/config-file.js';
+import { contentDigest } from '../src/store/config-text.js';
 
 const VALID = `server:
   adminPort: 0
@@ -217,6 +218,37 @@ describe('watchConfigFile: reading safely', () => {
         ],
       );
       assert.equal(invalid.length, 0);
+    } finally {
+      stop();
+    }
+  });
+
+  it('starts from the content the caller runs: an edit made after its read counts, the same bytes do not', async () => {
+    const file = tmpFile(VALID);
+    const startedWith = contentDigest(Buffer.from(VALID));
+    // The same content: nothing to apply.
+    const same: CanopyConfig[] = [];
+    const stopSame = watchConfigFile(
+      file,
+      { onValid: (c) => same.push(c), onInvalid: () => {} },
+      { settleMs: 20, pollMs: 50, initialDigest: startedWith },
+    );
+    await sleep(300);
+    stopSame();
+    assert.equal(same.length, 0, 'unchanged content is not applied again');
+    // Edited between the caller's read and the watch: applied once, with the digest of what was parsed.
+    const edited = VALID.replace('port: 80', 'port: 88');
+    writeFileSync(file, edited);
+    const valid: [CanopyConfig, string][] = [];
+    const stop = watchConfigFile(
+      file,
+      { onValid: (c, d) => valid.push([c, d]), onInvalid: () => {} },
+      { settleMs: 20, pollMs: 50, initialDigest: startedWith },
+    );
+    try {
+      await until(() => valid.length === 1);
+      assert.equal(valid[0]?.[0].services[0]?.endpoints[0]?.port, 88);
+      assert.equal(valid[0]?.[1], contentDigest(Buffer.from(edited)));
     } finally {
       stop();
     }

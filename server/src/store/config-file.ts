@@ -12,7 +12,7 @@ import { Worker } from 'node:worker_threads';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
 import { mayHoldPolicyDocuments } from '../policy/sniff.js';
-import { configFormatOf, parseConfigData } from './config-text.js';
+import { configFormatOf, contentDigest, parseConfigData } from './config-text.js';
 
 export async function loadConfigFile(file: string): Promise<ValidationResult<CanopyConfig>> {
   let text: string;
@@ -81,8 +81,8 @@ export function parseConfigTextAside(text: string, name: string): Promise<Valida
 }
 
 export interface ConfigWatchHandlers {
-  /** `text` is what was parsed (for the data directory's record of it, config-record.ts). */
-  onValid(config: CanopyConfig, text: string): void;
+  /** `digest` is that of the bytes parsed (config-text.ts contentDigest; the data directory's record, config-record.ts). */
+  onValid(config: CanopyConfig, digest: string): void;
   /** The running config stays; the edit is never passed to onValid. */
   onInvalid(errors: readonly FieldError[]): void;
   /** The directory watch failed (e.g. the directory was removed); polling the path goes on. */
@@ -105,6 +105,13 @@ export interface ConfigWatchOptions {
    * directory watch cannot, a replaced directory and a swapped symlink.
    */
   readonly pollMs?: number;
+  /**
+   * The digest of the content the caller already runs (read at start): the
+   * file is then not read again now, and is checked against it once, after
+   * `settleMs`, so an edit made between the caller's read and this call
+   * still counts. Without it the file is read now.
+   */
+  readonly initialDigest?: string;
 }
 
 /**
@@ -122,8 +129,9 @@ export function watchConfigFile(
   const target = path.resolve(file);
   const dir = path.dirname(target);
   const settleMs = opts.settleMs ?? 1000;
-  // Read now, synchronously: an edit made right after this call must count as a change.
-  let lastText = readOrUndefined(target);
+  // Read now, synchronously (an edit made right after this call must count as a change), unless the caller
+  // says what it runs. Only a digest is kept: no copy of a big file's text stays in memory.
+  let lastDigest = opts.initialDigest ?? digestOrUndefined(target);
   let lastPolled = statKey(target);
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -141,21 +149,22 @@ export function watchConfigFile(
   const check = async (): Promise<void> => {
     const before = statKey(target);
     if (stopped || before === undefined) return; // Removed, or mid-swap: keep the running config.
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await readFile(target, 'utf8');
+      bytes = await readFile(target);
     } catch {
       return;
     }
     // Written to while we read: wait for it to settle again.
     if (statKey(target) !== before) return changed();
     // Editors raise several events per save, and `touch` raises one without a change.
-    if (stopped || text === lastText) return;
-    lastText = text;
-    handlers.onParsing?.(Buffer.byteLength(text));
-    const result = await parseConfigTextAside(text, path.basename(target));
+    const digest = contentDigest(bytes);
+    if (stopped || digest === lastDigest) return;
+    lastDigest = digest;
+    handlers.onParsing?.(bytes.length);
+    const result = await parseConfigTextAside(bytes.toString('utf8'), path.basename(target));
     if (stopped) return;
-    if (result.ok) handlers.onValid(result.value, text);
+    if (result.ok) handlers.onValid(result.value, digest);
     else handlers.onInvalid(result.errors);
   };
 
@@ -187,6 +196,8 @@ export function watchConfigFile(
     }
   }, opts.pollMs ?? 1000);
   poll.unref();
+  // The caller's content came from an earlier read: compare once, in case the file changed since.
+  if (opts.initialDigest !== undefined) changed();
 
   return () => {
     stopped = true;
@@ -206,9 +217,9 @@ function statKey(p: string, identityOnly = false): string | undefined {
   }
 }
 
-function readOrUndefined(file: string): string | undefined {
+function digestOrUndefined(file: string): string | undefined {
   try {
-    return readFileSync(file, 'utf8');
+    return contentDigest(readFileSync(file));
   } catch {
     return undefined;
   }

@@ -26,7 +26,7 @@ import type { Store } from './store.js';
 
 export const CONFIG_RECORD_FILE = 'CANOPY-CONFIG';
 /** Bumped when what a record means changes: older records are then ignored. */
-const RECORD_FORMAT = 1;
+const RECORD_FORMAT = 2;
 
 export interface ConfigRecord {
   readonly key: string;
@@ -49,14 +49,14 @@ function canopyVersion(): string {
 }
 
 /**
- * The file's content key: the same text read as the same format by the same
+ * The file's content key, from the digest of its bytes (config-text.ts
+ * contentDigest): the same text read as the same format by the same
  * Canopy version gives the same config (a new version may read it with other
  * defaults, and a new record is then made).
  */
-export function configKey(text: string, format: ConfigFormat): string {
+export function configKey(digest: string, format: ConfigFormat): string {
   return createHash('sha256')
-    .update(`canopy-config/${RECORD_FORMAT}/${canopyVersion()}/${format}\0`)
-    .update(text)
+    .update(`canopy-config/${RECORD_FORMAT}/${canopyVersion()}/${format}\0${digest}`)
     .digest('base64url');
 }
 

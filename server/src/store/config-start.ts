@@ -12,13 +12,15 @@ import type { CanopyConfig } from '../domain/spec.js';
 import { parseConfigText } from './config-file.js';
 import { configKey, configRecord, readConfigRecord, storeHoldsRecord, writeConfigRecord } from './config-record.js';
 import type { ConfigRecord } from './config-record.js';
-import { configFormatOf } from './config-text.js';
+import { configFormatOf, contentDigest } from './config-text.js';
 import { applyFileServices, type FileApplyResult } from './file-source.js';
 import type { Store } from './store.js';
 
 /** The config file as `canopy serve` starts with it. */
 export interface StartConfig {
   readonly file: string;
+  /** The digest of the bytes read (config-text.ts contentDigest): the file watcher's starting point. */
+  readonly digest: string;
   readonly key: string;
   /**
    * The parsed file; for a file whose key the data directory recorded, only
@@ -34,20 +36,22 @@ export interface StartConfig {
  * it. Invalid or unreadable files give their errors, as loadConfigFile.
  */
 export async function readStartConfig(file: string, dataDir?: string): Promise<ValidationResult<StartConfig>> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (err) {
     return { ok: false, errors: [{ path: '', message: `cannot read ${file}: ${(err as Error).message}` }] };
   }
-  const key = configKey(text, configFormatOf(file));
+  // Keyed by its bytes: a file the store already holds is never decoded.
+  const digest = contentDigest(bytes);
+  const key = configKey(digest, configFormatOf(file));
   const recorded = dataDir === undefined ? undefined : readConfigRecord(dataDir, key);
   if (recorded) {
     const config = { services: [], server: recorded.server, ...(recorded.notes ? { notes: recorded.notes } : {}) };
-    return { ok: true, value: { file, key, config, recorded } };
+    return { ok: true, value: { file, digest, key, config, recorded } };
   }
-  const parsed = await parseConfigText(text, path.basename(file));
-  return parsed.ok ? { ok: true, value: { file, key, config: parsed.value } } : parsed;
+  const parsed = await parseConfigText(bytes.toString('utf8'), path.basename(file));
+  return parsed.ok ? { ok: true, value: { file, digest, key, config: parsed.value } } : parsed;
 }
 
 export interface StartApplied extends FileApplyResult {
@@ -55,6 +59,8 @@ export interface StartApplied extends FileApplyResult {
   readonly unchangedFile: boolean;
   /** Listed services an API write changed since the file was applied (kept, by the ownership rule). */
   readonly keptApiChanges: readonly string[];
+  /** The digest of the file content now applied (config-text.ts contentDigest), where a file was read. */
+  readonly digest?: string;
 }
 
 /**
@@ -67,21 +73,22 @@ export async function applyStartConfig(store: Store, start: StartConfig, dataDir
     const kept = await storeHoldsRecord(store, start.recorded);
     if (kept) {
       const unchanged = Object.keys(start.recorded.services).length;
-      return { replaced: [], deleted: [], unchanged, unchangedFile: true, keptApiChanges: kept };
+      return { replaced: [], deleted: [], unchanged, unchangedFile: true, keptApiChanges: kept, digest: start.digest };
     }
   }
   let config = start.config;
   let key = start.key;
+  let digest = start.digest;
   if (start.recorded) {
     // The file is the recorded one, but the store moved away from it (a listed service deleted through the
     // API, a reload cut short): its services are needed after all. Read again: it may have been edited since.
     const again = await readStartConfig(start.file);
     if (!again.ok) throw new Error(`invalid config ${start.file}: ${formatFieldErrors(again.errors)}`);
-    ({ config, key } = again.value);
+    ({ config, key, digest } = again.value);
   }
   const applied = await applyFileServices(store, config.services);
   if (dataDir !== undefined) await recordConfig(store, dataDir, key, config);
-  return { ...applied, unchangedFile: false, keptApiChanges: [] };
+  return { ...applied, unchangedFile: false, keptApiChanges: [], digest };
 }
 
 /** Best effort: without a record the next start parses the file, as before records existed. */

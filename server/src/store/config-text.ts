@@ -6,6 +6,7 @@
  * needs that model (comments, round-tripping). Syntax errors name their line.
  * Big YAML files have their long lists parsed in slices (yaml-slices.ts).
  */
+import { createHash } from 'node:crypto';
 import { loadAll, YAMLException } from 'js-yaml';
 import type { FieldError, ValidationResult } from '../domain/errors.js';
 import { loadYamlSliced } from './yaml-slices.js';
@@ -15,6 +16,14 @@ export type ConfigFormat = 'yaml' | 'json';
 /** `.json` files are JSON; anything else (`.yaml`, `.yml`, no extension) is YAML, a superset of JSON. */
 export function configFormatOf(file: string): ConfigFormat {
   return file.toLowerCase().endsWith('.json') ? 'json' : 'yaml';
+}
+
+/**
+ * What a config file's content is compared and recorded by: a digest of its bytes. Comparing digests means no
+ * copy of a big file's text is kept, and a start that finds the file unchanged need not even decode it.
+ */
+export function contentDigest(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('base64url');
 }
 
 /** Parses config text; an empty YAML document reads as null (the validator then names what is missing). */
