@@ -11,6 +11,7 @@
 import ipaddr from 'ipaddr.js';
 import { isLoadAware } from '../domain/load-aware-spec.js';
 import type { LoadReportInput } from '../domain/load-explain.js';
+import type { PlannedLocality } from '../domain/load-plan.js';
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey, isRoutable, type Health } from '../domain/service.js';
@@ -84,15 +85,7 @@ export interface LoadPanel {
   readonly spillFraction: number;
   readonly offeredRps: number;
   readonly capacityRps: number;
-  readonly localities: readonly {
-    readonly path: string;
-    readonly healthy: number;
-    readonly endpoints: number;
-    readonly capacityRps: number;
-    readonly assignedRps: number;
-    readonly reportedRps: number;
-    readonly drained: boolean;
-  }[];
+  readonly localities: readonly (PlannedLocality & { readonly reportedRps: number })[];
   readonly localitiesTotal: number;
   readonly clientNodes: readonly {
     readonly path: string;

@@ -7,7 +7,7 @@
  * report comes in.
  */
 import { isLoadAware } from './load-aware-spec.js';
-import type { LoadPlanReport } from './load-plan.js';
+import type { LoadPlanReport, PlannedLocality } from './load-plan.js';
 import { spillTiers } from './load-spill.js';
 import type { Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
@@ -20,18 +20,12 @@ export type LoadReportInput = LoadPlanReport & {
   readonly shared?: { readonly replicas: readonly { readonly replica: string; readonly offeredRps: number }[] };
 };
 
-export interface LoadLocalityExplain {
+export interface LoadLocalityExplain extends Omit<PlannedLocality, 'path'> {
   readonly locality: string;
   /** 0: the client node's nearest localities; 1 the next, and so on. */
   readonly tier: number;
-  readonly healthy: number;
-  readonly endpoints: number;
-  readonly capacityRps: number;
-  /** Load the last interval placed here, from every client node. */
-  readonly assignedRps: number;
   /** Load clients report landing here (smoothed), from every client node. */
   readonly reportedRps: number;
-  readonly drained: boolean;
   /** This client node's weight in priority 0 (0: none). */
   readonly weight: number;
   /** The share of this client node's load its weights send here. */

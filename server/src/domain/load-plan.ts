@@ -26,16 +26,20 @@ export interface LoadPlanState {
 
 export const EMPTY_LOAD_PLAN: LoadPlanState = { epoch: 0, shares: new Map(), drained: new Set(), load: undefined };
 
+/** One locality in an interval's plan. */
+export interface PlannedLocality {
+  readonly path: string;
+  readonly healthy: number;
+  readonly endpoints: number;
+  readonly capacityRps: number;
+  /** Load the interval placed here, from every client node. */
+  readonly assignedRps: number;
+  readonly drained: boolean;
+}
+
 /** What one interval saw and decided, for /debug views. */
 export interface LoadPlanReport {
-  readonly localities: readonly {
-    readonly path: string;
-    readonly healthy: number;
-    readonly endpoints: number;
-    readonly capacityRps: number;
-    readonly assignedRps: number;
-    readonly drained: boolean;
-  }[];
+  readonly localities: readonly PlannedLocality[];
   readonly clientNodes: readonly {
     readonly path: string;
     readonly offeredRps: number;
