@@ -5,8 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import type { Placement } from '../src/domain/locality.js';
 import { ResourceRegistry } from '../src/resources/registry.js';
 import { makeResource } from '../src/resources/resource.js';
@@ -14,6 +12,7 @@ import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 import { PushPipeline } from '../src/sessions/push-pipeline.js';
 import { PushResponses, sharedEncodeCount } from '../src/sessions/shared-responses.js';
 import type { DiscoveryRequest } from '../src/wire/request.js';
+import { collector, interleaved } from './support/region-streams.js';
 
 /** A CLA per region: the body names the region and a revision bumped by `change`. */
 function pipeline() {
@@ -100,89 +99,21 @@ describe('shared responses', () => {
   });
 });
 
-/** The collector, run between writes as it runs under load (a 256 KB response each time is plenty of garbage). */
-function collector(): () => void {
-  v8.setFlagsFromString('--expose-gc');
-  return vm.runInNewContext('gc') as () => void;
-}
-
 describe('one encode per distinct response per push', () => {
   it('encodes as many responses as are distinct, on the initial path and on a push, though the collector runs between streams', async () => {
-    const gc = collector();
     const REGIONS = 5;
-    const STREAMS = 40;
-    let revision = 1;
-    // Big responses, as a 10k-endpoint CLA is: the collector has every reason to free them.
-    const body = (region: string) => {
-      const b = Buffer.alloc(256 * 1024, region);
-      b.write(`@${revision}`);
-      return b;
-    };
-    const registry = new ResourceRegistry([
-      {
-        typeUrl: ENDPOINT_TYPE,
-        shortName: 'EDS',
-        fullStateInSotw: false,
-        pushRank: 1,
-        names: () => ['svc'],
-        resolve: (name: string, client: Placement) => makeResource(name, ENDPOINT_TYPE, body(client.locality.region)),
-        touchedBy: (services) => services,
-        forget: () => {},
-      },
-    ]);
-    const ads = new PushPipeline({ resources: registry, debounceMs: 0, pushWindow: 2 });
-    // Writes go out a turn later, after a full collection; the test keeps no Buffer (only counts), as a transport that has flushed.
-    const writes = new Array<number>(STREAMS).fill(0);
     const before = sharedEncodeCount();
-    const lengths = new Set<number>();
-    for (let i = 0; i < STREAMS; i++) {
-      const region = `r${i % REGIONS}`; // streams of one region are REGIONS apart in push order
-      const h = ads.open('test', {
-        write: (b, flushed) => {
-          writes[i]!++;
-          lengths.add(b.length);
-          setImmediate(() => {
-            gc();
-            flushed();
-          });
-        },
-        end: () => {},
-        reject: () => {},
-      });
-      h.receive({
-        versionInfo: '',
-        node: {
-          id: `n${i}`,
-          cluster: '',
-          locality: { region, zone: '', subzone: '' },
-          metadata: {},
-          userAgentName: '',
-        },
-        resourceNames: ['svc'],
-        typeUrl: ENDPOINT_TYPE,
-        responseNonce: '',
-      });
-    }
-    const until = async (n: number) => {
-      for (let t = 0; t < 2000 && !writes.every((w) => w >= n); t++) await new Promise((r) => setTimeout(r, 5));
-      assert.ok(
-        writes.every((w) => w >= n),
-        `every stream had ${n} responses (${writes.join(',')})`,
-      );
-      // The last writes' flushes.
-      await new Promise((r) => setTimeout(r, 20));
-    };
-    await until(1);
+    // Streams of one region are REGIONS apart in push order; every write goes out a turn later, after a full
+    // collection, and the test keeps no Buffer (only counts), as a transport that has flushed.
+    const p = interleaved(40, REGIONS, { pushWindow: 2, gc: collector() });
+    await p.until(1);
     // The initial answers went out: streams may share a response only with their own region's.
     assert.equal(sharedEncodeCount() - before, REGIONS, 'initial path: one encode per region');
     const pushed = sharedEncodeCount();
-    revision++;
-    ads.notify(['svc']);
-    ads.flush();
-    await until(2);
+    p.change();
+    await p.until(2);
     assert.equal(sharedEncodeCount() - pushed, REGIONS, 'one push: one encode per distinct response');
-    assert.ok(lengths.size >= 1);
-    ads.close();
+    p.ads.close();
   });
 });
 

@@ -1,0 +1,101 @@
+/**
+ * Streams on a real PushPipeline, each in one of a few regions, whose one
+ * resource is a 256 KB response per region (as a 10k-endpoint CLA is): for
+ * tests of how pushes share and order responses. Writes complete a turn
+ * later, optionally after a full collection.
+ */
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import type { Placement } from '../../src/domain/locality.js';
+import { ResourceRegistry } from '../../src/resources/registry.js';
+import { makeResource } from '../../src/resources/resource.js';
+import { ENDPOINT_TYPE } from '../../src/resources/type-urls.js';
+import { PushPipeline } from '../../src/sessions/push-pipeline.js';
+import assert from 'node:assert/strict';
+
+export const CLA_BYTES = 256 * 1024;
+
+/** The collector, run between writes as it runs under load. */
+export function collector(): () => void {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
+}
+
+/** `streams` streams over `regions` regions, interleaved (stream i in region i % regions); each flush is a turn later. */
+export function interleaved(
+  streams: number,
+  regions: number,
+  opts: {
+    pushWindow: number;
+    sharedBytes?: number;
+    gc?: () => void;
+    collect?: () => void;
+    collectAfterBytes?: number;
+    collectIdleMs?: number;
+  },
+) {
+  let revision = 1;
+  const registry = new ResourceRegistry([
+    {
+      typeUrl: ENDPOINT_TYPE,
+      shortName: 'EDS',
+      fullStateInSotw: false,
+      pushRank: 1,
+      names: () => ['svc'],
+      resolve: (name: string, client: Placement) => {
+        const b = Buffer.alloc(CLA_BYTES, client.locality.region);
+        b.write(`@${revision}`);
+        return makeResource(name, ENDPOINT_TYPE, b);
+      },
+      touchedBy: (services) => services,
+      forget: () => {},
+    },
+  ]);
+  const ads = new PushPipeline({ resources: registry, debounceMs: 0, ...opts });
+  /** The region of each write, in the order the pipeline wrote them. */
+  const order: string[] = [];
+  const writes = new Array<number>(streams).fill(0);
+  for (let i = 0; i < streams; i++) {
+    const region = `r${i % regions}`;
+    ads
+      .open('test', {
+        write: (_b, flushed) => {
+          writes[i]!++;
+          order.push(region);
+          setImmediate(() => {
+            opts.gc?.();
+            flushed();
+          });
+        },
+        end: () => {},
+        reject: () => {},
+      })
+      .receive({
+        versionInfo: '',
+        node: {
+          id: `n${i}`,
+          cluster: '',
+          locality: { region, zone: '', subzone: '' },
+          metadata: {},
+          userAgentName: '',
+        },
+        resourceNames: ['svc'],
+        typeUrl: ENDPOINT_TYPE,
+        responseNonce: '',
+      });
+  }
+  const until = async (n: number) => {
+    for (let t = 0; t < 2000 && !writes.every((w) => w >= n); t++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(
+      writes.every((w) => w >= n),
+      `every stream had ${n} responses (${writes.join(',')})`,
+    );
+    await new Promise((r) => setTimeout(r, 20));
+  };
+  const change = () => {
+    revision++;
+    ads.notify(['svc']);
+    ads.flush();
+  };
+  return { ads, order, until, change };
+}
