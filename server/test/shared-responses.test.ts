@@ -5,31 +5,16 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Placement } from '../src/domain/locality.js';
-import { ResourceRegistry } from '../src/resources/registry.js';
-import { makeResource } from '../src/resources/resource.js';
 import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 import { PushPipeline } from '../src/sessions/push-pipeline.js';
 import { PushResponses, sharedEncodeCount } from '../src/sessions/shared-responses.js';
 import type { DiscoveryRequest } from '../src/wire/request.js';
-import { collector, interleaved } from './support/region-streams.js';
+import { collector, interleaved, oneEdsRegistry } from './support/region-streams.js';
 
 /** A CLA per region: the body names the region and a revision bumped by `change`. */
 function pipeline() {
   let revision = 1;
-  const registry = new ResourceRegistry([
-    {
-      typeUrl: ENDPOINT_TYPE,
-      shortName: 'EDS',
-      fullStateInSotw: false,
-      pushRank: 1,
-      names: () => ['svc'],
-      resolve: (name: string, client: Placement) =>
-        makeResource(name, ENDPOINT_TYPE, new TextEncoder().encode(`${client.locality.region}@${revision}`)),
-      touchedBy: (services) => services,
-      forget: () => {},
-    },
-  ]);
+  const registry = oneEdsRegistry((region) => new TextEncoder().encode(`${region}@${revision}`));
   const ads = new PushPipeline({ resources: registry, debounceMs: 0 });
   const open = (region: string) => {
     const written: Buffer[] = [];
@@ -124,18 +109,7 @@ describe('the push window', () => {
    */
   function windowed(streams: number, pushWindow: number, pushWindowTimeoutMs = 10_000, answered = true) {
     let revision = 1;
-    const registry = new ResourceRegistry([
-      {
-        typeUrl: ENDPOINT_TYPE,
-        shortName: 'EDS',
-        fullStateInSotw: false,
-        pushRank: 1,
-        names: () => ['svc'],
-        resolve: (name: string) => makeResource(name, ENDPOINT_TYPE, new TextEncoder().encode(`rev ${revision}`)),
-        touchedBy: (services) => services,
-        forget: () => {},
-      },
-    ]);
+    const registry = oneEdsRegistry(() => new TextEncoder().encode(`rev ${revision}`));
     const ads = new PushPipeline({ resources: registry, debounceMs: 0, pushWindow, pushWindowTimeoutMs });
     const nonces: string[][] = [];
     const flushed: ((() => void) | undefined)[] = [];

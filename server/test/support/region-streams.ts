@@ -15,6 +15,22 @@ import assert from 'node:assert/strict';
 
 export const CLA_BYTES = 256 * 1024;
 
+/** A registry of one EDS resource, `svc`, whose bytes depend on the client's region only. */
+export function oneEdsRegistry(body: (region: string) => Uint8Array): ResourceRegistry {
+  return new ResourceRegistry([
+    {
+      typeUrl: ENDPOINT_TYPE,
+      shortName: 'EDS',
+      fullStateInSotw: false,
+      pushRank: 1,
+      names: () => ['svc'],
+      resolve: (name: string, client: Placement) => makeResource(name, ENDPOINT_TYPE, body(client.locality.region)),
+      touchedBy: (services) => services,
+      forget: () => {},
+    },
+  ]);
+}
+
 /** The collector, run between writes as it runs under load. */
 export function collector(): () => void {
   v8.setFlagsFromString('--expose-gc');
@@ -35,22 +51,11 @@ export function interleaved(
   },
 ) {
   let revision = 1;
-  const registry = new ResourceRegistry([
-    {
-      typeUrl: ENDPOINT_TYPE,
-      shortName: 'EDS',
-      fullStateInSotw: false,
-      pushRank: 1,
-      names: () => ['svc'],
-      resolve: (name: string, client: Placement) => {
-        const b = Buffer.alloc(CLA_BYTES, client.locality.region);
-        b.write(`@${revision}`);
-        return makeResource(name, ENDPOINT_TYPE, b);
-      },
-      touchedBy: (services) => services,
-      forget: () => {},
-    },
-  ]);
+  const registry = oneEdsRegistry((region) => {
+    const b = Buffer.alloc(CLA_BYTES, region);
+    b.write(`@${revision}`);
+    return b;
+  });
   const ads = new PushPipeline({ resources: registry, debounceMs: 0, ...opts });
   /** The region of each write, in the order the pipeline wrote them. */
   const order: string[] = [];
