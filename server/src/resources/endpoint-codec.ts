@@ -153,14 +153,12 @@ class NodeRope implements SubtreeRope {
       for (let i = 0; i < parts.length; i++) if (i !== skip) at = parts[i]!.copyTo(dst, at, -1);
       return at;
     }
-    let flat = this.flat;
-    if (!flat) {
-      flat = new Uint8Array(this.length);
+    if (!this.flat) {
+      const flat = new Uint8Array(this.length);
       if (this.copyHeld(flat, 0) !== flat.length) throw new Error('subtree rope size mismatch');
       this.flat = flat;
     }
-    dst.set(flat, at);
-    return at + flat.length;
+    return this.copyHeld(dst, at);
   }
 
   copyHeld(dst: Uint8Array, at: number): number {

@@ -19,9 +19,8 @@ import type { Store } from './store.js';
 /** The config file as `canopy serve` starts with it. */
 export interface StartConfig {
   readonly file: string;
-  /** The digest of the bytes read (config-text.ts contentDigest): the file watcher's starting point. */
+  /** The digest of the bytes read (config-text.ts contentDigest): its record's key and the watcher's start. */
   readonly digest: string;
-  readonly key: string;
   /**
    * The parsed file; for a file whose key the data directory recorded, only
    * its `server` section and notes (from the record) and no services.
@@ -48,10 +47,10 @@ export async function readStartConfig(file: string, dataDir?: string): Promise<V
   const recorded = dataDir === undefined ? undefined : readConfigRecord(dataDir, key);
   if (recorded) {
     const config = { services: [], server: recorded.server, ...(recorded.notes ? { notes: recorded.notes } : {}) };
-    return { ok: true, value: { file, digest, key, config, recorded } };
+    return { ok: true, value: { file, digest, config, recorded } };
   }
   const parsed = await parseConfigText(bytes.toString('utf8'), path.basename(file));
-  return parsed.ok ? { ok: true, value: { file, digest, key, config: parsed.value } } : parsed;
+  return parsed.ok ? { ok: true, value: { file, digest, config: parsed.value } } : parsed;
 }
 
 export interface StartApplied extends FileApplyResult {
@@ -77,17 +76,16 @@ export async function applyStartConfig(store: Store, start: StartConfig, dataDir
     }
   }
   let config = start.config;
-  let key = start.key;
   let digest = start.digest;
   if (start.recorded) {
     // The file is the recorded one, but the store moved away from it (a listed service deleted through the
     // API, a reload cut short): its services are needed after all. Read again: it may have been edited since.
     const again = await readStartConfig(start.file);
     if (!again.ok) throw new Error(`invalid config ${start.file}: ${formatFieldErrors(again.errors)}`);
-    ({ config, key, digest } = again.value);
+    ({ config, digest } = again.value);
   }
   const applied = await applyFileServices(store, config.services);
-  if (dataDir !== undefined) await recordConfig(store, dataDir, key, config);
+  if (dataDir !== undefined) await recordConfig(store, dataDir, configKey(digest, configFormatOf(start.file)), config);
   return { ...applied, unchangedFile: false, keptApiChanges: [], digest };
 }
 
