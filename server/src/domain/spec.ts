@@ -4,12 +4,12 @@
  * Unknown keys are errors so that a typo (`endpionts`) is reported rather
  * than silently meaning "no endpoints".
  */
-import { checkDns, dnsToJson, readDns, readEndpointAddress, canonicalHostname, isHostname } from './dns-spec.js';
+import { checkDns, readDns, readEndpointAddress, canonicalHostname, isHostname } from './dns-spec.js';
 import { readValidEndpointList } from './endpoint-list.js';
 import type { FieldError, ValidationResult } from './errors.js';
 import { canonicalIp, isIp } from './ip.js';
 import { DEFAULT_SCOPES, EMPTY_LOCALITY, isScope, MAX_SCOPES, type Locality, type Scope } from './locality.js';
-import { describe, isObject, join, Reader, type Obj } from './reader.js';
+import { describe, isObject, join, Reader } from './reader.js';
 import {
   endpointKey,
   HEALTH_VALUES,
@@ -24,17 +24,17 @@ import {
   type Reach,
   type ServiceSpec,
 } from './service.js';
-import { policyToJson } from './policy.js';
 import { readPolicy } from './policy-spec.js';
 import type { LazySettings } from './demand.js';
-import { isLoadAware, loadAwareToJson, readLoadAware } from './load-aware-spec.js';
+import { isLoadAware, readLoadAware } from './load-aware-spec.js';
 import { outboundConflicts } from './outbound.js';
-import { readLazy, readSidecarSettings, SIDECAR_KEYS, sidecarSettingsToJson } from './sidecar-spec.js';
+import { readLazy, readSidecarSettings, SIDECAR_KEYS } from './sidecar-spec.js';
 
 // Kept importable from here: the readers and IP helpers moved to their own modules.
 export { canonicalIp, isIp, isUnspecified } from './ip.js';
 export { describe, isObject, join, Reader } from './reader.js';
 export { MAX_ENDPOINT_WEIGHT, MAX_TOTAL_WEIGHT } from './service.js';
+export { endpointToJson, serviceSpecToJson } from './spec-json.js';
 
 export interface ServerSettings {
   readonly host?: string;
@@ -391,40 +391,4 @@ function readLabels(r: Reader, v: unknown, path: string): Record<string, string>
   }
   // fromEntries defines own properties, so a key like "__proto__" stays a label.
   return Object.fromEntries(entries);
-}
-
-/** The canonical JSON form of a spec; parseServiceSpec accepts it back unchanged. */
-export function serviceSpecToJson(spec: ServiceSpec): Obj {
-  const lb = spec.loadBalancing;
-  return {
-    name: spec.name,
-    ...(spec.port !== undefined ? { port: spec.port } : {}),
-    ...(spec.vip !== undefined ? { vip: spec.vip } : {}),
-    loadBalancing: {
-      mode: lb.mode,
-      routingPreference: [...lb.routingPreference],
-      crossNetworkFailover: lb.crossNetworkFailover,
-      overprovisioningFactor: lb.overprovisioningFactor,
-      ...(lb.policy ? { policy: policyToJson(lb.policy) } : {}),
-      ...(lb.reach ? { reach: { minEndpoints: lb.reach.minEndpoints } } : {}),
-      ...(lb.loadAware ? { loadAware: loadAwareToJson(lb.loadAware) } : {}),
-    },
-    endpoints: spec.endpoints.map(endpointToJson),
-    ...(spec.dns ? { dns: dnsToJson(spec.dns) } : {}),
-    ...sidecarSettingsToJson(spec),
-  };
-}
-
-export function endpointToJson(e: Endpoint): Obj {
-  return {
-    address: e.address,
-    port: e.port,
-    locality: { region: e.locality.region, zone: e.locality.zone, subzone: e.locality.subzone },
-    ...(e.network ? { network: e.network } : {}),
-    ...(e.node ? { node: e.node } : {}),
-    ...(e.cluster ? { cluster: e.cluster } : {}),
-    labels: Object.fromEntries(Object.entries(e.labels)),
-    health: e.health,
-    weight: e.weight,
-  };
 }

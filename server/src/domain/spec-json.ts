@@ -1,0 +1,47 @@
+/**
+ * The service model → its canonical JSON form (the admin API's answers, the
+ * store's records, `canopy get`): what parseServiceSpec (spec.ts) accepts
+ * back unchanged.
+ */
+import { dnsToJson } from './dns-spec.js';
+import { loadAwareToJson } from './load-aware-spec.js';
+import { policyToJson } from './policy.js';
+import type { Obj } from './reader.js';
+import type { Endpoint, ServiceSpec } from './service.js';
+import { sidecarSettingsToJson } from './sidecar-spec.js';
+
+/** The canonical JSON form of a spec; parseServiceSpec accepts it back unchanged. */
+export function serviceSpecToJson(spec: ServiceSpec): Obj {
+  const lb = spec.loadBalancing;
+  return {
+    name: spec.name,
+    ...(spec.port !== undefined ? { port: spec.port } : {}),
+    ...(spec.vip !== undefined ? { vip: spec.vip } : {}),
+    loadBalancing: {
+      mode: lb.mode,
+      routingPreference: [...lb.routingPreference],
+      crossNetworkFailover: lb.crossNetworkFailover,
+      overprovisioningFactor: lb.overprovisioningFactor,
+      ...(lb.policy ? { policy: policyToJson(lb.policy) } : {}),
+      ...(lb.reach ? { reach: { minEndpoints: lb.reach.minEndpoints } } : {}),
+      ...(lb.loadAware ? { loadAware: loadAwareToJson(lb.loadAware) } : {}),
+    },
+    endpoints: spec.endpoints.map(endpointToJson),
+    ...(spec.dns ? { dns: dnsToJson(spec.dns) } : {}),
+    ...sidecarSettingsToJson(spec),
+  };
+}
+
+export function endpointToJson(e: Endpoint): Obj {
+  return {
+    address: e.address,
+    port: e.port,
+    locality: { region: e.locality.region, zone: e.locality.zone, subzone: e.locality.subzone },
+    ...(e.network ? { network: e.network } : {}),
+    ...(e.node ? { node: e.node } : {}),
+    ...(e.cluster ? { cluster: e.cluster } : {}),
+    labels: Object.fromEntries(Object.entries(e.labels)),
+    health: e.health,
+    weight: e.weight,
+  };
+}
