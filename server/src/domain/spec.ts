@@ -34,7 +34,7 @@ import { readLazy, readSidecarSettings, SIDECAR_KEYS } from './sidecar-spec.js';
 export { canonicalIp, isIp, isUnspecified } from './ip.js';
 export { describe, isObject, join, Reader } from './reader.js';
 export { MAX_ENDPOINT_WEIGHT, MAX_TOTAL_WEIGHT } from './service.js';
-export { endpointToJson, serviceSpecToJson } from './spec-json.js';
+export { endpointJson, endpointToJson, serviceSpecToJson } from './spec-json.js';
 
 export interface ServerSettings {
   readonly host?: string;

@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { ServiceSpec } from '../domain/service.js';
-import { serviceSpecToJson } from '../domain/spec.js';
+import { endpointJson, serviceSpecToJson } from '../domain/spec.js';
 import { StoreConflict, type PutEntry, type Store } from './store.js';
 
 export interface FileApplyResult {
@@ -72,10 +72,35 @@ export async function applyFileServices(store: Store, specs: readonly ServiceSpe
   return { replaced, deleted, unchanged };
 }
 
-/** The same entry always digests the same, whatever its key order or defaults in the YAML. */
+/**
+ * The same entry always digests the same, whatever its key order or defaults
+ * in the YAML: the SHA-256 of its canonical JSON (`serviceSpecToJson`). The
+ * endpoints' part is written straight into the hash in pieces (endpointJson
+ * gives the bytes JSON.stringify would), not built as 100k objects and one
+ * string first.
+ */
 export function fileEntryDigest(spec: ServiceSpec): string {
-  return createHash('sha256').update(JSON.stringify(serviceSpecToJson(spec))).digest('base64url');
+  const text = JSON.stringify(serviceSpecToJson({ ...spec, endpoints: [] }));
+  const at = text.indexOf(EMPTY_ENDPOINTS);
+  const hash = createHash('sha256');
+  if (at < 0) return hash.update(JSON.stringify(serviceSpecToJson(spec))).digest('base64url');
+  hash.update(text.slice(0, at + EMPTY_ENDPOINTS.length - 1));
+  let piece = '';
+  spec.endpoints.forEach((ep, i) => {
+    piece += i === 0 ? endpointJson(ep) : `,${endpointJson(ep)}`;
+    if (piece.length >= 1 << 16) {
+      hash.update(piece);
+      piece = '';
+    }
+  });
+  return hash
+    .update(piece)
+    .update(text.slice(at + EMPTY_ENDPOINTS.length - 1))
+    .digest('base64url');
 }
+
+/** Where the endpoints go: the key order of serviceSpecToJson puts nothing named so before them. */
+const EMPTY_ENDPOINTS = '"endpoints":[]';
 
 async function retryOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
   for (let i = 1; ; i++) {

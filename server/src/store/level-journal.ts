@@ -17,7 +17,11 @@
  * Layout (keys are strings; service names cannot contain NUL):
  *   rev                        the store revision
  *   s NUL <name>               { head, owner, fileDigest?, revision, buckets? } (no buckets: 256)
- *   b NUL <name> NUL <bucket>  the bucket's endpoints, a JSON list
+ *   b NUL <name> NUL <bucket>  the bucket's endpoints (endpoint-rows.ts: format 2; a plain JSON list is format 1)
+ *
+ * Which keys each bucket holds is known from a service's endpoints and its
+ * bucket count; it is worked out when the service is first patched, not at
+ * load (a restart on 100k endpoints spent ~55 ms on it).
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
@@ -26,6 +30,7 @@ import { CheckFile, lossReport } from './level-check.js';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
 import { bucketOf as bucketFor } from './buckets.js';
+import { decodeBucket, encodeBucket } from './endpoint-rows.js';
 import type { HeldService, Journal, JournalBatch } from './local-store.js';
 import type { ServiceHead } from './store.js';
 
@@ -53,9 +58,13 @@ export interface LevelJournalOptions {
   readonly onLoss?: (report: string) => void;
 }
 
+/** A service's buckets: the keys each holds, or only how many there are until a patch needs the keys. */
+type Buckets = Set<string>[] | number;
+const countOf = (b: Buckets | undefined): number => (b === undefined ? 0 : typeof b === 'number' ? b : b.length);
+
 export class LevelJournal implements Journal {
   /** Which endpoint keys each service's buckets hold, so a patch rewrites only its buckets. */
-  private readonly buckets = new Map<string, Set<string>[]>();
+  private readonly buckets = new Map<string, Buckets>();
   /** The revision of the last durable commit. */
   private committed = 0;
   /**
@@ -66,8 +75,6 @@ export class LevelJournal implements Journal {
    */
   private broken: Error | undefined;
   private reopening: Promise<void> | undefined;
-  /** Endpoint JSON of patched services (bucketValue). */
-  private readonly endpointJson = new WeakMap<Endpoint, string>();
 
   private constructor(
     private db: ClassicLevel<string, string>,
@@ -92,18 +99,11 @@ export class LevelJournal implements Journal {
     const endpoints = new Map<string, Map<string, Endpoint>>();
     for (const [, row] of rows) {
       endpoints.set(row.head.name, new Map());
-      this.buckets.set(row.head.name, emptyBuckets(row.buckets ?? MAX_BUCKETS));
+      this.buckets.set(row.head.name, row.buckets ?? MAX_BUCKETS);
     }
     for (const [key, value] of await this.db.iterator({ gt: `b${SEP}`, lt: `b\u0001` }).all()) {
-      const name = key.slice(2, key.indexOf(SEP, 2));
-      const map = endpoints.get(name);
-      const sets = this.buckets.get(name);
-      if (!map || !sets) continue;
-      for (const ep of JSON.parse(value) as Endpoint[]) {
-        const k = endpointKey(ep);
-        map.set(k, ep);
-        sets[bucketOf(k, sets.length)]?.add(k);
-      }
+      const map = endpoints.get(key.slice(2, key.indexOf(SEP, 2)));
+      if (map) decodeBucket(value, (k, ep) => map.set(k, ep));
     }
     const services = rows.map(([, value]) => {
       const { buckets: _, ...row } = value;
@@ -137,22 +137,28 @@ export class LevelJournal implements Journal {
    */
   stageRewrite(batch: LevelBatch, service: HeldService): void {
     const name = service.head.name;
-    const sets = emptyBuckets(bucketsFor(service.endpoints.size));
-    for (const key of service.endpoints.keys()) sets[bucketOf(key, sets.length)]?.add(key);
-    const before = this.buckets.get(name) ?? [];
+    const sets = keysByBucket(service, bucketsFor(service.endpoints.size));
+    const before = countOf(this.buckets.get(name));
     this.setBuckets(batch, name, sets);
-    for (let b = 0; b < Math.max(sets.length, before.length); b++) batch.dirty(name, b);
+    for (let b = 0; b < Math.max(sets.length, before); b++) batch.dirty(name, b);
     batch.row(service);
   }
 
   stagePatch(batch: LevelBatch, service: HeldService, upserts: readonly Endpoint[], removals: readonly string[]): void {
     const name = service.head.name;
-    const current = this.buckets.get(name);
-    if (!current || bucketsFor(service.endpoints.size) >= 2 * current.length) {
+    const held = this.buckets.get(name);
+    if (held === undefined || bucketsFor(service.endpoints.size) >= 2 * countOf(held)) {
       // Grown past its buckets (or not known): rewritten whole, in more of them.
       this.stageRewrite(batch, service);
       return;
     }
+    let current: Set<string>[];
+    if (typeof held === 'number') {
+      // Its keys as the service holds them now, this patch applied; a rollback forgets them again.
+      current = keysByBucket(service, held);
+      this.buckets.set(name, current);
+      batch.onRollback(() => this.buckets.set(name, held));
+    } else current = held;
     // Copies of the touched buckets only (once a batch), so the undo can put the old ones back.
     const bucket = (key: string): Set<string> => {
       const b = bucketOf(key, current.length);
@@ -169,13 +175,12 @@ export class LevelJournal implements Journal {
     };
     for (const ep of upserts) bucket(endpointKey(ep)).add(endpointKey(ep));
     for (const key of removals) bucket(key).delete(key);
-    batch.patched.add(name);
     batch.row(service);
   }
 
   stageDelete(batch: LevelBatch, name: string): void {
-    const before = this.buckets.get(name) ?? [];
-    before.forEach((_, b) => batch.dirty(name, b));
+    const before = countOf(this.buckets.get(name));
+    for (let b = 0; b < before; b++) batch.dirty(name, b);
     this.setBuckets(batch, name, undefined);
     batch.row(undefined, name);
   }
@@ -183,7 +188,7 @@ export class LevelJournal implements Journal {
   private setBuckets(batch: LevelBatch, name: string, sets: Set<string>[] | undefined): void {
     const before = this.buckets.get(name);
     batch.onRollback(() => {
-      if (before) this.buckets.set(name, before);
+      if (before !== undefined) this.buckets.set(name, before);
       else this.buckets.delete(name);
     });
     if (sets) this.buckets.set(name, sets);
@@ -200,22 +205,25 @@ export class LevelJournal implements Journal {
     revision: number,
     rows: ReadonlyMap<string, HeldService | undefined>,
     dirty: ReadonlyMap<string, Set<number>>,
-    patched: ReadonlySet<string>,
   ): Promise<void> {
     await this.usable();
     const batch = this.db.batch();
     batch.put('rev', String(revision));
     for (const [name, service] of rows) {
-      if (service) batch.put(serviceKey(name), this.rowValue(service, this.buckets.get(name)?.length ?? MAX_BUCKETS));
+      if (service)
+        batch.put(
+          serviceKey(name),
+          this.rowValue(service, this.buckets.has(name) ? countOf(this.buckets.get(name)) : MAX_BUCKETS),
+        );
       else batch.del(serviceKey(name));
     }
     for (const [name, buckets] of dirty) {
       const service = rows.get(name);
       const sets = this.buckets.get(name);
       for (const b of buckets) {
-        const keys = sets?.[b];
-        if (service && keys && keys.size > 0)
-          batch.put(bucketKey(name, b), this.bucketValue(service, keys, patched.has(name)));
+        // A dirty bucket's keys are known: staging a patch or a rewrite worked them out.
+        const keys = typeof sets === 'number' ? undefined : sets?.[b];
+        if (service && keys && keys.size > 0) batch.put(bucketKey(name, b), bucketValue(service, keys));
         else batch.del(bucketKey(name, b));
       }
     }
@@ -268,27 +276,6 @@ export class LevelJournal implements Journal {
     return storeError(this.dir, err);
   }
 
-  /**
-   * A bucket's JSON. For a bucket written because of a PATCH, each endpoint's
-   * JSON is kept (by endpoint object, so a replaced endpoint's goes with it):
-   * a service patched again and again rewrites its buckets by joining strings
-   * instead of encoding a few hundred endpoints per commit.
-   */
-  private bucketValue(service: HeldService, keys: ReadonlySet<string>, keep: boolean): string {
-    const parts: string[] = [];
-    for (const k of keys) {
-      const ep = service.endpoints.get(k);
-      if (!ep) continue;
-      let json = this.endpointJson.get(ep);
-      if (json === undefined) {
-        json = JSON.stringify(ep);
-        if (keep) this.endpointJson.set(ep, json);
-      }
-      parts.push(json);
-    }
-    return `[${parts.join(',')}]`;
-  }
-
   private rowValue(s: HeldService, buckets: number): string {
     const row: Row = {
       head: s.head,
@@ -310,8 +297,6 @@ export class LevelJournal implements Journal {
 class LevelBatch implements JournalBatch {
   private readonly rows = new Map<string, HeldService | undefined>();
   private readonly dirtyBuckets = new Map<string, Set<number>>();
-  /** Services written by a patch of some of their endpoints. */
-  readonly patched = new Set<string>();
   /** Bucket sets copied in this batch: later patches of the batch change them in place. */
   readonly owned = new WeakSet<Set<string>>();
   private readonly undo: (() => void)[] = [];
@@ -336,7 +321,7 @@ class LevelBatch implements JournalBatch {
   }
 
   commit(): Promise<void> {
-    return this.journal.commit(this.revision, this.rows, this.dirtyBuckets, this.patched);
+    return this.journal.commit(this.revision, this.rows, this.dirtyBuckets);
   }
 
   rollback(): void {
@@ -417,6 +402,19 @@ function storeError(dir: string, err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
 }
 
-function emptyBuckets(n: number): Set<string>[] {
-  return Array.from({ length: n }, () => new Set<string>());
+/** The keys of `service`'s endpoints in each of `n` buckets. */
+function keysByBucket(service: HeldService, n: number): Set<string>[] {
+  const sets = Array.from({ length: n }, () => new Set<string>());
+  for (const key of service.endpoints.keys()) sets[bucketOf(key, n)]?.add(key);
+  return sets;
+}
+
+/** A bucket's stored value: the endpoints of `keys` as the service holds them. */
+function bucketValue(service: HeldService, keys: ReadonlySet<string>): string {
+  const held: Endpoint[] = [];
+  for (const k of keys) {
+    const ep = service.endpoints.get(k);
+    if (ep) held.push(ep);
+  }
+  return encodeBucket(held);
 }
