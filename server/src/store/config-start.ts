@@ -4,7 +4,7 @@
  * validation, no digests, no write) or parsed and applied under the
  * ownership rule (file-source.ts), after which the record is made anew.
  */
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ValidationResult } from '../domain/errors.js';
 import { formatFieldErrors } from '../domain/errors.js';
@@ -37,7 +37,8 @@ export interface StartConfig {
 export async function readStartConfig(file: string, dataDir?: string): Promise<ValidationResult<StartConfig>> {
   let bytes: Buffer;
   try {
-    bytes = await readFile(file);
+    // At start nothing else runs yet: read at once rather than in the thread pool's chunks.
+    bytes = readFileSync(file);
   } catch (err) {
     return { ok: false, errors: [{ path: '', message: `cannot read ${file}: ${(err as Error).message}` }] };
   }
