@@ -7,7 +7,7 @@
  * about 20 ms of CPU where the reader takes about 400 ms.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
-import { EMPTY_LOCALITY, type Locality } from './locality.js';
+import { EMPTY_LOCALITY, NO_LABELS, type Locality } from './locality.js';
 import { canonicalHostname, isHostname } from './dns-spec.js';
 import { canonicalIp, isIp, unusableAddress } from './ip.js';
 import { endpointKey, HEALTH_VALUES, MAX_ENDPOINT_WEIGHT, type Endpoint, type Health } from './service.js';
@@ -95,7 +95,7 @@ export function readValidEndpointList(v: unknown): Endpoint[] | undefined {
       node: raw.node ?? '',
       cluster: raw.cluster ?? '',
       // fromEntries defines own properties, so a key like "__proto__" stays a label (as in spec.ts).
-      labels: raw.labels ? Object.fromEntries(Object.entries(raw.labels)) : {},
+      labels: raw.labels ? Object.fromEntries(Object.entries(raw.labels)) : NO_LABELS,
       health: raw.health ?? 'healthy',
       weight: raw.weight ?? 1,
     };

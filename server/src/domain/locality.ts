@@ -27,6 +27,8 @@ export const DEFAULT_SCOPES: readonly Scope[] = ['region', 'zone', 'subzone'];
 export const MAX_SCOPES = 8;
 
 export const EMPTY_LOCALITY: Locality = Object.freeze({ region: '', zone: '', subzone: '' });
+/** The labels of every endpoint that has none: one shared object, frozen (an endpoint's fields are never written). */
+export const NO_LABELS: Readonly<Record<string, string>> = Object.freeze({});
 
 export function emptyPlacement(): Placement {
   return { locality: EMPTY_LOCALITY, network: '', node: '', cluster: '', labels: {} };

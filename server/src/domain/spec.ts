@@ -8,7 +8,7 @@ import { checkDns, readDns, readEndpointAddress, canonicalHostname, isHostname }
 import { readValidEndpointList } from './endpoint-list.js';
 import type { FieldError, ValidationResult } from './errors.js';
 import { canonicalIp, isIp } from './ip.js';
-import { DEFAULT_SCOPES, EMPTY_LOCALITY, isScope, MAX_SCOPES, type Locality, type Scope } from './locality.js';
+import { DEFAULT_SCOPES, EMPTY_LOCALITY, isScope, MAX_SCOPES, NO_LABELS, type Locality, type Scope } from './locality.js';
 import { describe, isObject, join, Reader } from './reader.js';
 import {
   endpointKey,
@@ -366,7 +366,7 @@ function readEndpoint(r: Reader, v: unknown, path: string): Endpoint | undefined
     network: text('network'),
     node: text('node'),
     cluster: text('cluster'),
-    labels: r.optional(o, 'labels', path, (x, p) => readLabels(r, x, p)) ?? {},
+    labels: r.optional(o, 'labels', path, (x, p) => readLabels(r, x, p)) ?? NO_LABELS,
     health: r.optional(o, 'health', path, (x, p) => r.oneOf<Health>(x, p, HEALTH_VALUES)) ?? 'healthy',
     weight: r.optional(o, 'weight', path, (x, p) => r.int(x, p, 1, MAX_ENDPOINT_WEIGHT)) ?? 1,
   };

@@ -17,7 +17,7 @@
  * is still read.
  */
 import { endpointKey, type Endpoint, type Health } from '../domain/service.js';
-import type { Locality } from '../domain/locality.js';
+import { NO_LABELS, type Locality } from '../domain/locality.js';
 
 /** Encodes endpoints as one format-2 bucket value. */
 export function encodeBucket(endpoints: Iterable<Endpoint>): string {
@@ -106,7 +106,7 @@ export function decodeBucket(value: string, each: (key: string, endpoint: Endpoi
       network: r[5] ?? '',
       node: r[6] ?? '',
       cluster: r[7] ?? '',
-      labels: r[8] ?? {},
+      labels: r[8] ?? NO_LABELS,
       health: r[4] ?? 'healthy',
       weight: r[3] ?? 1,
     };
