@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { LevelJournal } from '../src/store/level-journal.js';
-import { LocalStore, type Journal, type JournalBatch } from '../src/store/local-store.js';
+import { LocalStore } from '../src/store/local-store.js';
+import { CountingJournal } from './support/counting-journal.js';
 import { service } from './support/store-contract.js';
 
 const dirs: string[] = [];
@@ -19,44 +20,6 @@ const tmpDir = () => {
   return d;
 };
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-
-/** The real LevelDB journal, counting its commits and able to fail the next one. */
-class CountingJournal implements Journal {
-  commits = 0;
-  failNext = false;
-  durable = 0;
-  constructor(private readonly inner: Journal) {}
-  get description() {
-    return this.inner.description;
-  }
-  load() {
-    return this.inner.load();
-  }
-  close() {
-    return this.inner.close();
-  }
-  begin(): JournalBatch {
-    const batch = this.inner.begin();
-    return {
-      put: (r, s) => batch.put(r, s),
-      patch: (r, s, u, d) => batch.patch(r, s, u, d),
-      delete: (r, n) => batch.delete(r, n),
-      rollback: () => batch.rollback(),
-      get size() {
-        return batch.size;
-      },
-      commit: async () => {
-        this.commits++;
-        if (this.failNext) {
-          this.failNext = false;
-          throw new Error('disk says no');
-        }
-        await batch.commit();
-        this.durable += batch.size;
-      },
-    };
-  }
-}
 
 describe('LocalStore group commit', () => {
   it('64 concurrent PATCHes share far fewer durable writes, each acknowledged after its own', async () => {

@@ -5,6 +5,7 @@
  * patched (and a failed patch undone) without losing an endpoint.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,12 +14,12 @@ import { ClassicLevel } from 'classic-level';
 import fc from 'fast-check';
 import { readValidEndpointList } from '../src/domain/endpoint-list.js';
 import { endpointKey, HEALTH_VALUES, type Endpoint } from '../src/domain/service.js';
-import { createHash } from 'node:crypto';
 import { parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
 import { decodeBucket, encodeBucket } from '../src/store/endpoint-rows.js';
 import { fileEntryDigest } from '../src/store/file-source.js';
 import { LevelJournal } from '../src/store/level-journal.js';
-import { LocalStore, type Journal, type JournalBatch } from '../src/store/local-store.js';
+import { LocalStore } from '../src/store/local-store.js';
+import { CountingJournal } from './support/counting-journal.js';
 import { service } from './support/store-contract.js';
 
 const dirs: string[] = [];
@@ -126,40 +127,6 @@ describe('the file entry digest', () => {
   });
 });
 
-/** The real journal, able to fail its next commit. */
-class FailingJournal implements Journal {
-  failNext = false;
-  constructor(private readonly inner: Journal) {}
-  get description() {
-    return this.inner.description;
-  }
-  load() {
-    return this.inner.load();
-  }
-  close() {
-    return this.inner.close();
-  }
-  begin(): JournalBatch {
-    const batch = this.inner.begin();
-    return {
-      put: (r, s) => batch.put(r, s),
-      patch: (r, s, u, d) => batch.patch(r, s, u, d),
-      delete: (r, n) => batch.delete(r, n),
-      rollback: () => batch.rollback(),
-      get size() {
-        return batch.size;
-      },
-      commit: async () => {
-        if (this.failNext) {
-          this.failNext = false;
-          throw new Error('disk says no');
-        }
-        await batch.commit();
-      },
-    };
-  }
-}
-
 const sortedKeys = (eps: readonly Endpoint[]) => eps.map((e) => `${endpointKey(e)}/${e.weight}/${e.health}`).sort();
 
 describe('the LevelDB store on the compact form', () => {
@@ -202,7 +169,7 @@ describe('the LevelDB store on the compact form', () => {
     await first.close();
 
     // Reopened: the journal knows how many buckets 's' has, not yet which keys each holds.
-    const journal = new FailingJournal(await LevelJournal.open(dir));
+    const journal = new CountingJournal(await LevelJournal.open(dir));
     const store = await LocalStore.open(journal);
     const held = (await store.get('s'))!.spec.endpoints;
     const byAddress = (a: string) => held.find((e) => e.address === a)!;
