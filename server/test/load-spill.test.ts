@@ -5,6 +5,7 @@ import { dampShares, drained, smooth } from '../src/domain/load-damper.js';
 import { spillTiers, spillWeights, waterfill, type SpillClient, type SpillMode } from '../src/domain/load-spill.js';
 import { LocalityTree, type TreeNode } from '../src/domain/locality-tree.js';
 import { parseConfig, parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
+import { endpointKey } from '../src/domain/service.js';
 import { ep } from './support/builders.js';
 
 const SCOPES = ['region', 'zone', 'subzone'] as const;
@@ -19,7 +20,10 @@ function leafId(leaf: TreeNode): string {
 /** A tree with one endpoint per locality given as "r/z/s". */
 function treeOf(localities: readonly string[]): LocalityTree {
   const t = new LocalityTree(SCOPES);
-  for (const l of localities) t.upsert(ep({ locality: l }));
+  for (const l of localities) {
+    const e = ep({ locality: l });
+    t.upsert(e, endpointKey(e), undefined);
+  }
   return t;
 }
 

@@ -162,8 +162,8 @@ describe('Mesh.patch changes single endpoints', () => {
     const change = mesh.patch('svc', [{ ...first, weight: 5 }, added], [endpointKey(second)]);
     assert.deepEqual(change?.endpoints, [endpointKey(first), endpointKey(added), endpointKey(second)]);
     assert.equal(s.generation, gen + 3);
-    assert.equal(s.tree.get(endpointKey(first))?.weight, 5);
-    assert.equal(s.tree.has(endpointKey(second)), false);
+    assert.equal(s.tree.get(endpointKey(first), first)?.weight, 5);
+    assert.equal(s.tree.has(endpointKey(second), second), false);
     // The spec's list keeps the order of the rest, with the patched endpoint in place and the new one last.
     assert.deepEqual(
       s.spec.endpoints.map((e) => [endpointKey(e), e.weight]),

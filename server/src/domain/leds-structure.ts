@@ -64,13 +64,13 @@ export class LedsStructure {
       const sig = `${pathOf(scopes, ep).join('\u0000')}\u0001${localityKey(ep.locality)}\u0001${ep.weight}`;
       this.held.set(key, { ep, sig });
       if (h?.sig === sig) continue;
-      this.tree.upsert(ep, key);
+      this.tree.upsert(ep, key, h?.ep);
       changed = true;
     }
-    for (const key of this.held.keys()) {
+    for (const [key, h] of this.held) {
       if (state.endpoints.has(key)) continue;
       this.held.delete(key);
-      this.tree.remove(key);
+      this.tree.remove(key, h.ep);
       changed = true;
     }
     if (changed) this.version++;

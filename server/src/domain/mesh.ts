@@ -59,8 +59,8 @@ export class ServiceState {
     if (old) this.count(old, key, -1);
     this.endpoints.set(key, ep);
     this.count(ep, key, 1);
-    if (this.serves(ep)) this.tree.upsert(ep, key);
-    else if (old) this.tree.remove(key);
+    if (this.serves(ep)) this.tree.upsert(ep, key, old);
+    else if (old) this.tree.remove(key, old);
     this.fallBack();
     this.generation++;
     return true;
@@ -71,7 +71,7 @@ export class ServiceState {
     if (!old) return false;
     this.endpoints.delete(key);
     this.count(old, key, -1);
-    this.tree.remove(key);
+    this.tree.remove(key, old);
     this.fallBack();
     this.generation++;
     return true;
@@ -107,8 +107,8 @@ export class ServiceState {
     this.servingTerminating = now;
     for (const key of this.terminating) {
       const ep = this.endpoints.get(key)!;
-      if (now) this.tree.upsert(ep, key);
-      else this.tree.remove(key);
+      if (now) this.tree.upsert(ep, key, undefined);
+      else this.tree.remove(key, ep);
     }
   }
 }
