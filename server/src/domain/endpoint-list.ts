@@ -80,6 +80,7 @@ export function readValidEndpointList(v: unknown): Endpoint[] | undefined {
   if (!validate(v)) return undefined;
   const out: Endpoint[] = new Array<Endpoint>(v.length);
   const seen = new Set<string>();
+  const localityOf = localities();
   for (let i = 0; i < v.length; i++) {
     const raw = v[i] as RawEndpoint;
     const address = usableAddress(raw.address);
@@ -103,6 +104,23 @@ export function readValidEndpointList(v: unknown): Endpoint[] | undefined {
   return out;
 }
 
-function localityOf(l: NonNullable<RawEndpoint['locality']>): Locality {
-  return { region: l.region ?? '', zone: l.zone ?? '', subzone: l.subzone ?? '' };
+/**
+ * One Locality object per distinct locality of a list: 100k endpoints in a
+ * thousand localities keep a thousand objects, not 100k (less to collect, and
+ * what is derived from a locality can be kept by object).
+ */
+function localities(): (l: NonNullable<RawEndpoint['locality']>) => Locality {
+  const held = new Map<string, Map<string, Map<string, Locality>>>();
+  return (l) => {
+    const region = l.region ?? '';
+    const zone = l.zone ?? '';
+    const subzone = l.subzone ?? '';
+    let zones = held.get(region);
+    if (!zones) held.set(region, (zones = new Map()));
+    let subzones = zones.get(zone);
+    if (!subzones) zones.set(zone, (subzones = new Map()));
+    let locality = subzones.get(subzone);
+    if (!locality) subzones.set(subzone, (locality = { region, zone, subzone }));
+    return locality;
+  };
 }

@@ -7,6 +7,7 @@ import { dnsToJson } from './dns-spec.js';
 import { loadAwareToJson } from './load-aware-spec.js';
 import { policyToJson } from './policy.js';
 import type { Obj } from './reader.js';
+import type { Locality } from './locality.js';
 import type { Endpoint, ServiceSpec } from './service.js';
 import { sidecarSettingsToJson } from './sidecar-spec.js';
 
@@ -52,10 +53,18 @@ function quote(s: string): string {
 }
 const PLAIN = /^[\w.:-]*$/;
 
+/** A locality's JSON by object: endpoints read from one list share their localities' objects. */
+const localityJson = new WeakMap<Locality, string>();
+
 /** `JSON.stringify(endpointToJson(e))`, byte for byte, without building the object. */
 export function endpointJson(e: Endpoint): string {
   const l = e.locality;
-  let out = `{"address":${quote(e.address)},"port":${e.port},"locality":{"region":${quote(l.region)},"zone":${quote(l.zone)},"subzone":${quote(l.subzone)}}`;
+  let loc = localityJson.get(l);
+  if (loc === undefined) {
+    loc = `{"region":${quote(l.region)},"zone":${quote(l.zone)},"subzone":${quote(l.subzone)}}`;
+    localityJson.set(l, loc);
+  }
+  let out = `{"address":${quote(e.address)},"port":${e.port},"locality":${loc}`;
   if (e.network) out += `,"network":${quote(e.network)}`;
   if (e.node) out += `,"node":${quote(e.node)}`;
   if (e.cluster) out += `,"cluster":${quote(e.cluster)}`;
