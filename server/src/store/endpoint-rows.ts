@@ -17,6 +17,8 @@
  * is still read.
  */
 import { endpointKey, type Endpoint, type Health } from '../domain/service.js';
+import type { HeldService } from './local-store.js';
+import type { ServiceHead } from './store.js';
 import { NO_LABELS, type Locality } from '../domain/locality.js';
 
 /** Encodes endpoints as one format-2 bucket value. */
@@ -84,14 +86,11 @@ function hasLabels(labels: Readonly<Record<string, string>>): boolean {
 
 type Row = [string, number, number, number?, Health?, string?, string?, string?, Record<string, string>?];
 
-/**
- * The endpoints of a stored bucket value (either format), each passed with
- * its key to `each`.
- */
-export function decodeBucket(value: string, each: (key: string, endpoint: Endpoint) => void): void {
+/** The endpoints of a stored bucket value (either format), appended to `into`. */
+export function decodeBucket(value: string, into: Endpoint[]): void {
   const parsed = JSON.parse(value) as Endpoint[] | { v: 2; l: [string, string, string][]; e: Row[] };
   if (Array.isArray(parsed)) {
-    for (const ep of parsed) each(endpointKey(ep), ep);
+    for (const ep of parsed) into.push(ep);
     return;
   }
   if (parsed.v !== 2) throw new Error(`a stored bucket has format ${String(parsed.v)}, which this version cannot read`);
@@ -110,6 +109,42 @@ export function decodeBucket(value: string, each: (key: string, endpoint: Endpoi
       health: r[4] ?? 'healthy',
       weight: r[3] ?? 1,
     };
-    each(endpointKey(ep), ep);
+    into.push(ep);
+  }
+}
+
+/**
+ * A service as loaded: its endpoints as a list, keyed by endpointKey only
+ * when a write first needs the map. A start serves the list (the mesh keys
+ * it itself), so a restart does not key 100k endpoints twice.
+ */
+export class LoadedService implements HeldService {
+  declare readonly fileDigest?: string;
+  private map: Map<string, Endpoint> | undefined;
+  private list: readonly Endpoint[] | undefined;
+
+  constructor(
+    readonly head: ServiceHead,
+    readonly owner: HeldService['owner'],
+    fileDigest: string | undefined,
+    readonly revision: number,
+    list: readonly Endpoint[],
+  ) {
+    if (fileDigest !== undefined) this.fileDigest = fileDigest;
+    this.list = list;
+  }
+
+  get endpoints(): Map<string, Endpoint> {
+    if (!this.map) {
+      const map = new Map<string, Endpoint>();
+      for (const ep of this.list ?? []) map.set(endpointKey(ep), ep);
+      this.map = map;
+      this.list = undefined;
+    }
+    return this.map;
+  }
+
+  get loaded(): readonly Endpoint[] | undefined {
+    return this.list;
   }
 }

@@ -30,7 +30,7 @@ import { openDatabase, storeError } from './level-open.js';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
 import { bucketOf as bucketFor, splitIntoBuckets } from './buckets.js';
-import { decodeBucket, encodeBucket } from './endpoint-rows.js';
+import { decodeBucket, encodeBucket, LoadedService } from './endpoint-rows.js';
 import type { HeldService, Journal, JournalBatch } from './local-store.js';
 import type { ServiceHead } from './store.js';
 
@@ -96,19 +96,18 @@ export class LevelJournal implements Journal {
     const rows = (await this.db.iterator({ gt: `s${SEP}`, lt: `s\u0001` }).all()).map(
       ([key, value]) => [key, JSON.parse(value) as Row] as const,
     );
-    const endpoints = new Map<string, Map<string, Endpoint>>();
+    const endpoints = new Map<string, Endpoint[]>();
     for (const [, row] of rows) {
-      endpoints.set(row.head.name, new Map());
+      endpoints.set(row.head.name, []);
       this.buckets.set(row.head.name, row.buckets ?? MAX_BUCKETS);
     }
     for (const [key, value] of await this.db.iterator({ gt: `b${SEP}`, lt: `b\u0001` }).all()) {
-      const map = endpoints.get(key.slice(2, key.indexOf(SEP, 2)));
-      if (map) decodeBucket(value, (k, ep) => map.set(k, ep));
+      const list = endpoints.get(key.slice(2, key.indexOf(SEP, 2)));
+      if (list) decodeBucket(value, list);
     }
-    const services = rows.map(([, value]) => {
-      const { buckets: _, ...row } = value;
-      return { ...row, endpoints: endpoints.get(row.head.name) ?? new Map<string, Endpoint>() };
-    });
+    const services = rows.map(
+      ([, row]) => new LoadedService(row.head, row.owner, row.fileDigest, row.revision, endpoints.get(row.head.name)!),
+    );
     const found = { revision, services: services.length };
     const loss = lossReport(this.dir, this.check.expected, found);
     if (loss && !this.opts.acceptLoss) {

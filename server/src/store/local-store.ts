@@ -36,6 +36,12 @@ export interface HeldService {
   readonly fileDigest?: string;
   readonly revision: number;
   readonly endpoints: Map<string, Endpoint>;
+  /**
+   * The endpoints, in the map's order, while nothing has read the map (a
+   * journal's load may key them only when a write needs it); undefined once
+   * it has.
+   */
+  readonly loaded?: readonly Endpoint[] | undefined;
 }
 
 /** Where a LocalStore's writes become durable. */
@@ -121,7 +127,7 @@ export class LocalStore implements Store {
       store.revision = store.durable = loaded.revision;
       for (const s of loaded.services) {
         store.services.set(s.head.name, s);
-        store.weights.set(s.head.name, sumWeights(s.endpoints.values()));
+        store.weights.set(s.head.name, sumWeights(s.loaded ?? s.endpoints.values()));
       }
     }
     return store;
@@ -247,7 +253,13 @@ export class LocalStore implements Store {
         else endpoints.delete(k);
       }
     });
-    const held: HeldService = { ...current, revision, endpoints };
+    const held: HeldService = {
+      head: current.head,
+      owner: current.owner,
+      ...(current.fileDigest !== undefined ? { fileDigest: current.fileDigest } : {}),
+      revision,
+      endpoints,
+    };
     this.replace(g, name, held, weight);
     g.batch?.patch(revision, held, upserts, removed);
     g.events.push({ kind: 'patch', revision, name, upserts, removals: removed });
@@ -417,7 +429,7 @@ function checkRevision(name: string, current: HeldService | undefined, expected:
 
 export function toStored(held: HeldService): StoredService {
   return {
-    spec: { ...held.head, endpoints: [...held.endpoints.values()] },
+    spec: { ...held.head, endpoints: [...(held.loaded ?? held.endpoints.values())] },
     owner: held.owner,
     ...(held.fileDigest !== undefined ? { fileDigest: held.fileDigest } : {}),
     revision: held.revision,
