@@ -7,7 +7,7 @@
  * about 20 ms of CPU where the reader takes about 400 ms.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
-import { EMPTY_LOCALITY, NO_LABELS, type Locality } from './locality.js';
+import { EMPTY_LOCALITY, localityInterner, NO_LABELS } from './locality.js';
 import { canonicalHostname, isHostname } from './dns-spec.js';
 import { canonicalIp, isIp, unusableAddress } from './ip.js';
 import { endpointKey, HEALTH_VALUES, MAX_ENDPOINT_WEIGHT, type Endpoint, type Health } from './service.js';
@@ -80,7 +80,7 @@ export function readValidEndpointList(v: unknown): Endpoint[] | undefined {
   if (!validate(v)) return undefined;
   const out: Endpoint[] = new Array<Endpoint>(v.length);
   const seen = new Set<string>();
-  const localityOf = localities();
+  const localityOf = localityInterner();
   for (let i = 0; i < v.length; i++) {
     const raw = v[i] as RawEndpoint;
     const address = usableAddress(raw.address);
@@ -102,25 +102,4 @@ export function readValidEndpointList(v: unknown): Endpoint[] | undefined {
     };
   }
   return out;
-}
-
-/**
- * One Locality object per distinct locality of a list: 100k endpoints in a
- * thousand localities keep a thousand objects, not 100k (less to collect, and
- * what is derived from a locality can be kept by object).
- */
-function localities(): (l: NonNullable<RawEndpoint['locality']>) => Locality {
-  const held = new Map<string, Map<string, Map<string, Locality>>>();
-  return (l) => {
-    const region = l.region ?? '';
-    const zone = l.zone ?? '';
-    const subzone = l.subzone ?? '';
-    let zones = held.get(region);
-    if (!zones) held.set(region, (zones = new Map()));
-    let subzones = zones.get(zone);
-    if (!subzones) zones.set(zone, (subzones = new Map()));
-    let locality = subzones.get(subzone);
-    if (!locality) subzones.set(subzone, (locality = { region, zone, subzone }));
-    return locality;
-  };
 }

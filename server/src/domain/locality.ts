@@ -30,6 +30,31 @@ export const EMPTY_LOCALITY: Locality = Object.freeze({ region: '', zone: '', su
 /** The labels of every endpoint that has none: one shared object, frozen (an endpoint's fields are never written). */
 export const NO_LABELS: Readonly<Record<string, string>> = Object.freeze({});
 
+/**
+ * One Locality object per distinct locality: a list of 100k endpoints in a
+ * thousand localities keeps a thousand objects, not 100k (less to collect, and
+ * what is derived from a locality can be kept by object).
+ */
+export function localityInterner(): (l: {
+  readonly region?: string;
+  readonly zone?: string;
+  readonly subzone?: string;
+}) => Locality {
+  const held = new Map<string, Map<string, Map<string, Locality>>>();
+  return (l) => {
+    const region = l.region ?? '';
+    const zone = l.zone ?? '';
+    const subzone = l.subzone ?? '';
+    let zones = held.get(region);
+    if (!zones) held.set(region, (zones = new Map()));
+    let subzones = zones.get(zone);
+    if (!subzones) zones.set(zone, (subzones = new Map()));
+    let locality = subzones.get(subzone);
+    if (!locality) subzones.set(subzone, (locality = { region, zone, subzone }));
+    return locality;
+  };
+}
+
 export function emptyPlacement(): Placement {
   return { locality: EMPTY_LOCALITY, network: '', node: '', cluster: '', labels: {} };
 }

@@ -86,15 +86,22 @@ function hasLabels(labels: Readonly<Record<string, string>>): boolean {
 
 type Row = [string, number, number, number?, Health?, string?, string?, string?, Record<string, string>?];
 
-/** The endpoints of a stored bucket value (either format), appended to `into`. */
-export function decodeBucket(value: string, into: Endpoint[]): void {
+/**
+ * The endpoints of a stored bucket value (either format), appended to `into`;
+ * `intern` gives the endpoints of one locality one object across buckets.
+ */
+export function decodeBucket(
+  value: string,
+  into: Endpoint[],
+  intern: (l: { region: string; zone: string; subzone: string }) => Locality = (l) => l,
+): void {
   const parsed = JSON.parse(value) as Endpoint[] | { v: 2; l: [string, string, string][]; e: Row[] };
   if (Array.isArray(parsed)) {
     for (const ep of parsed) into.push(ep);
     return;
   }
   if (parsed.v !== 2) throw new Error(`a stored bucket has format ${String(parsed.v)}, which this version cannot read`);
-  const localities = parsed.l.map(([region, zone, subzone]): Locality => ({ region, zone, subzone }));
+  const localities = parsed.l.map(([region, zone, subzone]) => intern({ region, zone, subzone }));
   for (const r of parsed.e) {
     const address = r[0];
     const port = r[1];

@@ -27,6 +27,7 @@
 import type { ClassicLevel } from 'classic-level';
 import { CheckFile, lossReport } from './level-check.js';
 import { openDatabase, storeError } from './level-open.js';
+import { localityInterner } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
 import { bucketOf as bucketFor, splitIntoBuckets } from './buckets.js';
@@ -101,9 +102,10 @@ export class LevelJournal implements Journal {
       endpoints.set(row.head.name, []);
       this.buckets.set(row.head.name, row.buckets ?? MAX_BUCKETS);
     }
+    const intern = localityInterner();
     for (const [key, value] of await this.db.iterator({ gt: `b${SEP}`, lt: `b\u0001` }).all()) {
       const list = endpoints.get(key.slice(2, key.indexOf(SEP, 2)));
-      if (list) decodeBucket(value, list);
+      if (list) decodeBucket(value, list, intern);
     }
     const services = rows.map(
       ([, row]) => new LoadedService(row.head, row.owner, row.fileDigest, row.revision, endpoints.get(row.head.name)!),

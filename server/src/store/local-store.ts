@@ -127,7 +127,6 @@ export class LocalStore implements Store {
       store.revision = store.durable = loaded.revision;
       for (const s of loaded.services) {
         store.services.set(s.head.name, s);
-        store.weights.set(s.head.name, sumWeights(s.loaded ?? s.endpoints.values()));
       }
     }
     return store;
@@ -218,7 +217,7 @@ export class LocalStore implements Store {
         name,
         size: current.endpoints.size,
         get: (key) => current.endpoints.get(key),
-        totalWeight: () => this.weights.get(name) ?? 0,
+        totalWeight: () => this.weightOf(name),
       });
       return this.applyPatch(g, current, change);
     });
@@ -231,7 +230,7 @@ export class LocalStore implements Store {
     const endpoints = current.endpoints;
     const previous = new Map<string, Endpoint | undefined>();
     const remember = (k: string) => previous.has(k) || previous.set(k, endpoints.get(k));
-    let weight = this.weights.get(name) ?? 0;
+    let weight = this.weightOf(name);
     for (const e of upserts) {
       const k = endpointKey(e);
       remember(k);
@@ -294,6 +293,18 @@ export class LocalStore implements Store {
     await this.settled();
     this.watchers.clear();
     await this.journal?.close();
+  }
+
+  /** A service's endpoint weight sum: kept as writes land, worked out on first need after a load. */
+  private weightOf(name: string): number {
+    let w = this.weights.get(name);
+    if (w === undefined) {
+      const held = this.services.get(name);
+      if (!held) return 0;
+      w = sumWeights(held.loaded ?? held.endpoints.values());
+      this.weights.set(name, w);
+    }
+    return w;
   }
 
   /** Sets a service (undefined: removes it) and its weight sum, with the undo. */
