@@ -47,8 +47,8 @@ export function endpointToJson(e: Endpoint): Obj {
   };
 }
 
-/** A JSON string: IP literals, hostnames and most locality values need no escaping. */
-function quote(s: string): string {
+/** `JSON.stringify(s)` for a string, faster: IP literals, hostnames and most locality values need no escaping. */
+export function jsonString(s: string): string {
   return PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
 }
 const PLAIN = /^[\w.:-]*$/;
@@ -61,12 +61,12 @@ export function endpointJson(e: Endpoint): string {
   const l = e.locality;
   let loc = localityJson.get(l);
   if (loc === undefined) {
-    loc = `{"region":${quote(l.region)},"zone":${quote(l.zone)},"subzone":${quote(l.subzone)}}`;
+    loc = `{"region":${jsonString(l.region)},"zone":${jsonString(l.zone)},"subzone":${jsonString(l.subzone)}}`;
     localityJson.set(l, loc);
   }
-  let out = `{"address":${quote(e.address)},"port":${e.port},"locality":${loc}`;
-  if (e.network) out += `,"network":${quote(e.network)}`;
-  if (e.node) out += `,"node":${quote(e.node)}`;
-  if (e.cluster) out += `,"cluster":${quote(e.cluster)}`;
-  return `${out},"labels":${JSON.stringify(e.labels)},"health":${quote(e.health)},"weight":${e.weight}}`;
+  let out = `{"address":${jsonString(e.address)},"port":${e.port},"locality":${loc}`;
+  if (e.network) out += `,"network":${jsonString(e.network)}`;
+  if (e.node) out += `,"node":${jsonString(e.node)}`;
+  if (e.cluster) out += `,"cluster":${jsonString(e.cluster)}`;
+  return `${out},"labels":${JSON.stringify(e.labels)},"health":${jsonString(e.health)},"weight":${e.weight}}`;
 }

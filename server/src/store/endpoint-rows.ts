@@ -16,9 +16,8 @@
  * endpoints of one locality share its object. Format 1 (a plain list)
  * is still read.
  */
-import { endpointKey, type Endpoint, type Health } from '../domain/service.js';
-import type { HeldService } from './local-store.js';
-import type { ServiceHead } from './store.js';
+import type { Endpoint, Health } from '../domain/service.js';
+import { jsonString } from '../domain/spec-json.js';
 import { NO_LABELS, type Locality } from '../domain/locality.js';
 
 /** Encodes endpoints as one format-2 bucket value. */
@@ -31,7 +30,7 @@ export function encodeBucket(endpoints: Iterable<Endpoint>): string {
     let loc = localities.get(ep.locality);
     if (loc === undefined) {
       const l = ep.locality;
-      const text = `[${quote(l.region)},${quote(l.zone)},${quote(l.subzone)}]`;
+      const text = `[${jsonString(l.region)},${jsonString(l.zone)},${jsonString(l.subzone)}]`;
       loc = byValue.get(text);
       if (loc === undefined) {
         loc = byValue.size;
@@ -61,22 +60,14 @@ function row(ep: Endpoint, loc: number): string {
             : ep.weight !== 1
               ? 3
               : 2;
-  let out = `[${quote(ep.address)},${ep.port},${loc}`;
+  let out = `[${jsonString(ep.address)},${ep.port},${loc}`;
   if (last >= 3) out += `,${ep.weight}`;
-  if (last >= 4) out += `,${quote(ep.health)}`;
-  if (last >= 5) out += `,${quote(ep.network)}`;
-  if (last >= 6) out += `,${quote(ep.node)}`;
-  if (last >= 7) out += `,${quote(ep.cluster)}`;
+  if (last >= 4) out += `,${jsonString(ep.health)}`;
+  if (last >= 5) out += `,${jsonString(ep.network)}`;
+  if (last >= 6) out += `,${jsonString(ep.node)}`;
+  if (last >= 7) out += `,${jsonString(ep.cluster)}`;
   if (last >= 8) out += `,${JSON.stringify(ep.labels)}`;
   return `${out}]`;
-}
-
-/** Characters a JSON string holds as they are. */
-const PLAIN = /^[\w.:-]*$/;
-
-/** A JSON string: IP literals, hostnames and most locality values need no escaping. */
-function quote(s: string): string {
-  return PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
 }
 
 function hasLabels(labels: Readonly<Record<string, string>>): boolean {
@@ -117,41 +108,5 @@ export function decodeBucket(
       weight: r[3] ?? 1,
     };
     into.push(ep);
-  }
-}
-
-/**
- * A service as loaded: its endpoints as a list, keyed by endpointKey only
- * when a write first needs the map. A start serves the list (the mesh keys
- * it itself), so a restart does not key 100k endpoints twice.
- */
-export class LoadedService implements HeldService {
-  declare readonly fileDigest?: string;
-  private map: Map<string, Endpoint> | undefined;
-  private list: readonly Endpoint[] | undefined;
-
-  constructor(
-    readonly head: ServiceHead,
-    readonly owner: HeldService['owner'],
-    fileDigest: string | undefined,
-    readonly revision: number,
-    list: readonly Endpoint[],
-  ) {
-    if (fileDigest !== undefined) this.fileDigest = fileDigest;
-    this.list = list;
-  }
-
-  get endpoints(): Map<string, Endpoint> {
-    if (!this.map) {
-      const map = new Map<string, Endpoint>();
-      for (const ep of this.list ?? []) map.set(endpointKey(ep), ep);
-      this.map = map;
-      this.list = undefined;
-    }
-    return this.map;
-  }
-
-  get loaded(): readonly Endpoint[] | undefined {
-    return this.list;
   }
 }

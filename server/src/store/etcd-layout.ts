@@ -8,7 +8,7 @@
 import type { IWatchResponse } from 'etcd3';
 import { endpointKey, sameEndpoint, type Endpoint } from '../domain/service.js';
 import { bucketOf } from './buckets.js';
-import { toStored, type HeldService } from './local-store.js';
+import { toStored, type HeldService } from './held-service.js';
 import type { ServiceHead, StoreEvent } from './store.js';
 
 export type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; op: 'put' | 'patch' };

@@ -17,13 +17,10 @@
  * for larger services).
  */
 import { Etcd3, type IWatchResponse, type Watcher } from 'etcd3';
-import { CanopyError } from '../domain/errors.js';
 import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
-import { bucketOf, splitIntoBuckets, touchedBuckets } from './buckets.js';
-import { applyTransaction, BUCKETS, EtcdLayout, heldOf, rowOf, type Row } from './etcd-layout.js';
-import { toStored, type HeldService } from './local-store.js';
+import { applyTransaction, EtcdLayout, heldOf, type Row } from './etcd-layout.js';
+import { toStored, type HeldService } from './held-service.js';
 import {
-  headOf,
   StoreConflict,
   type EndpointEdit,
   type EndpointView,
@@ -35,17 +32,9 @@ import {
   type StoreEvent,
   type WatchHandlers,
 } from './store.js';
+import { EtcdHealth, notCommitted, unreachable } from './etcd-health.js';
+import { EtcdWrites, type Op, type PendingEdit } from './etcd-writes.js';
 import { WatchHistory } from './watch-history.js';
-
-type Op = ReturnType<Etcd3['put']> | ReturnType<Etcd3['delete']>;
-
-interface PendingEdit {
-  readonly edit: (current: EndpointView) => EndpointEdit;
-  readonly resolve: (revision: number | undefined) => void;
-  readonly reject: (err: unknown) => void;
-  /** Why the edit was refused in the last attempt. */
-  error?: unknown;
-}
 
 export interface EtcdStoreOptions {
   /** host:port of each etcd member. */
@@ -60,9 +49,6 @@ const ATTEMPTS = 50;
 const WRITE_DEADLINE_MS = 1000;
 /** More time for a large PUT: about 15 MB of JSON for 100k endpoints. */
 const DEADLINE_MS_PER_ENDPOINT = 0.05;
-/** How often readiness is checked with a linearizable read. */
-const PROBE_MS = 1000;
-/** How many past events a late watcher can be replayed. */
 
 export class EtcdStore implements Store {
   private readonly services = new Map<string, HeldService>();
@@ -70,18 +56,14 @@ export class EtcdStore implements Store {
   private readonly watchers = new Set<WatchHandlers>();
   private readonly history = new WatchHistory();
   private watcher: Watcher | undefined;
-  private healthy = true;
-  /** The watch stream is up. */
-  private watchUp = true;
-  /** The last linearizable read (the readiness probe) succeeded: etcd has a quorum for us. */
-  private readOk = true;
-  private probeTimer: NodeJS.Timeout | undefined;
+  private readonly health: EtcdHealth;
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
   /** Per service, the edits waiting for the next transaction (editEndpoints). */
   private readonly editBatches = new Map<string, PendingEdit[]>();
 
   private readonly layout: EtcdLayout;
+  private readonly writes: EtcdWrites;
 
   private constructor(
     private readonly client: Etcd3,
@@ -89,6 +71,17 @@ export class EtcdStore implements Store {
     readonly description: string,
   ) {
     this.layout = new EtcdLayout(prefix);
+    this.writes = new EtcdWrites(client, this.layout);
+    this.health = new EtcdHealth(
+      () =>
+        client
+          .get(this.layout.serviceKey('\u0000readiness'))
+          .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
+          .exec(),
+      (healthy) => {
+        for (const w of this.watchers) w.onHealth?.(healthy);
+      },
+    );
   }
 
   static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
@@ -107,7 +100,7 @@ export class EtcdStore implements Store {
       throw new Error(`cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`);
     }
     await store.follow();
-    store.probeQuorum();
+    store.health.start();
     return store;
   }
 
@@ -125,25 +118,7 @@ export class EtcdStore implements Store {
     return this.guarded(
       spec.name,
       opts.ifRevision,
-      (current) => {
-        const endpoints = new Map(spec.endpoints.map((e) => [endpointKey(e), e]));
-        const fileDigest = opts.keepFileDigest ? current?.fileDigest : opts.fileDigest;
-        const row: Row = {
-          head: headOf(spec),
-          owner: opts.owner,
-          ...(fileDigest !== undefined ? { fileDigest } : {}),
-          op: 'put',
-        };
-        const ops: Op[] = [this.client.put(this.layout.serviceKey(spec.name)).value(JSON.stringify(row))];
-        const before = current ? splitIntoBuckets(current.endpoints, BUCKETS) : [];
-        splitIntoBuckets(endpoints, BUCKETS).forEach((list, b) => {
-          if (list.length > 0)
-            ops.push(this.client.put(this.layout.bucketKey(spec.name, b)).value(JSON.stringify(list)));
-          else if ((before[b]?.length ?? 0) > 0)
-            ops.push(this.client.delete().key(this.layout.bucketKey(spec.name, b)));
-        });
-        return ops;
-      },
+      (current) => this.writes.put(spec, opts, current),
       spec.endpoints.length,
     ).then((r) => r as number);
   }
@@ -161,7 +136,11 @@ export class EtcdStore implements Store {
     removals: readonly string[],
     opts: { readonly ifRevision?: number } = {},
   ): Promise<number | undefined> {
-    return this.guarded(name, opts.ifRevision, (current) => current && this.patchOps(current, { upserts, removals }));
+    return this.guarded(
+      name,
+      opts.ifRevision,
+      (current) => current && this.writes.patch(current, { upserts, removals }),
+    );
   }
 
   /**
@@ -180,7 +159,7 @@ export class EtcdStore implements Store {
         this.guarded(name, undefined, (current) => {
           // Later edits go to the next transaction from here on.
           if (this.editBatches.get(name) === pending) this.editBatches.delete(name);
-          return current && this.editOps(current, pending);
+          return current && this.writes.edits(current, pending);
         }).then(
           (revision) => {
             for (const p of pending) {
@@ -193,66 +172,6 @@ export class EtcdStore implements Store {
       }
       batch.push({ edit, resolve, reject });
     });
-  }
-
-  /** The operations of a batch of edits applied in order to `current`; undefined when every edit was refused. */
-  private editOps(current: HeldService, pending: PendingEdit[]): Op[] | undefined {
-    const next = new Map(current.endpoints);
-    let total: number | undefined;
-    const touched = new Set<string>();
-    let applied = 0;
-    for (const p of pending) {
-      p.error = undefined;
-      try {
-        const { upserts, removals } = p.edit({
-          name: current.head.name,
-          size: next.size,
-          get: (key) => next.get(key),
-          totalWeight: () => (total ??= [...next.values()].reduce((n, e) => n + e.weight, 0)),
-        });
-        for (const key of removals) {
-          const held = next.get(key);
-          if (!held) continue;
-          if (total !== undefined) total -= held.weight;
-          next.delete(key);
-          touched.add(key);
-        }
-        for (const ep of upserts) {
-          const key = endpointKey(ep);
-          if (total !== undefined) total += ep.weight - (next.get(key)?.weight ?? 0);
-          next.set(key, ep);
-          touched.add(key);
-        }
-        applied++;
-      } catch (err) {
-        p.error = err;
-      }
-    }
-    return applied === 0 ? undefined : this.bucketOps(current, next, touched);
-  }
-
-  private patchOps(current: HeldService, { upserts, removals }: EndpointEdit): Op[] {
-    const next = new Map(current.endpoints);
-    for (const key of removals) next.delete(key);
-    for (const ep of upserts) next.set(endpointKey(ep), ep);
-    return this.bucketOps(current, next, [...removals, ...upserts.map((e) => endpointKey(e))]);
-  }
-
-  /** The service's row and the buckets of `touched` keys, as they are in `next`. */
-  private bucketOps(current: HeldService, next: ReadonlyMap<string, Endpoint>, touched: Iterable<string>): Op[] {
-    const name = current.head.name;
-    const row: Row = { ...rowOf(current), op: 'patch' };
-    const ops: Op[] = [this.client.put(this.layout.serviceKey(name)).value(JSON.stringify(row))];
-    const lists = new Map<number, Endpoint[]>([...touchedBuckets(touched, BUCKETS)].map((b) => [b, []]));
-    for (const [key, ep] of next) lists.get(bucketOf(key, BUCKETS))?.push(ep);
-    for (const [b, list] of lists) {
-      ops.push(
-        list.length > 0
-          ? this.client.put(this.layout.bucketKey(name, b)).value(JSON.stringify(list))
-          : this.client.delete().key(this.layout.bucketKey(name, b)),
-      );
-    }
-    return ops;
   }
 
   delete(name: string, opts: { readonly ifRevision?: number } = {}): Promise<number | undefined> {
@@ -268,13 +187,13 @@ export class EtcdStore implements Store {
   watch(fromRevision: number, handlers: WatchHandlers): () => void {
     this.history.replay(fromRevision, this.revision, handlers);
     this.watchers.add(handlers);
-    handlers.onHealth?.(this.healthy);
+    handlers.onHealth?.(this.health.healthy);
     return () => this.watchers.delete(handlers);
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    clearTimeout(this.probeTimer);
+    this.health.stop();
     this.watchers.clear();
     await this.watcher?.cancel().catch(() => {});
     this.client.close();
@@ -415,11 +334,11 @@ export class EtcdStore implements Store {
     this.history.clear(); // older revisions cannot be replayed across the gap
     for (const w of [...this.watchers]) if (events.length > 0) w.onEvents(events);
     await this.follow();
-    this.setWatchUp(true);
+    this.health.watch(true);
   }
 
   private watchEnded(): void {
-    this.setWatchUp(false);
+    this.health.watch(false);
     if (this.closed) return;
     setTimeout(() => {
       if (!this.closed) this.resync().catch(() => this.watchEnded());
@@ -433,44 +352,10 @@ export class EtcdStore implements Store {
       .startRevision(String(this.revision + 1))
       .create();
     this.watcher.on('data', (res) => this.applyWatch(res));
-    this.watcher.on('disconnected', () => this.setWatchUp(false));
-    this.watcher.on('connected', () => this.setWatchUp(true));
+    this.watcher.on('disconnected', () => this.health.watch(false));
+    this.watcher.on('connected', () => this.health.watch(true));
     // A cancelled watch never resumes by itself (etcd3 drops it): start over from a fresh read.
     this.watcher.on('error', () => this.watchEnded());
-  }
-
-  private setWatchUp(up: boolean): void {
-    this.watchUp = up;
-    this.setHealthy(up && this.readOk);
-  }
-
-  /**
-   * Readiness follows a linearizable read, once a second: a watch stays
-   * connected to a member that lost quorum, but such a member cannot serve
-   * this read (nor commit a write), so the replica reports not ready.
-   */
-  private probeQuorum(): void {
-    if (this.closed) return;
-    this.client
-      .get(this.layout.serviceKey('\u0000readiness'))
-      .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
-      .exec()
-      .then(
-        () => true,
-        () => false,
-      )
-      .then((ok) => {
-        this.readOk = ok;
-        this.setHealthy(ok && this.watchUp);
-        this.probeTimer = setTimeout(() => this.probeQuorum(), PROBE_MS);
-        this.probeTimer.unref();
-      });
-  }
-
-  private setHealthy(healthy: boolean): void {
-    if (this.healthy === healthy) return;
-    this.healthy = healthy;
-    for (const w of this.watchers) w.onHealth?.(healthy);
   }
 
   /** One watch response → one StoreEvent per transaction (events of one revision). */
@@ -493,22 +378,4 @@ export class EtcdStore implements Store {
     this.history.record(events);
     for (const w of [...this.watchers]) w.onEvents(events);
   }
-}
-
-/** A transaction etcd did not commit in time (no quorum, no leader) or at all. */
-function notCommitted(err: unknown, deadlineMs: number): Error {
-  const e = err as { code?: number; message?: string; constructor?: { name?: string } };
-  if (e.code === 4 || /deadline/i.test(`${e.constructor?.name ?? ''} ${e.message ?? ''}`)) {
-    return new CanopyError(
-      'CANOPY_NOT_READY',
-      `the store (etcd) did not commit the write within ${Math.round(deadlineMs)} ms (no quorum or no leader?); it may not have been stored`,
-    );
-  }
-  return err instanceof Error ? err : new Error(String(err));
-}
-
-/** etcd's own failures (down, no leader, timeouts) are a store that cannot be reached: 503, not a bug. */
-function unreachable(err: unknown): never {
-  if (err instanceof CanopyError) throw err;
-  throw new CanopyError('CANOPY_NOT_READY', `the store (etcd) cannot be written: ${(err as Error).message}`);
 }

@@ -83,7 +83,7 @@ export function fileEntryDigest(spec: ServiceSpec): string {
   const text = JSON.stringify(serviceSpecToJson({ ...spec, endpoints: [] }));
   const at = text.indexOf(EMPTY_ENDPOINTS);
   const hash = createHash('sha256');
-  if (at < 0) return hash.update(JSON.stringify(serviceSpecToJson(spec))).digest('base64url');
+  if (at < 0) throw new Error('a canonical service entry without its endpoints field');
   hash.update(text.slice(0, at + EMPTY_ENDPOINTS.length - 1));
   let piece = '';
   spec.endpoints.forEach((ep, i) => {

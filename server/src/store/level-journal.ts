@@ -31,8 +31,8 @@ import { localityInterner } from '../domain/locality.js';
 import type { Endpoint } from '../domain/service.js';
 import { endpointKey } from '../domain/service.js';
 import { bucketOf as bucketFor, splitIntoBuckets } from './buckets.js';
-import { decodeBucket, encodeBucket, LoadedService } from './endpoint-rows.js';
-import type { HeldService, Journal, JournalBatch } from './local-store.js';
+import { decodeBucket, encodeBucket } from './endpoint-rows.js';
+import { LoadedService, type HeldService, type Journal, type JournalBatch } from './held-service.js';
 import type { ServiceHead } from './store.js';
 
 type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; revision: number; buckets?: number };

@@ -20,60 +20,14 @@ import {
   type EndpointView,
   type PutEntry,
   type PutOptions,
-  type ServiceHead,
   type Snapshot,
   type Store,
   type StoredService,
   type StoreEvent,
   type WatchHandlers,
 } from './store.js';
+import { toStored, type HeldService, type Journal, type JournalBatch, type JournalPut } from './held-service.js';
 import { WatchHistory } from './watch-history.js';
-
-/** A service as held: the head and the endpoints by key, so a patch touches only its keys. */
-export interface HeldService {
-  readonly head: ServiceHead;
-  readonly owner: StoredService['owner'];
-  readonly fileDigest?: string;
-  readonly revision: number;
-  readonly endpoints: Map<string, Endpoint>;
-  /**
-   * The endpoints, in the map's order, while nothing has read the map (a
-   * journal's load may key them only when a write needs it); undefined once
-   * it has.
-   */
-  readonly loaded?: readonly Endpoint[] | undefined;
-}
-
-/** Where a LocalStore's writes become durable. */
-export interface Journal {
-  readonly description: string;
-  load(): Promise<{ revision: number; services: HeldService[] }>;
-  /** A group of writes that become durable together, in one synced write. */
-  begin(): JournalBatch;
-  /** A durable write that changes nothing: succeeds once the journal can write again after a failure. */
-  probe?(): Promise<void>;
-  close(): Promise<void>;
-}
-
-/**
- * Writes staged in order, each describing the service as it is in memory
- * right after that write; `commit` writes them all atomically and durably.
- */
-export interface JournalBatch {
-  put(revision: number, service: HeldService): void;
-  patch(revision: number, service: HeldService, upserts: readonly Endpoint[], removals: readonly string[]): void;
-  delete(revision: number, name: string): void;
-  commit(): Promise<void>;
-  /** Forgets what was staged (the commit failed). */
-  rollback(): void;
-  /** Staged writes, including those that staged nothing new (e.g. a second write of one key). */
-  readonly size: number;
-}
-
-export interface JournalPut {
-  readonly revision: number;
-  readonly service: HeldService;
-}
 
 /** One write while a group is being built: how to stage it, undo it, and what it announces. */
 interface Group {
@@ -436,15 +390,6 @@ function checkRevision(name: string, current: HeldService | undefined, expected:
   if (expected === undefined) return;
   const actual = current?.revision ?? 0;
   if (actual !== expected) throw new StoreConflict(name, expected, actual);
-}
-
-export function toStored(held: HeldService): StoredService {
-  return {
-    spec: { ...held.head, endpoints: [...(held.loaded ?? held.endpoints.values())] },
-    owner: held.owner,
-    ...(held.fileDigest !== undefined ? { fileDigest: held.fileDigest } : {}),
-    revision: held.revision,
-  };
 }
 
 function compare(a: string, b: string): number {

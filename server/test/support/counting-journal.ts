@@ -3,7 +3,7 @@
  * how many writes are durable, and can fail the next commit (a full disk):
  * for tests of group commit and of what a failed commit undoes.
  */
-import type { Journal, JournalBatch } from '../../src/store/local-store.js';
+import type { Journal, JournalBatch } from '../../src/store/held-service.js';
 
 export class CountingJournal implements Journal {
   commits = 0;
