@@ -52,6 +52,8 @@ let version = 0;
 let encoded = new Map<string, Buffer>();
 /** Late encodes (a locality not pre-encoded): should stay 0, reported on stderr. */
 let late = 0;
+/** Distinct responses at the current version: what a push that encodes each once encodes. */
+let distinct = 0;
 
 /** Every locality's response at the current version: one cache, each distinct CLA encoded once. */
 function preEncode(): void {
@@ -73,6 +75,7 @@ function preEncode(): void {
     }
     encoded.set(keyOf(l), b);
   }
+  distinct = byEntry.size;
 }
 
 function bytesFor(l: Locality): Buffer {
@@ -113,7 +116,7 @@ const port = await new Promise<number>((resolve, reject) =>
   ),
 );
 const say = (o: object): void => void process.stdout.write(`${JSON.stringify(o)}\n`);
-say({ event: 'ready', address: `127.0.0.1:${port}` });
+say({ event: 'ready', address: `127.0.0.1:${port}`, distinct });
 
 let prepared: Buffer[] = [];
 createInterface({ input: process.stdin }).on('line', (line) => {
@@ -130,7 +133,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     version++;
     preEncode();
     prepared = streams.map((s) => bytesFor(s.locality));
-    say({ event: 'prepared' });
+    say({ event: 'prepared', distinct });
   } else if (cmd === 'write') {
     for (let n = 0; n < Number(a); n++) streams.forEach((s, i) => s.call.write(prepared[i] as Buffer));
     say({ event: 'written' });

@@ -8,7 +8,7 @@ import type { AdminDuringReloadFigures } from './config-reload.js';
 import type { FanoutFigures } from './fanout.js';
 import type { incrementalUpdate } from './incremental.js';
 import type { MemoizedFigures } from './memoized.js';
-import type { ProtocolFigures, ServerFigures } from './server.js';
+import type { EncodeCount, ProtocolFigures, ServerFigures } from './server.js';
 import { decided, show } from './stats.js';
 
 export interface Goal {
@@ -171,6 +171,7 @@ function serverGoals(macro: ServerFigures): Goal[] {
         met: verdict(decided(one.cpu) <= 1.3),
       });
     }
+    if (sotw.encodes) out.push(encodeGoal(sotw.encodes, at));
     const peak = Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB));
     out.push({
       goal: `SotW RSS per stream ≤ 60 KB, settled and peak (${macro.claBytes}-byte CLAs)`,
@@ -205,4 +206,24 @@ function serverGoals(macro: ServerFigures): Goal[] {
     met: oneLeds ? verdict(oneLeds.bytesPerStream.max <= 2048 && decided(oneLeds.p99PerPass) <= 500) : 'not measured',
   });
   return out;
+}
+
+/** Canopy's encodes in a push equal the distinct responses the bare writer holds for the same streams, every pass. */
+function encodeGoal(encodes: NonNullable<ProtocolFigures['encodes']>, at: string): Goal {
+  const exact = (e: EncodeCount): boolean => e.pairs.every(([n, d]) => n === d * e.pushes);
+  const line = (what: string, e: EncodeCount): string => {
+    const ns = [...new Set(e.pairs.map(([n]) => n))].join('/');
+    const ds = [...new Set(e.pairs.map(([, d]) => d))].join('/');
+    const pushes = e.pushes === 1 ? '' : ` over ${e.pushes} pushes`;
+    const equal = e.pairs.filter(([n, d]) => n === d * e.pushes).length;
+    return `${what}: ${ns} encodes${pushes} for ${ds} distinct (${equal} of ${e.pairs.length} passes exact)`;
+  };
+  const one = encodes.bursts.find((b) => b.changes === 1);
+  return {
+    goal: 'SotW encodes per push = distinct responses (initial sync and one flip)',
+    figure: [line('initial', encodes.initial), ...encodes.bursts.map((b) => line(`${b.changes} change(s)`, b))]
+      .join('; ')
+      .concat(` ${at}`),
+    met: verdict(exact(encodes.initial) && (one ? exact(one) : undefined)),
+  };
 }

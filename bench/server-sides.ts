@@ -23,6 +23,10 @@ export interface Side {
   change(first: number, changes: number, burst: number, writes: number): Promise<void>;
   /** Run before the mark: anything the side prepares untimed. */
   prepare(first: number, changes: number): Promise<void>;
+  /** Responses encoded to be shared so far (Canopy's `canopy_xds_shared_encodes_total`), where the side counts them. */
+  encodes?(): Promise<number>;
+  /** Distinct responses at the side's current state (what the bare writer pre-encoded), where it knows them. */
+  distinct?(): number;
 }
 
 export function claBytesOf(endpoints: readonly Endpoint[]): number {
@@ -59,6 +63,12 @@ export async function withCanopy<T>(
       server: canopy,
       target: String(ready['xds']),
       prepare: async () => {},
+      encodes: async () => {
+        const text = await fetch(`${admin}/metrics`).then((r) => r.text());
+        const n = /^canopy_xds_shared_encodes_total (\d+)$/m.exec(text)?.[1];
+        if (n === undefined) throw new Error('canopy_xds_shared_encodes_total is not in /metrics');
+        return Number(n);
+      },
       change: async (first, changes) => {
         const responses = await Promise.all(
           flip(first, changes).map((f) =>
@@ -88,13 +98,16 @@ export async function withBare<T>(
   const bare = start(args, 'bare server', env);
   try {
     const ready = await bare.next('ready');
+    let distinct = typeof ready['distinct'] === 'number' ? ready['distinct'] : undefined;
     return await run({
       server: bare,
       target: String(ready['address']),
       prepare: async (first, changes) => {
         bare.send(`prepare ${first} ${changes}`);
-        await bare.next('prepared');
+        const prepared = await bare.next('prepared');
+        if (typeof prepared['distinct'] === 'number') distinct = prepared['distinct'];
       },
+      ...(distinct !== undefined ? { distinct: () => distinct as number } : {}),
       change: async (_first, _changes, b, writes) => {
         bare.send(writeCommand(b, writes));
         await bare.next('written');

@@ -83,11 +83,21 @@ export interface PairRatios {
   }[];
 }
 
+/** Canopy's shared encodes in a push against the distinct responses the bare writer holds for the same streams. */
+export interface EncodeCount {
+  /** Canopy's pushes per stream in the burst (median over streams and passes); 1 for the initial sync. */
+  readonly pushes: number;
+  /** Pair by pair: [Canopy's encodes, the bare writer's distinct responses]. */
+  readonly pairs: readonly (readonly [number, number])[];
+}
+
 export interface ProtocolFigures {
   readonly canopy: SideFigures;
   readonly bare: SideFigures;
   readonly ratios: PairRatios;
   readonly pairs: number;
+  /** SotW: encodes per push against distinct responses, for the initial sync and each burst size. */
+  readonly encodes?: { readonly initial: EncodeCount; readonly bursts: readonly (EncodeCount & { changes: number })[] };
 }
 
 export interface ServerFigures {
@@ -133,6 +143,9 @@ interface Pass {
   readonly initialWallMs: number;
   readonly rssKB: number;
   readonly bursts: PassBurst[];
+  /** The initial sync's and each burst's: Canopy's shared encodes, or the bare writer's distinct responses. */
+  readonly encodes?: number[];
+  readonly distinct?: number[];
 }
 
 /**
@@ -143,12 +156,26 @@ interface Pass {
 async function onePass(side: Side, shape: Shape, mode: ServerMode, writes?: readonly number[]): Promise<Pass> {
   const pid = side.server.proc.pid!;
   await sleep(300);
+  // Counted outside the timed windows: a scrape of Canopy's /metrics before and after each.
+  const encodes: number[] = [];
+  const distinct: number[] = [];
+  let e0 = await side.encodes?.();
+  /** Encodes since the last count: a new phase's, or (`late`) the last phase's, counted before the next starts. */
+  const counted = async (late = false): Promise<void> => {
+    if (e0 === undefined || !side.encodes) return;
+    const e = await side.encodes();
+    if (late && encodes.length) encodes[encodes.length - 1]! += e - e0;
+    else encodes.push(e - e0);
+    e0 = e;
+  };
+  if (side.distinct) distinct.push(side.distinct());
   const cpu0 = cpuMs(pid);
   const clients = start(clientArgs(side.target, shape.streams, shape.localities, mode), 'clients');
   try {
     // Thousands of 256 KB first responses take a while on a loaded 2-core machine.
     const ready = await clients.next('ready', 600_000);
     const initialCpuMs = cpuMs(pid) - cpu0;
+    await counted();
     if (mode === 'leds' && Number(ready['ledsStreams']) === 0) {
       throw new Error('the server named no LEDS collection in its CLAs (full CLAs on delta): LEDS not served');
     }
@@ -159,12 +186,22 @@ async function onePass(side: Side, shape: Shape, mode: ServerMode, writes?: read
     const bursts: PassBurst[] = [];
     for (const [b, changes] of BURSTS.entries()) {
       await side.prepare(firstOf(changes), changes);
+      if (side.distinct) distinct.push(side.distinct());
+      await counted(true);
       resetPeak(pid);
       const c0 = cpuMs(pid);
       const settled = await burst(clients, () => side.change(firstOf(changes), changes, b, writes?.[b] ?? 1));
       bursts.push({ changes, ...settled, cpuMs: cpuMs(pid) - c0, peakKB: statusKB(pid, 'VmHWM') });
+      await counted();
     }
-    return { initialCpuMs, initialWallMs: Number(ready['ms']), rssKB, bursts };
+    return {
+      initialCpuMs,
+      initialWallMs: Number(ready['ms']),
+      rssKB,
+      bursts,
+      ...(side.encodes ? { encodes } : {}),
+      ...(side.distinct ? { distinct } : {}),
+    };
   } finally {
     await clients.stop();
   }
@@ -211,7 +248,21 @@ async function interleaved(canopy: Side, bare: Side, shape: Shape, mode: ServerM
     passes.bare.push(b);
   }
   const pairs = passes.canopy.map((c, i) => [c, passes.bare[i]!] as const);
+  const counts = (at: number) => pairs.map(([c, b]) => [c.encodes?.[at] ?? NaN, b.distinct?.[at] ?? NaN] as const);
+  const counted = mode === 'sotw' && pairs.every(([c, b]) => c.encodes?.length && b.distinct?.length);
   return {
+    ...(counted
+      ? {
+          encodes: {
+            initial: { pushes: 1, pairs: counts(0) },
+            bursts: BURSTS.map((changes, k) => ({
+              changes,
+              pushes: median(passes.canopy.flatMap((c) => c.bursts[k]!.counts)),
+              pairs: counts(k + 1),
+            })),
+          },
+        }
+      : {}),
     canopy: sideFigures(passes.canopy, rss0.canopy, shape.streams),
     bare: sideFigures(passes.bare, rss0.bare, shape.streams),
     ratios: {

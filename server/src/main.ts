@@ -30,6 +30,7 @@ import { teeObserver, type XdsObserver } from './sessions/observer.js';
 import { registerLoadMetrics } from './admin/load-metrics.js';
 import { LoadController } from './sessions/load-controller.js';
 import { PushPipeline } from './sessions/push-pipeline.js';
+import { sharedEncodeCount } from './sessions/shared-responses.js';
 import { KERNEL_HOSTNAMES, kernelUnsupported } from './domain/policy.js';
 import { kindOf } from './domain/client.js';
 import { packagePath } from './paths.js';
@@ -143,6 +144,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       pipeline.clients(0).map((c) => ({ kind: kindOf(c.placement), protocol: c.protocol ?? 'sotw' })),
     storeUp: () => feed.connected,
     version: packageVersion(),
+    sharedEncodes: sharedEncodeCount,
   });
   const reloads = configReloadMetrics(registry);
   const observer = opts.observer ? teeObserver(metrics, opts.observer) : metrics;

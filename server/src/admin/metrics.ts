@@ -30,6 +30,8 @@ export interface MetricSources {
   readonly storeUp?: () => boolean;
   /** The running version, for canopy_build_info. */
   readonly version?: string;
+  /** Responses encoded so far to be shared by every stream that needs the same bytes (read at scrape time). */
+  readonly sharedEncodes?: () => number;
 }
 
 /** Every type a stream can carry: labelled series exist at zero before their first event. */
@@ -179,6 +181,20 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
       this.set(sources.claCache().entries);
     },
   });
+  const sharedEncodes = sources.sharedEncodes;
+  if (sharedEncodes) {
+    new Counter({
+      name: 'canopy_xds_shared_encodes_total',
+      help:
+        'DiscoveryResponses encoded once and shared by every stream that needs the same bytes: a push adds ' +
+        'one per distinct response, however many streams it goes to',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(sharedEncodes());
+      },
+    });
+  }
   new Gauge({
     name: 'canopy_tree_nodes',
     help: 'Nodes in all locality trees',
