@@ -61,15 +61,22 @@ describe('shared encodes', () => {
       assert.equal((await counter(server, 'canopy_xds_shared_encodes_total')) - encodes0, 2);
       assert.equal((await counter(server, 'canopy_xds_responses_total{type="EDS"}')) - sent0, 6);
 
-      const patched = await server.admin('PATCH', `/api/v1/services/echo/endpoints/${encodeURIComponent('10.0.1.2:80')}`, {
-        health: 'unhealthy',
-      });
+      const patched = await server.admin(
+        'PATCH',
+        `/api/v1/services/echo/endpoints/${encodeURIComponent('10.0.1.2:80')}`,
+        {
+          health: 'unhealthy',
+        },
+      );
       assert.equal(patched.status, 200);
       const pushed = await Promise.all(streams.map((s) => s.ads.next(10_000)));
       streams.forEach((s, k) => ack(s, pushed[k]!));
       const now = bodies(pushed);
       assert.equal(new Set(now).size, 2);
-      assert.ok(now.every((b, k) => b !== initial[k]), 'every stream got the change');
+      assert.ok(
+        now.every((b, k) => b !== initial[k]),
+        'every stream got the change',
+      );
       // Let anything late land before counting: still one encode per distinct response.
       await new Promise((r) => setTimeout(r, 300));
       assert.equal((await counter(server, 'canopy_xds_shared_encodes_total')) - encodes0, 4);

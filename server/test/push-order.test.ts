@@ -45,6 +45,38 @@ describe('the push by response', () => {
   });
 });
 
+describe('the push by share group', () => {
+  /** Encodes of one push to streams in REGIONS × ZONES placements whose bytes depend on the region only. */
+  async function pushEncodes(shareGroup: boolean): Promise<number> {
+    const REGIONS = 3;
+    const ZONES = 4;
+    // Room for one 256 KB response only, the collector running between writes.
+    const p = interleaved(REGIONS * ZONES * 2, REGIONS, {
+      zones: ZONES,
+      shareGroup,
+      pushWindow: 2,
+      sharedBytes: CLA_BYTES + 1024,
+      gc: collector(),
+    });
+    await p.until(1);
+    const pushed = sharedEncodeCount();
+    p.change();
+    await p.until(2);
+    p.ads.close();
+    return sharedEncodeCount() - pushed;
+  }
+
+  it('lets placements that get the same bytes through together when the type names its share group', async () => {
+    // The region is each placement's share group: one encode per region, though 12 placements ask.
+    assert.equal(await pushEncodes(true), 3);
+  });
+
+  it('encodes again when it can only tell placements apart (the reason for share groups)', async () => {
+    // By placement, each region's four zones go out as four groups, their response collected in between.
+    assert.ok((await pushEncodes(false)) > 3);
+  });
+});
+
 describe('the collection after a burst', () => {
   it('runs once writing has stopped after a big burst, once per burst', async () => {
     let collections = 0;

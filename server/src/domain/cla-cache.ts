@@ -67,18 +67,18 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
     this.liveSpans = options.liveSpans ?? false;
   }
 
+  /**
+   * The key a client's entry is cached under: clients with equal keys get the same entry. Pure (no entry
+   * made, no count moved): the push orders streams by it.
+   */
+  keyFor(service: ServiceState, client: Placement): string {
+    return this.keyed(service, client).key;
+  }
+
   lookup(service: ServiceState, client: Placement): ClaEntry<B> {
     const lb = service.spec.loadBalancing;
-    // A service with a locality policy keys on its tree node plus the client attributes the policy reads.
     const withPolicy = hasPolicy(lb.policy);
-    // A load-aware client node's CLA follows its weights this interval: keyed by node and epoch.
-    const node = service.load ? service.tree.matchPlacement(client) : undefined;
-    const weights = node ? service.load?.weights.get(node.id) : undefined;
-    const key = weights
-      ? `L${node!.id}#${service.load!.epoch}`
-      : withPolicy
-        ? policyKeyFor(service.tree, lb, client)
-        : planKeyFor(service.tree, lb, client);
+    const { key, node, weights } = this.keyed(service, client);
     const forService = this.current(service);
     const hit = forService.byKey.get(key);
     if (hit) {
@@ -101,6 +101,20 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
     forService.byKey.set(key, entry);
     this.entries++;
     return entry;
+  }
+
+  private keyed(service: ServiceState, client: Placement) {
+    const lb = service.spec.loadBalancing;
+    // A load-aware client node's CLA follows its weights this interval: keyed by node and epoch.
+    const node = service.load ? service.tree.matchPlacement(client) : undefined;
+    const weights = node ? service.load?.weights.get(node.id) : undefined;
+    const key = weights
+      ? `L${node!.id}#${service.load!.epoch}`
+      : // A service with a locality policy keys on its tree node plus the client attributes the policy reads.
+        hasPolicy(lb.policy)
+        ? policyKeyFor(service.tree, lb, client)
+        : planKeyFor(service.tree, lb, client);
+    return { key, node, weights };
   }
 
   /** The service's entries, brought up to its generation: kept where they follow the tree, dropped otherwise. */

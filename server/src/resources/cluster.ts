@@ -58,6 +58,13 @@ export function clusterType(
     demandScoped: true,
     pushRank: 0,
     names: () => mesh.list().map((s) => s.name),
+    // Proxyless, a plain service's cluster depends on its name alone; Envoy's and hostname services' are left
+    // to the placement.
+    shareGroup(name, client) {
+      if (kindOf(client) === 'envoy' || parseDnsChildName(name)) return undefined;
+      const service = mesh.get(parseIncarnatedName(name).service);
+      return service && claCache && isDnsService(service) ? undefined : kindOf(client);
+    },
     resolve(name, client) {
       const child = parseDnsChildName(name);
       if (child) {

@@ -46,6 +46,8 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
     demandScoped: true,
     pushRank: 2,
     names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames(), VIRTUAL_OUTBOUND_NAME],
+    // Proxyless, a listener depends on its name alone; Envoy's are left to the placement.
+    shareGroup: (_name, client) => (kindOf(client) === 'envoy' ? undefined : kindOf(client)),
     resolve(name, client) {
       if (kindOf(client) === 'envoy') {
         if (envoyVersion !== mesh.layoutVersion) {

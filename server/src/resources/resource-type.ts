@@ -23,6 +23,13 @@ export interface ResourceType {
   readonly demandScoped?: boolean;
   /** The resource as this client sees it, or undefined when it does not exist. */
   resolve(name: string, client: Client): Resource | undefined;
+  /**
+   * A key under which clients are sent the same resource for `name` (clients of one tree node get one
+   * CLA, wherever below it they are), or undefined when the type cannot tell. Cheap and free of side
+   * effects: the push lets streams with the same keys through back to back, so that each distinct
+   * response is encoded once. A hint for ordering only: a wrong key costs an encode, never a wrong byte.
+   */
+  shareGroup?(name: string, client: Client): string | undefined;
   /** The names of this type that a change to these services may have changed. */
   touchedBy(services: ReadonlySet<string>): Iterable<string>;
   /** Drops what a deleted service left behind. */

@@ -43,6 +43,8 @@ export function routeType(mesh: Mesh, incarnations: Incarnations, layouts = new 
     fullStateInSotw: false,
     pushRank: 3,
     names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames()],
+    // Proxyless, a route configuration depends on its name alone; Envoy's are left to the placement.
+    shareGroup: (_name, client) => (kindOf(client) === 'envoy' ? undefined : kindOf(client)),
     resolve(name, client) {
       if (kindOf(client) === 'envoy') {
         if (envoyVersion !== mesh.layoutVersion) {

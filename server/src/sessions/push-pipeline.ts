@@ -102,6 +102,8 @@ interface Conn {
   slot: NodeJS.Timeout | undefined;
   /** Waiting in the window's queue. */
   queued: boolean;
+  /** The share key worked out when the pending push started (the window queues by it), until the push is done. */
+  pushGroup: string | undefined;
   /** Streams with the same share key get the same bytes: the window lets them through together. */
   readonly group: () => string;
 }
@@ -194,7 +196,8 @@ export class PushPipeline {
     const groups = new Map<string, Conn[]>();
     for (const conn of this.conns.values()) {
       if (!conn.session.concerns(touched)) continue;
-      const g = conn.group();
+      // Worked out against the state this push sends (a tree node's key can change with the tree).
+      const g = (conn.pushGroup = conn.session.shareKey?.() ?? '');
       const list = groups.get(g);
       if (list) list.push(conn);
       else groups.set(g, [conn]);
@@ -241,7 +244,8 @@ export class PushPipeline {
       oversized: undefined,
       slot: undefined,
       queued: false,
-      group: () => session.shareKey?.() ?? '',
+      pushGroup: undefined,
+      group: () => conn.pushGroup ?? session.shareKey?.() ?? '',
     };
     this.conns.set(id, conn);
     let opened = false;
@@ -363,7 +367,7 @@ export class PushPipeline {
       if (response) return { response, changeAt: conn.changeAt };
       if (conn.due.size > 0) return this.next(conn);
     }
-    conn.pushTypes = conn.changeAt = undefined;
+    conn.pushTypes = conn.changeAt = conn.pushGroup = undefined;
     // The last response has been flushed (or there was nothing to send): the slot goes to the next stream.
     this.window.release(conn);
     if (this.window.idle) {

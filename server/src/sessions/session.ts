@@ -51,8 +51,9 @@ export interface Session<Request> {
   /** Subscribed types in push order: clusters and their endpoints before the listeners and routes that use them. */
   pushOrder(): string[];
   /**
-   * Streams with equal keys are likely to be sent the same bytes (the same protocol and placement): the push
-   * window lets them through back to back. A hint for ordering only: streams with one key may still differ.
+   * Streams with equal keys are likely to be sent the same bytes (the same protocol, and the same tree
+   * nodes or placement): the push window lets them through back to back. A hint for ordering only:
+   * streams with one key may still differ.
    */
   shareKey?(): string;
   concerns(touched: TouchedNames): boolean;

@@ -30,6 +30,9 @@ export interface TypeVersions {
 
 const NONE: readonly string[] = [];
 
+/** A stream subscribed to more names than this is grouped by its placement (the key stays short and cheap). */
+const MAX_GROUPED_NAMES = 16;
+
 export abstract class StreamSession<State extends SubscriptionState> {
   node: NodeInfo | undefined;
   placement: Client = placementOf(undefined);
@@ -152,7 +155,27 @@ export abstract class StreamSession<State extends SubscriptionState> {
 
   private share: string | undefined;
 
+  /**
+   * Streams likely to be sent the same bytes next. Where every subscribed type can say which clients get
+   * the same resource (EDS: the CLA cache's key, one per tree node), by that: client localities under one
+   * tree node then go out together. Otherwise by the placement (the protocol, locality and node).
+   */
   shareKey(): string {
+    let key = this.protocol;
+    for (const [typeUrl, state] of this.subscriptions) {
+      const type = this.types.get(typeUrl);
+      if (!type?.shareGroup || state.wildcard || state.names.size > MAX_GROUPED_NAMES) return this.placementKey();
+      key += `\n${typeUrl}`;
+      for (const name of state.names) {
+        const group = type.shareGroup(name, this.placement);
+        if (group === undefined) return this.placementKey();
+        key += `\n${name}\n${group}`;
+      }
+    }
+    return key;
+  }
+
+  private placementKey(): string {
     if (this.share !== undefined) return this.share;
     const { demand: _demand, ...where } = this.placement;
     const key = `${this.protocol} ${JSON.stringify(where)}`;

@@ -15,8 +15,11 @@ import assert from 'node:assert/strict';
 
 export const CLA_BYTES = 256 * 1024;
 
-/** A registry of one EDS resource, `svc`, whose bytes depend on the client's region only. */
-export function oneEdsRegistry(body: (region: string) => Uint8Array): ResourceRegistry {
+/**
+ * A registry of one EDS resource, `svc`, whose bytes depend on the client's region only; `shareGroup`: the
+ * type says so (as the real EDS type names the tree node a client gets its CLA from).
+ */
+export function oneEdsRegistry(body: (region: string) => Uint8Array, shareGroup = false): ResourceRegistry {
   return new ResourceRegistry([
     {
       typeUrl: ENDPOINT_TYPE,
@@ -24,6 +27,7 @@ export function oneEdsRegistry(body: (region: string) => Uint8Array): ResourceRe
       fullStateInSotw: false,
       pushRank: 1,
       names: () => ['svc'],
+      ...(shareGroup ? { shareGroup: (_name: string, client: Placement) => client.locality.region } : {}),
       resolve: (name: string, client: Placement) => makeResource(name, ENDPOINT_TYPE, body(client.locality.region)),
       touchedBy: (services) => services,
       forget: () => {},
@@ -37,12 +41,18 @@ export function collector(): () => void {
   return vm.runInNewContext('gc') as () => void;
 }
 
-/** `streams` streams over `regions` regions, interleaved (stream i in region i % regions); each flush is a turn later. */
+/**
+ * `streams` streams over `regions` regions, interleaved (stream i in region i % regions, and with `zones`, in
+ * zone ⌊i / regions⌋ % zones: the bytes still depend on the region only); each flush is a turn later.
+ */
 export function interleaved(
   streams: number,
   regions: number,
   opts: {
     pushWindow: number;
+    zones?: number;
+    /** The registry's type names the region as the share group of every client in it. */
+    shareGroup?: boolean;
     sharedBytes?: number;
     gc?: () => void;
     collect?: () => void;
@@ -55,7 +65,7 @@ export function interleaved(
     const b = Buffer.alloc(CLA_BYTES, region);
     b.write(`@${revision}`);
     return b;
-  });
+  }, opts.shareGroup);
   const ads = new PushPipeline({ resources: registry, debounceMs: 0, ...opts });
   /** The region of each write, in the order the pipeline wrote them. */
   const order: string[] = [];
@@ -80,7 +90,7 @@ export function interleaved(
         node: {
           id: `n${i}`,
           cluster: '',
-          locality: { region, zone: '', subzone: '' },
+          locality: { region, zone: opts.zones ? `z${Math.floor(i / regions) % opts.zones}` : '', subzone: '' },
           metadata: {},
           userAgentName: '',
         },
