@@ -18,6 +18,7 @@ import { serverClaCache } from '../src/resources/endpoint.js';
 import { canopyResources } from '../src/resources/registry.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from '../src/resources/type-urls.js';
 import { flatten } from '../src/wire/rope.js';
+import { ep, lb, service } from './support/builders.js';
 
 const LOCALITIES = ['r0/z0/s0', 'r0/z0/s1', 'r0/z1/s0', 'r1/z0/s0', 'r1/z1/s1', 'r2/z0/s0'];
 const CLIENT_LOCALITIES = [...LOCALITIES, 'r0/z0/s9', 'r0/z9/s9', 'r9/z9/s9', '//'];
@@ -41,30 +42,14 @@ const caseArb = fc.record({
 type Case = typeof caseArb extends fc.Arbitrary<infer T> ? T : never;
 
 function specOf(c: Case): ServiceSpec {
-  const endpoints: Endpoint[] = c.endpoints.map((e, i) => {
-    const [region = '', zone = '', subzone = ''] = e.locality.split('/');
-    return {
-      address: `10.0.0.${i}`,
-      port: 8080,
-      locality: { region, zone, subzone },
-      network: '',
-      node: '',
-      cluster: '',
-      labels: {},
-      health: e.health,
-      weight: e.weight,
-    };
-  });
+  const endpoints = c.endpoints.map((e) => ep({ locality: e.locality, health: e.health, weight: e.weight }));
+  const balancing = lb(c.mode, c.scopes);
   return {
-    name: 'svc',
-    loadBalancing: {
-      mode: c.mode,
-      routingPreference: c.scopes,
-      crossNetworkFailover: true,
-      overprovisioningFactor: 140,
-      ...(c.reach !== undefined && c.mode === 'failover' ? { reach: { minEndpoints: c.reach } } : {}),
-    },
-    endpoints,
+    ...service(
+      'svc',
+      endpoints,
+      c.reach !== undefined && c.mode === 'failover' ? { ...balancing, reach: { minEndpoints: c.reach } } : balancing,
+    ),
     unhealthy: c.unhealthy,
   };
 }
@@ -90,8 +75,10 @@ describe('share groups', () => {
         });
         for (const a of seen)
           for (const b of seen) {
-            if (a.client.kind !== 'envoy') assert.ok(a.group !== undefined, 'a plain service: a group for every client');
-            if (a.group !== undefined && a.group === b.group) assert.ok(a.bytes.equals(b.bytes), `group ${a.group}: the same bytes`);
+            if (a.client.kind !== 'envoy')
+              assert.ok(a.group !== undefined, 'a plain service: a group for every client');
+            if (a.group !== undefined && a.group === b.group)
+              assert.ok(a.bytes.equals(b.bytes), `group ${a.group}: the same bytes`);
             if (a.client.kind !== 'envoy' && b.client.kind !== 'envoy' && a.resource === b.resource)
               assert.equal(a.group, b.group, 'one CLA entry, one group');
           }
@@ -102,34 +89,15 @@ describe('share groups', () => {
 
   it('a tree change moves a client to another group when its CLA changes entry', () => {
     const mesh = new Mesh();
-    const endpoint = (address: string, zone: string): Endpoint => ({
-      address,
-      port: 80,
-      locality: { region: 'r', zone, subzone: '' },
-      network: '',
-      node: '',
-      cluster: '',
-      labels: {},
-      health: 'healthy',
-      weight: 1,
-    });
-    const spec = (endpoints: Endpoint[]): ServiceSpec => ({
-      name: 'svc',
-      loadBalancing: {
-        mode: 'failover',
-        routingPreference: ['region', 'zone'],
-        crossNetworkFailover: true,
-        overprovisioningFactor: 140,
-      },
-      endpoints,
-    });
-    mesh.put(spec([endpoint('10.0.0.1', 'a')]));
+    const inA = ep({ locality: 'r/a' });
+    const spec = (endpoints: Endpoint[]): ServiceSpec => service('svc', endpoints, lb('failover', ['region', 'zone']));
+    mesh.put(spec([inA]));
     const eds = canopyResources(mesh, serverClaCache()).get(ENDPOINT_TYPE)!;
     const inB: Client = { ...emptyPlacement(), locality: { region: 'r', zone: 'b', subzone: '' } };
     const inC: Client = { ...emptyPlacement(), locality: { region: 'r', zone: 'c', subzone: '' } };
     // Zones b and c have no endpoints: both fall back to the region, one group.
     assert.equal(eds.shareGroup?.('svc', inB), eds.shareGroup?.('svc', inC));
-    mesh.put(spec([endpoint('10.0.0.1', 'a'), endpoint('10.0.0.2', 'b')]));
+    mesh.put(spec([inA, ep({ locality: 'r/b' })]));
     // Now b has its own zone: b's CLA differs from c's, and so does its group.
     assert.notEqual(eds.shareGroup?.('svc', inB), eds.shareGroup?.('svc', inC));
     assert.notDeepEqual(flatten(eds.resolve('svc', inB)!.any), flatten(eds.resolve('svc', inC)!.any));
@@ -137,17 +105,7 @@ describe('share groups', () => {
 
   it("proxyless CDS, LDS and RDS: one group per kind, Envoy's left to the placement", () => {
     const mesh = new Mesh();
-    mesh.put({
-      name: 'svc',
-      port: 8080,
-      loadBalancing: {
-        mode: 'failover',
-        routingPreference: ['region'],
-        crossNetworkFailover: true,
-        overprovisioningFactor: 140,
-      },
-      endpoints: [],
-    });
+    mesh.put({ ...service('svc', [], lb('failover', ['region'])), port: 8080 });
     const registry = canopyResources(mesh, serverClaCache());
     const grpcA: Client = { ...emptyPlacement(), locality: { region: 'a', zone: '', subzone: '' } };
     const grpcB: Client = { ...emptyPlacement(), locality: { region: 'b', zone: 'z', subzone: '' } };
