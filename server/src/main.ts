@@ -219,7 +219,13 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
   if (initial.unchangedFile)
     logger.info(
-      { file: opts.configPath, services: initial.unchanged, keptApiChanges: initial.keptApiChanges.length },
+      {
+        file: opts.configPath,
+        services: initial.unchanged,
+        keptApiChanges: initial.keptApiChanges.length,
+        // Not even read: its status was the one recorded (config-start.ts).
+        read: opts.startConfig?.unread !== true,
+      },
       'config file unchanged since the store applied it: not parsed again',
     );
 

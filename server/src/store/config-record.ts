@@ -36,6 +36,28 @@ export interface ConfigRecord {
   readonly services: Readonly<Record<string, string>>;
   /** The store's revision when the file had been applied: later writes to a listed service came from the API. */
   readonly revision: number;
+  /** The file's status and content digest when it was read, if it had settled by then (config-start.ts). */
+  readonly file?: FileStamp;
+}
+
+/**
+ * A config file's status (as `stat` gives it, in nanoseconds) and the digest of the content read after it.
+ * The change time moves on any write, rename over or status change and cannot be set back by tools, so a
+ * file with every field equal holds the recorded content (the rule git's index relies on).
+ */
+export interface FileStamp {
+  readonly dev: string;
+  readonly ino: string;
+  readonly size: string;
+  readonly mtimeNs: string;
+  readonly ctimeNs: string;
+  readonly digest: string;
+}
+
+function isStamp(x: unknown): x is FileStamp {
+  if (typeof x !== 'object' || x === null) return false;
+  const o = x as Record<string, unknown>;
+  return ['dev', 'ino', 'size', 'mtimeNs', 'ctimeNs', 'digest'].every((k) => typeof o[k] === 'string');
 }
 
 let version: string | undefined;
@@ -60,16 +82,18 @@ export function configKey(digest: string, format: ConfigFormat): string {
     .digest('base64url');
 }
 
-/** The record in `dataDir`, if there is one with this key. */
-export function readConfigRecord(dataDir: string, key: string): ConfigRecord | undefined {
+/** The record in `dataDir`, if there is one with this key (any key when `key` is undefined). */
+export function readConfigRecord(dataDir: string, key?: string): ConfigRecord | undefined {
   let parsed: Partial<ConfigRecord>;
   try {
     parsed = JSON.parse(readFileSync(path.join(dataDir, CONFIG_RECORD_FILE), 'utf8')) as Partial<ConfigRecord>;
   } catch {
     return undefined; // none yet, or torn: the full load makes a new one
   }
-  if (parsed.key !== key || typeof parsed.server !== 'object' || typeof parsed.services !== 'object') return undefined;
+  if (typeof parsed.key !== 'string' || (key !== undefined && parsed.key !== key)) return undefined;
+  if (typeof parsed.server !== 'object' || typeof parsed.services !== 'object') return undefined;
   if (typeof parsed.revision !== 'number' || parsed.server === null || parsed.services === null) return undefined;
+  if (parsed.file !== undefined && !isStamp(parsed.file)) return undefined;
   return parsed as ConfigRecord;
 }
 
@@ -83,13 +107,21 @@ export async function configRecord(
   key: string,
   config: CanopyConfig,
   revision: number,
+  file?: FileStamp,
 ): Promise<ConfigRecord> {
   const services: Record<string, string> = {};
   for (const spec of config.services) {
     const held = await store.get(spec.name);
     services[spec.name] = held?.fileDigest ?? fileEntryDigest(spec);
   }
-  return { key, server: config.server, ...(config.notes ? { notes: config.notes } : {}), services, revision };
+  return {
+    key,
+    server: config.server,
+    ...(config.notes ? { notes: config.notes } : {}),
+    services,
+    revision,
+    ...(file ? { file } : {}),
+  };
 }
 
 /** Written aside and renamed over: a crash leaves the old record or the new one, never half of one. */
