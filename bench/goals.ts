@@ -8,7 +8,7 @@ import type { AdminDuringReloadFigures } from './config-reload.js';
 import type { FanoutFigures } from './fanout.js';
 import type { incrementalUpdate } from './incremental.js';
 import type { MemoizedFigures } from './memoized.js';
-import type { EncodeCount, ProtocolFigures, ServerFigures } from './server.js';
+import type { EncodeCount, ProtocolFigures, ServerFigures } from './server-figures.js';
 import { decided, show } from './stats.js';
 
 export interface Goal {

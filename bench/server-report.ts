@@ -1,5 +1,5 @@
 /** How `npm run bench` prints the server macro run (server.ts). */
-import type { ProtocolFigures, ServerFigures, SideFigures } from './server.js';
+import type { ProtocolFigures, ServerFigures, SideFigures } from './server-figures.js';
 import { show } from './stats.js';
 
 function row(side: string, f: SideFigures) {

@@ -26,30 +26,10 @@ import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } f
 import { PushWindow } from './push-window.js';
 import { PushResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
+import type { StreamHandle, StreamSink, XdsLog } from './stream-sink.js';
 
 /** gRPC's default receive limit: a bigger response ends the stream of a client that kept the default. */
 export const DEFAULT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
-
-/** What the transport gives the pipeline for one stream. */
-export interface StreamSink {
-  /** Hands one response to the transport; `flushed` is called once it has left the transport's queue. */
-  write(bytes: Buffer, flushed: () => void): void;
-  end(): void;
-  /** Ends the stream with an error status (INVALID_ARGUMENT) carrying `detail`. */
-  reject(detail: string): void;
-}
-
-export interface StreamHandle<Request = DiscoveryRequest> {
-  receive(req: Request): void;
-  closed(): void;
-}
-
-/** The subset of pino the pipeline logs through. */
-export interface XdsLog {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  debug(obj: object, msg: string): void;
-}
 
 const silent: XdsLog = { info() {}, warn() {}, debug() {} };
 

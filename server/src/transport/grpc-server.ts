@@ -4,7 +4,8 @@
  * response serializer is the identity.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { PushPipeline, StreamHandle, StreamSink } from '../sessions/push-pipeline.js';
+import type { PushPipeline } from '../sessions/push-pipeline.js';
+import type { StreamHandle, StreamSink } from '../sessions/stream-sink.js';
 import type { LoadController } from '../sessions/load-controller.js';
 import { csdsHandlers, csdsServiceDefinition } from './csds-service.js';
 import { guardCsds } from './csds-access.js';
