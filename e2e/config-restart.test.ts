@@ -8,7 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -104,6 +105,41 @@ describe('canopy serve: restart on the same data directory', () => {
     assert.ok(said(fourth, UNCHANGED), 'the reloaded content was recorded');
     assert.deepEqual(await served(fourth, ['a', 'b']), before);
     await fourth.stop();
+  });
+
+  it('the same file left alone is not even read; written with its modification time put back, it is applied', async () => {
+    const file = path.join(dir, 'kept.yaml');
+    writeFileSync(file, stringify(mesh));
+    const settle = () => new Promise((r) => setTimeout(r, 2100));
+    await settle();
+    const serve = async (): Promise<CanopyProcess> => {
+      const p = await startCanopyProcess({}, ['--data-dir', path.join(dir, 'three')], { configFile: file });
+      running.push(p);
+      return p;
+    };
+    const first = await serve();
+    const before = await served(first, ['a', 'b']);
+    await first.stop();
+    const second = await serve();
+    assert.ok(said(second, '"read":false'), `not read:\n${second.logs().join('\n')}`);
+    assert.deepEqual(await served(second, ['a', 'b']), before);
+    await second.stop();
+
+    // Another endpoint address of the same length: the same size; the modification time put back to the ns.
+    const old = statSync(file, { bigint: true });
+    writeFileSync(file, stringify(mesh).replace('10.0.1.1', '10.0.1.9'));
+    const ns = old.mtimeNs.toString();
+    execFileSync('touch', ['-m', '-d', `@${ns.slice(0, -9)}.${ns.slice(-9)}`, file]);
+    assert.equal(statSync(file, { bigint: true }).size, old.size);
+    await settle();
+    const third = await serve();
+    assert.ok(!said(third, UNCHANGED), 'the written file is read and applied');
+    const b = (await third.admin('GET', '/api/v1/services/b')).body as { endpoints: { address: string }[] };
+    assert.deepEqual(
+      b.endpoints.map((e) => e.address),
+      ['10.0.1.9'],
+    );
+    await third.stop();
   });
 
   it('API writes made between restarts survive the unchanged file; a listed service deleted comes back', async () => {

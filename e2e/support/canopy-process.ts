@@ -36,14 +36,15 @@ process.once('exit', () => {
 
 /** `config` is an object written as YAML, or the file's text as it is (e.g. Istio, Kuma or Kubernetes documents). */
 /** `nodeArgs` go to node before the CLI (e.g. `--max-old-space-size=160`). */
+/** `configFile`: serve this file as the test left it (`config` is then not written). */
 export async function startCanopyProcess(
   config: object | string,
   extraArgs: string[] = [],
-  opts: { readonly nodeArgs?: readonly string[] } = {},
+  opts: { readonly nodeArgs?: readonly string[]; readonly configFile?: string } = {},
 ): Promise<CanopyProcess> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-e2e-'));
-  const configPath = path.join(dir, 'mesh.yaml');
-  writeFileSync(configPath, typeof config === 'string' ? config : stringify(config));
+  const configPath = opts.configFile ?? path.join(dir, 'mesh.yaml');
+  if (!opts.configFile) writeFileSync(configPath, typeof config === 'string' ? config : stringify(config));
   const child = spawn(
     process.execPath,
     [
@@ -59,7 +60,9 @@ export async function startCanopyProcess(
       '--admin-port',
       '0',
       // Each process its own embedded database, unless the test names one (a restart keeps it).
-      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store')) ? [] : ['--data-dir', path.join(dir, 'data')]),
+      ...(extraArgs.includes('--data-dir') || extraArgs.some((a) => a.startsWith('--store'))
+        ? []
+        : ['--data-dir', path.join(dir, 'data')]),
       ...extraArgs,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -89,7 +92,8 @@ export async function startCanopyProcess(
       clearTimeout(timer);
       reject(new Error(`canopy exited with ${code}:\n${lines.join('\n')}`));
       // After it was ready, the test sees only failed requests: say why the server went away.
-      if (code !== 0 && signal === null) process.stderr.write(`canopy exited with ${code}; its last output:\n${lines.slice(-20).join('\n')}\n`);
+      if (code !== 0 && signal === null)
+        process.stderr.write(`canopy exited with ${code}; its last output:\n${lines.slice(-20).join('\n')}\n`);
     });
   });
   let addresses: { xds: string; admin: string };
