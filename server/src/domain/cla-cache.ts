@@ -77,8 +77,7 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
 
   lookup(service: ServiceState, client: Placement): ClaEntry<B> {
     const lb = service.spec.loadBalancing;
-    const withPolicy = hasPolicy(lb.policy);
-    const { key, node, weights } = this.keyed(service, client);
+    const { key, node, weights, withPolicy } = this.keyed(service, client);
     const forService = this.current(service);
     const hit = forService.byKey.get(key);
     if (hit) {
@@ -108,13 +107,14 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
     // A load-aware client node's CLA follows its weights this interval: keyed by node and epoch.
     const node = service.load ? service.tree.matchPlacement(client) : undefined;
     const weights = node ? service.load?.weights.get(node.id) : undefined;
+    // A service with a locality policy keys on its tree node plus the client attributes the policy reads.
+    const withPolicy = hasPolicy(lb.policy);
     const key = weights
       ? `L${node!.id}#${service.load!.epoch}`
-      : // A service with a locality policy keys on its tree node plus the client attributes the policy reads.
-        hasPolicy(lb.policy)
+      : withPolicy
         ? policyKeyFor(service.tree, lb, client)
         : planKeyFor(service.tree, lb, client);
-    return { key, node, weights };
+    return { key, node, weights, withPolicy };
   }
 
   /** The service's entries, brought up to its generation: kept where they follow the tree, dropped otherwise. */

@@ -20,7 +20,7 @@ import {
 import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
 import { parseIncarnatedName, type Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
-import type { ResourceType } from './resource-type.js';
+import { proxylessShareGroup, type ResourceType } from './resource-type.js';
 import { escapeSegment, LEDS_PREFIX } from './leds-names.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LEDS_TYPE } from './type-urls.js';
 
@@ -58,12 +58,11 @@ export function clusterType(
     demandScoped: true,
     pushRank: 0,
     names: () => mesh.list().map((s) => s.name),
-    // Proxyless, a plain service's cluster depends on its name alone; Envoy's and hostname services' are left
-    // to the placement.
+    // A hostname service's clusters carry the client's CLA: left to the placement.
     shareGroup(name, client) {
-      if (kindOf(client) === 'envoy' || parseDnsChildName(name)) return undefined;
+      if (parseDnsChildName(name)) return undefined;
       const service = mesh.get(parseIncarnatedName(name).service);
-      return service && claCache && isDnsService(service) ? undefined : kindOf(client);
+      return service && claCache && isDnsService(service) ? undefined : proxylessShareGroup(client);
     },
     resolve(name, client) {
       const child = parseDnsChildName(name);

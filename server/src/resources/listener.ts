@@ -12,7 +12,7 @@ import { DEFAULT_VIRTUAL_OUTBOUND_PORT, routeNameOf, VIRTUAL_OUTBOUND_NAME } fro
 import { encodeGroupListener, encodeVirtualOutbound } from './envoy-listener.js';
 import { demanded, OutboundLayouts, outboundModeOf } from './outbound-layouts.js';
 import { makeResource, type Resource } from './resource.js';
-import type { ResourceType } from './resource-type.js';
+import { proxylessShareGroup, type ResourceType } from './resource-type.js';
 import { LISTENER_TYPE, ROUTE_TYPE } from './type-urls.js';
 
 const HCM_TYPE =
@@ -46,8 +46,7 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
     demandScoped: true,
     pushRank: 2,
     names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames(), VIRTUAL_OUTBOUND_NAME],
-    // Proxyless, a listener depends on its name alone; Envoy's are left to the placement.
-    shareGroup: (_name, client) => (kindOf(client) === 'envoy' ? undefined : kindOf(client)),
+    shareGroup: (_name, client) => proxylessShareGroup(client),
     resolve(name, client) {
       if (kindOf(client) === 'envoy') {
         if (envoyVersion !== mesh.layoutVersion) {

@@ -4,7 +4,7 @@
  * client, and which names a change to the mesh touches. Sessions (SotW and
  * delta) see resource types only through this interface and the registry.
  */
-import type { Client } from '../domain/client.js';
+import { kindOf, type Client } from '../domain/client.js';
 import type { DemandSet } from '../domain/demand.js';
 import type { NodeInfo } from '../wire/request.js';
 import type { Resource } from './resource.js';
@@ -94,4 +94,14 @@ export interface ResourceTypes {
 /** Resource names are service names for every type Canopy serves today. */
 export function servicesAsNames(services: ReadonlySet<string>): Iterable<string> {
   return services;
+}
+
+/**
+ * The share group of a resource a proxyless client gets by its name alone (its listener, route
+ * configuration, plain cluster): its kind. Envoy's depend on more (its outbound mode, its sidecar
+ * settings) and are left to the placement.
+ */
+export function proxylessShareGroup(client: Client): string | undefined {
+  const kind = kindOf(client);
+  return kind === 'envoy' ? undefined : kind;
 }

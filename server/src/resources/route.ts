@@ -12,7 +12,7 @@ import { encodeEnvoyRouteConfiguration } from './envoy-route.js';
 import type { Incarnations } from './incarnations.js';
 import { demanded, OutboundLayouts, outboundModeOf } from './outbound-layouts.js';
 import { makeResource, type Resource } from './resource.js';
-import type { ResourceType } from './resource-type.js';
+import { proxylessShareGroup, type ResourceType } from './resource-type.js';
 import { ROUTE_TYPE } from './type-urls.js';
 
 export function encodeRouteConfiguration(
@@ -43,8 +43,7 @@ export function routeType(mesh: Mesh, incarnations: Incarnations, layouts = new 
     fullStateInSotw: false,
     pushRank: 3,
     names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames()],
-    // Proxyless, a route configuration depends on its name alone; Envoy's are left to the placement.
-    shareGroup: (_name, client) => (kindOf(client) === 'envoy' ? undefined : kindOf(client)),
+    shareGroup: (_name, client) => proxylessShareGroup(client),
     resolve(name, client) {
       if (kindOf(client) === 'envoy') {
         if (envoyVersion !== mesh.layoutVersion) {

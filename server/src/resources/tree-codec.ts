@@ -32,8 +32,18 @@ export interface TreeMessage {
   /** Failover with the network as first level and cross-network failover (the CLA's network-first ranking). */
   readonly networkFirst: boolean;
   readonly scopes: readonly string[];
-  readonly nodes: readonly { readonly parent: number; readonly value: string; readonly start: number; readonly end: number }[];
-  readonly backends: readonly { readonly ipv4: number; readonly ipv6?: Uint8Array; readonly port: number; readonly weight: number }[];
+  readonly nodes: readonly {
+    readonly parent: number;
+    readonly value: string;
+    readonly start: number;
+    readonly end: number;
+  }[];
+  readonly backends: readonly {
+    readonly ipv4: number;
+    readonly ipv6?: Uint8Array;
+    readonly port: number;
+    readonly weight: number;
+  }[];
   /** Policy features the tree does not express (field 8); absent or empty when it is the whole policy. */
   readonly unsupportedPolicy?: readonly string[];
   /** Load-aware balancing: connects are counted per target locality and reported (field 11). */
@@ -73,7 +83,11 @@ export function ipv6String(bytes: Uint8Array): string {
 
 /** Can the kernel datapath serve this service? It needs an IPv4 or IPv6 VIP and a port. */
 export function kernelServable(spec: ServiceSpec): boolean {
-  return spec.vip !== undefined && spec.port !== undefined && (ipv4ToInt(spec.vip) !== undefined || ipv6Bytes(spec.vip) !== undefined);
+  return (
+    spec.vip !== undefined &&
+    spec.port !== undefined &&
+    (ipv4ToInt(spec.vip) !== undefined || ipv6Bytes(spec.vip) !== undefined)
+  );
 }
 
 function backendBodySize(ip: number | Uint8Array, port: number, weight: number): number {
@@ -87,7 +101,11 @@ function backendBodySize(ip: number | Uint8Array, port: number, weight: number):
  * with no backends stays, with an empty range, and the kernel treats it as
  * unmatched.
  */
-export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree, spills: readonly TreeSpill[] = []): Uint8Array {
+export function encodeLocalityTree(
+  spec: ServiceSpec,
+  tree: CompiledTree,
+  spills: readonly TreeSpill[] = [],
+): Uint8Array {
   const vip = spec.vip !== undefined ? ipv4ToInt(spec.vip) : undefined;
   const vip6 = spec.vip !== undefined && vip === undefined ? ipv6Bytes(spec.vip) : undefined;
   if ((vip === undefined && vip6 === undefined) || spec.port === undefined) {
@@ -122,10 +140,17 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree, spills
   const mode = TREE_MODES[spec.loadBalancing.mode];
   const unsupported = kernelUnsupported(spec.loadBalancing.policy, tree).map((f) => utf8Bytes(f));
   const lb = spec.loadBalancing;
-  const networkFirst = lb.mode === 'failover' && lb.crossNetworkFailover && tree.scopes[0] === 'network' && tree.scopes.length > 1;
+  const networkFirst =
+    lb.mode === 'failover' && lb.crossNetworkFailover && tree.scopes[0] === 'network' && tree.scopes.length > 1;
   const loadAware = isLoadAware(lb.loadAware);
   const spillBodies = loadAware ? spills.map(spillBody) : [];
-  let size = (loadAware ? 2 : 0) + fieldSize(1, name.length) + (vip6 ? fieldSize(10, 16) : 5) + varintFieldSize(3, spec.port) + (mode ? varintFieldSize(4, mode) : 0) + (networkFirst ? 2 : 0);
+  let size =
+    (loadAware ? 2 : 0) +
+    fieldSize(1, name.length) +
+    (vip6 ? fieldSize(10, 16) : 5) +
+    varintFieldSize(3, spec.port) +
+    (mode ? varintFieldSize(4, mode) : 0) +
+    (networkFirst ? 2 : 0);
   for (const f of unsupported) size += fieldSize(9, f.length);
   for (const b of spillBodies) size += fieldSize(12, b.size);
   for (const s of scopes) size += fieldSize(5, s.length);
@@ -176,7 +201,10 @@ export function encodeLocalityTree(spec: ServiceSpec, tree: CompiledTree, spills
 function spillBody(s: TreeSpill): TreeSpill & { size: number; leavesSize: number; weightsSize: number } {
   const leavesSize = s.leaves.reduce((t, v) => t + varintSize(v), 0);
   const weightsSize = s.weights.reduce((t, v) => t + varintSize(v), 0);
-  const size = (s.node ? varintFieldSize(1, s.node) : 0) + (leavesSize ? fieldSize(2, leavesSize) : 0) + (weightsSize ? fieldSize(3, weightsSize) : 0);
+  const size =
+    (s.node ? varintFieldSize(1, s.node) : 0) +
+    (leavesSize ? fieldSize(2, leavesSize) : 0) +
+    (weightsSize ? fieldSize(3, weightsSize) : 0);
   return { ...s, size, leavesSize, weightsSize };
 }
 
@@ -190,7 +218,9 @@ function packed(w: WireWriter, field: number, values: readonly number[], bodySiz
 let treeType: protobuf.Type | undefined;
 
 function localityTreeType(): protobuf.Type {
-  treeType ??= protobuf.loadSync(packagePath('proto', 'canopy', 'v1', 'locality_tree.proto')).lookupType('canopy.v1.LocalityTree');
+  treeType ??= protobuf
+    .loadSync(packagePath('proto', 'canopy', 'v1', 'locality_tree.proto'))
+    .lookupType('canopy.v1.LocalityTree');
   return treeType;
 }
 
@@ -209,7 +239,9 @@ interface RawTree {
   spills?: { node?: number; leaves?: number[]; weights?: number[] }[];
 }
 
-export type DecodedTree = { readonly ok: true; readonly tree: TreeMessage } | { readonly ok: false; readonly service: string; readonly error: string };
+export type DecodedTree =
+  | { readonly ok: true; readonly tree: TreeMessage }
+  | { readonly ok: false; readonly service: string; readonly error: string };
 
 /** Decodes (and checks the shape of) a tree; throws with the field at fault. */
 export function decodeLocalityTree(bytes: Uint8Array): TreeMessage {
@@ -240,7 +272,8 @@ function checkTree(raw: RawTree): TreeMessage {
   const mode = MODE_NAMES[raw.mode ?? 0];
   if (!mode) throw new Error(where(`mode ${raw.mode} is not RANDOM, FAILOVER or STRICT`));
   const v6 = raw.vip6 !== undefined && raw.vip6.length > 0;
-  if (v6 && (raw.vip6!.length !== 16 || raw.vip6!.every((x) => x === 0))) throw new Error(where('vip6 is not a 16-byte IPv6 address other than ::'));
+  if (v6 && (raw.vip6!.length !== 16 || raw.vip6!.every((x) => x === 0)))
+    throw new Error(where('vip6 is not a 16-byte IPv6 address other than ::'));
   const backends = (raw.backends ?? []).map((b) =>
     v6
       ? { ipv4: 0, ipv6: Uint8Array.from(b.ipv6 ?? []), port: b.port ?? 0, weight: b.weight || 1 }
@@ -249,10 +282,16 @@ function checkTree(raw: RawTree): TreeMessage {
   backends.forEach((b, i) => {
     if (b.port < 1 || b.port > 65535) throw new Error(where(`backends[${i}].port ${b.port} is not 1..65535`));
     if (v6) {
-      if (b.ipv6!.length !== 16 || b.ipv6!.every((x) => x === 0)) throw new Error(where(`backends[${i}].ipv6 is not a 16-byte IPv6 address other than ::`));
+      if (b.ipv6!.length !== 16 || b.ipv6!.every((x) => x === 0))
+        throw new Error(where(`backends[${i}].ipv6 is not a 16-byte IPv6 address other than ::`));
     } else if (b.ipv4 === 0) throw new Error(where(`backends[${i}].ipv4 is 0.0.0.0`));
   });
-  const nodes = (raw.nodes ?? []).map((n) => ({ parent: n.parent ?? 0, value: n.value ?? '', start: n.start ?? 0, end: n.end ?? 0 }));
+  const nodes = (raw.nodes ?? []).map((n) => ({
+    parent: n.parent ?? 0,
+    value: n.value ?? '',
+    start: n.start ?? 0,
+    end: n.end ?? 0,
+  }));
   const scopes = raw.scopes ?? [];
   if (nodes.length === 0) throw new Error(where('nodes is empty (the root is required)'));
   const depth = new Array<number>(nodes.length).fill(0);
@@ -261,7 +300,8 @@ function checkTree(raw: RawTree): TreeMessage {
       throw new Error(where(`nodes[${i}] range [${n.start}, ${n.end}) is outside backends[0, ${backends.length})`));
     }
     if (i === 0) {
-      if (n.start !== 0 || n.end !== backends.length) throw new Error(where('nodes[0] (the root) must cover every backend'));
+      if (n.start !== 0 || n.end !== backends.length)
+        throw new Error(where('nodes[0] (the root) must cover every backend'));
       return;
     }
     if (n.parent >= i) throw new Error(where(`nodes[${i}].parent ${n.parent} does not come before it`));
@@ -272,7 +312,11 @@ function checkTree(raw: RawTree): TreeMessage {
   });
   const unsupportedPolicy = raw.unsupportedPolicy ?? [];
   if (unsupportedPolicy.includes(KERNEL_HOSTNAMES))
-    throw new Error(where('refused: hostname endpoints; the kernel datapath connects to addresses and resolves no names (sidecars and proxyless clients resolve them)'));
+    throw new Error(
+      where(
+        'refused: hostname endpoints; the kernel datapath connects to addresses and resolves no names (sidecars and proxyless clients resolve them)',
+      ),
+    );
   const spills = checkSpills(raw.spills ?? [], nodes.length, depth, scopes.length, where);
   return {
     service,
@@ -291,7 +335,13 @@ function checkTree(raw: RawTree): TreeMessage {
 }
 
 /** Each spill names a node once, leaves (depth = scopes) and one positive weight per leaf. */
-function checkSpills(raw: NonNullable<RawTree['spills']>, nodes: number, depth: readonly number[], levels: number, where: (f: string) => string): TreeSpill[] {
+function checkSpills(
+  raw: NonNullable<RawTree['spills']>,
+  nodes: number,
+  depth: readonly number[],
+  levels: number,
+  where: (f: string) => string,
+): TreeSpill[] {
   const seen = new Set<number>();
   return raw.map((s, i) => {
     const node = s.node ?? 0;
@@ -300,7 +350,8 @@ function checkSpills(raw: NonNullable<RawTree['spills']>, nodes: number, depth: 
     if (node >= nodes) throw new Error(where(`spills[${i}].node ${node} is not a node`));
     if (seen.has(node)) throw new Error(where(`spills[${i}].node ${node} has another spill before it`));
     seen.add(node);
-    if (leaves.length !== weights.length) throw new Error(where(`spills[${i}] has ${leaves.length} leaves and ${weights.length} weights`));
+    if (leaves.length !== weights.length)
+      throw new Error(where(`spills[${i}] has ${leaves.length} leaves and ${weights.length} weights`));
     leaves.forEach((l, j) => {
       if (l >= nodes || depth[l] !== levels) throw new Error(where(`spills[${i}].leaves[${j}] ${l} is not a leaf`));
       if (!(weights[j]! > 0)) throw new Error(where(`spills[${i}].weights[${j}] is 0`));

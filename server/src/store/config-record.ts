@@ -82,15 +82,15 @@ export function configKey(digest: string, format: ConfigFormat): string {
     .digest('base64url');
 }
 
-/** The record in `dataDir`, if there is one with this key (any key when `key` is undefined). */
-export function readConfigRecord(dataDir: string, key?: string): ConfigRecord | undefined {
+/** The record in `dataDir`, if there is a whole one (the caller compares its key). */
+export function readConfigRecord(dataDir: string): ConfigRecord | undefined {
   let parsed: Partial<ConfigRecord>;
   try {
     parsed = JSON.parse(readFileSync(path.join(dataDir, CONFIG_RECORD_FILE), 'utf8')) as Partial<ConfigRecord>;
   } catch {
     return undefined; // none yet, or torn: the full load makes a new one
   }
-  if (typeof parsed.key !== 'string' || (key !== undefined && parsed.key !== key)) return undefined;
+  if (typeof parsed.key !== 'string') return undefined;
   if (typeof parsed.server !== 'object' || typeof parsed.services !== 'object') return undefined;
   if (typeof parsed.revision !== 'number' || parsed.server === null || parsed.services === null) return undefined;
   if (parsed.file !== undefined && !isStamp(parsed.file)) return undefined;

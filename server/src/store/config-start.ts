@@ -46,8 +46,9 @@ function stampOf(st: BigIntStats, digest: string): FileStamp {
   return { dev: s(st.dev), ino: s(st.ino), size: s(st.size), mtimeNs: s(st.mtimeNs), ctimeNs: s(st.ctimeNs), digest };
 }
 
-function sameStatus(a: FileStamp, b: FileStamp): boolean {
-  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+function sameStatus(recorded: FileStamp, st: BigIntStats): boolean {
+  const now = stampOf(st, recorded.digest);
+  return (['dev', 'ino', 'size', 'mtimeNs', 'ctimeNs'] as const).every((k) => recorded[k] === now[k]);
 }
 
 /**
@@ -58,11 +59,17 @@ export async function readStartConfig(file: string, dataDir?: string): Promise<V
   const format = configFormatOf(file);
   let bytes: Buffer;
   let st: BigIntStats;
+  let prior: ConfigRecord | undefined;
   try {
     // Before the read: a write after it moves the change time past the one recorded.
     st = statSync(file, { bigint: true });
-    const prior = settled(st) && dataDir !== undefined ? readConfigRecord(dataDir) : undefined;
-    if (prior?.file && sameStatus(prior.file, stampOf(st, '')) && prior.key === configKey(prior.file.digest, format)) {
+    prior = dataDir === undefined ? undefined : readConfigRecord(dataDir);
+    if (
+      settled(st) &&
+      prior?.file &&
+      sameStatus(prior.file, st) &&
+      prior.key === configKey(prior.file.digest, format)
+    ) {
       return { ok: true, value: { ...recordedStart(file, prior.file.digest, prior), stamp: prior.file, unread: true } };
     }
     // At start nothing else runs yet: read at once rather than in the thread pool's chunks.
@@ -73,7 +80,8 @@ export async function readStartConfig(file: string, dataDir?: string): Promise<V
   // Keyed by its bytes: a file the store already holds is never decoded.
   const digest = contentDigest(bytes);
   const stamp = settled(st) ? { stamp: stampOf(st, digest) } : {};
-  const recorded = dataDir === undefined ? undefined : readConfigRecord(dataDir, configKey(digest, format));
+  // The record read once: it holds this content when its key is this content's.
+  const recorded = prior?.key === configKey(digest, format) ? prior : undefined;
   if (recorded) return { ok: true, value: { ...recordedStart(file, digest, recorded), ...stamp } };
   const parsed = await parseConfigText(bytes.toString('utf8'), path.basename(file));
   return parsed.ok ? { ok: true, value: { file, digest, config: parsed.value, ...stamp } } : parsed;
