@@ -163,22 +163,21 @@ describe('the web view at 500 localities and 10,000 endpoints', () => {
       const inline = phone.locator('li.explain-inline #explain h3');
       await inline.waitFor({ timeout: 10_000 });
       assert.match((await inline.textContent()) ?? '', /A client at r9 \/ r9-z4/);
-      // Both boxes read in one frame (a refresh can re-render the tree between two separate reads), until they agree.
-      const under = `(() => {
+      // Both boxes read in one frame: the 1 s poll re-renders the tree, so two separate reads (or a locator's
+      // box) can fall either side of a re-render and find a detached row. The page reports what it measured.
+      const measure = `(() => {
         const row = document.querySelector('li.node[data-path="r9/r9-z4"]');
         const ex = document.querySelector('li.explain-inline');
-        if (!row || !ex) return false;
+        if (!row || !ex) return { row: !!row, explain: !!ex };
         const a = row.getBoundingClientRect();
         const b = ex.getBoundingClientRect();
-        return b.top >= a.bottom - 1 && b.top < a.bottom + 40;
+        return { row: true, explain: true, top: b.top, bottom: a.bottom, under: b.top >= a.bottom - 1 && b.top < a.bottom + 40 };
       })()`;
-      const placed = await phone.waitForFunction(under, undefined, { timeout: 10_000 }).then(
+      const placed = await phone.waitForFunction(`${measure}.under === true`, undefined, { timeout: 10_000 }).then(
         () => true,
         () => false,
       );
-      const node = (await zone.boundingBox())!;
-      const box = (await phone.locator('li.explain-inline').boundingBox())!;
-      assert.ok(placed, `under the node: ${box.y} vs ${node.y + node.height}`);
+      assert.ok(placed, `under the node: ${JSON.stringify(await phone.evaluate(measure))}`);
     } finally {
       await phone.close();
     }
