@@ -8,10 +8,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import type { Client } from '../src/domain/client.js';
 import { emptyPlacement, parseLocality } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
-import type { ServiceSpec } from '../src/domain/service.js';
+import { endpointKey, type Endpoint, type ServiceSpec } from '../src/domain/service.js';
+import { hasHostnames } from '../src/domain/dns-spec.js';
 import { parseConfig, parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
 import { readValidEndpointList } from '../src/domain/endpoint-list.js';
 import { serverClaCache } from '../src/resources/endpoint.js';
@@ -233,6 +235,54 @@ describe('an Envoy sidecar: a STRICT_DNS cluster with its own CLA inside', () =>
     );
     assert.equal(c['type'], 'EDS');
     assert.equal(registry.get(CLUSTER_TYPE)!.warms!('ips', at('r1/z1', 'envoy')).length, 2);
+  });
+
+  it('a service becomes a DNS service when a hostname endpoint comes, and an EDS one again when the last goes', () => {
+    const ip = ep({ locality: 'r1/z1' });
+    const host = ep({ address: 'd.example.test', port: 443, locality: 'r1/z2' });
+    const { mesh, registry } = setup(service('mixed', [ip]));
+    const typeNow = () =>
+      decoded(
+        'envoy.config.cluster.v3.Cluster',
+        anyValue(registry.get(CLUSTER_TYPE)!.resolve('mixed', at('r1/z1', 'envoy')), CLUSTER_TYPE),
+      )['type'];
+    assert.equal(typeNow(), 'EDS');
+    mesh.patch('mixed', [host]);
+    assert.equal(typeNow(), 'STRICT_DNS');
+    // A health change of the hostname endpoint (parked, not served) keeps it a DNS service.
+    mesh.patch('mixed', [{ ...host, health: 'unhealthy' }]);
+    assert.equal(typeNow(), 'STRICT_DNS');
+    mesh.patch('mixed', [], [endpointKey(host)]);
+    assert.equal(typeNow(), 'EDS');
+    mesh.put(service('mixed', [ip, host]));
+    assert.equal(typeNow(), 'STRICT_DNS');
+  });
+
+  it('whether a service has hostnames follows every upsert and removal, as a scan of its endpoints says', () => {
+    const pool = [
+      ep({ locality: 'r1/z1' }),
+      ep({ locality: 'r1/z2' }),
+      ep({ address: 'e.example.test', port: 443, locality: 'r1/z1' }),
+      ep({ address: 'f.example.test', port: 443, locality: 'r2/z1' }),
+    ];
+    const step = fc.record({
+      i: fc.nat(pool.length - 1),
+      remove: fc.boolean(),
+      health: fc.constantFrom('healthy', 'unhealthy', 'terminating'),
+    });
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 30 }), (steps) => {
+        const mesh = new Mesh();
+        mesh.put(service('s', []));
+        for (const { i, remove, health } of steps) {
+          const e = { ...pool[i]!, health: health as Endpoint['health'] };
+          if (remove) mesh.patch('s', [], [endpointKey(e)]);
+          else mesh.patch('s', [e]);
+          const state = mesh.get('s')!;
+          assert.equal(state.hasHostnames, hasHostnames(state.endpoints.values()));
+        }
+      }),
+    );
   });
 });
 

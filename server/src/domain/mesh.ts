@@ -2,6 +2,7 @@
  * The services Canopy serves, each with its locality tree. Applying a spec
  * diffs it against what is held: only endpoints that changed touch the tree.
  */
+import { isIp } from './ip.js';
 import type { ServiceLoad } from './load-cla.js';
 import { LocalityTree } from './locality-tree.js';
 import { samePolicy } from './policy.js';
@@ -21,6 +22,8 @@ export class ServiceState {
   private servingTerminating = true;
   /** Load-aware weights per client node, set by the load controller; absent = plain CLAs. */
   load: ServiceLoad | undefined;
+  /** How many endpoints name a host rather than an address: kept per change, so asking costs nothing. */
+  private hostnames = 0;
 
   /** The service as a spec. After a patch its endpoint list is built from `endpoints` on first read. */
   constructor(public spec: ServiceSpec) {
@@ -92,7 +95,13 @@ export class ServiceState {
     for (const ep of this.endpoints.values()) if (!this.serves(ep)) yield ep;
   }
 
+  /** Does some endpoint, served or not, name a host rather than an address (domain/dns-spec.ts)? */
+  get hasHostnames(): boolean {
+    return this.hostnames > 0;
+  }
+
   private count(ep: Endpoint, key: string, d: 1 | -1): void {
+    if (!isIp(ep.address)) this.hostnames += d;
     if (ep.health === 'healthy') this.healthy += d;
     else if (ep.health === 'terminating') {
       if (d > 0) this.terminating.add(key);

@@ -14,7 +14,7 @@
  *   priority become successive fallbacks and locality weights are lost.
  */
 import type { Cla } from '../domain/cla.js';
-import { dnsOf, hasHostnames } from '../domain/dns-spec.js';
+import { dnsOf } from '../domain/dns-spec.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey, isRoutable, type Endpoint, type ServiceSpec } from '../domain/service.js';
 import { encodeMessage, messageType } from '../wire/protos.js';
@@ -26,16 +26,12 @@ const AGGREGATE = 'envoy.extensions.clusters.aggregate.v3.ClusterConfig';
 /** The name a child LOGICAL_DNS cluster of an aggregate carries: `service/dns/host:port` ('/' is not in service names). */
 const CHILD = '/dns/';
 
-/** Per service state, at its generation: whether some endpoint is a hostname. */
-const dnsAt = new WeakMap<ServiceState, { generation: number; dns: boolean }>();
-
-/** Is this service served with DNS clusters (some endpoint is a hostname)? */
+/**
+ * Is this service served with DNS clusters (some endpoint is a hostname)? The state keeps the count per
+ * change: every push asks this of every changed service, and a scan was O(endpoints) per change.
+ */
 export function isDnsService(service: ServiceState): boolean {
-  const held = dnsAt.get(service);
-  if (held?.generation === service.generation) return held.dns;
-  const dns = hasHostnames(service.endpoints.values());
-  dnsAt.set(service, { generation: service.generation, dns });
-  return dns;
+  return service.hasHostnames;
 }
 
 /** What the Envoy cluster takes instead of EDS: the discovery fields and the client's CLA. */
