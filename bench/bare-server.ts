@@ -19,6 +19,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
+import { DEFAULT_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../server/src/cli/heap-growth.js';
 import type { Locality } from '../server/src/domain/locality.js';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import type { Endpoint } from '../server/src/domain/service.js';
@@ -31,6 +32,8 @@ import type { DiscoveryRequest } from '../server/src/wire/request.js';
 import { bareAdsServer } from './bare-ads.js';
 import { makeClients } from './data.js';
 
+// The heap growth `canopy serve` runs with (CANOPY_HEAP_GROWTH, as the bench sets it for both): the same GC.
+setHeapGrowth(Number(process.env['CANOPY_HEAP_GROWTH'] ?? DEFAULT_HEAP_GROWTH_PERCENT));
 const { values } = parseArgs({
   options: {
     config: { type: 'string' },

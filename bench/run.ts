@@ -207,11 +207,14 @@ async function main() {
       const window = arg('push-window');
       // --malloc-mmap-threshold=131072: both servers with glibc's mmap threshold fixed (docs/benchmarks.md, memory).
       const mmap = arg('malloc-mmap-threshold');
+      // --heap-growth=0: both servers with V8's own heap growth factor (default: canopy serve's, on both).
+      const heapGrowth = arg('heap-growth');
       macro = await serverMacro({
         ...shape,
         modes: serverModes,
         ...(window ? { pushWindow: Number(window) } : {}),
         ...(mmap ? { mallocMmapThreshold: Number(mmap) } : {}),
+        ...(heapGrowth ? { heapGrowth: Number(heapGrowth) } : {}),
       });
     } catch (err) {
       macro = { skipped: (err as Error).message };

@@ -11,6 +11,8 @@ export interface BurstFigures {
   readonly p99PerPass: Spread;
   /** Server CPU from the change until every stream settled, per pass. */
   readonly cpuMs: Spread;
+  /** The same, the main thread's alone (server-procs.ts mainCpuMs). */
+  readonly mainCpuMs: Spread;
   /** Responses each stream received in one burst: median (min–max) over every stream and pass. */
   readonly pushesPerStream: Spread;
   /** Bytes each stream received in one burst, the same way. */
@@ -22,6 +24,8 @@ export interface BurstFigures {
 export interface SideFigures {
   /** Server CPU from the clients' start until every stream holds its first response, ACKed; per pass. */
   readonly initialCpuMs: Spread;
+  /** The same, the main thread's alone. */
+  readonly initialMainCpuMs: Spread;
   readonly initialWallMs: Spread;
   /** RSS once every stream is connected, over the server's RSS before any stream, per stream; per pass. */
   readonly rssPerStreamKB: Spread;
@@ -31,6 +35,8 @@ export interface SideFigures {
 /** Canopy over bare, pass by pass (each pair run back to back): median (min–max) of the pairs. */
 export interface PairRatios {
   readonly initialCpu: Spread;
+  /** The same, main thread against main thread: the rest of a process's CPU is its background threads. */
+  readonly initialMainCpu: Spread;
   /**
    * Per burst size: p99 to the last response, the same with Canopy's debounce taken off its side (the
    * push starts `DEBOUNCE_MS` after the change, a wait the bare writer does not have), and server CPU.
@@ -40,6 +46,7 @@ export interface PairRatios {
     readonly p99: Spread;
     readonly p99LessDebounce: Spread;
     readonly cpu: Spread;
+    readonly mainCpu: Spread;
   }[];
 }
 
@@ -70,6 +77,8 @@ export interface ServerFigures {
   readonly pushWindow?: number;
   /** glibc's mmap threshold both servers ran with, when the run set one. */
   readonly mallocMmapThreshold?: number;
+  /** V8's heap growth (%) both servers ran with (server/src/cli/heap-growth.ts; 0: V8's own factor). */
+  readonly heapGrowth?: number;
   /** One client's SotW CLA (in failover mode every CLA holds every healthy endpoint). */
   readonly claBytes: number;
   readonly sotw?: ProtocolFigures | { skipped: string };

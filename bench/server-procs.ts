@@ -68,8 +68,22 @@ export function start(args: string[], what: string, env?: Readonly<Record<string
   return new Child(spawn(process.execPath, args, opts), what);
 }
 
+/** The process's CPU time, every thread's. */
 export function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return statCpuMs(`/proc/${pid}/stat`);
+}
+
+/**
+ * The main thread's CPU time alone (the event loop: JavaScript, the main thread's share of garbage
+ * collection, I/O callbacks). The rest of `cpuMs` is other threads: V8's background collector (concurrent
+ * marking and sweeping), libuv's pool and worker threads.
+ */
+export function mainCpuMs(pid: number): number {
+  return statCpuMs(`/proc/${pid}/task/${pid}/stat`);
+}
+
+function statCpuMs(file: string): number {
+  const stat = readFileSync(file, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(f[11]) + Number(f[12])) * TICK_MS;
 }

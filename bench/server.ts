@@ -30,7 +30,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serviceSpecToJson } from '../server/src/domain/spec.js';
 import { failoverService, makeEndpoints, median, percentile } from './data.js';
-import { cpuMs, resetPeak, sleep, start, statusKB, type Child } from './server-procs.js';
+import { cpuMs, mainCpuMs, resetPeak, sleep, start, statusKB, type Child } from './server-procs.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT } from '../server/src/cli/heap-growth.js';
 import { claBytesOf, SERVICE, withBare, withCanopy, type Side } from './server-sides.js';
 import type { ProtocolFigures, ServerFigures, SideFigures } from './server-figures.js';
 import { MIN_RUNS, sig2, spread } from './stats.js';
@@ -61,11 +62,13 @@ interface PassBurst {
   readonly counts: number[];
   readonly bytes: number[];
   readonly cpuMs: number;
+  readonly mainCpuMs: number;
   readonly peakKB: number;
 }
 
 interface Pass {
   readonly initialCpuMs: number;
+  readonly initialMainCpuMs: number;
   readonly initialWallMs: number;
   readonly rssKB: number;
   readonly bursts: PassBurst[];
@@ -96,11 +99,13 @@ async function onePass(side: Side, shape: Shape, mode: ServerMode, writes?: read
   };
   if (side.distinct) distinct.push(side.distinct());
   const cpu0 = cpuMs(pid);
+  const main0 = mainCpuMs(pid);
   const clients = start(clientArgs(side.target, shape.streams, shape.localities, mode), 'clients');
   try {
     // Thousands of 256 KB first responses take a while on a loaded 2-core machine.
     const ready = await clients.next('ready', 600_000);
     const initialCpuMs = cpuMs(pid) - cpu0;
+    const initialMainCpuMs = mainCpuMs(pid) - main0;
     await counted();
     if (mode === 'leds' && Number(ready['ledsStreams']) === 0) {
       throw new Error('the server named no LEDS collection in its CLAs (full CLAs on delta): LEDS not served');
@@ -116,12 +121,15 @@ async function onePass(side: Side, shape: Shape, mode: ServerMode, writes?: read
       await counted(true);
       resetPeak(pid);
       const c0 = cpuMs(pid);
+      const m0 = mainCpuMs(pid);
       const settled = await burst(clients, () => side.change(firstOf(changes), changes, b, writes?.[b] ?? 1));
-      bursts.push({ changes, ...settled, cpuMs: cpuMs(pid) - c0, peakKB: statusKB(pid, 'VmHWM') });
+      const cpu = { cpuMs: cpuMs(pid) - c0, mainCpuMs: mainCpuMs(pid) - m0 };
+      bursts.push({ changes, ...settled, ...cpu, peakKB: statusKB(pid, 'VmHWM') });
       await counted();
     }
     return {
       initialCpuMs,
+      initialMainCpuMs,
       initialWallMs: Number(ready['ms']),
       rssKB,
       bursts,
@@ -142,6 +150,7 @@ function sideFigures(passes: readonly Pass[], rss0KB: number, streams: number): 
   const perStream = (kb: number): number => (kb - rss0KB) / streams;
   return {
     initialCpuMs: spread(passes.map((p) => p.initialCpuMs)),
+    initialMainCpuMs: spread(passes.map((p) => p.initialMainCpuMs)),
     initialWallMs: spread(passes.map((p) => p.initialWallMs)),
     rssPerStreamKB: spread(passes.map((p) => perStream(p.rssKB))),
     bursts: BURSTS.map((changes, b) => {
@@ -154,6 +163,7 @@ function sideFigures(passes: readonly Pass[], rss0KB: number, streams: number): 
         maxMs: sig2(Math.max(...lastMs)),
         p99PerPass: spread(of.map((x) => percentile(x.lastMs, 99))),
         cpuMs: spread(of.map((x) => x.cpuMs)),
+        mainCpuMs: spread(of.map((x) => x.mainCpuMs)),
         pushesPerStream: spread(of.flatMap((x) => x.counts)),
         bytesPerStream: spread(of.flatMap((x) => x.bytes)),
         peakRssPerStreamKB: sig2(Math.max(...of.map((x) => perStream(x.peakKB)))),
@@ -193,6 +203,7 @@ async function interleaved(canopy: Side, bare: Side, shape: Shape, mode: ServerM
     bare: sideFigures(passes.bare, rss0.bare, shape.streams),
     ratios: {
       initialCpu: spread(pairs.map(([c, b]) => c.initialCpuMs / b.initialCpuMs)),
+      initialMainCpu: spread(pairs.map(([c, b]) => c.initialMainCpuMs / Math.max(TICK, b.initialMainCpuMs))),
       bursts: BURSTS.map((changes, k) => ({
         changes,
         p99: spread(pairs.map(([c, b]) => percentile(c.bursts[k]!.lastMs, 99) / percentile(b.bursts[k]!.lastMs, 99))),
@@ -202,6 +213,7 @@ async function interleaved(canopy: Side, bare: Side, shape: Shape, mode: ServerM
           ),
         ),
         cpu: spread(pairs.map(([c, b]) => c.bursts[k]!.cpuMs / Math.max(TICK, b.bursts[k]!.cpuMs))),
+        mainCpu: spread(pairs.map(([c, b]) => c.bursts[k]!.mainCpuMs / Math.max(TICK, b.bursts[k]!.mainCpuMs))),
       })),
     },
     pairs: shape.pairs,
@@ -273,9 +285,15 @@ export async function serverMacro(opts: {
   readonly pushWindow?: number;
   /** glibc's mmap threshold for both servers (MALLOC_MMAP_THRESHOLD_), as a deployment may set it. */
   readonly mallocMmapThreshold?: number;
+  /** V8's heap growth for both servers (CANOPY_HEAP_GROWTH); absent: `canopy serve`'s default. */
+  readonly heapGrowth?: number;
 }): Promise<ServerFigures> {
-  const env =
-    opts.mallocMmapThreshold !== undefined ? { MALLOC_MMAP_THRESHOLD_: String(opts.mallocMmapThreshold) } : undefined;
+  // Both servers alike: `canopy serve` reads CANOPY_HEAP_GROWTH, and so do the bare servers (heap-growth.ts).
+  const heapGrowth = opts.heapGrowth ?? DEFAULT_HEAP_GROWTH_PERCENT;
+  const env = {
+    CANOPY_HEAP_GROWTH: String(heapGrowth),
+    ...(opts.mallocMmapThreshold !== undefined ? { MALLOC_MMAP_THRESHOLD_: String(opts.mallocMmapThreshold) } : {}),
+  };
   const shape: Shape = { streams: opts.streams, localities: opts.localities, pairs: opts.pairs ?? MIN_RUNS };
   const modes = opts.modes ?? ['sotw', 'leds'];
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-server-'));
@@ -345,6 +363,7 @@ export async function serverMacro(opts: {
       pairs: shape.pairs,
       ...(opts.pushWindow !== undefined ? { pushWindow: opts.pushWindow } : {}),
       ...(opts.mallocMmapThreshold !== undefined ? { mallocMmapThreshold: opts.mallocMmapThreshold } : {}),
+      heapGrowth,
       claBytes: claBytesOf(endpoints),
       ...(sotw ? { sotw } : {}),
       ...(leds ? { leds } : {}),

@@ -73,6 +73,8 @@ export interface CanopyOptions {
   readonly leds?: boolean;
   readonly logger?: Logger;
   readonly logLevel?: string;
+  /** The heap growth `canopy serve` set (cli/heap-growth.ts): logged at start. */
+  readonly heapGrowth?: number;
   /** How long shutdown waits for streams and requests before forcing (default 5 s). */
   readonly shutdownGraceMs?: number;
   /** Also told what the xDS layer does, after the metrics (benchmarks, embedders' tracing). */
@@ -230,6 +232,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     );
 
   logger.info({ xdsLimits: limits }, 'xds limits');
+  if (opts.heapGrowth !== undefined) logger.info({ heapGrowthPercent: opts.heapGrowth }, 'js heap growth');
   const grpcTransport = await startGrpcTransport({
     ads: pipeline,
     budget,

@@ -12,6 +12,7 @@ import { serviceSpecToJson, endpointToJson } from '../domain/spec.js';
 import type { CanopyConfig } from '../domain/spec.js';
 import type { Canopy } from '../main.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from './heap-growth.js';
 import { FlagError, readServeSecurity, SECURITY_FLAGS, type SecurityValues } from './serve-security.js';
 import { untilSignal } from './signals.js';
 
@@ -101,6 +102,16 @@ export function registerServe(program: Command): void {
         .choices(['on', 'off']),
     )
     .addOption(
+      new Option(
+        '--heap-growth <percent>',
+        'how far the JS heap grows past what the last full collection kept before the next one starts ' +
+          '(V8 --heap-growing-percent; 0 = V8 decides)',
+      )
+        .env('CANOPY_HEAP_GROWTH')
+        .argParser(intIn(0, MAX_HEAP_GROWTH_PERCENT))
+        .default(DEFAULT_HEAP_GROWTH_PERCENT),
+    )
+    .addOption(
       new Option('--log-level <level>', 'log level').env('CANOPY_LOG_LEVEL').choices(LOG_LEVELS).default('info'),
     )
     .addOption(
@@ -139,6 +150,7 @@ interface ServeValues {
   adminPort?: number;
   debounceMs?: number;
   leds?: 'on' | 'off';
+  heapGrowth: number;
   logLevel: string;
   acceptStoreLoss?: boolean;
 }
@@ -149,6 +161,8 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
   const { readStartConfig } = await import('../store/config-start.js');
   const values = cmd.opts<ServeValues>();
   if (!values.config) throw new CliError('serve: --config FILE (or CANOPY_CONFIG) is required', EXIT_USAGE);
+  // Before the config load: a big file's parse is the first burst of garbage (heap-growth.ts).
+  setHeapGrowth(values.heapGrowth);
   let security;
   try {
     security = await readServeSecurity(securityValues(cmd), process.env);
@@ -195,6 +209,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     ...(values.adminPort !== undefined ? { adminPort: values.adminPort } : {}),
     ...(values.debounceMs !== undefined ? { debounceMs: values.debounceMs } : {}),
     logLevel: values.logLevel,
+    heapGrowth: values.heapGrowth,
     ...(values.leds !== undefined ? { leds: values.leds === 'on' } : {}),
   });
   const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
