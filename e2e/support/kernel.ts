@@ -75,7 +75,7 @@ export function testCgroup(name: string): { dir: string; pinDir: string; child(n
           for (const pid of readFileSync(path.join(c, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
             writeFileSync(path.join(env.cgroupRoot!, 'cgroup.procs'), pid);
           }
-          rmdirSync(c);
+          rmdirSoon(c);
         } catch {
           // already gone or busy; the next run uses another name
         }
@@ -200,4 +200,21 @@ export async function peerClient(cgroup: string, host: string, port: number, pro
     timeout: 10_000,
   });
   return JSON.parse(out.trim().split('\n').pop()!) as Seen;
+}
+
+/**
+ * rmdir of a cgroup, waiting up to 2 s while it is busy: a process that has just exited (a connect helper
+ * stopped a moment before) still counts in its cgroup until the kernel reaps it, and a cgroup left behind
+ * piles up on the host, one per run.
+ */
+function rmdirSoon(dir: string): void {
+  for (let i = 0; ; i++) {
+    try {
+      rmdirSync(dir);
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || i >= 40) throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
+  }
 }
