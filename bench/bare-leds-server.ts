@@ -18,15 +18,13 @@
 import * as grpc from '@grpc/grpc-js';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { DEFAULT_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../server/src/cli/heap-growth.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import type { DeltaDiscoveryRequest } from '../server/src/wire/request.js';
-import { bareDeltaAdsServer } from './bare-ads.js';
+import { bareDeltaAdsServer, serveHeapGrowth } from './bare-ads.js';
 import { LEDS_TYPE } from './leds-stream.js';
 import { ResponseRecord } from './response-record.js';
 
-// The heap growth `canopy serve` runs with (CANOPY_HEAP_GROWTH, as the bench sets it for both): the same GC.
-setHeapGrowth(Number(process.env['CANOPY_HEAP_GROWTH'] ?? DEFAULT_HEAP_GROWTH_PERCENT));
+serveHeapGrowth();
 const { values } = parseArgs({ options: { record: { type: 'string' } } });
 const record = new ResponseRecord(values.record ?? '');
 

@@ -19,7 +19,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { DEFAULT_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../server/src/cli/heap-growth.js';
 import type { Locality } from '../server/src/domain/locality.js';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import type { Endpoint } from '../server/src/domain/service.js';
@@ -29,11 +28,10 @@ import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { loadConfigFile } from '../server/src/store/config-file.js';
 import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
 import type { DiscoveryRequest } from '../server/src/wire/request.js';
-import { bareAdsServer } from './bare-ads.js';
+import { bareAdsServer, serveHeapGrowth } from './bare-ads.js';
 import { makeClients } from './data.js';
 
-// The heap growth `canopy serve` runs with (CANOPY_HEAP_GROWTH, as the bench sets it for both): the same GC.
-setHeapGrowth(Number(process.env['CANOPY_HEAP_GROWTH'] ?? DEFAULT_HEAP_GROWTH_PERCENT));
+serveHeapGrowth();
 const { values } = parseArgs({
   options: {
     config: { type: 'string' },

@@ -60,6 +60,8 @@ export class ServiceState {
     const old = this.endpoints.get(key);
     if (old && sameEndpoint(old, ep)) return false;
     if (old) this.count(old, key, -1);
+    // The key holds the address: a replaced endpoint keeps its kind of address, a new one is parsed once.
+    else if (!isIp(ep.address)) this.hostnames++;
     this.endpoints.set(key, ep);
     this.count(ep, key, 1);
     if (this.serves(ep)) this.tree.upsert(ep, key, old);
@@ -74,6 +76,7 @@ export class ServiceState {
     if (!old) return false;
     this.endpoints.delete(key);
     this.count(old, key, -1);
+    if (!isIp(old.address)) this.hostnames--;
     this.tree.remove(key, old);
     this.fallBack();
     this.generation++;
@@ -101,7 +104,6 @@ export class ServiceState {
   }
 
   private count(ep: Endpoint, key: string, d: 1 | -1): void {
-    if (!isIp(ep.address)) this.hostnames += d;
     if (ep.health === 'healthy') this.healthy += d;
     else if (ep.health === 'terminating') {
       if (d > 0) this.terminating.add(key);
