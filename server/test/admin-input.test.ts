@@ -123,7 +123,7 @@ describe('admin input: names and sizes', () => {
     errorOf(
       await small.app.inject({ method: 'PUT', url: '/api/v1/services/big', payload, headers: { 'content-type': 'application/json' } }),
       413,
-      'CANOPY_BAD_REQUEST',
+      'CANOPY_BODY_TOO_LARGE',
     );
     assert.equal(small.feed.mesh.size, 0);
   });

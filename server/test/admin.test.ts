@@ -147,7 +147,10 @@ describe('admin API: services', () => {
     assertError(junk, 400, 'CANOPY_BAD_REQUEST');
     assertError(await app.inject({ method: 'PUT', url: '/api/v1/services/echo' }), 400, 'CANOPY_INVALID_SERVICE');
     assertError(await app.inject('/nope'), 404, 'CANOPY_NOT_FOUND');
-    assertError(await app.inject({ method: 'POST', url: '/api/v1/services' }), 404, 'CANOPY_NOT_FOUND');
+    // A path that exists with other methods: 405 with Allow (e2e/admin-errors.test.ts has the rest).
+    const post = await app.inject({ method: 'POST', url: '/api/v1/services' });
+    assertError(post, 405, 'CANOPY_METHOD_NOT_ALLOWED');
+    assert.equal(post.headers['allow'], 'GET, HEAD');
   });
 
   it('answers a failing dependency with 500 and no internals', async () => {

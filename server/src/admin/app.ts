@@ -29,6 +29,7 @@ import type { ClientStatus } from '../sessions/client-status.js';
 import type { LoadReport } from '../sessions/load-controller.js';
 import { isWrite, registerAccessControl, type AccessPolicy } from './access.js';
 import { explainRoutes } from './explain.js';
+import { frameworkError, methodsByPath, registerJsonParser } from './http-errors.js';
 import { uiRoutes } from './ui.js';
 
 export interface AdminDeps {
@@ -75,6 +76,9 @@ export const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   CANOPY_MISDIRECTED: 421,
   CANOPY_RATE_LIMITED: 429,
   CANOPY_STORE_FULL: 507,
+  CANOPY_METHOD_NOT_ALLOWED: 405,
+  CANOPY_UNSUPPORTED_MEDIA_TYPE: 415,
+  CANOPY_BODY_TOO_LARGE: 413,
 };
 
 export function buildAdminApp(deps: AdminDeps): FastifyInstance {
@@ -95,17 +99,28 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
           : deps.logger.child({}, { level: 'warn' })) as FastifyBaseLogger,
       })
     : Fastify({ ...options, logger: false });
+  const allowed = methodsByPath(app);
+  registerJsonParser(app);
   app.setErrorHandler((err: FastifyError, req, reply) => {
-    if (err instanceof CanopyError) {
-      return sendError(reply, err.code, err.message, err instanceof ValidationError ? err.errors : undefined);
-    }
+    const known = err instanceof CanopyError ? err : frameworkError(err, req, options.bodyLimit);
+    if (known)
+      return sendError(reply, known.code, known.message, known instanceof ValidationError ? known.errors : undefined);
     // Fastify's own client errors (malformed JSON, wrong content type, body too large) keep their status.
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) return sendError(reply, 'CANOPY_BAD_REQUEST', err.message, undefined, status);
     req.log.error({ err }, 'admin request failed');
     return sendError(reply, 'CANOPY_INTERNAL', 'internal error');
   });
-  app.setNotFoundHandler((req, reply) => sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`));
+  app.setNotFoundHandler((req, reply) => {
+    const methods = allowed(req.url);
+    if (methods.length === 0) return sendError(reply, 'CANOPY_NOT_FOUND', `no route ${req.method} ${req.url}`);
+    void reply.header('allow', methods.join(', '));
+    return sendError(
+      reply,
+      'CANOPY_METHOD_NOT_ALLOWED',
+      `${req.url.split('?')[0]} takes ${methods.join(', ')}, not ${req.method}`,
+    );
+  });
   registerAccessControl(app, deps.access ?? {}, app.log);
   void app.register(async (scope) => {
     const limit = deps.writeRateLimit ?? { max: 600, windowMs: 10_000 };

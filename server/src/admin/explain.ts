@@ -15,6 +15,7 @@ import type { Placement } from '../domain/locality.js';
 import { Mesh, type ServiceState } from '../domain/mesh.js';
 import { parseServiceSpec, serviceSpecToJson } from '../domain/spec.js';
 import type { AdminDeps } from './app.js';
+import { YAML_TYPES } from './http-errors.js';
 
 /** The YAML parser and the policy importers, loaded on the first proposed policy rather than at startup. */
 type PolicyText = { parse: (text: string) => unknown } & typeof import('../policy/import.js');
@@ -34,11 +35,7 @@ const ISTIO_CLUSTER_LABEL = 'topology.istio.io/cluster';
 export function explainRoutes(deps: AdminDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     // A proposed policy may be posted as YAML as well as JSON.
-    app.addContentTypeParser(
-      ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'],
-      { parseAs: 'string' },
-      (_req, body, done) => done(null, body),
-    );
+    app.addContentTypeParser([...YAML_TYPES], { parseAs: 'string' }, (_req, body, done) => done(null, body));
     const handle = async (query: Query, body: unknown) => {
       const q = readQuery(query);
       const service = deps.mesh.get(q.service);

@@ -31,6 +31,9 @@ export type ErrorCode =
   | 'CANOPY_MISDIRECTED'
   | 'CANOPY_RATE_LIMITED'
   | 'CANOPY_STORE_FULL'
+  | 'CANOPY_METHOD_NOT_ALLOWED'
+  | 'CANOPY_UNSUPPORTED_MEDIA_TYPE'
+  | 'CANOPY_BODY_TOO_LARGE'
   | 'CANOPY_INTERNAL';
 
 export class CanopyError extends Error {
