@@ -4,11 +4,15 @@
  * configs are valid, and published ports match what the server listens on.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { load as parse } from 'js-yaml';
 import { parseAgentArgs, parseUninstallArgs } from '../src/agent/cli-agent.js';
+import { MIN_KERNEL } from '../src/agent/bpf.js';
 import { parseConfig } from '../src/domain/spec.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
@@ -21,6 +25,7 @@ interface ComposeService {
   depends_on?: Record<string, { condition: string }>;
   image?: string;
   command?: string[];
+  entrypoint?: string[];
   volumes?: string[];
   ports?: string[];
 }
@@ -30,6 +35,14 @@ function mountedConfig(svc: ComposeService | undefined): string {
   const v = (svc?.volumes ?? []).find((m) => m.split(':')[1] === '/etc/canopy/mesh.yaml');
   assert.ok(v, 'a config mounted at /etc/canopy/mesh.yaml');
   return v.split(':')[0]!.replace(/^\.\//, '');
+}
+
+/** A `ports` entry, `[HOST_IP:]HOST_PORT:CONTAINER_PORT`. */
+function portOf(p: string): { ip?: string; host: number; container: number } {
+  const parts = p.split(':');
+  const container = Number(parts.at(-1));
+  const host = Number(parts.at(-2));
+  return parts.length === 3 ? { ip: parts[0]!, host, container } : { host, container };
 }
 
 /**
@@ -76,7 +89,7 @@ describe('docker-compose.yml', () => {
     const config = parse(readFileSync(`${root}${mountedConfig(canopy)}`, 'utf8')) as {
       server: { xdsPort: number; adminPort: number };
     };
-    const published = (canopy?.ports ?? []).map((p) => Number(p.split(':')[1]));
+    const published = (canopy?.ports ?? []).map((p) => portOf(p).container);
     assert.ok(published.includes(config.server.xdsPort));
     assert.ok(published.includes(config.server.adminPort));
     assert.ok(canopy?.command?.includes('0.0.0.0'), 'listens beyond the container loopback');
@@ -116,8 +129,65 @@ describe('docker-compose.yml', () => {
     for (const r of replicas) assert.ok(r?.depends_on?.['etcd'], 'replicas start after etcd');
     // Two configs on one etcd prefix overwrite each other's services, by start order.
     assert.equal(mountedConfig(replicas[1]), mountedConfig(replicas[0]), 'one config for both replicas');
-    const published = replicas.flatMap((r) => (r?.ports ?? []).map((p) => p.split(':')[0]));
+    const published = replicas.flatMap((r) => (r?.ports ?? []).map((p) => portOf(p).host));
     assert.equal(new Set(published).size, published.length, 'no host port published twice');
+  });
+
+  it("publishes both replicas' admin APIs on the host's loopback only, behind a token file", () => {
+    const config = parse(readFileSync(`${root}${mountedConfig(compose.services['canopy'])}`, 'utf8')) as {
+      server: { adminPort: number };
+    };
+    for (const name of ['canopy', 'canopy-2']) {
+      const r = compose.services[name]!;
+      const admin = (r.ports ?? []).map(portOf).filter((p) => p.container === config.server.adminPort);
+      assert.equal(admin.length, 1, `${name} publishes its admin API once`);
+      assert.equal(admin[0]!.ip, '127.0.0.1', `${name}: admin on the host's loopback only`);
+      assert.ok(!r.command?.includes('--insecure-admin'), `${name}: no --insecure-admin`);
+      const file = r.command?.[(r.command.indexOf('--admin-token-file') ?? -2) + 1];
+      assert.ok(file?.startsWith('/run/canopy/'), `${name}: --admin-token-file, got ${file}`);
+      assert.ok(r.volumes?.includes('admin-token:/run/canopy:ro'), `${name}: the token volume, read-only`);
+      assert.equal(r.depends_on?.['admin-token']?.condition, 'service_completed_successfully');
+    }
+  });
+
+  it('makes the admin token once: random, kept across runs, readable by the server', () => {
+    const maker = compose.services['admin-token']!;
+    const [bin, flag, code] = maker.entrypoint ?? [];
+    assert.deepEqual([bin, flag], ['node', '-e']);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-token-'));
+    try {
+      // The service's own code, run against a directory standing in for the volume.
+      const run = () =>
+        spawnSync(process.execPath, ['-e', code!.replaceAll('/run/canopy/', `${dir}/`)], { encoding: 'utf8' });
+      assert.equal(run().status, 0);
+      const token = readFileSync(path.join(dir, 'admin-token'), 'utf8');
+      assert.match(token, /^[0-9a-f]{64}\n$/);
+      assert.equal(statSync(path.join(dir, 'admin-token')).mode & 0o777, 0o444);
+      assert.equal(run().status, 0);
+      assert.equal(readFileSync(path.join(dir, 'admin-token'), 'utf8'), token, 'a second up keeps the token');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('states one minimum kernel version everywhere: the one the agent checks', () => {
+    const want = `${MIN_KERNEL[0]}.${MIN_KERNEL[1]}`;
+    const places = [
+      'docker-compose.yml',
+      'README.md',
+      'docs/node-agent.md',
+      'docs/envoy.md',
+      'server/src/agent/cli-agent.ts',
+    ];
+    let stated = 0;
+    for (const file of places) {
+      const text = readFileSync(`${root}${file}`, 'utf8');
+      for (const m of text.matchAll(/Linux (?:>= ?|\*\*>= ?)?(\d+\.\d+)/g)) {
+        assert.equal(m[1], want, `${file}: "${m[0]}"`);
+        stated++;
+      }
+    }
+    assert.ok(stated >= 4, `the version is stated (${stated} places)`);
   });
 
   it('pins every Envoy image to one release inside its support window', () => {
