@@ -84,6 +84,8 @@ export interface CanopyOptions {
 export interface Canopy {
   readonly xdsAddress: string;
   readonly adminAddress: string;
+  /** The web view's URL (a wildcard listen address given as loopback). */
+  readonly webView: string;
   readonly store: Store;
   /** The served services, built from the store's watch. */
   readonly mesh: MeshView;
@@ -320,7 +322,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   ready = true;
   const xdsAddress = `${hostForUrl(xdsHost)}:${grpcTransport.port}`;
   const adminAddress = `${hostForUrl(adminHost)}:${adminPortBound}`;
-  logger.info({ xds: xdsAddress, admin: adminAddress, services: mesh.size }, 'canopy ready');
+  const webView = `${security.tls ? 'https' : 'http'}://${hostForUrl(reachableHost(adminHost))}:${adminPortBound}/ui/`;
+  logger.info({ xds: xdsAddress, admin: adminAddress, webView, services: mesh.size }, 'canopy ready');
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
@@ -338,7 +341,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       logger.info({}, 'canopy stopped');
     })());
 
-  return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, started: initial, stop };
+  return { xdsAddress, adminAddress, webView, store, mesh, feed, ads: pipeline, claCache, started: initial, stop };
 }
 
 async function openLoadShare(url: string, intervalMs: number) {
@@ -354,6 +357,11 @@ function isLoopback(host: string): boolean {
 
 function summary(r: { replaced: readonly string[]; deleted: readonly string[]; unchanged: number }) {
   return { replaced: r.replaced.length, deleted: r.deleted.length, unchanged: r.unchanged };
+}
+
+/** A wildcard listen address is reached through loopback. */
+function reachableHost(host: string): string {
+  return host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
 }
 
 function hostForUrl(host: string): string {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { kernelTooOld } from '../src/agent/bpf.js';
-import { parseAgentArgs, parseUninstallArgs } from '../src/agent/cli-agent.js';
+import { parseAgentArgs, parseUninstallArgs } from '../src/cli/agent.js';
 
 const base = ['--server', '127.0.0.1:18000', '--node-id', 'n1', '--cgroup', '/cg'];
 
@@ -31,19 +31,20 @@ describe('canopy agent flags', () => {
   });
 
   it('names the flag at fault', () => {
+    // Commander's words, each naming the flag (the CLI prints them as `canopy: ...` and exits 2).
     const cases: [string[], RegExp][] = [
-      [['--node-id', 'n', '--cgroup', '/cg'], /--server is required/],
-      [['--server', 'nohost', '--node-id', 'n', '--cgroup', '/cg'], /--server "nohost" must be HOST:PORT/],
-      [['--server', 'h:1', '--cgroup', '/cg'], /--node-id is required/],
-      [['--server', 'h:1', '--node-id', 'n'], /--cgroup is required/],
-      [[...base, '--label', 'novalue'], /--label "novalue" must be key=value/],
+      [['--node-id', 'n', '--cgroup', '/cg'], /required option '--server <host:port>' not specified/],
+      [['--server', 'nohost', '--node-id', 'n', '--cgroup', '/cg'], /'--server <host:port>' argument 'nohost' is invalid\. must be HOST:PORT/],
+      [['--server', 'h:1', '--cgroup', '/cg'], /required option '--node-id <id>' not specified/],
+      [['--server', 'h:1', '--node-id', 'n'], /required option '--cgroup <dir>' not specified/],
+      [[...base, '--label', 'novalue'], /'--label <key=value>' argument 'novalue' is invalid\. --label "novalue" must be key=value/],
       [[...base, '--workload', 'east'], /--workload "east" must be CGROUP=k=v/],
       [[...base, '--workload', 'east=region'], /--workload east: "region" must be key=value/],
-      [[...base, '--grace-ms=-1'], /--grace-ms must be an integer in 0\.\.600000, got "-1"/],
-      [[...base, '--metrics-port', '70000'], /--metrics-port must be an integer in 0\.\.65535/],
-      [[...base, '--bogus'], /Unknown option '--bogus'/],
-      [[...base, '--max-services', '0'], /--max-services must be an integer in 1\.\.16777216, got "0"/],
-      [[...base, '--max-endpoints', 'x'], /--max-endpoints must be an integer/],
+      [[...base, '--grace-ms=-1'], /'--grace-ms <n>' argument '-1' is invalid\. must be an integer in 0\.\.600000/],
+      [[...base, '--metrics-port', '70000'], /'--metrics-port <n>' argument '70000' is invalid\. must be an integer in 0\.\.65535/],
+      [[...base, '--bogus'], /unknown option '--bogus'/],
+      [[...base, '--max-services', '0'], /'--max-services <n>' argument '0' is invalid\. must be an integer in 1\.\.16777216/],
+      [[...base, '--max-endpoints', 'x'], /'--max-endpoints <n>' argument 'x' is invalid\. must be an integer/],
     ];
     for (const [args, re] of cases) assert.throws(() => parseAgentArgs(args), re, args.join(' '));
   });
@@ -55,7 +56,7 @@ describe('canopy agent flags', () => {
 
   it('reads uninstall flags', () => {
     assert.deepEqual(parseUninstallArgs(['--cgroup', '/cg', '--pin-dir', '/p']), { cgroup: '/cg', pinDir: '/p' });
-    assert.throws(() => parseUninstallArgs([]), /--cgroup is required/);
+    assert.throws(() => parseUninstallArgs([]), /required option '--cgroup <dir>' not specified/);
   });
 });
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { load as parse } from 'js-yaml';
-import { parseAgentArgs, parseUninstallArgs } from '../src/agent/cli-agent.js';
+import { parseAgentArgs, parseUninstallArgs } from '../src/cli/agent.js';
 import { MIN_KERNEL } from '../src/agent/bpf.js';
 import { parseConfig } from '../src/domain/spec.js';
 
@@ -177,7 +177,7 @@ describe('docker-compose.yml', () => {
       'README.md',
       'docs/node-agent.md',
       'docs/envoy.md',
-      'server/src/agent/cli-agent.ts',
+      'server/src/cli/agent.ts',
     ];
     let stated = 0;
     for (const file of places) {

@@ -11,7 +11,7 @@ import type { Placement } from '../domain/locality.js';
 import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/agent-ads-client.js';
 import { intToIpv4, ipv6String, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
-import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
+import { DEFAULT_PIN_DIR, parseWorkload } from './workload-spec.js';
 import { loadAddon } from './bpf.js';
 import { Datapath, type Workload } from './datapath.js';
 import { LoadReporter } from './load-reporter.js';

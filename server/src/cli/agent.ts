@@ -1,36 +1,164 @@
-/** `canopy agent`: the node agent that loads Canopy's locality trees into the kernel. */
-import type { Command } from 'commander';
-import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from '../agent/cli-agent.js';
-import { CliError, EXIT_USAGE } from './common.js';
-import { passthrough, rawArgs, wantsHelp } from './passthrough.js';
+/**
+ * `canopy agent`: the node agent that loads Canopy's locality trees into the kernel, and
+ * `canopy agent uninstall`, which removes it. Flags are parsed here, as every subcommand's are.
+ */
+import path from 'node:path';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { AgentOptions } from '../agent/agent.js';
+import { DEFAULT_PIN_DIR, keyValue, parseWorkload, WorkloadSpecError } from '../agent/workload-spec.js';
+import type { Placement } from '../domain/locality.js';
+import { intIn } from './common.js';
 import { untilSignal } from './signals.js';
 
+const PLACEMENT_FLAGS = ['region', 'zone', 'subzone', 'network', 'cluster'] as const;
+
+interface AgentValues extends Partial<Record<(typeof PLACEMENT_FLAGS)[number], string>> {
+  server: string;
+  nodeId: string;
+  cgroup: string;
+  label: [string, string][];
+  workload: string[];
+  pinDir: string;
+  graceMs?: number;
+  metricsHost?: string;
+  metricsPort?: number;
+  logLevel?: string;
+  maxServices?: number;
+  maxNodes?: number;
+  maxEndpoints?: number;
+}
+
+const HELP_AFTER = `
+--workload CGROUP=k=v,... is a workload cgroup (relative to --cgroup, or absolute) with its own placement,
+which its descendant cgroups share; a missing cgroup is skipped with a logged reason. The set can be
+replaced while the agent runs: PUT /workloads {"workloads": ["CGROUP=k=v,...", ...]} on the metrics port.
+
+  canopy agent uninstall --cgroup DIR [--pin-dir DIR]   detach the program and remove the pins (and so the maps)
+
+Requires Linux 5.14 or newer, root (or CAP_BPF + CAP_NET_ADMIN), cgroup v2 and bpffs (docs/node-agent.md).`;
+
+function hostPort(raw: string): string {
+  if (!/^[^:]+:\d+$/.test(raw) && !/^\[[^\]]+\]:\d+$/.test(raw)) throw new InvalidArgumentError('must be HOST:PORT.');
+  return raw;
+}
+
+function collectLabel(raw: string, previous: [string, string][]): [string, string][] {
+  try {
+    return [...previous, keyValue(raw, '--label')];
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
+
+/** The agent's flags on `cmd` (the running command, or a bare one for parseAgentArgs). */
+function agentFlags(cmd: Command): Command {
+  cmd
+    .addOption(
+      new Option('--server <host:port>', "Canopy's ADS (xDS) address").argParser(hostPort).makeOptionMandatory(),
+    )
+    .addOption(new Option('--node-id <id>', "this node's id (also its `node` scope value)").makeOptionMandatory())
+    .addOption(
+      new Option('--cgroup <dir>', 'cgroup v2 directory the program is attached to (its connects are steered)')
+        .argParser((v) => path.resolve(v))
+        .makeOptionMandatory(),
+    );
+  for (const flag of PLACEMENT_FLAGS) cmd.addOption(new Option(`--${flag} <value>`, `this node's ${flag}`));
+  return cmd
+    .addOption(new Option('--label <key=value>', 'a node label (repeatable)').argParser(collectLabel).default([]))
+    .addOption(
+      new Option('--workload <cgroup=k=v,...>', 'a workload cgroup with its own placement (repeatable)')
+        .argParser((v: string, prev: string[]) => [...prev, v])
+        .default([]),
+    )
+    .addOption(
+      new Option('--pin-dir <dir>', 'bpffs directory for the pinned program and maps').default(DEFAULT_PIN_DIR),
+    )
+    .addOption(
+      new Option('--grace-ms <n>', 'how long a replaced tree stays readable (default 200)').argParser(
+        intIn(0, 600_000),
+      ),
+    )
+    .addOption(new Option('--metrics-host <host>', '/metrics, /healthz, /debug/state (default 127.0.0.1)'))
+    .addOption(new Option('--metrics-port <n>', 'the metrics port (default 19100; 0 = any)').argParser(intIn(0, 65535)))
+    .addOption(new Option('--log-level <level>', 'pino level (default info)'))
+    .addOption(new Option('--max-services <n>', 'service map size (default 4096)').argParser(intIn(1, 1 << 24)))
+    .addOption(new Option('--max-nodes <n>', 'tree node slots (default 262144)').argParser(intIn(1, 1 << 26)))
+    .addOption(
+      new Option('--max-endpoints <n>', 'endpoint slots (default 1048576); kept on restart').argParser(
+        intIn(1, 1 << 26),
+      ),
+    );
+}
+
+function uninstallFlags(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--cgroup <dir>', 'the cgroup the agent attached to').makeOptionMandatory())
+    .addOption(new Option('--pin-dir <dir>', 'where its pins are').default(DEFAULT_PIN_DIR));
+}
+
+/** Parsed flags → what startAgent takes; a bad --workload is a usage error naming it. */
+function agentOptions(v: AgentValues): AgentOptions {
+  const placement: Placement = {
+    locality: { region: v.region ?? '', zone: v.zone ?? '', subzone: v.subzone ?? '' },
+    network: v.network ?? '',
+    node: v.nodeId,
+    cluster: v.cluster ?? '',
+    labels: Object.fromEntries(v.label),
+  };
+  const workloads = v.workload.map((w) => parseWorkload(w, placement, v.cgroup));
+  const optional = {
+    graceMs: v.graceMs,
+    metricsPort: v.metricsPort,
+    metricsHost: v.metricsHost,
+    logLevel: v.logLevel,
+    maxServices: v.maxServices,
+    maxNodes: v.maxNodes,
+    maxEndpoints: v.maxEndpoints,
+  };
+  const set = Object.fromEntries(Object.entries(optional).filter(([, x]) => x !== undefined));
+  return { server: v.server, nodeId: v.nodeId, placement, cgroup: v.cgroup, workloads, pinDir: v.pinDir, ...set };
+}
+
+/** Parses the agent's flags alone (compose files and tests); a bad one throws, naming the flag. */
+export function parseAgentArgs(args: readonly string[]): AgentOptions {
+  const cmd = quiet(agentFlags(new Command('agent')));
+  cmd.parse([...args], { from: 'user' });
+  return agentOptions(cmd.opts<AgentValues>());
+}
+
+export function parseUninstallArgs(args: readonly string[]): { cgroup: string; pinDir: string } {
+  const cmd = quiet(uninstallFlags(new Command('uninstall')));
+  cmd.parse([...args], { from: 'user' });
+  const v = cmd.opts<{ cgroup: string; pinDir: string }>();
+  return { cgroup: path.resolve(v.cgroup), pinDir: v.pinDir };
+}
+
+function quiet(cmd: Command): Command {
+  return cmd.exitOverride().configureOutput({ writeErr: () => {}, writeOut: () => {} });
+}
+
 export function registerAgent(program: Command): void {
-  const cmd = program
-    .command('agent')
-    .description('run the node agent (kernel datapath); `agent uninstall` removes it');
-  passthrough(cmd, AGENT_HELP).action(async (_o: unknown, c: Command) => {
-    const args = rawArgs(c);
-    if (wantsHelp(args)) {
-      process.stdout.write(`${AGENT_HELP}\n`);
-      return;
-    }
-    let opts;
+  const agent = agentFlags(
+    program.command('agent').description('run the node agent (kernel datapath); `agent uninstall` removes it'),
+  ).addHelpText('after', HELP_AFTER);
+  agent.action(async (v: AgentValues, cmd: Command) => {
+    let opts: AgentOptions;
     try {
-      if (args[0] === 'uninstall') {
-        const { Datapath } = await import('../agent/datapath.js');
-        for (const line of Datapath.uninstall(parseUninstallArgs(args.slice(1)))) process.stdout.write(`${line}\n`);
-        return;
-      }
-      opts = parseAgentArgs(args);
+      opts = agentOptions(v);
     } catch (err) {
-      if (!(err instanceof AgentFlagError) && (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') !== true)
-        throw err;
-      throw new CliError(`agent: ${(err as Error).message}\nusage:\n${AGENT_USAGE}`, EXIT_USAGE);
+      if (err instanceof WorkloadSpecError) cmd.error(err.message, { exitCode: 2, code: 'canopy.workload' });
+      throw err;
     }
     const { startAgent } = await import('../agent/agent.js');
-    const agent = await startAgent(opts);
+    const running = await startAgent(opts);
     // On a signal the datapath keeps serving from the pinned maps; a new agent resumes it.
-    await untilSignal(() => agent.stop());
+    await untilSignal(() => running.stop());
   });
+  uninstallFlags(agent.command('uninstall').description('detach the program from --cgroup and remove the pins')).action(
+    async (v: { cgroup: string; pinDir: string }) => {
+      const { Datapath } = await import('../agent/datapath.js');
+      for (const line of Datapath.uninstall({ cgroup: path.resolve(v.cgroup), pinDir: v.pinDir }))
+        process.stdout.write(`${line}\n`);
+    },
+  );
 }

@@ -6,7 +6,7 @@
  */
 import { Option, type Command } from 'commander';
 import { serviceSpecToJson } from '../domain/spec.js';
-import { adminJson, adminOptions, CliError, serverError, type AdminTarget } from './common.js';
+import { adminJson, adminOptions, CliError, readStdin, serverError, type AdminTarget } from './common.js';
 
 type Obj = Record<string, unknown>;
 
@@ -14,12 +14,16 @@ export function registerApply(program: Command): void {
   const cmd = program
     .command('apply')
     .description("make a running server hold a file's services, printing what changes")
-    .addOption(new Option('-f, --file <file>', 'a mesh config (YAML or .json)').makeOptionMandatory())
+    .addOption(
+      new Option('-f, --file <file>', 'a mesh config (YAML or .json; - reads standard input)').makeOptionMandatory(),
+    )
     .addOption(new Option('--dry-run', 'print the diff; change nothing').default(false));
   for (const o of adminOptions()) cmd.addOption(o);
   cmd.action(async (opts: AdminTarget & { file: string; dryRun: boolean }) => {
-    const { loadConfigFile } = await import('../store/config-file.js');
-    const loaded = await loadConfigFile(opts.file);
+    const { loadConfigFile, parseConfigText } = await import('../store/config-file.js');
+    // `-f -`: the config on standard input, read as YAML (JSON is YAML too).
+    const loaded =
+      opts.file === '-' ? await parseConfigText(await readStdin(), 'stdin') : await loadConfigFile(opts.file);
     if (!loaded.ok) {
       const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');
       throw new CliError(`invalid config ${opts.file}:\n${lines}`);

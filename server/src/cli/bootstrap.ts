@@ -3,11 +3,10 @@
  * locality. Envoy's is YAML (delta ADS, its outbound listeners on a local address); gRPC's is the JSON
  * that GRPC_XDS_BOOTSTRAP names.
  */
-import { writeFile } from 'node:fs/promises';
-import { Argument, Option, type Command } from 'commander';
+import { Argument, InvalidArgumentError, Option, type Command } from 'commander';
 import ipaddr from 'ipaddr.js';
 import { dump } from 'js-yaml';
-import { CliError, EXIT_USAGE } from './common.js';
+import { CliError, EXIT_USAGE, writeOutput } from './common.js';
 
 export interface BootstrapOptions {
   readonly nodeId: string;
@@ -27,7 +26,9 @@ export function registerBootstrap(program: Command): void {
     .command('bootstrap')
     .description('write the bootstrap a client needs to reach Canopy (Envoy YAML or gRPC JSON)')
     .addArgument(new Argument('<kind>', 'the client').choices(['envoy', 'grpc']))
-    .requiredOption('--node-id <id>', "the client's node id")
+    .addOption(
+      new Option('--node-id <id>', "the client's node id (not empty)").makeOptionMandatory().argParser(nonEmpty),
+    )
     .option('--cluster <name>', "the client's cluster (its service name)", 'app')
     .option('--region <r>', 'locality region', '')
     .option('--zone <z>', 'locality zone', '')
@@ -57,11 +58,17 @@ export function registerBootstrap(program: Command): void {
         const text = kind === 'envoy' ? envoyBootstrapYaml(opts) : `${JSON.stringify(grpcBootstrap(opts), null, 2)}\n`;
         if (o.out === undefined) process.stdout.write(text);
         else {
-          await writeFile(o.out, text);
+          await writeOutput(o.out, text, '-O');
           process.stderr.write(`wrote ${o.out}\n`);
         }
       },
     );
+}
+
+/** A node id is how the server and CSDS tell clients apart: an empty one is refused. */
+function nonEmpty(raw: string): string {
+  if (raw.trim() === '') throw new InvalidArgumentError('must not be empty.');
+  return raw;
 }
 
 function splitHostPort(xds: string): { host: string; port: number } {

@@ -12,9 +12,10 @@ import { registerBootstrap } from './bootstrap.js';
 import { registerCompletion } from './completion.js';
 import { registerDemo } from './demo.js';
 import { CliError, EXIT_USAGE, packageVersion } from './common.js';
-import { registerExplain } from './explain-command.js';
+import { registerExplain } from './explain.js';
 import { registerGet } from './get.js';
-import { registerImport } from './import-command.js';
+import { registerHealth } from './health.js';
+import { registerImport } from './import.js';
 import { registerProxyStatus } from './proxy-status.js';
 import { registerServe } from './serve.js';
 import { registerValidate } from './validate.js';
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
     registerServe,
     registerGet,
     registerApply,
+    registerHealth,
     registerProxyStatus,
     registerValidate,
     registerBootstrap,

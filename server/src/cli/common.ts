@@ -25,14 +25,52 @@ export function packageVersion(): string {
 
 export const DEFAULT_ADMIN_URL = 'http://127.0.0.1:18080';
 
+/**
+ * `--admin`'s value: a URL (http:// or https://), or HOST:PORT as kubectl's --server and etcdctl's
+ * --endpoints take it, meaning http://HOST:PORT. Anything else is a usage error naming the flag.
+ */
+export function adminUrl(raw: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;
+  let url: URL | undefined;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.username)
+    throw new InvalidArgumentError('expected a URL like http://HOST:PORT (or HOST:PORT, meaning http://).');
+  return url.href;
+}
+
 /** `--admin URL` and `--token-file FILE` for commands that talk to a running server. */
-export function adminOptions(): Option[] {
+export function adminOptions(defaultUrl: string | undefined = DEFAULT_ADMIN_URL): Option[] {
+  const admin = new Option('--admin <url>', "the server's admin API: http[s]://HOST:PORT, or HOST:PORT")
+    .env('CANOPY_ADMIN_URL')
+    .argParser(adminUrl);
   return [
-    new Option('--admin <url>', "the server's admin API").env('CANOPY_ADMIN_URL').default(DEFAULT_ADMIN_URL),
-    new Option('--token-file <file>', 'a file holding the admin token (sent as Authorization: Bearer)').env(
-      'CANOPY_ADMIN_TOKEN_FILE',
-    ),
+    defaultUrl === undefined ? admin : admin.default(defaultUrl),
+    new Option(
+      '--token-file <file>',
+      'a file holding the admin token, sent as Authorization: Bearer (or the token itself in env CANOPY_ADMIN_TOKEN)',
+    ).env('CANOPY_ADMIN_TOKEN_FILE'),
   ];
+}
+
+/** All of standard input, for `-f -`. */
+export async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Writes `text` to `file` (-O, --out); a path that cannot be written is named with the reason. */
+export async function writeOutput(file: string, text: string, flag: string): Promise<void> {
+  const { writeFile } = await import('node:fs/promises');
+  try {
+    await writeFile(file, text);
+  } catch (err) {
+    throw new CliError(`cannot write ${flag} ${file}: ${(err as Error).message}`);
+  }
 }
 
 export interface AdminTarget {

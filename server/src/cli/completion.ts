@@ -1,8 +1,9 @@
 /**
- * `canopy completion bash|zsh`: a shell completion script for the subcommands and their flags, read
- * from the same commander definitions the parser uses (so it cannot drift from them).
+ * `canopy completion bash|zsh`: a shell completion script for the subcommands (nested ones too), their
+ * flags, and the flags' values (a flag's choices, file names for a flag that takes a file), read from
+ * the same commander definitions the parser uses, so it cannot drift from them.
  */
-import { Argument, type Command } from 'commander';
+import { Argument, type Command, type Option } from 'commander';
 
 export function registerCompletion(program: Command): void {
   program
@@ -14,30 +15,83 @@ export function registerCompletion(program: Command): void {
     });
 }
 
+interface CommandSpec {
+  /** Subcommand names from the top, space-separated ('' for canopy itself). */
+  readonly path: string;
+  readonly cmd: Command;
+}
+
+function walk(cmd: Command, path: string): CommandSpec[] {
+  return [{ path, cmd }, ...cmd.commands.flatMap((c) => walk(c, path === '' ? c.name() : `${path} ${c.name()}`))];
+}
+
+const visible = (cmd: Command): Option[] => cmd.options.filter((o) => !o.hidden);
+const names = (o: Option): string[] => [o.long, o.short].filter((f): f is string => f !== undefined);
+/** A flag whose value is a path: its value completes as a file name. */
+const takesFile = (o: Option): boolean => /<(file|dir)>/.test(o.flags);
+const quote = (s: string): string => `"${s}"`;
+
+/** What the flags that take a value complete to, as `case` arms on "PATH|FLAG". */
+function valueArms(specs: readonly CommandSpec[]): string[] {
+  const arms: string[] = [];
+  for (const { path, cmd } of specs) {
+    for (const o of visible(cmd)) {
+      if (!o.required && !o.optional) continue;
+      const patterns = names(o)
+        .map((n) => quote(`${path}|${n}`))
+        .join('|');
+      const reply = o.argChoices
+        ? `COMPREPLY=( $(compgen -W "${o.argChoices.join(' ')}" -- "$cur") )`
+        : takesFile(o)
+          ? 'COMPREPLY=( $(compgen -f -- "$cur") )'
+          : 'COMPREPLY=()';
+      arms.push(`    ${patterns}) ${reply}; return ;;`);
+    }
+  }
+  return arms;
+}
+
+/** The words each command completes to: its subcommands, flags and positional choices. */
+function wordArms(specs: readonly CommandSpec[]): string[] {
+  return specs.map(({ path, cmd }) => {
+    const words = [
+      ...cmd.commands.map((c) => c.name()),
+      ...visible(cmd).flatMap(names),
+      ...cmd.registeredArguments.flatMap((a: Argument) => a.argChoices ?? []),
+      '--help',
+      ...(path === '' ? ['--version'] : []),
+    ];
+    return `    ${quote(path)}) words="${[...new Set(words)].join(' ')}" ;;`;
+  });
+}
+
 export function completionScript(program: Command, shell: 'bash' | 'zsh'): string {
-  const commands = program.commands.map((c) => c.name());
-  const cases = program.commands
-    .map((c) => {
-      const words = [
-        ...c.options.flatMap((o) => [o.long, o.short].filter((f): f is string => f !== undefined)),
-        ...c.registeredArguments.flatMap((a) => a.argChoices ?? []),
-      ];
-      return `    ${c.name()}) words="${[...new Set([...words, '--help'])].join(' ')}" ;;`;
-    })
-    .join('\n');
+  const specs = walk(program, '');
+  const subcommandArms = specs
+    .filter((s) => s.path !== '')
+    .map((s) => {
+      const parent = s.path.includes(' ') ? s.path.slice(0, s.path.lastIndexOf(' ')) : '';
+      return quote(`${parent}/${s.cmd.name()}`);
+    });
   const body = `_canopy() {
-  local cur words
-  cur="\${COMP_WORDS[COMP_CWORD]}"
-  if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=( $(compgen -W "${commands.join(' ')} --help --version" -- "$cur") )
-    return
-  fi
-  case "\${COMP_WORDS[1]}" in
-${cases}
-    *) words="" ;;
+  local cur="\${COMP_WORDS[COMP_CWORD]}" prev="" cmd="" words="" i w
+  [ "$COMP_CWORD" -gt 0 ] && prev="\${COMP_WORDS[COMP_CWORD-1]}"
+  # The subcommand path typed so far (e.g. "agent uninstall").
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    w="\${COMP_WORDS[i]}"
+    case "$cmd/$w" in
+      ${subcommandArms.join('|')}) cmd="\${cmd:+$cmd }$w" ;;
+    esac
+  done
+  # The value of the flag just typed.
+  case "$cmd|$prev" in
+${valueArms(specs).join('\n')}
+  esac
+  case "$cmd" in
+${wordArms(specs).join('\n')}
   esac
   COMPREPLY=( $(compgen -W "$words" -- "$cur") )
-  [ \${#COMPREPLY[@]} -eq 0 ] && COMPREPLY=( $(compgen -f -- "$cur") )
+  if [ \${#COMPREPLY[@]} -eq 0 ] && [[ "$cur" != -* ]]; then COMPREPLY=( $(compgen -f -- "$cur") ); fi
 }
 complete -F _canopy canopy
 `;

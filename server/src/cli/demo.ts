@@ -1,5 +1,7 @@
 /** `canopy demo` (what `npm start` runs) and the compose demo's two small programs. */
 import { Command, Option } from 'commander';
+import type { DemoAppOptions, DemoCallOptions } from '../demo/compose-apps.js';
+import { intIn } from './common.js';
 import { untilSignal } from './signals.js';
 
 export function registerDemo(program: Command): void {
@@ -20,22 +22,22 @@ export function registerDemo(program: Command): void {
     .description('the compose demo: an Echo backend that answers Who with its identity')
     .requiredOption('--id <id>', 'backend id')
     .option('--host <host>', 'listen address', '0.0.0.0')
-    .option('--port <n>', 'listen port', '50051')
+    .addOption(new Option('--port <n>', 'listen port').argParser(intIn(1, 65535)).default(50051))
     .option('--region <r>', 'locality region', '')
     .option('--zone <z>', 'locality zone', '')
     .option('--subzone <s>', 'locality subzone', '')
-    .action(async (o: Record<string, string>) => {
-      const { runDemoApp } = await import('../demo/cli-demo.js');
-      await runDemoApp(Object.entries(o).flatMap(([k, v]) => [`--${k}`, v]));
+    .action(async (o: DemoAppOptions) => {
+      const { runDemoApp } = await import('../demo/compose-apps.js');
+      await runDemoApp(o);
     });
   program
     .command('demo-call')
     .description('the compose demo: call Echo through a sidecar and print where each request went')
     .requiredOption('--target <host:port>', 'where to call')
-    .option('--count <n>', 'requests (0 = until Ctrl-C)', '0')
-    .option('--interval-ms <n>', 'pause between requests', '1000')
-    .action(async (o: { target: string; count: string; intervalMs: string }) => {
-      const { runDemoCall } = await import('../demo/cli-demo.js');
-      await runDemoCall(['--target', o.target, '--count', o.count, '--interval-ms', o.intervalMs]);
+    .addOption(new Option('--count <n>', 'requests (0 = until Ctrl-C)').argParser(intIn(0, 1e9)).default(0))
+    .addOption(new Option('--interval-ms <n>', 'pause between requests').argParser(intIn(10, 3_600_000)).default(1000))
+    .action(async (o: DemoCallOptions) => {
+      const { runDemoCall } = await import('../demo/compose-apps.js');
+      await runDemoCall(o);
     });
 }

@@ -1,110 +1,108 @@
 /**
- * `canopy explain`: why a client gets its CLA. Asks a running server's admin
- * API (`--admin URL`), or explains a config file offline (`--config FILE`).
- * `--policy FILE` adds the CLA under a proposed policy and what would change.
+ * `canopy explain`: why a client gets its CLA. Asks a running server's admin API (`--admin URL`, the
+ * default), or explains a config file offline (`--config FILE`). `--policy FILE` adds the CLA under a
+ * proposed policy and what would change.
  */
-import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
-import { explain, explainChange, type ExplainView, type SettingChange } from '../domain/explain.js';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import type { ExplainView, SettingChange, explainChange } from '../domain/explain.js';
 import type { LoadExplain } from '../domain/load-explain.js';
 import type { Placement } from '../domain/locality.js';
-import { Mesh } from '../domain/mesh.js';
-import { loadConfigFile } from '../store/config-file.js';
-import { adminFetch } from './common.js';
+import { adminJson, adminOptions, CliError, EXIT_USAGE, serverError, type AdminTarget } from './common.js';
+import { outputOption, print, type OutputFormat } from './output.js';
 
-export const EXPLAIN_USAGE = `  canopy explain (--admin URL | --config FILE) --service S [--region R] [--zone Z] [--subzone SZ]
-                 [--network N] [--node N] [--cluster C] [--label K=V]… [--policy FILE] [--json]`;
+const PLACEMENT_FLAGS = ['region', 'zone', 'subzone', 'network', 'node', 'cluster'] as const;
 
-export async function runExplain(
-  args: string[],
-  out: NodeJS.WritableStream,
-  err: NodeJS.WritableStream,
-): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: {
-        admin: { type: 'string' },
-        config: { type: 'string' },
-        service: { type: 'string' },
-        region: { type: 'string' },
-        zone: { type: 'string' },
-        subzone: { type: 'string' },
-        network: { type: 'string' },
-        node: { type: 'string' },
-        cluster: { type: 'string' },
-        label: { type: 'string', multiple: true },
-        policy: { type: 'string' },
-        json: { type: 'boolean' },
-      },
-      strict: true,
-    }));
-  } catch (e) {
-    err.write(`canopy explain: ${(e as Error).message}\nusage:\n${EXPLAIN_USAGE}\n`);
-    return 2;
-  }
-  if (!values.service || (values.admin === undefined) === (values.config === undefined)) {
-    err.write(`canopy explain: give --service and one of --admin or --config\nusage:\n${EXPLAIN_USAGE}\n`);
-    return 2;
-  }
-  const labels: [string, string][] = [];
-  for (const l of values.label ?? []) {
-    const eq = l.indexOf('=');
-    if (eq < 1) {
-      err.write(`canopy explain: --label must be KEY=VALUE, got "${l}"\n`);
-      return 2;
-    }
-    labels.push([l.slice(0, eq), l.slice(eq + 1)]);
-  }
-  const placement: Placement = {
-    locality: { region: values.region ?? '', zone: values.zone ?? '', subzone: values.subzone ?? '' },
-    network: values.network ?? '',
-    node: values.node ?? '',
-    cluster: values.cluster ?? '',
-    labels: Object.fromEntries(labels),
+type Options = AdminTarget & {
+  config?: string;
+  service: string;
+  label: string[];
+  policy?: string;
+  output: OutputFormat;
+  json?: boolean;
+} & Partial<Record<(typeof PLACEMENT_FLAGS)[number], string>>;
+
+export function registerExplain(program: Command): void {
+  const cmd = program
+    .command('explain')
+    .description('why a client at a placement gets its CLA (from a running server, or a config file offline)')
+    .addOption(new Option('--service <name>', 'the service').makeOptionMandatory())
+    .addOption(new Option('--config <file>', 'explain this config file offline instead of asking --admin'));
+  for (const o of adminOptions()) cmd.addOption(o);
+  for (const flag of PLACEMENT_FLAGS)
+    cmd.addOption(new Option(`--${flag} <value>`, `the client's ${flag}`).default(''));
+  cmd
+    .addOption(
+      new Option('--label <key=value>', 'a client label (repeatable)').argParser(label).default([] as string[]),
+    )
+    .addOption(new Option('--policy <file>', 'a proposed policy (YAML): the CLA under it and what changes (--admin)'))
+    .addOption(outputOption())
+    .addOption(new Option('--json', 'the same as -o json').hideHelp())
+    .action(async (opts: Options) => {
+      const result = opts.config !== undefined ? await offline(opts) : await online(opts);
+      print(opts.json ? 'json' : opts.output, result, () => render(result as ExplainView | Proposal));
+    });
+}
+
+function label(raw: string, previous: string[]): string[] {
+  const eq = raw.indexOf('=');
+  if (eq < 1) throw new InvalidArgumentError('must be KEY=VALUE.');
+  return [...previous, raw];
+}
+
+function placementOf(opts: Options): Placement {
+  return {
+    locality: { region: opts.region ?? '', zone: opts.zone ?? '', subzone: opts.subzone ?? '' },
+    network: opts.network ?? '',
+    node: opts.node ?? '',
+    cluster: opts.cluster ?? '',
+    labels: Object.fromEntries(opts.label.map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)])),
   };
-  const policy = values.policy !== undefined ? await readFile(values.policy, 'utf8') : undefined;
-  let result: unknown;
-  if (values.admin !== undefined) {
-    const url = new URL('/debug/explain', values.admin);
-    url.searchParams.set('service', values.service);
-    for (const k of ['region', 'zone', 'subzone', 'network', 'node', 'cluster'] as const)
-      if (values[k] !== undefined) url.searchParams.set(k, values[k]);
-    for (const [k, v] of labels) url.searchParams.set(`label.${k}`, v);
-    const res = await adminFetch(
-      url,
-      policy !== undefined ? { method: 'POST', body: policy, headers: { 'content-type': 'application/yaml' } } : {},
-    );
-    result = await res.json();
-    if (!res.ok) {
-      const e = (result as { error: { message: string; fields?: { path: string; message: string }[] } }).error;
-      err.write(`canopy explain: ${e.message}\n`);
-      for (const f of e.fields ?? []) err.write(`  ${f.path}: ${f.message}\n`);
-      return 1;
-    }
-  } else {
-    const loaded = await loadConfigFile(values.config!);
-    if (!loaded.ok) {
-      for (const e of loaded.errors) err.write(`canopy explain: ${e.path || '(root)'}: ${e.message}\n`);
-      return 1;
-    }
-    const mesh = new Mesh();
-    for (const s of loaded.value.services) mesh.put(s);
-    const service = mesh.get(values.service);
-    if (!service) {
-      err.write(`canopy explain: service "${values.service}" not found\n`);
-      return 1;
-    }
-    if (policy !== undefined) {
-      err.write('canopy explain: --policy needs --admin (the proposal is checked by the server)\n');
-      return 2;
-    }
-    result = explain(service, placement);
+}
+
+async function readPolicy(file: string): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read --policy ${file}: ${(err as Error).message}`);
   }
-  if (values.json) out.write(`${JSON.stringify(result, null, 2)}\n`);
-  else out.write(render(result as ExplainView | Proposal));
-  return 0;
+}
+
+/** Asks the server's /debug/explain (POSTing a proposed policy). */
+async function online(opts: Options): Promise<unknown> {
+  const url = new URL('/debug/explain', opts.admin);
+  url.searchParams.set('service', opts.service);
+  for (const k of PLACEMENT_FLAGS) if (opts[k]) url.searchParams.set(k, opts[k]);
+  for (const l of opts.label) url.searchParams.set(`label.${l.slice(0, l.indexOf('='))}`, l.slice(l.indexOf('=') + 1));
+  const policy = opts.policy !== undefined ? await readPolicy(opts.policy) : undefined;
+  const { status, body } = await adminJson(
+    opts,
+    url.pathname + url.search,
+    policy !== undefined ? { method: 'POST', body: policy, headers: { 'content-type': 'application/yaml' } } : {},
+  );
+  if (status !== 200) throw new CliError(`explain: ${serverError(body)}`);
+  return body;
+}
+
+/** Explains a config file with the server's own code, without a server. */
+async function offline(opts: Options): Promise<unknown> {
+  if (opts.policy !== undefined)
+    throw new CliError('explain: --policy needs --admin (the proposal is checked by the server)', EXIT_USAGE);
+  const [{ loadConfigFile }, { Mesh }, { explain }] = await Promise.all([
+    import('../store/config-file.js'),
+    import('../domain/mesh.js'),
+    import('../domain/explain.js'),
+  ]);
+  const loaded = await loadConfigFile(opts.config!);
+  if (!loaded.ok) {
+    const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');
+    throw new CliError(`invalid config ${opts.config}:\n${lines}`);
+  }
+  const mesh = new Mesh();
+  for (const s of loaded.value.services) mesh.put(s);
+  const service = mesh.get(opts.service);
+  if (!service) throw new CliError(`explain: service "${opts.service}" not found in ${opts.config}`);
+  return explain(service, placementOf(opts));
 }
 
 interface Proposal {

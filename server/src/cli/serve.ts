@@ -10,6 +10,7 @@ import { Command, Option } from 'commander';
 import type { Endpoint } from '../domain/service.js';
 import { serviceSpecToJson, endpointToJson } from '../domain/spec.js';
 import type { CanopyConfig } from '../domain/spec.js';
+import type { Logger } from 'pino';
 import type { Canopy } from '../main.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from './heap-growth.js';
@@ -116,6 +117,14 @@ export function registerServe(program: Command): void {
     )
     .addOption(
       new Option(
+        '--log-format <format>',
+        'pretty: human-readable lines (the default when standard output is a terminal); json: one JSON object a line',
+      )
+        .env('CANOPY_LOG_FORMAT')
+        .choices(['pretty', 'json']),
+    )
+    .addOption(
+      new Option(
         '--accept-store-loss',
         'start on a data directory whose log lost acknowledged writes, logging what was lost',
       ),
@@ -152,6 +161,7 @@ interface ServeValues {
   leds?: 'on' | 'off';
   heapGrowth: number;
   logLevel: string;
+  logFormat?: 'pretty' | 'json';
   acceptStoreLoss?: boolean;
 }
 
@@ -209,11 +219,34 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     ...(values.adminPort !== undefined ? { adminPort: values.adminPort } : {}),
     ...(values.debounceMs !== undefined ? { debounceMs: values.debounceMs } : {}),
     logLevel: values.logLevel,
+    logger: await serveLogger(values),
     heapGrowth: values.heapGrowth,
     ...(values.leds !== undefined ? { leds: values.leds === 'on' } : {}),
   });
+  process.stderr.write(`canopy: ready; the web view is at ${canopy.webView}\n`);
   const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
   return { canopy, note };
+}
+
+/**
+ * The server's one logger: pino's JSON lines, or in a terminal (or with --log-format pretty) the same
+ * records as pino-pretty's human-readable lines, written synchronously so none is lost at exit.
+ */
+async function serveLogger(values: ServeValues): Promise<Logger> {
+  const { pino } = await import('pino');
+  const options = { level: values.logLevel, name: 'canopy' };
+  const format = values.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json');
+  if (format === 'json') return pino(options);
+  const { PinoPretty } = await import('pino-pretty');
+  const colorize = process.stdout.isTTY === true;
+  const stream = PinoPretty({
+    colorize,
+    sync: true,
+    singleLine: true,
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname,name',
+  });
+  return pino(options, stream);
 }
 
 /** Commander's camelCase values back under the flag names serve-security.ts reads. */

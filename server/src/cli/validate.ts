@@ -1,20 +1,32 @@
 /** `canopy validate FILE…`: checks mesh configs offline with the server's own validator. */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { intIn } from './common.js';
+
+const DEFAULT_MAX_ERRORS = 20;
 
 export function registerValidate(program: Command): void {
   program
     .command('validate')
     .description("check mesh config files with the server's validator (every error with its field path)")
     .argument('<file...>', 'mesh.yaml or .json files')
-    .action(async (files: string[]) => {
+    .addOption(
+      new Option('--max-errors <n>', 'errors listed per file; the rest are counted (0 = list all)')
+        .argParser(intIn(0, 1_000_000))
+        .default(DEFAULT_MAX_ERRORS),
+    )
+    .action(async (files: string[], opts: { maxErrors: number }) => {
       const { loadConfigFile } = await import('../store/config-file.js');
       let failed = 0;
       for (const file of files) {
         const loaded = await loadConfigFile(file);
         if (!loaded.ok) {
           failed++;
-          process.stderr.write(`${file}: ${loaded.errors.length} error(s)\n`);
-          for (const e of loaded.errors) process.stderr.write(`  ${e.path || '(root)'}: ${e.message}\n`);
+          const { errors } = loaded;
+          const shown = opts.maxErrors === 0 ? errors : errors.slice(0, opts.maxErrors);
+          process.stderr.write(`${file}: ${errors.length} error(s)\n`);
+          for (const e of shown) process.stderr.write(`  ${e.path || '(root)'}: ${e.message}\n`);
+          if (shown.length < errors.length)
+            process.stderr.write(`  … and ${errors.length - shown.length} more (--max-errors 0 lists them all)\n`);
           continue;
         }
         const services = loaded.value.services;

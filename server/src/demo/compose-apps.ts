@@ -1,35 +1,27 @@
 /**
- * The compose demo's two small programs:
+ * The compose demo's two small programs (their flags are parsed in cli/demo.ts):
  * - `canopy demo-app`: an Echo backend that answers Who with its identity;
  * - `canopy demo-call`: a client that calls Echo through its sidecar's
  *   outbound port and prints where each request went, with a running tally.
  */
 import * as grpc from '@grpc/grpc-js';
-import { parseArgs } from 'node:util';
 import { startBackend } from './backend.js';
 import { echoService, type WhoReply } from './echo-proto.js';
 
-export const DEMO_USAGE = `  canopy demo-app --id ID [--host H] [--port N] [--region R] [--zone Z] [--subzone S]
-  canopy demo-call --target HOST:PORT [--count N] [--interval-ms N]`;
+export interface DemoAppOptions {
+  readonly id: string;
+  readonly host: string;
+  readonly port: number;
+  readonly region: string;
+  readonly zone: string;
+  readonly subzone: string;
+}
 
-export async function runDemoApp(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      id: { type: 'string' },
-      host: { type: 'string', default: '0.0.0.0' },
-      port: { type: 'string', default: '50051' },
-      region: { type: 'string', default: '' },
-      zone: { type: 'string', default: '' },
-      subzone: { type: 'string', default: '' },
-    },
-    strict: true,
-  });
-  if (!values.id) throw new Error('demo-app: --id is required');
+export async function runDemoApp(values: DemoAppOptions): Promise<void> {
   const b = await startBackend({
     id: values.id,
     host: values.host,
-    port: Number(values.port),
+    port: values.port,
     locality: { region: values.region, zone: values.zone, subzone: values.subzone },
   });
   process.stdout.write(`demo-app ${b.id} serving Echo on ${b.address}:${b.port}\n`);
@@ -40,19 +32,16 @@ export async function runDemoApp(args: string[]): Promise<void> {
   await b.stop();
 }
 
-export async function runDemoCall(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      target: { type: 'string' },
-      count: { type: 'string', default: '0' },
-      'interval-ms': { type: 'string', default: '1000' },
-    },
-    strict: true,
-  });
-  if (!values.target) throw new Error('demo-call: --target is required');
-  const count = Number(values.count);
-  const interval = Math.max(10, Number(values['interval-ms']));
+export interface DemoCallOptions {
+  readonly target: string;
+  /** 0: until a signal. */
+  readonly count: number;
+  readonly intervalMs: number;
+}
+
+export async function runDemoCall(values: DemoCallOptions): Promise<void> {
+  const count = values.count;
+  const interval = Math.max(10, values.intervalMs);
   const Echo = echoService();
   const client = new Echo(values.target, grpc.credentials.createInsecure());
   const tally = new Map<string, number>();
