@@ -10,7 +10,7 @@
 import type { FastifyInstance } from 'fastify';
 import { CanopyError, ValidationError, type FieldError } from '../domain/errors.js';
 import { explain, explainChange } from '../domain/explain.js';
-import { explainLoad } from '../domain/load-explain.js';
+import { explainLoad } from '../domain/load/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh, type ServiceState } from '../domain/mesh.js';
 import { parseServiceSpec, serviceSpecToJson } from '../domain/spec.js';

@@ -4,7 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { formatFieldErrors } from '../domain/errors.js';
-import { configFormatOf, parseConfigData } from '../store/config-text.js';
+import { configFormatOf, parseConfigData } from '../config/config-text.js';
 import { parseReadRules, type ReadRules } from '../transport/read-access.js';
 
 export const SECURITY_USAGE = `               [--admin-token-file FILE] [--admin-open-reads] [--admin-hostname NAME]... [--insecure-admin]

@@ -4,11 +4,11 @@
  * patch, and a batch of edits, each as the row and the buckets it rewrites.
  */
 import type { Etcd3 } from 'etcd3';
-import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
-import { bucketOf, splitIntoBuckets, touchedBuckets } from './buckets.js';
+import { endpointKey, type Endpoint, type ServiceSpec } from '../../domain/service.js';
+import { bucketOf, splitIntoBuckets, touchedBuckets } from '../buckets.js';
 import { BUCKETS, rowOf, type EtcdLayout, type Row } from './etcd-layout.js';
-import type { HeldService } from './held-service.js';
-import { headOf, type EndpointEdit, type EndpointView, type PutOptions } from './store.js';
+import type { HeldService } from '../held-service.js';
+import { headOf, type EndpointEdit, type EndpointView, type PutOptions } from '../store.js';
 
 export type Op = ReturnType<Etcd3['put']> | ReturnType<Etcd3['delete']>;
 

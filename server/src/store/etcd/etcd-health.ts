@@ -7,7 +7,7 @@
  * linearizable read (nor commit a write). So a read is probed once a second,
  * and the store is ready while the watch is up and the last probe answered.
  */
-import { CanopyError } from '../domain/errors.js';
+import { CanopyError } from '../../domain/errors.js';
 
 /** How often readiness is checked with a linearizable read. */
 const PROBE_MS = 1000;

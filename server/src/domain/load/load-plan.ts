@@ -10,10 +10,10 @@ import { isLoadAware } from './load-aware-spec.js';
 import type { ServiceLoad } from './load-cla.js';
 import { spillTiers, spillWeights, waterfill, type SpillClient, type SpillLocality } from './load-spill.js';
 import type { OfferedAt } from './load-aggregate.js';
-import { pathOf } from './locality.js';
-import type { TreeNode } from './locality-tree.js';
-import type { ServiceState } from './mesh.js';
-import { isRoutable } from './service.js';
+import { pathOf } from '../locality.js';
+import type { TreeNode } from '../locality-tree.js';
+import type { ServiceState } from '../mesh.js';
+import { isRoutable } from '../service.js';
 
 export interface LoadPlanState {
   readonly epoch: number;

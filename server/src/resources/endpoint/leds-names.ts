@@ -15,7 +15,7 @@
  * matching (last segment replaced by `*`) finds the collection. The member's
  * address is escaped the same way except that `:` is kept. Pure.
  */
-export { leafPathOf } from '../domain/leds-structure.js';
+export { leafPathOf } from '../../domain/leds-structure.js';
 
 export const LEDS_AUTHORITY = 'canopy';
 export const LEDS_RESOURCE_TYPE = 'envoy.config.endpoint.v3.LbEndpoint';

@@ -8,21 +8,21 @@
  * after the last priority. A client on LEDS gets the same traffic either way:
  * a `park` service is served to it with this full CLA (leds-cla.ts).
  */
-import { ClaCache, type ClaEntry } from '../domain/cla-cache.js';
-import { kindOf } from '../domain/client.js';
-import type { Mesh, ServiceState } from '../domain/mesh.js';
-import { hasPolicy } from '../domain/policy.js';
-import { isRoutable } from '../domain/service.js';
-import { unhealthyOf } from '../domain/upstream.js';
-import { parkedGroups } from '../domain/parked-endpoints.js';
-import { flatten, type Bytes } from '../wire/rope.js';
+import { ClaCache, type ClaEntry } from '../../domain/cla-cache.js';
+import { kindOf } from '../../domain/client.js';
+import type { Mesh, ServiceState } from '../../domain/mesh.js';
+import { hasPolicy } from '../../domain/policy.js';
+import { isRoutable } from '../../domain/service.js';
+import { unhealthyOf } from '../../domain/upstream.js';
+import { parkedGroups } from '../../domain/parked-endpoints.js';
+import { flatten, type Bytes } from '../../wire/rope.js';
 import { CountedClaCache, encodeParkedGroups, parkedSignature } from './envoy-endpoints.js';
 import { encodeClaBytes } from './endpoint-codec.js';
 import { LedsClaCache } from './leds-cla.js';
 import { isLocalClusterRequest, LOCAL_CLUSTER, localClusterResource } from './local-cluster.js';
-import { makeResource, type Resource } from './resource.js';
-import { servicesAsNames, type ResourceType } from './resource-type.js';
-import { ENDPOINT_TYPE } from './type-urls.js';
+import { makeResource, type Resource } from '../resource.js';
+import { servicesAsNames, type ResourceType } from '../resource-type.js';
+import { ENDPOINT_TYPE } from '../type-urls.js';
 
 /** The server's CLA cache: entries are ropes that follow the tree (or contiguous bytes). */
 export type ServerClaCache = ClaCache<Bytes>;

@@ -6,7 +6,7 @@
  * quiet for `staleAfterMs` stops counting at all. Pure: time is passed in.
  */
 import { smooth } from './load-damper.js';
-import { formatLocality, type Locality, type Placement } from './locality.js';
+import { formatLocality, type Locality, type Placement } from '../locality.js';
 
 export interface UpstreamLoad {
   readonly locality: Locality;

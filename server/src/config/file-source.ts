@@ -13,7 +13,7 @@
 import { createHash } from 'node:crypto';
 import type { ServiceSpec } from '../domain/service.js';
 import { endpointJson, serviceSpecToJson } from '../domain/spec.js';
-import { StoreConflict, type PutEntry, type Store } from './store.js';
+import { StoreConflict, type PutEntry, type Store } from '../store/store.js';
 
 export interface FileApplyResult {
   readonly replaced: readonly string[];

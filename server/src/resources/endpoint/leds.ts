@@ -6,11 +6,11 @@
  * type is answered like any other per-name type: member names resolve, a glob
  * resolves to nothing (SotW has no collections), so it gets an empty response.
  */
-import type { Mesh } from '../domain/mesh.js';
+import type { Mesh } from '../../domain/mesh.js';
 import { LedsCollections } from './leds-collections.js';
 import { isCollectionName } from './leds-names.js';
-import type { ResourceType } from './resource-type.js';
-import { LEDS_TYPE } from './type-urls.js';
+import type { ResourceType } from '../resource-type.js';
+import { LEDS_TYPE } from '../type-urls.js';
 
 export function ledsType(
   mesh: Mesh,

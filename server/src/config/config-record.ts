@@ -19,10 +19,10 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FieldError } from '../domain/errors.js';
 import type { CanopyConfig, ServerSettings } from '../domain/spec.js';
-import { packagePath } from '../paths.js';
+import { packagePath } from '../platform/paths.js';
 import type { ConfigFormat } from './config-text.js';
 import { fileEntryDigest } from './file-source.js';
-import type { Store } from './store.js';
+import type { Store } from '../store/store.js';
 
 export const CONFIG_RECORD_FILE = 'CANOPY-CONFIG';
 /** Bumped when what a record means changes: older records are then ignored. */

@@ -12,7 +12,7 @@
  * writes rejected. `get` may see a group whose commit is in flight; `list`
  * waits for it, so a snapshot and the watch that follows it are durable.
  */
-import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
+import { endpointKey, type Endpoint, type ServiceSpec } from '../../domain/service.js';
 import {
   headOf,
   StoreConflict,
@@ -25,9 +25,9 @@ import {
   type StoredService,
   type StoreEvent,
   type WatchHandlers,
-} from './store.js';
-import { toStored, type HeldService, type Journal, type JournalBatch, type JournalPut } from './held-service.js';
-import { WatchHistory } from './watch-history.js';
+} from '../store.js';
+import { toStored, type HeldService, type Journal, type JournalBatch, type JournalPut } from '../held-service.js';
+import { WatchHistory } from '../watch-history.js';
 
 /** One write while a group is being built: how to stage it, undo it, and what it announces. */
 interface Group {

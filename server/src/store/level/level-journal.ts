@@ -27,13 +27,13 @@
 import type { ClassicLevel } from 'classic-level';
 import { CheckFile, lossReport } from './level-check.js';
 import { openDatabase, storeError } from './level-open.js';
-import { localityInterner } from '../domain/locality.js';
-import type { Endpoint } from '../domain/service.js';
-import { endpointKey } from '../domain/service.js';
-import { bucketOf as bucketFor, splitIntoBuckets } from './buckets.js';
+import { localityInterner } from '../../domain/locality.js';
+import type { Endpoint } from '../../domain/service.js';
+import { endpointKey } from '../../domain/service.js';
+import { bucketOf as bucketFor, splitIntoBuckets } from '../buckets.js';
 import { decodeBucket, encodeBucket } from './endpoint-rows.js';
-import { LoadedService, type HeldService, type Journal, type JournalBatch } from './held-service.js';
-import type { ServiceHead } from './store.js';
+import { LoadedService, type HeldService, type Journal, type JournalBatch } from '../held-service.js';
+import type { ServiceHead } from '../store.js';
 
 type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; revision: number; buckets?: number };
 

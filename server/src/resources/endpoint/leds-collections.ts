@@ -5,13 +5,13 @@
  * changed, reusing each unchanged member's encoding: a health flip makes one
  * new snapshot holding one new member resource.
  */
-import type { Mesh, ServiceState } from '../domain/mesh.js';
-import type { Endpoint, Health } from '../domain/service.js';
+import type { Mesh, ServiceState } from '../../domain/mesh.js';
+import type { Endpoint, Health } from '../../domain/service.js';
 import { collectionStem, globOf, leafPathOf, memberName, parseLedsName } from './leds-names.js';
-import { makeResource, versionOf, type Resource } from './resource.js';
-import type { CollectionSnapshot } from './resource-type.js';
-import { LEDS_TYPE } from './type-urls.js';
-import { encodeMessage } from '../wire/protos.js';
+import { makeResource, versionOf, type Resource } from '../resource.js';
+import type { CollectionSnapshot } from '../resource-type.js';
+import { LEDS_TYPE } from '../type-urls.js';
+import { encodeMessage } from '../../wire/protos.js';
 
 const HEALTH_STATUS: Readonly<Record<Health, string>> = {
   healthy: 'HEALTHY',

@@ -5,7 +5,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
-import { CanopyError } from '../domain/errors.js';
+import { CanopyError } from '../../domain/errors.js';
 
 /** Opens (creating) the database in `dir`, or fails naming the directory and what is wrong with it. */
 export async function openDatabase(dir: string): Promise<ClassicLevel<string, string>> {

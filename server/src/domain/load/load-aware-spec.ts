@@ -1,9 +1,9 @@
 /**
  * `loadBalancing.loadAware`: how a service's traffic follows the load its
- * clients report (domain/load-spill.ts). Validation is data, with field paths.
+ * clients report (domain/load/load-spill.ts). Validation is data, with field paths.
  */
 import type { SpillMode } from './load-spill.js';
-import { join, type Obj, type Reader } from './reader.js';
+import { join, type Obj, type Reader } from '../reader.js';
 
 export type LoadBalancingMode = SpillMode | 'off';
 export const LOAD_BALANCING_MODES: readonly LoadBalancingMode[] = ['waterfall', 'spray', 'off'];

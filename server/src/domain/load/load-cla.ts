@@ -4,11 +4,11 @@
  * rest keep the failover tiers as later priorities, so health failover works
  * as it does without load awareness. One group per locality per priority.
  */
-import type { Cla, ClaGroup } from './cla.js';
-import { localityKey } from './locality.js';
-import type { LocalityTree, TreeNode } from './locality-tree.js';
+import type { Cla, ClaGroup } from '../cla.js';
+import { localityKey } from '../locality.js';
+import type { LocalityTree, TreeNode } from '../locality-tree.js';
 import { spillTiers } from './load-spill.js';
-import type { Endpoint, LoadBalancing } from './service.js';
+import type { Endpoint, LoadBalancing } from '../service.js';
 
 /** The weights a service's client nodes get this interval, from the load controller. */
 export interface ServiceLoad {

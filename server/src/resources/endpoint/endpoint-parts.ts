@@ -4,10 +4,10 @@
  * object), a tree leaf's group body (per leaf endpoint array), a locality's
  * names, the policy field. The caches die with their keys.
  */
-import type { ClaGroup } from '../domain/cla.js';
-import type { Locality } from '../domain/locality.js';
-import type { Endpoint } from '../domain/service.js';
-import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../wire/wire.js';
+import type { ClaGroup } from '../../domain/cla.js';
+import type { Locality } from '../../domain/locality.js';
+import type { Endpoint } from '../../domain/service.js';
+import { fieldSize, optionalFieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../../wire/wire.js';
 
 const lbEndpointCache = new WeakMap<Endpoint, Uint8Array>();
 let lbEndpointEncodings = 0;

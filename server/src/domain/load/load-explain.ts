@@ -9,8 +9,8 @@
 import { isLoadAware } from './load-aware-spec.js';
 import type { LoadPlanReport, PlannedLocality } from './load-plan.js';
 import { spillTiers } from './load-spill.js';
-import type { Placement } from './locality.js';
-import type { ServiceState } from './mesh.js';
+import type { Placement } from '../locality.js';
+import type { ServiceState } from '../mesh.js';
 
 /** What the load controller reports of one service's last interval. */
 export type LoadReportInput = LoadPlanReport & {

@@ -10,17 +10,17 @@
  * endpoint between priorities, which collections per leaf cannot follow):
  * their Envoy clients get the full CLA, the same as on SotW.
  */
-import type { Client } from '../domain/client.js';
-import { LedsStructure, type LedsPiece } from '../domain/leds-structure.js';
-import type { ServiceState } from '../domain/mesh.js';
-import { hasPolicy } from '../domain/policy.js';
-import { unhealthyOf } from '../domain/upstream.js';
-import { encodeMessage } from '../wire/protos.js';
-import { combineDigests, fastDigest, type Rope } from '../wire/rope.js';
-import { fieldSize, utf8Bytes, WireWriter } from '../wire/wire.js';
+import type { Client } from '../../domain/client.js';
+import { LedsStructure, type LedsPiece } from '../../domain/leds-structure.js';
+import type { ServiceState } from '../../domain/mesh.js';
+import { hasPolicy } from '../../domain/policy.js';
+import { unhealthyOf } from '../../domain/upstream.js';
+import { encodeMessage } from '../../wire/protos.js';
+import { combineDigests, fastDigest, type Rope } from '../../wire/rope.js';
+import { fieldSize, utf8Bytes, WireWriter } from '../../wire/wire.js';
 import { collectionName } from './leds-names.js';
-import { makeResource, type Resource } from './resource.js';
-import { ENDPOINT_TYPE } from './type-urls.js';
+import { makeResource, type Resource } from '../resource.js';
+import { ENDPOINT_TYPE } from '../type-urls.js';
 
 interface ServiceLedsClas {
   readonly structure: LedsStructure;

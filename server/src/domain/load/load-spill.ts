@@ -11,7 +11,7 @@
  * (`load-damper.ts`), so this stays a function of its inputs.
  */
 
-import type { TreeNode } from './locality-tree.js';
+import type { TreeNode } from '../locality-tree.js';
 
 /** A backend locality's capacity in requests per second (0 when drained or empty). */
 export interface SpillLocality {

@@ -6,10 +6,10 @@
  * caches below are keyed by object identity (endpoints, tree nodes, groups),
  * so they are correct for any number of meshes and die with their keys.
  */
-import type { Cla, ClaGroup, ClaSpan } from '../domain/cla.js';
-import type { TreeNode } from '../domain/locality-tree.js';
-import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from '../wire/rope.js';
-import { fieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../wire/wire.js';
+import type { Cla, ClaGroup, ClaSpan } from '../../domain/cla.js';
+import type { TreeNode } from '../../domain/locality-tree.js';
+import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from '../../wire/rope.js';
+import { fieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../../wire/wire.js';
 import { groupBody, policyField, runBody, type GroupBody } from './endpoint-parts.js';
 
 export { clampedWeightCount, lbEndpointEncodeCount, localityWeight } from './endpoint-parts.js';

@@ -6,14 +6,14 @@
  * a repeated field may continue after other fields, and Envoy reads the
  * concatenation as one ClusterLoadAssignment.
  */
-import type { ClaGroup } from '../domain/cla.js';
-import { LedsStructure, type LedsPiece } from '../domain/leds-structure.js';
-import { localityKey, type Placement } from '../domain/locality.js';
-import type { ServiceState } from '../domain/mesh.js';
-import { endpointKey, type Endpoint, type Health } from '../domain/service.js';
-import { encodeMessage } from '../wire/protos.js';
-import { makeResource, type Resource } from './resource.js';
-import { ENDPOINT_TYPE } from './type-urls.js';
+import type { ClaGroup } from '../../domain/cla.js';
+import { LedsStructure, type LedsPiece } from '../../domain/leds-structure.js';
+import { localityKey, type Placement } from '../../domain/locality.js';
+import type { ServiceState } from '../../domain/mesh.js';
+import { endpointKey, type Endpoint, type Health } from '../../domain/service.js';
+import { encodeMessage } from '../../wire/protos.js';
+import { makeResource, type Resource } from '../resource.js';
+import { ENDPOINT_TYPE } from '../type-urls.js';
 
 const HEALTH_STATUS: Readonly<Record<Health, string>> = {
   healthy: 'HEALTHY',

@@ -8,12 +8,12 @@
  * with how the upstream does, and keeps as much traffic in its zone as that
  * balance allows (Istio filters the same way: same workload, same region).
  */
-import { kindOf, type Client } from '../domain/client.js';
-import type { Mesh } from '../domain/mesh.js';
-import { isRoutable, type Endpoint } from '../domain/service.js';
-import { encodeMessage } from '../wire/protos.js';
-import { makeResource, type Resource } from './resource.js';
-import { ENDPOINT_TYPE } from './type-urls.js';
+import { kindOf, type Client } from '../../domain/client.js';
+import type { Mesh } from '../../domain/mesh.js';
+import { isRoutable, type Endpoint } from '../../domain/service.js';
+import { encodeMessage } from '../../wire/protos.js';
+import { makeResource, type Resource } from '../resource.js';
+import { ENDPOINT_TYPE } from '../type-urls.js';
 
 /** The cluster name Istio's bootstrap template gives the self-discovery cluster. */
 export const LOCAL_CLUSTER = 'local_cluster';

@@ -6,10 +6,10 @@
  *   <prefix>b/<name>/<nn>     one of 64 buckets of endpoints (buckets.ts), a JSON list
  */
 import type { IWatchResponse } from 'etcd3';
-import { endpointKey, sameEndpoint, type Endpoint } from '../domain/service.js';
-import { bucketOf } from './buckets.js';
-import { toStored, type HeldService } from './held-service.js';
-import type { ServiceHead, StoreEvent } from './store.js';
+import { endpointKey, sameEndpoint, type Endpoint } from '../../domain/service.js';
+import { bucketOf } from '../buckets.js';
+import { toStored, type HeldService } from '../held-service.js';
+import type { ServiceHead, StoreEvent } from '../store.js';
 
 export type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; op: 'put' | 'patch' };
 

@@ -1,6 +1,6 @@
 /**
  * Replicas on etcd share the load their clients report: each replica writes
- * its per-period aggregate (domain/load-aggregate.ts) under
+ * its per-period aggregate (domain/load/load-aggregate.ts) under
  *   <prefix>load/<replica>
  * with a lease, and watches the others'. A replica that dies stops renewing
  * its lease and its key expires with it (its last record also stops counting
@@ -12,7 +12,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { Etcd3, type IWatchResponse, type Lease, type Watcher } from 'etcd3';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import type { LoadShare, ReplicaLoad } from '../domain/load-aggregate.js';
+import type { LoadShare, ReplicaLoad } from '../../domain/load/load-aggregate.js';
 
 export interface EtcdLoadShareOptions {
   readonly endpoints: readonly string[];

@@ -16,9 +16,9 @@
  * endpoints of one locality share its object. Format 1 (a plain list)
  * is still read.
  */
-import type { Endpoint, Health } from '../domain/service.js';
-import { jsonString } from '../domain/spec-json.js';
-import { NO_LABELS, type Locality } from '../domain/locality.js';
+import type { Endpoint, Health } from '../../domain/service.js';
+import { jsonString } from '../../domain/spec-json.js';
+import { NO_LABELS, type Locality } from '../../domain/locality.js';
 
 /** Encodes endpoints as one format-2 bucket value. */
 export function encodeBucket(endpoints: Iterable<Endpoint>): string {

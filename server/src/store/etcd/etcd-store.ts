@@ -17,9 +17,9 @@
  * for larger services).
  */
 import { Etcd3, type IWatchResponse, type Watcher } from 'etcd3';
-import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
+import { endpointKey, type Endpoint, type ServiceSpec } from '../../domain/service.js';
 import { applyTransaction, EtcdLayout, heldOf, type Row } from './etcd-layout.js';
-import { toStored, type HeldService } from './held-service.js';
+import { toStored, type HeldService } from '../held-service.js';
 import {
   StoreConflict,
   type EndpointEdit,
@@ -31,10 +31,10 @@ import {
   type StoredService,
   type StoreEvent,
   type WatchHandlers,
-} from './store.js';
+} from '../store.js';
 import { EtcdHealth, notCommitted, unreachable } from './etcd-health.js';
 import { EtcdWrites, type Op, type PendingEdit } from './etcd-writes.js';
-import { WatchHistory } from './watch-history.js';
+import { WatchHistory } from '../watch-history.js';
 
 export interface EtcdStoreOptions {
   /** host:port of each etcd member. */

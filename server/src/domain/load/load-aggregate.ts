@@ -7,7 +7,7 @@
  * all follow the eldest replica's plan state, so clients of one tree node get
  * the same weights whichever replica they talk to. Pure.
  */
-import type { LocalityTree, TreeNode } from './locality-tree.js';
+import type { LocalityTree, TreeNode } from '../locality-tree.js';
 
 /** Load offered from one client position: its values at the service's scopes. */
 export interface OfferedAt {
@@ -51,7 +51,7 @@ export interface ReplicaLoad {
   readonly services: readonly ServiceAggregate[];
 }
 
-/** Where replicas meet (the etcd backend: store/load-share.ts). */
+/** Where replicas meet (the etcd backend: store/etcd/load-share.ts). */
 export interface LoadShare {
   readonly replica: string;
   /** Publishes this replica's record (replacing its previous one). */

@@ -15,7 +15,7 @@ import { configKey, configRecord, readConfigRecord, storeHoldsRecord, writeConfi
 import type { ConfigRecord, FileStamp } from './config-record.js';
 import { configFormatOf, contentDigest } from './config-text.js';
 import { applyFileServices, type FileApplyResult } from './file-source.js';
-import type { Store } from './store.js';
+import type { Store } from '../store/store.js';
 
 /** The config file as `canopy serve` starts with it. */
 export interface StartConfig {
