@@ -16,7 +16,7 @@ import { configFormatOf } from './config/config-text.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
-import type { ServeSecurity } from './cli/serve-security.js';
+import type { ServeSecurity } from './security.js';
 import ipaddr from 'ipaddr.js';
 import { fullCollection } from './platform/full-collection.js';
 import { startGrpcTransport } from './transport/grpc-server.js';

@@ -2,8 +2,15 @@
  * `loadBalancing.loadAware`: how a service's traffic follows the load its
  * clients report (domain/load/load-spill.ts). Validation is data, with field paths.
  */
-import type { SpillMode } from './load-spill.js';
 import { join, type Obj, type Reader } from '../reader.js';
+
+/**
+ * `waterfall` fills the client's nearest tier first (its matched node, then
+ * each ancestor's rest); `spray` spreads over the client's whole top-scope
+ * subtree (its region, with the default scopes) by capacity before spilling
+ * further: Traffic Director's WATERFALL_BY_ZONE and SPRAY_TO_REGION.
+ */
+export type SpillMode = 'waterfall' | 'spray';
 
 export type LoadBalancingMode = SpillMode | 'off';
 export const LOAD_BALANCING_MODES: readonly LoadBalancingMode[] = ['waterfall', 'spray', 'off'];

@@ -12,6 +12,7 @@
  */
 
 import type { TreeNode } from '../locality-tree.js';
+import type { SpillMode } from './load-aware-spec.js';
 
 /** A backend locality's capacity in requests per second (0 when drained or empty). */
 export interface SpillLocality {
@@ -157,13 +158,7 @@ export function spillWeights(
   return out;
 }
 
-/**
- * `waterfall` fills the client's nearest tier first (its matched node, then
- * each ancestor's rest); `spray` spreads over the client's whole top-scope
- * subtree (its region, with the default scopes) by capacity before spilling
- * further: Traffic Director's WATERFALL_BY_ZONE and SPRAY_TO_REGION.
- */
-export type SpillMode = 'waterfall' | 'spray';
+export type { SpillMode } from './load-aware-spec.js';
 
 /**
  * A client node's tiers of leaf localities, best first, from the locality
