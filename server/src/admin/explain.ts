@@ -10,11 +10,11 @@
 import type { FastifyInstance } from 'fastify';
 import { CanopyError, ValidationError, type FieldError } from '../domain/errors.js';
 import { explain, explainChange } from '../domain/explain.js';
-import { explainLoad } from '../domain/load-explain.js';
+import { explainLoad } from '../domain/load/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh, type ServiceState } from '../domain/mesh.js';
 import { parseServiceSpec, serviceSpecToJson } from '../domain/spec.js';
-import type { AdminDeps } from './app.js';
+import type { AdminDeps } from './deps.js';
 import { YAML_TYPES } from './http-errors.js';
 
 /** The YAML parser and the policy importers, loaded on the first proposed policy rather than at startup. */
@@ -35,7 +35,11 @@ const ISTIO_CLUSTER_LABEL = 'topology.istio.io/cluster';
 export function explainRoutes(deps: AdminDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     // A proposed policy may be posted as YAML as well as JSON.
-    app.addContentTypeParser([...YAML_TYPES], { parseAs: 'string' }, (_req, body, done) => done(null, body));
+    app.addContentTypeParser(
+      [...YAML_TYPES],
+      { parseAs: 'string' },
+      (_req, body, done) => done(null, body),
+    );
     const handle = async (query: Query, body: unknown) => {
       const q = readQuery(query);
       const service = deps.mesh.get(q.service);

@@ -5,10 +5,7 @@
  */
 import path from 'node:path';
 import type { Placement } from '../domain/locality.js';
-import type { Workload } from './workload-entries.js';
-
-/** Where the agent pins its program and maps unless told otherwise. */
-export const DEFAULT_PIN_DIR = '/sys/fs/bpf/canopy';
+import type { Workload } from './datapath.js';
 
 /** A workload or label that does not read; the message names the flag or entry at fault. */
 export class WorkloadSpecError extends Error {}

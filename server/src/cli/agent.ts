@@ -4,11 +4,11 @@
  */
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import type { AgentOptions } from '../agent/agent.js';
-import { DEFAULT_PIN_DIR, keyValue, parseWorkload, WorkloadSpecError } from '../agent/workload-spec.js';
+import { DEFAULT_PIN_DIR, type AgentOptions } from '../agent/agent-options.js';
+import { keyValue, parseWorkload, WorkloadSpecError } from '../agent/workload-spec.js';
 import type { Placement } from '../domain/locality.js';
 import { intIn } from './common.js';
-import { untilSignal } from './signals.js';
+import { untilSignal } from '../platform/signals.js';
 
 const PLACEMENT_FLAGS = ['region', 'zone', 'subzone', 'network', 'cluster'] as const;
 

@@ -20,7 +20,7 @@ export function registerApply(program: Command): void {
     .addOption(new Option('--dry-run', 'print the diff; change nothing').default(false));
   for (const o of adminOptions()) cmd.addOption(o);
   cmd.action(async (opts: AdminTarget & { file: string; dryRun: boolean }) => {
-    const { loadConfigFile, parseConfigText } = await import('../store/config-file.js');
+    const { loadConfigFile, parseConfigText } = await import('../config/config-file.js');
     // `-f -`: the config on standard input, read as YAML (JSON is YAML too).
     const loaded =
       opts.file === '-' ? await parseConfigText(await readStdin(), 'stdin') : await loadConfigFile(opts.file);

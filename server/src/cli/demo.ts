@@ -2,7 +2,7 @@
 import { Command, Option } from 'commander';
 import type { DemoAppOptions, DemoCallOptions } from '../demo/compose-apps.js';
 import { intIn } from './common.js';
-import { untilSignal } from './signals.js';
+import { untilSignal } from '../platform/signals.js';
 
 export function registerDemo(program: Command): void {
   program

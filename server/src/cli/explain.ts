@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { ExplainView, SettingChange, explainChange } from '../domain/explain.js';
-import type { LoadExplain } from '../domain/load-explain.js';
+import type { LoadExplain } from '../domain/load/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { adminJson, adminOptions, CliError, EXIT_USAGE, serverError, type AdminTarget } from './common.js';
 import { outputOption, print, type OutputFormat } from './output.js';
@@ -89,7 +89,7 @@ async function offline(opts: Options): Promise<unknown> {
   if (opts.policy !== undefined)
     throw new CliError('explain: --policy needs --admin (the proposal is checked by the server)', EXIT_USAGE);
   const [{ loadConfigFile }, { Mesh }, { explain }] = await Promise.all([
-    import('../store/config-file.js'),
+    import('../config/config-file.js'),
     import('../domain/mesh.js'),
     import('../domain/explain.js'),
   ]);

@@ -15,7 +15,7 @@ export function registerValidate(program: Command): void {
         .default(DEFAULT_MAX_ERRORS),
     )
     .action(async (files: string[], opts: { maxErrors: number }) => {
-      const { loadConfigFile } = await import('../store/config-file.js');
+      const { loadConfigFile } = await import('../config/config-file.js');
       let failed = 0;
       for (const file of files) {
         const loaded = await loadConfigFile(file);
