@@ -37,6 +37,20 @@ function fieldPath(e: ErrorObject): string {
 describe('mesh.yaml JSON Schema', () => {
   it('is a valid draft-07 schema that ajv compiles in strict mode', () => assert.equal(typeof validate, 'function'));
 
+  it("docs/configuration.md's reference lists every server: field of the schema", () => {
+    const page = readFileSync(packagePath('docs', 'configuration.md'), 'utf8');
+    const block = /\nserver:[^\n]*\n((?: {2}[^\n]*\n)+)/.exec(page)?.[1] ?? '';
+    const listed = [...block.matchAll(/^ {2}(\w+):/gm)].map((m) => m[1]);
+    const fields = Object.keys(
+      (schema as { properties: { server: { properties: object } } }).properties.server.properties,
+    );
+    assert.deepEqual(
+      fields.filter((f) => !listed.includes(f)),
+      [],
+      'server fields missing from the reference',
+    );
+  });
+
   const valid: [string, unknown][] = [
     ...EXAMPLES.map((f): [string, unknown] => [f, load(readFileSync(packagePath(f), 'utf8'))]),
     ...['README.md', 'docs/configuration.md'].flatMap((page) =>

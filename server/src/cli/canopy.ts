@@ -17,6 +17,7 @@ import { registerGet } from './get.js';
 import { registerHealth } from './health.js';
 import { registerImport } from './import.js';
 import { registerProxyStatus } from './proxy-status.js';
+import { registerSchema } from './schema.js';
 import { registerServe } from './serve.js';
 import { registerValidate } from './validate.js';
 
@@ -36,6 +37,7 @@ export function buildProgram(): Command {
     registerProxyStatus,
     registerValidate,
     registerBootstrap,
+    registerSchema,
     registerExplain,
     registerImport,
     registerAgent,
