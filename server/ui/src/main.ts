@@ -18,8 +18,8 @@ import {
 import { byId, h } from './dom.js';
 import { renderLoad } from './load.js';
 import { renderClients, renderShares } from './panels.js';
-import { pathKey, tierOverlay } from './tiers.js';
-import { renderTree } from './tree.js';
+import { branchesToBestTier, pathKey, tierOverlay } from './tiers.js';
+import { COLLAPSED_DEPTH, opensCollapsed, renderTree, type TreeOrder } from './tree.js';
 
 const POLL_MS = 1000;
 /** The server's ENDPOINT_LIST_LIMIT (server/src/admin/ui-view.ts): above it leaves list no endpoints. */
@@ -41,7 +41,10 @@ const state: {
   /** Nodes the user opened or closed (pathKey → collapsed); others follow the size rule below. */
   toggled: Map<string, boolean>;
   search: string;
+  order: TreeOrder;
   allChips: Set<string>;
+  /** The explained target whose best tier was last revealed (opened and scrolled to). */
+  revealed: Target | undefined;
 } = {
   service: new URLSearchParams(location.search).get('service') ?? '',
   view: undefined,
@@ -53,22 +56,17 @@ const state: {
   updatedAt: undefined,
   toggled: new Map(),
   search: '',
+  order: new URLSearchParams(location.search).get('order') === 'name' ? 'name' : 'problems',
   allChips: new Set(),
+  revealed: undefined,
 };
-
-/** A tree with more nodes than this opens collapsed below the zone level (depth 2). */
-const OPEN_NODES = 60;
-const OPEN_DEPTH = 2;
-
-function nodeCount(n: ServiceView['root']): number {
-  return n.children.reduce((sum, c) => sum + nodeCount(c), 1);
-}
 
 const els = {
   service: byId<HTMLSelectElement>('service'),
   token: byId<HTMLInputElement>('token'),
   tree: byId('tree'),
   search: byId<HTMLInputElement>('search'),
+  order: byId<HTMLSelectElement>('order'),
   stale: byId('stale'),
   capped: byId('capped'),
   tokenBox: byId<HTMLDetailsElement>('token-box'),
@@ -99,8 +97,8 @@ function render(): void {
   performance.mark('canopy-render-start');
   const overlay = state.explain ? tierOverlay(view, state.explain) : undefined;
   const selectedNode = state.target?.kind === 'place' ? state.target.node : undefined;
-  const big = !OPEN_ALL && nodeCount(view.root) > OPEN_NODES;
-  const isCollapsed = (key: string, depth: number) => state.toggled.get(key) ?? (big && depth >= OPEN_DEPTH);
+  const big = !OPEN_ALL && opensCollapsed(view);
+  const isCollapsed = (key: string, depth: number) => state.toggled.get(key) ?? (big && depth >= COLLAPSED_DEPTH);
   els.tree.replaceChildren(
     renderTree(view, overlay, selectedNode, {
       onPick: (path) => pickNode(view, path),
@@ -110,6 +108,7 @@ function render(): void {
         render();
       },
       search: state.search,
+      order: state.order,
       allChips: state.allChips,
       onMore: (key) => {
         state.allChips.add(key);
@@ -239,6 +238,20 @@ function setTarget(target: Target | undefined): void {
   void refreshExplain();
 }
 
+/**
+ * Opens the branches that hold the explained client's best (priority-0) nodes, then scrolls the first
+ * of them into view: in a collapsed tree of hundreds of nodes they would otherwise be folded away.
+ */
+function revealBestTier(): void {
+  const view = state.view;
+  if (!view || !state.explain) return render();
+  const overlay = tierOverlay(view, state.explain);
+  for (const key of branchesToBestTier(view, overlay)) state.toggled.set(key, false);
+  render();
+  const first = els.tree.querySelector(`li.node[data-tier="${overlay.priorities[0]}"]:not([aria-expanded="true"])`);
+  first?.scrollIntoView({ block: 'center' });
+}
+
 let explainSeq = 0;
 async function refreshExplain(): Promise<void> {
   const target = state.target;
@@ -249,6 +262,11 @@ async function refreshExplain(): Promise<void> {
     if (seq !== explainSeq) return;
     state.explain = explain;
     state.explainError = undefined;
+    if (state.revealed !== target) {
+      state.revealed = target;
+      revealBestTier();
+      return;
+    }
   } catch (err) {
     if (seq !== explainSeq) return;
     state.explain = undefined;
@@ -351,6 +369,11 @@ async function loadServices(): Promise<void> {
 }
 
 els.service.addEventListener('change', () => chooseService(els.service.value));
+els.order.value = state.order;
+els.order.addEventListener('change', () => {
+  state.order = els.order.value === 'name' ? 'name' : 'problems';
+  render();
+});
 els.search.addEventListener('input', () => {
   state.search = els.search.value;
   render();

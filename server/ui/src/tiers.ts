@@ -106,3 +106,16 @@ function byLocality(view: ServiceView, explain: Explain, shareOf: ReadonlyMap<st
         : [],
     );
 }
+
+/** The nodes to open so that every leaf of the best (lowest) priority shows: each such leaf's ancestors. */
+export function branchesToBestTier(view: ServiceView, overlay: TierOverlay): Set<string> {
+  const best = overlay.priorities[0];
+  const open = new Set<string>();
+  const visit = (n: ViewNode): void => {
+    if (best === undefined || overlay.byPath.get(pathKey(n.path))?.priority !== best) return;
+    if (n.children.length === 0) for (let i = 0; i < n.path.length; i++) open.add(pathKey(n.path.slice(0, i)));
+    n.children.forEach(visit);
+  };
+  visit(view.root);
+  return open;
+}
