@@ -6,13 +6,10 @@ import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { buildAdminApp } from './admin/app.js';
 import { configReloadMetrics, createMetrics, instrumentAdmin, instrumentStore } from './admin/metrics.js';
-import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
-import { watchConfigFile } from './store/config-file.js';
 import { applyFileServices } from './store/file-source.js';
-import { configKey } from './store/config-record.js';
-import { applyStartConfig, recordConfig, type StartApplied, type StartConfig } from './store/config-start.js';
-import { configFormatOf } from './store/config-text.js';
+import { reloadConfigOnEdit } from './store/config-reload.js';
+import { applyStartConfig, type StartApplied, type StartConfig } from './store/config-start.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
@@ -278,43 +275,15 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const adminPortBound = typeof adminBound === 'object' && adminBound ? adminBound.port : adminPort;
 
   const stopWatching = opts.configPath
-    ? watchConfigFile(
-        opts.configPath,
-        {
-          onValid: (config, digest) => {
-            logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
-            return applyFileServices(store, config.services).then(
-              async (applied) => {
-                if (recordDir !== undefined && opts.configPath !== undefined) {
-                  const key = configKey(digest, configFormatOf(opts.configPath));
-                  await recordConfig(store, recordDir, key, config);
-                }
-                reloads.loaded('success');
-                logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
-              },
-              (err: unknown) => {
-                reloads.loaded('store_error');
-                logger.error({ file: opts.configPath, err }, 'config reload failed to write the store');
-              },
-            );
-          },
-          onWatchError: (err) =>
-            logger.warn(
-              { file: opts.configPath, err },
-              'config directory watch failed: edits are seen by polling only',
-            ),
-          onParsing: (bytes) => logger.info({ file: opts.configPath, bytes }, 'config file changed: parsing'),
-          onInvalid: (errors) => {
-            reloads.loaded('invalid');
-            logger.error(
-              { file: opts.configPath, errors },
-              `config edit rejected, running config kept: ${formatFieldErrors(errors)}`,
-            );
-          },
-        },
+    ? reloadConfigOnEdit({
+        file: opts.configPath,
+        store,
+        logger,
+        ...(recordDir !== undefined ? { recordDir } : {}),
         // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
-        initial.digest !== undefined ? { initialDigest: initial.digest } : {},
-      )
+        ...(initial.digest !== undefined ? { initialDigest: initial.digest } : {}),
+        loaded: (outcome) => reloads.loaded(outcome),
+      })
     : () => {};
 
   ready = true;
