@@ -32,7 +32,8 @@ import {
   type StoreEvent,
   type WatchHandlers,
 } from './store.js';
-import { EtcdHealth, notCommitted, unreachable } from './etcd-health.js';
+import { EtcdHealth, unreachable } from './etcd-health.js';
+import { budgetOf, etcdFaultHandling, withinBudget, WRITE_BUDGET_MS, type Budget } from './etcd-retry.js';
 import { EtcdWrites, type Op, type PendingEdit } from './etcd-writes.js';
 import { WatchHistory } from './watch-history.js';
 
@@ -45,10 +46,10 @@ export interface EtcdStoreOptions {
 
 /** How often a write whose compare failed because our view was stale is redone. */
 const ATTEMPTS = 50;
-/** How long a write (of a small service) may wait for etcd to commit it, and the readiness read to answer. */
-const WRITE_DEADLINE_MS = 1000;
+/** How long one attempt of a write (of a small service) may wait for etcd to commit it, and the readiness read to answer. */
+const ATTEMPT_MS = 1000;
 /** More time for a large PUT: about 15 MB of JSON for 100k endpoints. */
-const DEADLINE_MS_PER_ENDPOINT = 0.05;
+const MS_PER_ENDPOINT = 0.05;
 
 export class EtcdStore implements Store {
   private readonly services = new Map<string, HeldService>();
@@ -76,7 +77,7 @@ export class EtcdStore implements Store {
       () =>
         client
           .get(this.layout.serviceKey('\u0000readiness'))
-          .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
+          .options({ deadline: Date.now() + ATTEMPT_MS })
           .exec(),
       (healthy) => {
         for (const w of this.watchers) w.onHealth?.(healthy);
@@ -91,6 +92,7 @@ export class EtcdStore implements Store {
       dialTimeout: 5000,
       // A 100k-endpoint service arrives as one watch response far above gRPC's 4 MB default.
       grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
+      faultHandling: etcdFaultHandling(),
     });
     const store = new EtcdStore(client, prefix, `etcd:${opts.endpoints.join(',')}${prefix}`);
     try {
@@ -222,47 +224,66 @@ export class EtcdStore implements Store {
     build: (current: HeldService | undefined) => Op[] | undefined,
     size: number,
   ): Promise<number | undefined> {
+    // One budget for the whole write, whatever it meets: an election, a lost quorum, another replica's writes.
+    const end = budgetOf(
+      WRITE_BUDGET_MS + Math.max(size, this.services.get(name)?.endpoints.size ?? 0) * MS_PER_ENDPOINT,
+    );
     for (let attempt = 1; ; attempt++) {
       const current = this.services.get(name);
       const seen = current?.revision ?? 0;
       if (ifRevision !== undefined && ifRevision !== seen) {
         // Our view may only be behind: read the truth before calling it a conflict.
-        const actual = await this.readRevision(name);
+        const actual = await this.readRevision(name, end);
         if (actual !== ifRevision) throw new StoreConflict(name, ifRevision, actual);
         await this.caughtUpTo(actual);
         continue;
       }
       const ops = build(current);
       if (ops === undefined) return undefined;
-      // Without quorum etcd holds a write for its own ~7 s timeout: give up sooner (the size allows for large PUTs).
-      const endpoints = Math.max(size, current?.endpoints.size ?? 0);
-      const result = await this.client
-        .if(this.layout.serviceKey(name), 'Mod', '==', seen)
-        .then(...ops)
-        .options({ deadline: Date.now() + WRITE_DEADLINE_MS + endpoints * DEADLINE_MS_PER_ENDPOINT })
-        .commit()
-        .catch((err: unknown) => {
-          throw notCommitted(err, WRITE_DEADLINE_MS + endpoints * DEADLINE_MS_PER_ENDPOINT);
-        });
-      if (result.succeeded) {
-        // Read-your-writes: the write is in this store's view before the caller hears of it.
-        const revision = Number(result.header.revision);
-        await this.caughtUpTo(revision);
-        return revision;
-      }
+      const result = await this.commit([[name, seen]], ops, end, current?.endpoints.size ?? size);
+      if (result.succeeded) return result.revision;
       if (attempt >= ATTEMPTS) {
-        throw new StoreConflict(name, seen, await this.readRevision(name));
+        throw new StoreConflict(name, seen, await this.readRevision(name, end));
       }
       // Another replica wrote this service: wait until our watch has its write, then decide again.
-      await this.caughtUpTo(Number(result.header.revision));
+      await this.caughtUpTo(result.revision);
     }
   }
 
-  private async readRevision(name: string): Promise<number> {
-    const r = await this.client
-      .get(this.layout.serviceKey(name))
-      .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
-      .exec();
+  /**
+   * One transaction of `ops`, if every named service is at its revision, retried through an election until
+   * `end` (etcd-retry.ts). A committed write is in this store's view before the caller hears of it.
+   */
+  private async commit(
+    guards: readonly (readonly [string, number])[],
+    ops: Op[],
+    end: Budget,
+    endpoints: number,
+  ): Promise<{ succeeded: boolean; revision: number }> {
+    const result = await withinBudget(
+      'commit the write',
+      end,
+      ATTEMPT_MS + endpoints * MS_PER_ENDPOINT,
+      ({ deadline }) => {
+        const [first, ...rest] = guards;
+        let txn = this.client.if(this.layout.serviceKey(first![0]), 'Mod', '==', first![1]);
+        for (const [name, revision] of rest) txn = txn.and(this.layout.serviceKey(name), 'Mod', '==', revision);
+        return txn
+          .then(...ops)
+          .options({ deadline })
+          .commit();
+      },
+    );
+    const revision = Number(result.header.revision);
+    // Read-your-writes: the write is in this store's view before the caller hears of it.
+    if (result.succeeded) await this.caughtUpTo(revision);
+    return { succeeded: result.succeeded, revision };
+  }
+
+  private async readRevision(name: string, end = budgetOf(WRITE_BUDGET_MS)): Promise<number> {
+    const r = await withinBudget('answer a read', end, ATTEMPT_MS, ({ deadline }) =>
+      this.client.get(this.layout.serviceKey(name)).options({ deadline }).exec(),
+    );
     return Number(r.kvs[0]?.mod_revision ?? 0);
   }
 
