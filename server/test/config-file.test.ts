@@ -22,9 +22,9 @@ import {
   OFF_THREAD_BYTES,
   parseConfigText,
   parseConfigTextOffThread,
-} from '../src/store/config-file.js';
-import { watchConfigFile } from '../src/store/config-watch.js';
-import { contentDigest } from '../src/store/config-text.js';
+} from '../src/config/config-file.js';
+import { watchConfigFile } from '../src/config/config-watch.js';
+import { contentDigest } from '../src/config/config-text.js';
 
 const VALID = `server:
   adminPort: 0
