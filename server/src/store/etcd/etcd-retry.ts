@@ -20,8 +20,10 @@ import {
   isBrokenCircuitError,
   retry,
 } from 'cockatiel';
-import { isRecoverableError, type IOptions } from 'etcd3';
+import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
 import { CanopyError } from '../../domain/errors.js';
+import type { EtcdLayout } from './etcd-layout.js';
+import type { Op } from './etcd-writes.js';
 
 /** How long a write may keep retrying through an election (or a lost quorum) before it is refused. */
 export const WRITE_BUDGET_MS = 5000;
@@ -93,4 +95,37 @@ export function etcdFaultHandling(): NonNullable<IOptions['faultHandling']> {
       circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }),
     global: retry(handleWhen(isRecoverableError), { maxAttempts: 3 }),
   };
+}
+
+/** One transaction of `ops` if every named service's row is at its revision, retried within the budget. */
+export async function commitTxn(
+  client: Etcd3,
+  layout: EtcdLayout,
+  guards: readonly (readonly [string, number])[],
+  ops: Op[],
+  budget: Budget,
+  attemptMs: number,
+): Promise<{ succeeded: boolean; revision: number }> {
+  const result = await withinBudget('commit the write', budget, attemptMs, ({ deadline }) => {
+    const [first, ...rest] = guards;
+    if (!first) throw new Error('a transaction without a service to guard it');
+    let txn = client.if(layout.serviceKey(first[0]), 'Mod', '==', first[1]);
+    for (const [name, revision] of rest) txn = txn.and(layout.serviceKey(name), 'Mod', '==', revision);
+    return txn
+      .then(...ops)
+      .options({ deadline })
+      .commit();
+  });
+  return { succeeded: result.succeeded, revision: Number(result.header.revision) };
+}
+
+/** The etcd3 client of the store: these policies, and no message size limit. */
+export function etcdClient(endpoints: readonly string[]): Etcd3 {
+  return new Etcd3({
+    hosts: endpoints.map((h) => (h.includes('://') ? h : `http://${h}`)),
+    dialTimeout: 5000,
+    // A 100k-endpoint service arrives as one watch response far above gRPC's 4 MB default.
+    grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
+    faultHandling: etcdFaultHandling(),
+  });
 }
