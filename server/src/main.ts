@@ -59,6 +59,8 @@ export interface CanopyOptions {
   readonly dataDir?: string;
   /** Start on an embedded store that lost acknowledged writes (truncated or damaged log), logging what was lost. */
   readonly acceptStoreLoss?: boolean;
+  /** On etcd: apply this replica's config file even though the live replicas apply another (replica-files.ts). */
+  readonly takeOver?: boolean;
   /** Tokens, TLS and request limits (README, "Access control"); none by default. */
   readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
@@ -114,6 +116,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     );
   }
 
+  // Replicas on etcd apply one file: checked before anything else is opened (store/etcd/replica-files.ts).
+  const replicaFiles =
+    opts.storeUrl !== undefined && opts.configPath !== undefined && opts.startConfig
+      ? await openReplicaFiles(opts.storeUrl, opts.configPath, opts.startConfig.digest, opts.takeOver ?? false)
+      : undefined;
   const registry = new Registry();
   const opening =
     opts.store ??
@@ -215,6 +222,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ? await applyStartConfig(store, opts.startConfig, recordDir)
     : { ...(await applyFileServices(store, opts.config.services)), unchangedFile: false, keptApiChanges: [] };
   reloads.loaded('success');
+  if (replicaFiles && initial.digest !== undefined) await replicaFiles.applied(initial.digest);
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
   if (initial.unchangedFile)
     logger.info(
@@ -283,6 +291,9 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
         // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
         ...(initial.digest !== undefined ? { initialDigest: initial.digest } : {}),
         loaded: (outcome) => reloads.loaded(outcome),
+        ...(replicaFiles
+          ? { refuse: (digest) => replicaFiles.refuseEdit(digest), applied: (digest) => replicaFiles.applied(digest) }
+          : {}),
       })
     : () => {};
 
@@ -298,6 +309,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       stopWatching();
       load.stop();
       await loadShare?.close();
+      await replicaFiles?.close();
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.close()]);
@@ -308,6 +320,12 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     })());
 
   return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, started: initial, stop };
+}
+
+async function openReplicaFiles(url: string, file: string, digest: string, takeOver: boolean) {
+  const { endpoints, prefix } = parseEtcdUrl(url);
+  const { ReplicaFiles } = await import('./store/etcd/replica-files.js');
+  return ReplicaFiles.open({ endpoints, prefix, file, digest, takeOver });
 }
 
 async function openLoadShare(url: string, intervalMs: number) {
