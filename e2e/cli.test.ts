@@ -66,6 +66,7 @@ const SUBCOMMANDS: Record<string, string[]> = {
   'demo-app': ['--id', 'a'],
   'demo-call': ['--target', '127.0.0.1:1'],
   completion: ['bash'],
+  schema: [],
 };
 
 describe('canopy: usage, help and exit codes', () => {
