@@ -45,6 +45,8 @@ export interface AdminDeps {
   readonly registry: Registry;
   readonly logger?: Logger;
   readonly ready: () => boolean;
+  /** Why not ready, when a source knows (the Kubernetes source's sync and API server reachability). */
+  readonly notReady?: () => string | undefined;
   /** Tokens and allowed Host names (access.ts); without it everything is open, as on loopback by default. */
   readonly access?: AccessPolicy;
   /** Largest request body in bytes (default 16 MiB: a 100k-endpoint PUT is about 15 MB). */
@@ -283,6 +285,8 @@ function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async () => {
+    const why = deps.notReady?.();
+    if (why !== undefined) throw new CanopyError('CANOPY_NOT_READY', why);
     if (!deps.ready())
       throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
     return { status: 'ready' };
