@@ -73,7 +73,8 @@ export class KubeSource {
   private synced = false;
   private flushing: Promise<void> | undefined;
   private retry: NodeJS.Timeout | undefined;
-  private downSince: number | undefined;
+  /** Per watch (path) that last failed: since when, why, and whether the API server refused it (401/403). */
+  private readonly failing = new Map<string, { since: number; message: string; refused: boolean }>();
   private lastError: string | undefined;
   private errors = 0;
   private readonly events = { service: 0, endpointslice: 0, node: 0 };
@@ -127,10 +128,15 @@ export class KubeSource {
 
   /** Why /readyz should answer 503, or undefined when ready. */
   notReady(now = Date.now()): string | undefined {
+    const failures = [...this.failing.values()];
+    // Refused: not a passing outage, so not ready at once, whatever the threshold.
+    const refused = failures.find((f) => f.refused);
+    if (refused) return `kubernetes: ${refused.message}`;
     if (!this.synced)
       return this.lastError ? `kubernetes: ${this.lastError}` : 'kubernetes: waiting for the first full list';
-    if (this.downSince !== undefined && now - this.downSince > (this.opts.unreachableMs ?? 10_000))
-      return `kubernetes: the API server has not answered for ${Math.round((now - this.downSince) / 1000)} s: ${this.lastError}`;
+    const since = Math.min(...failures.map((f) => f.since));
+    if (failures.length > 0 && now - since > (this.opts.unreachableMs ?? 10_000))
+      return `kubernetes: the API server has not answered for ${Math.round((now - since) / 1000)} s: ${this.lastError}`;
     return undefined;
   }
 
@@ -144,7 +150,7 @@ export class KubeSource {
     for (const n of this.hints.values()) foreignHints += n;
     return {
       synced: this.synced,
-      connected: this.downSince === undefined,
+      connected: this.failing.size === 0,
       events: { ...this.events },
       writes: { ...this.writer.counts },
       errors: this.errors,
@@ -177,23 +183,25 @@ export class KubeSource {
         synced: () => {
           if (--this.pendingLists === 0) this.schedule();
         },
-        contact: (err) => this.contact(kind, err),
+        contact: (err) => this.contact(kind, path, err),
       },
     });
     this.watches.push(w);
   }
 
-  private contact(kind: Kind, err: unknown): void {
+  private contact(kind: Kind, path: string, err: unknown): void {
     if (err === undefined) {
-      if (this.downSince !== undefined) this.opts.log.info({}, 'kubernetes: the API server answers again');
-      this.downSince = undefined;
-      this.lastError = undefined;
+      if (this.failing.delete(path) && this.failing.size === 0)
+        this.opts.log.info({}, 'kubernetes: the API server answers again');
+      if (this.failing.size === 0) this.lastError = undefined;
       return;
     }
     this.errors++;
-    this.downSince ??= Date.now();
     const message = describeKubeError(kind, err);
-    if (message !== this.lastError) this.opts.log.error({ resource: kind }, message);
+    const status = statusOf(err);
+    const since = this.failing.get(path)?.since ?? Date.now();
+    this.failing.set(path, { since, message, refused: status === 401 || status === 403 });
+    if (message !== this.lastError) this.opts.log.error({ resource: kind, path }, message);
     this.lastError = message;
   }
 
@@ -302,8 +310,8 @@ export class KubeSource {
 
 /** A failed list or watch, in words an operator can act on (a 403 names the RBAC Canopy needs). */
 export function describeKubeError(kind: Kind, err: unknown): string {
-  const e = err as { code?: unknown; statusCode?: unknown; body?: unknown; message?: string; verb?: string };
-  const status = typeof e.code === 'number' ? e.code : typeof e.statusCode === 'number' ? e.statusCode : undefined;
+  const e = err as { body?: unknown; message?: string; verb?: string };
+  const status = statusOf(err);
   let detail = e.message ?? String(err);
   if (typeof e.body === 'string') {
     try {
@@ -320,4 +328,10 @@ export function describeKubeError(kind: Kind, err: unknown): string {
     );
   if (status === 401) return `cannot ${what}: 401 Unauthorized (${detail}): check the kubeconfig's credentials`;
   return `cannot ${what}: ${status !== undefined ? `${status} ` : ''}${detail}`;
+}
+
+/** The HTTP status of a failed list (client-node's ApiException `code`) or watch (`statusCode`). */
+function statusOf(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown } | null;
+  return typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
 }
