@@ -23,9 +23,9 @@ interface Written {
 }
 
 export interface KubeWriteCounts {
-  puts: number;
-  patches: number;
-  deletes: number;
+  put: number;
+  patch: number;
+  delete: number;
   unchanged: number;
 }
 
@@ -35,7 +35,7 @@ export class KubeWriter {
   private readonly written = new Map<string, Written>();
   /** Names the file or the API owns, and which: the source leaves them alone. */
   readonly foreign = new Map<string, Owner>();
-  readonly counts: KubeWriteCounts = { puts: 0, patches: 0, deletes: 0, unchanged: 0 };
+  readonly counts: KubeWriteCounts = { put: 0, patch: 0, delete: 0, unchanged: 0 };
 
   constructor(
     private readonly store: Store,
@@ -63,7 +63,7 @@ export class KubeWriter {
       if (!held) return;
       try {
         await this.store.delete(name, { ifRevision: held.revision });
-        this.counts.deletes++;
+        this.counts.delete++;
         return;
       } catch (err) {
         if (!(err instanceof StoreConflict) || attempt >= ATTEMPTS) throw err;
@@ -104,7 +104,7 @@ export class KubeWriter {
         head,
         endpoints: new Map(spec.endpoints.map((e) => [endpointKey(e), e])),
       });
-      this.counts.puts++;
+      this.counts.put++;
       return;
     }
     const upserts: Endpoint[] = [];
@@ -126,7 +126,7 @@ export class KubeWriter {
     for (const e of upserts) held.endpoints.set(endpointKey(e), e);
     for (const k of removals) held.endpoints.delete(k);
     held.revision = revision;
-    this.counts.patches++;
+    this.counts.patch++;
   }
 }
 
