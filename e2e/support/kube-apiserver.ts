@@ -103,6 +103,8 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
     // One process among many on a shared machine: no request queuing, no API server identity leases.
     '--enable-priority-and-fairness=false',
     '--endpoint-reconciler-type=none',
+    // As kubeadm, kind and managed clusters run it: the node agent's DaemonSet is privileged (bpffs, cgroups).
+    '--allow-privileged=true',
     '--v=0',
   ];
   let child: ChildProcess | undefined;
