@@ -38,6 +38,7 @@ function slice(s: number, unready: number): V1EndpointSlice {
 }
 
 function healthy(r: RawResponse): number {
+  if (r.resources.length === 0) return 0; // not written yet
   const cla = decodeEnvoy<{ endpoints: { lb_endpoints: { health_status: string }[] }[] }>(
     'envoy.config.endpoint.v3.ClusterLoadAssignment',
     r.resources[0]!.value,
@@ -70,15 +71,20 @@ async function main(): Promise<void> {
     xdsPort: 0,
     adminPort: 0,
     debounceMs: 0,
-    logger: pino({ level: 'silent' }),
+    logger: pino({ level: process.env['CANOPY_BENCH_LOG'] ?? 'silent' }),
     kube: { kubeconfig: api.kubeconfig() },
   });
+  // Subscribed once the source has written the service (the first full sync).
+  while (canopy.mesh.get('big.default')?.spec.endpoints.length !== SLICES * PER_SLICE)
+    await new Promise((resolve) => setTimeout(resolve, 50));
   const ads = new RawAdsStream(canopy.xdsAddress);
   try {
     const node = { id: 'bench', cluster: 'bench', locality: { region: '', zone: 'z0', sub_zone: '' } };
     ads.send({ node, type_url: EDS, resource_names: ['big.default'] });
     let r = await ads.next(30_000);
+    if (process.env['CANOPY_BENCH_LOG']) process.stderr.write(`initial: ${healthy(r)}\n`);
     while (healthy(r) !== SLICES * PER_SLICE) {
+      if (process.env['CANOPY_BENCH_LOG']) process.stderr.write(`initial CLA: ${healthy(r)} endpoints\n`);
       ads.send({
         type_url: EDS,
         version_info: r.version_info,
@@ -90,7 +96,8 @@ async function main(): Promise<void> {
     ads.send({ type_url: EDS, version_info: r.version_info, response_nonce: r.nonce, resource_names: ['big.default'] });
     const times: number[] = [];
     for (let i = 0; i < samples; i++) {
-      const s = i % SLICES;
+      // Even samples flip one endpoint of a slice; odd ones put it back.
+      const s = Math.floor(i / 2) % SLICES;
       const flipped = i % 2 === 0;
       const t0 = performance.now();
       await discovery.replaceNamespacedEndpointSlice({
@@ -107,6 +114,7 @@ async function main(): Promise<void> {
           response_nonce: r.nonce,
           resource_names: ['big.default'],
         });
+        if (process.env['CANOPY_BENCH_LOG']) process.stderr.write(`sample ${i}: CLA ${healthy(r)}, want ${want}\n`);
         if (healthy(r) === want) break;
       }
       times.push(performance.now() - t0);

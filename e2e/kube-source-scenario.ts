@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CoreV1Api, DiscoveryV1Api, KubeConfig, type V1EndpointSlice } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, KubeConfig, type V1EndpointSlice } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { startBackend, type Backend } from '../server/src/demo/backend.js';
 import { xdsBootstrap } from '../server/src/demo/bootstrap.js';
@@ -39,6 +39,7 @@ describe('Kubernetes source against a real API server', { skip: kubeSkip() }, ()
   let canopy: Canopy;
   let core: CoreV1Api;
   let discovery: DiscoveryV1Api;
+  let custom: CustomObjectsApi;
   let port: number;
   const backends: Backend[] = [];
   const clients = new Map<string, XdsEchoClient>();
@@ -105,6 +106,21 @@ describe('Kubernetes source against a real API server', { skip: kubeSkip() }, ()
     kc.loadFromFile(api.kubeconfig());
     core = kc.makeApiClient(CoreV1Api);
     discovery = kc.makeApiClient(DiscoveryV1Api);
+    custom = kc.makeApiClient(CustomObjectsApi);
+    // Istio's DestinationRule CRD (its spec left open), sent as JSON: client-node's typed CRD model would drop
+    // x-kubernetes-preserve-unknown-fields, and the API server would then prune every rule's spec.
+    const crd = await api.request(
+      'POST',
+      '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+      DESTINATION_RULE_CRD,
+    );
+    assert.equal(crd.status, 201, JSON.stringify(crd.body));
+    await until('the DestinationRule CRD served', async () =>
+      custom.listClusterCustomObject({ group: 'networking.istio.io', version: 'v1', plural: 'destinationrules' }).then(
+        () => true,
+        () => undefined,
+      ),
+    );
     port = await freePort();
     for (let i = 0; i < 6; i++) {
       const zone = ZONES[i % 3]!;
@@ -260,6 +276,30 @@ describe('Kubernetes source against a real API server', { skip: kubeSkip() }, ()
     }
   });
 
+  it('an Istio DestinationRule on the Service is read live: its distribute moves z-a clients to z-b', async () => {
+    const rule = {
+      apiVersion: 'networking.istio.io/v1',
+      kind: 'DestinationRule',
+      metadata: { name: 'echo-rule', namespace: NS },
+      spec: {
+        host: `echo.${NS}.svc.cluster.local`,
+        trafficPolicy: {
+          loadBalancer: {
+            localityLbSetting: { enabled: true, distribute: [{ from: 'r1/z-a/*', to: { 'r1/z-b/*': 100 } }] },
+          },
+        },
+      },
+    };
+    const dr = { group: 'networking.istio.io', version: 'v1', namespace: NS, plural: 'destinationrules' };
+    await custom.createNamespacedCustomObject({ ...dr, body: rule });
+    await client('z-a').waitUntil(onlyAndAll(ids('z-b')));
+    // Istio's reading: without outlierDetection the rule ranks nothing, so a client it does not name gets every zone.
+    await client('z-c').waitUntil(onlyAndAll(backends.map((b) => b.id)), { sample: 40 });
+    await custom.deleteNamespacedCustomObject({ ...dr, name: 'echo-rule' });
+    await client('z-a').waitUntil(onlyAndAll(ids('z-a')));
+    await client('z-c').waitUntil(onlyAndAll(ids('z-c')));
+  });
+
   it('an unreachable API server fails /readyz; what changed meanwhile arrives when it is back', async () => {
     const before = await writes();
     proxy.cut();
@@ -295,6 +335,35 @@ describe('Kubernetes source against a real API server', { skip: kubeSkip() }, ()
     assert.equal((after['patch'] ?? 0) - (resumed['patch'] ?? 0), 1);
   });
 });
+
+const DESTINATION_RULE_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'destinationrules.networking.istio.io' },
+  spec: {
+    group: 'networking.istio.io',
+    names: {
+      kind: 'DestinationRule',
+      plural: 'destinationrules',
+      singular: 'destinationrule',
+      listKind: 'DestinationRuleList',
+    },
+    scope: 'Namespaced',
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        storage: true,
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+          },
+        },
+      },
+    ],
+  },
+};
 
 function countEndpoints(bytes: Buffer): number {
   const cla = decodeEnvoy<{ endpoints: { lb_endpoints: unknown[] }[] }>(

@@ -35,6 +35,6 @@ describe('Kubernetes source, real API server, real gRPC clients (own network nam
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     process.stdout.write(out.replace(/^/gm, '# '));
     assert.equal(code, 0, `the scenario failed:\n${out}`);
-    assert.match(out, /^# pass 6$/m);
+    assert.match(out, /^# pass 7$/m);
   });
 });

@@ -56,6 +56,8 @@ export interface KubeApiserver {
   restart(): Promise<void>;
   destroy(): Promise<void>;
   logs(): string;
+  /** A raw request as the admin (JSON in and out): objects client-node's typed models would reshape. */
+  request(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }>;
 }
 
 export interface KubeApiserverOptions {
@@ -157,6 +159,7 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
       rmSync(dir, { recursive: true, force: true });
     },
     logs: () => log,
+    request: (method, p, body) => rawRequest(`${url}${p}`, caFile(), tokens.get('admin')!, method, body),
   };
 }
 
@@ -183,5 +186,33 @@ function ready(url: string, caFile: string, token: string): Promise<boolean> {
     );
     req.on('error', () => resolve(false));
     req.on('timeout', () => req.destroy());
+  });
+}
+
+function rawRequest(
+  url: string,
+  caFile: string,
+  token: string,
+  method: string,
+  body?: unknown,
+): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      url,
+      {
+        method,
+        ca: readFileSync(caFile),
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (b: Buffer) => (text += b.toString()));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: text ? (JSON.parse(text) as unknown) : undefined }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
   });
 }

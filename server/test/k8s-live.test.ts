@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { localityInterner } from '../src/domain/locality.js';
 import {
+  destinationRuleTarget,
   healthOf,
   mapService,
   nodePlace,
@@ -166,5 +167,17 @@ describe('live Kubernetes mapping', () => {
       ctx,
     );
     assert.equal(hinted.foreignHints, 1);
+  });
+
+  it("a DestinationRule's host names the Service it applies to", () => {
+    const cases: [string, string, string | undefined][] = [
+      ['web', 'shop', 'web.shop'],
+      ['web.shop', 'other', 'web.shop'],
+      ['web.shop.svc', 'other', 'web.shop'],
+      ['web.shop.svc.cluster.local', 'other', 'web.shop'],
+      ['*.shop.svc.cluster.local', 'shop', undefined],
+      ['api.example.com', 'shop', undefined],
+    ];
+    for (const [host, ns, want] of cases) assert.equal(destinationRuleTarget(host, ns), want, host);
   });
 });

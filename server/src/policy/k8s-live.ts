@@ -15,7 +15,8 @@ import { NO_LABELS } from '../domain/locality.js';
 import { canonicalIp, isIp } from '../domain/ip.js';
 import type { Endpoint, Health, ServiceSpec } from '../domain/service.js';
 import { parseServiceSpec } from '../domain/spec.js';
-import { isObject, type Obj } from './documents.js';
+import { Findings, isObject, type Obj } from './documents.js';
+import { readDestinationRule, type IstioTrafficDistribution } from './istio.js';
 import { kubeLoadBalancing } from './k8s.js';
 
 /** The annotation whose value (YAML or JSON) is the service's `loadBalancing`, as in the config file. */
@@ -86,6 +87,27 @@ export interface MappedServices {
 export interface MapContext {
   readonly node: (name: string) => NodePlace | undefined;
   readonly locality: (l: Locality) => Locality;
+  /** The Istio DestinationRule for a Service (by `serviceKey`), when Istio's CRDs are installed. */
+  readonly destinationRule?: (key: string) => LiveDestinationRule | undefined;
+}
+
+export interface LiveDestinationRule {
+  /** e.g. `DestinationRule shop/web-rule`. */
+  readonly at: string;
+  readonly spec: Obj;
+}
+
+/**
+ * The Service (as `serviceKey`) a DestinationRule's host names: `web` (in the
+ * rule's namespace), `web.shop`, `web.shop.svc` or `web.shop.svc.<domain>`.
+ * Wildcards and other hosts name none.
+ */
+export function destinationRuleTarget(host: string, ruleNamespace: string): string | undefined {
+  if (host.includes('*')) return undefined;
+  const parts = host.split('.');
+  if (parts.length === 1) return serviceKey(ruleNamespace, host);
+  if (parts.length === 2 || parts[2] === 'svc') return serviceKey(parts[1]!, parts[0]!);
+  return undefined;
 }
 
 export function serviceKey(namespace: string, name: string): string {
@@ -100,7 +122,7 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
   const base = serviceKey(namespace, name);
   const at = `Service ${namespace}/${name}`;
   if (spec.type === 'ExternalName' || !spec.ports?.length) return { specs: [], errors: [], foreignHints: 0 };
-  const lb = loadBalancingOf(svc, at);
+  const lb = loadBalancingOf(svc, at, ctx.destinationRule?.(base));
   if ('errors' in lb) return { specs: [], errors: lb.errors, foreignHints: 0 };
   const vip = spec.clusterIP && spec.clusterIP !== 'None' && isIp(spec.clusterIP) ? spec.clusterIP : undefined;
   const sliceList = [...slices];
@@ -129,7 +151,12 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
   return { specs, errors, foreignHints };
 }
 
-function loadBalancingOf(svc: KubeService, at: string): { value: Obj } | { errors: FieldError[] } {
+/** The annotation first, then an Istio DestinationRule, then trafficDistribution / internalTrafficPolicy. */
+function loadBalancingOf(
+  svc: KubeService,
+  at: string,
+  rule: LiveDestinationRule | undefined,
+): { value: Obj } | { errors: FieldError[] } {
   const annotation = svc.metadata?.annotations?.[LOAD_BALANCING_ANNOTATION];
   const path = `${at}: metadata.annotations["${LOAD_BALANCING_ANNOTATION}"]`;
   if (annotation !== undefined) {
@@ -145,6 +172,16 @@ function loadBalancingOf(svc: KubeService, at: string): { value: Obj } | { error
     if (!parsed.ok)
       return { errors: parsed.errors.map((e) => ({ ...e, path: e.path.replace(`${path}.loadBalancing`, path) })) };
     return { value };
+  }
+  if (rule) {
+    // Istio's reading, as `canopy import istio` does; the Service's trafficDistribution applies when the
+    // rule sets no locality load balancing.
+    const f = new Findings();
+    const td = svc.spec?.trafficDistribution;
+    const istioTd: IstioTrafficDistribution | undefined =
+      td === 'PreferSameZone' || td === 'PreferClose' ? 'PreferSameZone' : td === 'PreferSameNode' ? td : undefined;
+    const value = readDestinationRule(f, rule.spec, `${rule.at}: spec`, istioTd);
+    return f.errors.length > 0 ? { errors: f.errors } : { value };
   }
   const lb = kubeLoadBalancing(svc.spec?.trafficDistribution, svc.spec?.internalTrafficPolicy);
   if ('error' in lb) return { errors: [{ path: `${at}: spec.${lb.field}`, message: lb.error }] };

@@ -10,7 +10,13 @@
  * before that Kubernetes no longer has, and is ready. Changes are gathered
  * per Service and written after the event burst of one turn of the event loop.
  */
-import { CoreV1Api, DiscoveryV1Api, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  DiscoveryV1Api,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { localityInterner } from '../domain/locality.js';
 import {
@@ -22,6 +28,7 @@ import {
   type MapContext,
   type NodePlace,
 } from '../policy/k8s-live.js';
+import { DestinationRules, ISTIO_GROUP, istioServed } from './kube-istio.js';
 import { KubeWatch } from './kube-watch.js';
 import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
 import type { Store } from './store.js';
@@ -43,7 +50,7 @@ export interface KubeSourceOptions {
 export interface KubeStats {
   readonly synced: boolean;
   readonly connected: boolean;
-  readonly events: Readonly<Record<'service' | 'endpointslice' | 'node', number>>;
+  readonly events: Readonly<Record<Kind, number>>;
   readonly writes: Readonly<KubeWriteCounts>;
   readonly errors: number;
   /** Services whose Kubernetes objects Canopy refuses (see the log), and names the file or the API owns. */
@@ -54,7 +61,7 @@ export interface KubeStats {
 }
 
 const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-type Kind = 'service' | 'endpointslice' | 'node';
+type Kind = 'service' | 'endpointslice' | 'node' | 'destinationrule';
 
 export class KubeSource {
   private readonly services = new Map<string, KubeService>();
@@ -77,14 +84,19 @@ export class KubeSource {
   private readonly failing = new Map<string, { since: number; message: string; refused: boolean }>();
   private lastError: string | undefined;
   private errors = 0;
-  private readonly events = { service: 0, endpointslice: 0, node: 0 };
+  private readonly events = { service: 0, endpointslice: 0, node: 0, destinationrule: 0 };
+  private readonly rules = new DestinationRules();
   private stopped = false;
 
   constructor(private readonly opts: KubeSourceOptions) {
     this.writer = new KubeWriter(opts.store, (name, owner) =>
       opts.log.warn({ service: name, owner }, `kubernetes: "${name}" is owned by the ${owner}: not written`),
     );
-    this.ctx = { node: (n) => this.nodes.get(n), locality: localityInterner() };
+    this.ctx = {
+      node: (n) => this.nodes.get(n),
+      locality: localityInterner(),
+      destinationRule: (key) => this.rules.get(key),
+    };
   }
 
   start(): void {
@@ -118,6 +130,43 @@ export class KubeSource {
       );
     }
     for (const w of this.watches) w.start();
+    // The first sync also waits for Istio's rules, when Istio is installed.
+    this.pendingLists++;
+    void this.watchIstio().finally(() => {
+      if (--this.pendingLists === 0) this.schedule();
+    });
+  }
+
+  /** DestinationRules, live, when the API server serves networking.istio.io/v1 (checked once, at start). */
+  private async watchIstio(): Promise<void> {
+    const served = await istioServed(this.opts.config).catch((err: unknown) => {
+      this.opts.log.warn({ err }, 'kubernetes: API discovery failed: Istio DestinationRules are not read');
+      return false;
+    });
+    if (!served || this.stopped) return;
+    const custom = this.opts.config.makeApiClient(CustomObjectsApi);
+    const at = this.watches.length;
+    for (const ns of this.opts.namespaces?.length ? this.opts.namespaces : [undefined]) {
+      const group = ISTIO_GROUP;
+      const path = `/apis/${group}/v1${ns === undefined ? '' : `/namespaces/${ns}`}/destinationrules`;
+      const plural = 'destinationrules';
+      this.watch(
+        'destinationrule',
+        path,
+        () =>
+          (ns === undefined
+            ? custom.listClusterCustomObject({ group, version: 'v1', plural })
+            : custom.listNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural })) as Promise<{
+            items: KubernetesObject[];
+          }>,
+        {
+          upsert: (o) => this.rules.change(o, true).forEach((k) => this.markDirty(byName(k))),
+          remove: (o) => this.rules.change(o, false).forEach((k) => this.markDirty(byName(k))),
+        },
+      );
+    }
+    this.opts.log.info({}, 'kubernetes: Istio is installed: DestinationRules are read live');
+    for (const w of this.watches.slice(at)) w.start();
   }
 
   stop(): void {
@@ -328,6 +377,12 @@ export function describeKubeError(kind: Kind, err: unknown): string {
     );
   if (status === 401) return `cannot ${what}: 401 Unauthorized (${detail}): check the kubeconfig's credentials`;
   return `cannot ${what}: ${status !== undefined ? `${status} ` : ''}${detail}`;
+}
+
+/** `web.shop` (policy/k8s-live.ts serviceKey) → `shop/web`, how Services are kept here (no dot in a Service name). */
+function byName(key: string): string {
+  const dot = key.indexOf('.');
+  return `${key.slice(dot + 1)}/${key.slice(0, dot)}`;
 }
 
 /** The HTTP status of a failed list (client-node's ApiException `code`) or watch (`statusCode`). */

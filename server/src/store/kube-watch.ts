@@ -79,8 +79,8 @@ export class KubeWatch<T extends KubernetesObject> {
   }
 
   private failed(err: unknown): void {
+    if (this.stopped) return; // the abort of stop()
     this.opts.handlers.contact(err ?? new Error('the watch failed'));
-    if (this.stopped) return;
     this.backoff = (this.backoff ?? this.factory).next(undefined);
     clearTimeout(this.timer);
     this.timer = setTimeout(() => {
