@@ -13,9 +13,9 @@ import type { CanopyConfig } from '../domain/spec.js';
 import type { Canopy, KubeOptions } from '../main.js';
 import type { ServeSecurity } from './serve-security.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
-import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from './heap-growth.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../platform/heap-growth.js';
 import { FlagError, readServeSecurity, SECURITY_FLAGS, type SecurityValues } from './serve-security.js';
-import { untilSignal } from './signals.js';
+import { untilSignal } from '../platform/signals.js';
 
 /** The server's defaults (main.ts), repeated for the help text without loading the server. */
 const DEFAULT_XDS_PORT = 18000;
@@ -148,6 +148,12 @@ export function registerServe(program: Command): void {
     )
     .addOption(
       new Option(
+        '--take-over',
+        "with --store etcd: apply this replica's config file although the live replicas apply another",
+      ).env('CANOPY_TAKE_OVER'),
+    )
+    .addOption(
+      new Option(
         '--accept-store-loss',
         'start on a data directory whose log lost acknowledged writes, logging what was lost',
       ),
@@ -165,7 +171,7 @@ export function registerServe(program: Command): void {
   serve.action(async (_opts: unknown, cmd: Command) => {
     const { canopy, note } = await runServe(cmd);
     const stopped = untilSignal(() => canopy.stop());
-    // After ready, with signals handled: the note may read the file again (store/config-start.ts).
+    // After ready, with signals handled: the note may read the file again (config/config-start.ts).
     await note().catch(() => {});
     await stopped;
   });
@@ -190,12 +196,13 @@ interface ServeValues {
   heapGrowth: number;
   logLevel: string;
   acceptStoreLoss?: boolean;
+  takeOver?: boolean;
 }
 
 async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Promise<void> }> {
   // Loaded here, not at the top: every other subcommand (and --help) starts without the server's modules.
   const { startCanopy } = await import('../main.js');
-  const { readStartConfig } = await import('../store/config-start.js');
+  const { readStartConfig } = await import('../config/config-start.js');
   const values = cmd.opts<ServeValues>();
   const kube = kubeOptions(values);
   if (!values.config && !kube)
@@ -212,7 +219,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     if (!(err instanceof FlagError)) throw err;
     throw new CliError(err.message, EXIT_USAGE);
   }
-  // A data directory that already holds this very file spares its parse (store/config-record.ts).
+  // A data directory that already holds this very file spares its parse (config/config-record.ts).
   const loaded = values.config
     ? await readStartConfig(values.config, values.store === undefined ? values.dataDir : undefined)
     : undefined;
@@ -246,6 +253,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     startConfig,
     ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
     ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
+    ...(values.takeOver ? { takeOver: true } : {}),
     security,
     ...(values.host !== undefined ? { host: values.host } : {}),
     ...(values.xdsHost !== undefined ? { xdsHost: values.xdsHost } : {}),
@@ -361,7 +369,7 @@ async function reportStoreOverrides(
     // The start skipped the parse; only when an API write changed a listed service is the file read for this note
     // (after ready, off the event loop when big).
     if (canopy.started.keptApiChanges.length === 0) return;
-    const { parseConfigTextAside } = await import('../store/config-file.js');
+    const { parseConfigTextAside } = await import('../config/config-file.js');
     const text = await readFile(configFile, 'utf8').catch(() => undefined);
     const parsed = text === undefined ? undefined : await parseConfigTextAside(text, path.basename(configFile));
     if (!parsed?.ok) return;
