@@ -14,6 +14,7 @@ import type { Canopy, KubeOptions } from '../main.js';
 import type { ServeSecurity } from './serve-security.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../platform/heap-growth.js';
+import { addKubeOptions, kubeOptions } from './serve-kube.js';
 import { FlagError, readServeSecurity, SECURITY_FLAGS, type SecurityValues } from './serve-security.js';
 import { untilSignal } from '../platform/signals.js';
 
@@ -71,32 +72,6 @@ export function registerServe(program: Command): void {
         '-c, --config <file>',
         'the mesh config (YAML or .json); required unless Kubernetes is the source',
       ).env('CANOPY_CONFIG'),
-    )
-    .addOption(
-      new Option('--kubeconfig <file>', "watch Services, EndpointSlices and Nodes of this kubeconfig's cluster").env(
-        'CANOPY_KUBECONFIG',
-      ),
-    )
-    .addOption(
-      new Option('--kube-in-cluster', "watch the cluster Canopy runs in, as its pod's service account").env(
-        'CANOPY_KUBE_IN_CLUSTER',
-      ),
-    )
-    .addOption(
-      new Option('--kube-namespace <ns>', 'watch only this namespace (repeatable; default: all)')
-        .env('CANOPY_KUBE_NAMESPACES')
-        .argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), ...v.split(',').filter(Boolean)]),
-    )
-    .addOption(
-      new Option('--kube-subzone-label <label>', 'the Node label read as the subzone')
-        .env('CANOPY_KUBE_SUBZONE_LABEL')
-        .default('topology.istio.io/subzone'),
-    )
-    .addOption(
-      new Option('--kube-unreachable-ms <n>', '/readyz fails once the API server has not answered for this long')
-        .env('CANOPY_KUBE_UNREACHABLE_MS')
-        .argParser(intIn(0, 3_600_000))
-        .default(10_000),
     )
     .addOption(
       new Option('--data-dir <dir>', 'the embedded database (one canopy process per directory)')
@@ -158,6 +133,7 @@ export function registerServe(program: Command): void {
         'start on a data directory whose log lost acknowledged writes, logging what was lost',
       ),
     );
+  addKubeOptions(serve);
   for (const [flag, spec] of Object.entries(SECURITY_FLAGS)) {
     const [help, env] = SECURITY_HELP[flag] ?? ['see docs/operations.md', ''];
     // Env is read by readServeSecurity (some variables hold lists or the token itself): named in the help only.
@@ -268,16 +244,6 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
   });
   const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
   return { canopy, note };
-}
-
-function kubeOptions(values: ServeValues): KubeOptions | undefined {
-  if (values.kubeconfig === undefined && !values.kubeInCluster) return undefined;
-  return {
-    ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}),
-    ...(values.kubeNamespace?.length ? { namespaces: values.kubeNamespace } : {}),
-    subzoneLabel: values.kubeSubzoneLabel,
-    unreachableMs: values.kubeUnreachableMs,
-  };
 }
 
 /** Kubernetes the only source: no config file, the server's settings from flags and env. */
