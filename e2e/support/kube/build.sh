@@ -5,6 +5,7 @@
 # build cache makes a rebuild after a version bump incremental.
 set -euo pipefail
 cd "$(dirname "$0")"
+command -v go >/dev/null || { echo "build.sh: needs Go 1.26 or newer on PATH (https://go.dev/dl/)" >&2; exit 1; }
 key=$(cat go.mod go.sum cmd/*/main.go | sha256sum | cut -c1-16)
 out="${CANOPY_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/canopy-kube}/$key"
 if [ ! -x "$out/kube-apiserver" ]; then
