@@ -278,12 +278,21 @@ export class EnvoyProcess {
   }
 
   /** Every xDS subscription counter that says a rejected update (…update_rejected), by name, that is not 0. */
-  async rejected(): Promise<Map<string, number>> {
+  rejected(): Promise<Map<string, number>> {
+    return this.nonZero('update_rejected');
+  }
+
+  /** Every subscription that gave up waiting for its first response (…init_fetch_timeout), not 0. */
+  initFetchTimeouts(): Promise<Map<string, number>> {
+    return this.nonZero('init_fetch_timeout');
+  }
+
+  private async nonZero(counter: string): Promise<Map<string, number>> {
     const out = new Map<string, number>();
-    const all = await this.stats('update_rejected$');
+    const all = await this.stats(`${counter}$`);
     // A filter that matched nothing would pass any test: CDS and LDS always have the counter.
-    if (!all.has('cluster_manager.cds.update_rejected') || !all.has('listener_manager.lds.update_rejected'))
-      throw new Error(`envoy ${this.nodeId}: no CDS/LDS update_rejected counters in ${[...all.keys()].join(', ')}`);
+    for (const must of [`cluster_manager.cds.${counter}`, `listener_manager.lds.${counter}`])
+      if (!all.has(must)) throw new Error(`envoy ${this.nodeId}: no ${must} in ${[...all.keys()].join(', ')}`);
     for (const [k, v] of all) if (Number(v) !== 0) out.set(k, Number(v));
     return out;
   }

@@ -1,9 +1,12 @@
 /**
- * HTTP backends on 127.0.0.x that answer with their id and count what they served, and a bounded load
- * loop that sends requests through an Envoy listener and counts where each landed.
+ * HTTP backends on 127.0.0.x that answer with their id and count what they served, over HTTP/1.1 or
+ * cleartext HTTP/2 on the same port (an Envoy cluster of `protocol: grpc` speaks HTTP/2), and a bounded
+ * load loop that sends requests through an Envoy listener and counts where each landed.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import http2 from 'node:http2';
+import net, { type AddressInfo } from 'node:net';
+import { Duplex } from 'node:stream';
 
 export interface HttpBackend {
   readonly id: string;
@@ -14,15 +17,53 @@ export interface HttpBackend {
   close(): Promise<void>;
 }
 
+const H2_PREFACE = 'PRI * HTTP/2.0';
+
 export async function startHttpBackend(host: string, id: string = host): Promise<HttpBackend> {
   let served = 0;
-  const server = http.createServer((req, res) => {
+  const answer = (
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ) => {
     served++;
     req.resume();
     res.setHeader('content-type', 'text/plain');
     res.end(id);
+  };
+  const h1 = http.createServer(answer);
+  h1.keepAliveTimeout = 30_000;
+  const h2 = http2.createServer(answer);
+  const sockets = new Set<net.Socket>();
+  // One port for both: the first bytes say which (HTTP/2 prior knowledge starts with its preface).
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.once('data', (first) => {
+      if (first.toString('latin1', 0, H2_PREFACE.length) !== H2_PREFACE) {
+        socket.unshift(first);
+        h1.emit('connection', socket);
+        return;
+      }
+      // nghttp2 reads a net.Socket's handle directly, past bytes already read: give it a stream that
+      // starts with them (http2 wraps a plain Duplex itself).
+      const wrapped = new Duplex({
+        read: () => socket.resume(),
+        write: (chunk: Buffer, _enc, cb) => socket.write(chunk, cb),
+        final: (cb) => socket.end(cb),
+        destroy: (err, cb) => {
+          socket.destroy();
+          cb(err);
+        },
+      });
+      wrapped.push(first);
+      socket.on('data', (d: Buffer) => {
+        if (!wrapped.push(d)) socket.pause();
+      });
+      socket.on('end', () => wrapped.push(null));
+      socket.on('error', (err) => wrapped.destroy(err));
+      h2.emit('connection', wrapped);
+    });
   });
-  server.keepAliveTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, host, () => resolve());
@@ -34,7 +75,8 @@ export async function startHttpBackend(host: string, id: string = host): Promise
     served: () => served,
     close: () =>
       new Promise<void>((resolve) => {
-        server.closeAllConnections();
+        for (const s of sockets) s.destroy();
+        h2.close();
         server.close(() => resolve());
       }),
   };
@@ -106,7 +148,8 @@ async function drive(
           res.on('data', (d: string) => (body += d));
           res.on('end', () => {
             if (res.statusCode === 200) count(by, body);
-            else count(failed, String(res.statusCode));
+            // Envoy's local replies say why (no healthy upstream, upstream reset, …).
+            else count(failed, `${res.statusCode} ${body.slice(0, 140)} @${new Date().toISOString().slice(17, 23)}`);
             resolve();
           });
         },
