@@ -5,8 +5,8 @@
  * under. A proposed policy is explained the same way and compared.
  */
 import { envoyHostSets, envoyShares, type EnvoyPriorityView } from './envoy-lb.js';
-import { buildLoadCla } from './load-cla.js';
-import type { LoadExplain } from './load-explain.js';
+import { buildLoadCla } from './load/load-cla.js';
+import type { LoadExplain } from './load/load-explain.js';
 import { formatLocality, type Locality, type Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
 import { hasPolicy } from './policy.js';

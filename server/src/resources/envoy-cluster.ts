@@ -4,7 +4,7 @@
  * gRPC backends, the service's connect timeout, and its outlier detection and
  * active health checks when configured.
  */
-import { isLoadAware } from '../domain/load-aware-spec.js';
+import { isLoadAware } from '../domain/load/load-aware-spec.js';
 import type { ZoneAware } from '../domain/policy.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { upstreamOf, type HealthCheck, type OutlierDetection, type Protocol } from '../domain/upstream.js';
