@@ -98,7 +98,7 @@ export function failures(t: Tally): number {
 export function sendRequests(
   target: string,
   n: number,
-  opts: { concurrency?: number; ms?: number; host?: string } = {},
+  opts: { concurrency?: number; ms?: number; host?: string; headers?: Record<string, string> } = {},
 ): Promise<Tally> {
   const deadline = Date.now() + (opts.ms ?? 30_000);
   let next = 0;
@@ -111,7 +111,7 @@ export function sendRequests(
  */
 export function steadyTraffic(
   target: string,
-  opts: { concurrency?: number; maxMs?: number; host?: string } = {},
+  opts: { concurrency?: number; maxMs?: number; host?: string; headers?: Record<string, string> } = {},
 ): { stop(): Promise<Tally>; sent(): number } {
   let stopped = false;
   let sent = 0;
@@ -129,7 +129,7 @@ export function steadyTraffic(
 async function drive(
   target: string,
   more: () => boolean,
-  opts: { concurrency?: number; host?: string },
+  opts: { concurrency?: number; host?: string; headers?: Record<string, string> },
 ): Promise<Tally> {
   const [hostname, port] = splitTarget(target);
   const concurrency = opts.concurrency ?? 8;
@@ -141,7 +141,7 @@ async function drive(
   const one = () =>
     new Promise<void>((resolve) => {
       const req = http.request(
-        { hostname, port, path: '/', agent, headers: { host: opts.host ?? 'svc' }, timeout: 5000 },
+        { hostname, port, path: '/', agent, headers: { host: opts.host ?? 'svc', ...opts.headers }, timeout: 5000 },
         (res) => {
           let body = '';
           res.setEncoding('utf8');
