@@ -6,19 +6,47 @@
  * (priority, health per host), and no subscription rejected an update.
  */
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { CsdsClient } from './support/csds-client.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
 import { failures, sendRequests, startHttpBackend, type HttpBackend } from './support/http-backends.js';
 
 type Obj = Record<string, unknown>;
 const skip = envoySkip();
 const PORT = 20080;
+/** A port another process holds on each Envoy's outbound address. */
+const TAKEN = 20090;
 const PLACES = [
   { host: '127.0.60.1', region: 'r1', zone: 'z1' },
   { host: '127.0.60.2', region: 'r1', zone: 'z2' },
   { host: '127.0.60.3', region: 'r2', zone: 'z1' },
 ];
+
+const T = 'type.googleapis.com/envoy.config';
+/** Envoy's /config_dump sections: type, the list, and where the resource sits in an entry. */
+const DUMP: [string, string, string][] = [
+  [`${T}.cluster.v3.Cluster`, 'dynamic_active_clusters', 'cluster'],
+  [`${T}.listener.v3.Listener`, 'dynamic_listeners', 'active_state.listener'],
+  [`${T}.route.v3.RouteConfiguration`, 'dynamic_route_configs', 'route_config'],
+];
+
+/** Envoy's own view, type → name → version_info, for the resources it holds active. */
+function dumpVersions(dump: Obj): Map<string, Map<string, string>> {
+  const out = new Map<string, Map<string, string>>();
+  for (const [type, section, path] of DUMP) {
+    const byName = new Map<string, string>();
+    for (const c of dump['configs'] as Obj[])
+      for (const entry of (c[section] as Obj[] | undefined) ?? []) {
+        const holder = path.includes('.') ? ((entry['active_state'] as Obj | undefined) ?? {}) : entry;
+        const resource = holder[path.split('.').pop()!] as Obj | undefined;
+        if (resource) byName.set(String(resource['name']), String(holder['version_info']));
+      }
+    out.set(type, byName);
+  }
+  return out;
+}
 
 /** Where each CLA host sits in /config_dump?include_eds: address → [priority, health_status]. */
 function edsHosts(dump: Obj, cluster: string): Map<string, [number, string]> {
@@ -133,12 +161,95 @@ describe('real Envoy: requests land in the nearest healthy locality', { skip }, 
       },
     ));
 
-  it('no subscription rejected an update', () =>
+  it("CSDS: Canopy's view of each Envoy agrees with the Envoy's /config_dump (versions, all acknowledged)", () =>
+    explainFailure(
+      () => envoys,
+      async () => {
+        const csds = new CsdsClient(canopy.xdsUri.replace(/^.*:\/\//, ''));
+        try {
+          for (const e of envoys) {
+            const res = await csds.fetch({
+              node_matchers: [{ node_id: { exact: e.nodeId } }],
+              exclude_resource_contents: true,
+            });
+            assert.equal(res.config.length, 1, `${e.nodeId}: one stream`);
+            const held = dumpVersions(await e.configDump());
+            let compared = 0;
+            for (const [type, byName] of held)
+              for (const [name, version] of byName) {
+                const r = res.config[0]!.generic_xds_configs.find((x) => x.type_url === type && x.name === name);
+                assert.ok(r, `${e.nodeId}: CSDS lists ${type} ${name}`);
+                assert.equal(r.config_status, 'SYNCED', `${e.nodeId} ${name}: ${r.config_status}`);
+                assert.equal(r.client_status, 'ACKED');
+                assert.equal(r.version_info, version, `${e.nodeId} ${type} ${name}: CSDS vs /config_dump`);
+                compared++;
+              }
+            assert.ok(compared >= 3, `${e.nodeId}: compared ${compared}`);
+            for (const r of res.config[0]!.generic_xds_configs)
+              assert.notEqual(r.config_status, 'ERROR', `${e.nodeId} ${r.type_url} ${r.name}`);
+          }
+        } finally {
+          csds.close();
+        }
+      },
+    ));
+
+  it('CSDS: a listener Envoy cannot bind (its port taken) is NACKed; CSDS and /config_dump both say so', () =>
+    explainFailure(
+      () => envoys,
+      async () => {
+        // The one rejection provoked on purpose: another process holds each Envoy's address:port.
+        const blockers = await Promise.all(
+          envoys.map(
+            (e) =>
+              new Promise<net.Server>((resolve) => {
+                const s = net.createServer();
+                s.listen(TAKEN, listener(e).split(':')[0], () => resolve(s));
+              }),
+          ),
+        );
+        const csds = new CsdsClient(canopy.xdsUri.replace(/^.*:\/\//, ''));
+        try {
+          const put = await canopy.admin('PUT', '/api/v1/services/blocked', {
+            port: 8081,
+            outboundPort: TAKEN,
+            protocol: 'http',
+            endpoints: [{ address: '127.0.60.1', port: backends[0]!.port, locality: { region: 'r1', zone: 'z1' } }],
+          });
+          assert.equal(put.status, 201, JSON.stringify(put.body));
+          for (const e of envoys) {
+            await e.until(async () => (await e.stat('listener_manager.lds.update_rejected')) === 1, 5000, 'LDS NACK');
+            const res = await csds.fetch({ node_matchers: [{ node_id: { exact: e.nodeId } }] });
+            const lds = res.config[0]!.generic_xds_configs.filter((r) => r.type_url === `${T}.listener.v3.Listener`);
+            const errors = lds.filter((r) => r.config_status === 'ERROR');
+            assert.ok(
+              errors.length > 0,
+              `${e.nodeId}: CSDS shows the NACK: ${JSON.stringify(lds.map((r) => [r.name, r.config_status]))}`,
+            );
+            const detail = errors[0]!.error_state?.details ?? '';
+            assert.match(detail, /blocked|address already in use|bind/i, detail);
+            const entries = ((await e.configDump())['configs'] as Obj[]).flatMap(
+              (c) => (c['dynamic_listeners'] as Obj[] | undefined) ?? [],
+            );
+            const failed = entries.find((l) => l['name'] === errors[0]!.name);
+            assert.ok(failed?.['error_state'], `${e.nodeId}: /config_dump has the listener's error_state`);
+            // Envoy keeps the listeners it had and serves on: the old one still routes.
+            assert.deepEqual([...(await sendRequests(listener(e), 5)).by], [['127.0.60.1', 5]]);
+          }
+          assert.equal((await canopy.admin('DELETE', '/api/v1/services/blocked')).status, 204);
+        } finally {
+          csds.close();
+          for (const b of blockers) b.close();
+        }
+      },
+    ));
+
+  it('no subscription rejected an update but the one provoked', () =>
     explainFailure(
       () => envoys,
       async () => {
         for (const e of envoys) {
-          assert.deepEqual([...(await e.rejected())], [], e.nodeId);
+          assert.deepEqual([...(await e.rejected())], [['listener_manager.lds.update_rejected', 1]], e.nodeId);
           assert.equal(await e.stat('control_plane.connected_state'), 1, `${e.nodeId} connected`);
         }
       },
