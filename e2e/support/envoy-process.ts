@@ -93,6 +93,8 @@ export interface EnvoyOptions {
   readonly overlay?: Obj;
   /** A command the Envoy runs under (e.g. `ip netns exec NS setpriv --reuid …`). */
   readonly wrap?: readonly string[];
+  /** Called with the Envoy's scratch directory before it starts (e.g. to open it to another uid). */
+  readonly beforeStart?: (dir: string) => void;
   readonly logLevel?: string;
 }
 
@@ -170,6 +172,7 @@ export class EnvoyProcess {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-envoy-'));
     const { file, overlay } = await bootstrap(dir, o);
     const addressPath = path.join(dir, 'admin-address');
+    o.beforeStart?.(dir);
     const args = [
       '-c',
       file,
