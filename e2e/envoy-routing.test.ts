@@ -2,13 +2,18 @@
  * Real Envoy 1.40 (e2e/support/envoy-process.ts), bootstrapped by `canopy bootstrap envoy`, on delta (as
  * written) and on SotW: HTTP requests sent through its outbound listener land on the backend in its own
  * locality of three; after an admin PATCH marks that backend unhealthy they move to the next-nearest within
- * the push time, and back when it recovers. Envoy's /clusters and /config_dump?include_eds say the same
- * (priority, health per host), and no subscription rejected an update.
+ * the push time, and back when it recovers; the same for gRPC calls to the demo Echo service (HTTP/2
+ * upstream). Envoy's /clusters and /config_dump?include_eds say the same (priority, health per host).
+ * CSDS agrees with each Envoy's /config_dump, also for the one NACK provoked on purpose (a listener
+ * port another process holds), and no subscription rejected anything else.
  */
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import * as grpc from '@grpc/grpc-js';
+import { startBackend, type Backend } from '../server/src/demo/backend.js';
+import { echoService, type WhoReply } from '../server/src/demo/echo-proto.js';
 import { CsdsClient } from './support/csds-client.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
 import { failures, sendRequests, startHttpBackend, type HttpBackend } from './support/http-backends.js';
@@ -16,6 +21,8 @@ import { failures, sendRequests, startHttpBackend, type HttpBackend } from './su
 type Obj = Record<string, unknown>;
 const skip = envoySkip();
 const PORT = 20080;
+/** The gRPC service's listener port on each Envoy. */
+const GRPC_PORT = 20085;
 /** A port another process holds on each Envoy's outbound address. */
 const TAKEN = 20090;
 const PLACES = [
@@ -68,11 +75,18 @@ function edsHosts(dump: Obj, cluster: string): Map<string, [number, string]> {
 describe('real Envoy: requests land in the nearest healthy locality', { skip }, () => {
   let canopy: CanopyProcess;
   const backends: HttpBackend[] = [];
+  const grpcBackends: Backend[] = [];
   const envoys: EnvoyProcess[] = [];
   const listener = (e: EnvoyProcess) => `${e === envoys[0] ? '127.0.61.1' : '127.0.61.2'}:${PORT}`;
 
   before(async () => {
     for (const p of PLACES) backends.push(await startHttpBackend(p.host));
+    for (const [i, p] of PLACES.entries()) {
+      const host = `127.0.60.${11 + i}`;
+      grpcBackends.push(
+        await startBackend({ id: host, host, locality: { region: p.region, zone: p.zone, subzone: 's1' } }),
+      );
+    }
     canopy = await startCanopyProcess({
       server: { debounceMs: 20 },
       services: [
@@ -84,6 +98,17 @@ describe('real Envoy: requests land in the nearest healthy locality', { skip }, 
           endpoints: PLACES.map((p, i) => ({
             address: p.host,
             port: backends[i]!.port,
+            locality: { region: p.region, zone: p.zone, subzone: 's1' },
+          })),
+        },
+        {
+          name: 'echo',
+          port: 50051,
+          outboundPort: GRPC_PORT,
+          protocol: 'grpc',
+          endpoints: PLACES.map((p, i) => ({
+            address: grpcBackends[i]!.address,
+            port: grpcBackends[i]!.port,
             locality: { region: p.region, zone: p.zone, subzone: 's1' },
           })),
         },
@@ -100,6 +125,7 @@ describe('real Envoy: requests land in the nearest healthy locality', { skip }, 
     await Promise.all(envoys.map((e) => e.stop()));
     await canopy?.stop();
     await Promise.all(backends.map((b) => b.close()));
+    await Promise.all(grpcBackends.map((b) => b.stop()));
   });
 
   const landsOn = async (e: EnvoyProcess, id: string, ms: number): Promise<number> =>
@@ -158,6 +184,41 @@ describe('real Envoy: requests land in the nearest healthy locality', { skip }, 
         }
         await patch('healthy');
         for (const e of envoys) await landsOn(e, '127.0.60.1', 3000);
+      },
+    ));
+
+  it('gRPC through the listener (HTTP/2 upstream): its own zone, then the next after a PATCH', () =>
+    explainFailure(
+      () => envoys,
+      async () => {
+        const Echo = echoService();
+        const clients = envoys.map(
+          (e) => new Echo(`${listener(e).split(':')[0]}:${GRPC_PORT}`, grpc.credentials.createInsecure()),
+        );
+        const who = (c: grpc.Client) =>
+          new Promise<string>((resolve, reject) =>
+            (c as unknown as Record<string, (...a: unknown[]) => void>)['Who']!.call(
+              c,
+              { caller: 'test' },
+              { deadline: Date.now() + 3000 },
+              (err: grpc.ServiceError | null, r?: WhoReply) => (err ? reject(err) : resolve(r!.backend_id)),
+            ),
+          );
+        const land = async (c: grpc.Client) => {
+          const got = await Promise.all(Array.from({ length: 20 }, () => who(c)));
+          return [...new Set(got)];
+        };
+        try {
+          for (const c of clients) assert.deepEqual(await land(c), ['127.0.60.11']);
+          const key = `127.0.60.11:${grpcBackends[0]!.port}`;
+          const r = await canopy.admin('PATCH', `/api/v1/services/echo/endpoints/${key}`, { health: 'unhealthy' });
+          assert.equal(r.status, 200);
+          for (const [i, c] of clients.entries())
+            await envoys[i]!.until(async () => (await land(c)).join() === '127.0.60.12', 3000, 'gRPC failover');
+          await canopy.admin('PATCH', `/api/v1/services/echo/endpoints/${key}`, { health: 'healthy' });
+        } finally {
+          for (const c of clients) c.close();
+        }
       },
     ));
 
