@@ -6,13 +6,10 @@ import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { buildAdminApp } from './admin/app.js';
 import { configReloadMetrics, createMetrics, instrumentAdmin, instrumentStore } from './admin/metrics.js';
-import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
-import { watchConfigFile } from './config/config-file.js';
 import { applyFileServices } from './config/file-source.js';
-import { configKey } from './config/config-record.js';
-import { applyStartConfig, recordConfig, type StartApplied, type StartConfig } from './config/config-start.js';
-import { configFormatOf } from './config/config-text.js';
+import { reloadConfigOnEdit } from './config/config-reload.js';
+import { applyStartConfig, type StartApplied, type StartConfig } from './config/config-start.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
@@ -62,6 +59,8 @@ export interface CanopyOptions {
   readonly dataDir?: string;
   /** Start on an embedded store that lost acknowledged writes (truncated or damaged log), logging what was lost. */
   readonly acceptStoreLoss?: boolean;
+  /** On etcd: apply this replica's config file even though the live replicas apply another (replica-files.ts). */
+  readonly takeOver?: boolean;
   /** Tokens, TLS and request limits (README, "Access control"); none by default. */
   readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
@@ -117,6 +116,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     );
   }
 
+  // Replicas on etcd apply one file: checked before anything else is opened (store/etcd/replica-files.ts).
+  const replicaFiles =
+    opts.storeUrl !== undefined && opts.configPath !== undefined && opts.startConfig
+      ? await openReplicaFiles(opts.storeUrl, opts.configPath, opts.startConfig.digest, opts.takeOver ?? false)
+      : undefined;
   const registry = new Registry();
   const opening =
     opts.store ??
@@ -218,6 +222,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ? await applyStartConfig(store, opts.startConfig, recordDir)
     : { ...(await applyFileServices(store, opts.config.services)), unchangedFile: false, keptApiChanges: [] };
   reloads.loaded('success');
+  if (replicaFiles && initial.digest !== undefined) await replicaFiles.applied(initial.digest);
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
   if (initial.unchangedFile)
     logger.info(
@@ -278,43 +283,18 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const adminPortBound = typeof adminBound === 'object' && adminBound ? adminBound.port : adminPort;
 
   const stopWatching = opts.configPath
-    ? watchConfigFile(
-        opts.configPath,
-        {
-          onValid: (config, digest) => {
-            logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
-            return applyFileServices(store, config.services).then(
-              async (applied) => {
-                if (recordDir !== undefined && opts.configPath !== undefined) {
-                  const key = configKey(digest, configFormatOf(opts.configPath));
-                  await recordConfig(store, recordDir, key, config);
-                }
-                reloads.loaded('success');
-                logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
-              },
-              (err: unknown) => {
-                reloads.loaded('store_error');
-                logger.error({ file: opts.configPath, err }, 'config reload failed to write the store');
-              },
-            );
-          },
-          onWatchError: (err) =>
-            logger.warn(
-              { file: opts.configPath, err },
-              'config directory watch failed: edits are seen by polling only',
-            ),
-          onParsing: (bytes) => logger.info({ file: opts.configPath, bytes }, 'config file changed: parsing'),
-          onInvalid: (errors) => {
-            reloads.loaded('invalid');
-            logger.error(
-              { file: opts.configPath, errors },
-              `config edit rejected, running config kept: ${formatFieldErrors(errors)}`,
-            );
-          },
-        },
+    ? reloadConfigOnEdit({
+        file: opts.configPath,
+        store,
+        logger,
+        ...(recordDir !== undefined ? { recordDir } : {}),
         // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
-        initial.digest !== undefined ? { initialDigest: initial.digest } : {},
-      )
+        ...(initial.digest !== undefined ? { initialDigest: initial.digest } : {}),
+        loaded: (outcome) => reloads.loaded(outcome),
+        ...(replicaFiles
+          ? { refuse: (digest) => replicaFiles.refuseEdit(digest), applied: (digest) => replicaFiles.applied(digest) }
+          : {}),
+      })
     : () => {};
 
   ready = true;
@@ -329,6 +309,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       stopWatching();
       load.stop();
       await loadShare?.close();
+      await replicaFiles?.close();
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.close()]);
@@ -339,6 +320,12 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     })());
 
   return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, started: initial, stop };
+}
+
+async function openReplicaFiles(url: string, file: string, digest: string, takeOver: boolean) {
+  const { endpoints, prefix } = parseEtcdUrl(url);
+  const { ReplicaFiles } = await import('./store/etcd/replica-files.js');
+  return ReplicaFiles.open({ endpoints, prefix, file, digest, takeOver });
 }
 
 async function openLoadShare(url: string, intervalMs: number) {

@@ -116,6 +116,12 @@ export function registerServe(program: Command): void {
     )
     .addOption(
       new Option(
+        '--take-over',
+        "with --store etcd: apply this replica's config file although the live replicas apply another",
+      ).env('CANOPY_TAKE_OVER'),
+    )
+    .addOption(
+      new Option(
         '--accept-store-loss',
         'start on a data directory whose log lost acknowledged writes, logging what was lost',
       ),
@@ -153,6 +159,7 @@ interface ServeValues {
   heapGrowth: number;
   logLevel: string;
   acceptStoreLoss?: boolean;
+  takeOver?: boolean;
 }
 
 async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Promise<void> }> {
@@ -201,6 +208,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     startConfig,
     ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
     ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
+    ...(values.takeOver ? { takeOver: true } : {}),
     security,
     ...(values.host !== undefined ? { host: values.host } : {}),
     ...(values.xdsHost !== undefined ? { xdsHost: values.xdsHost } : {}),
