@@ -94,8 +94,17 @@ export function envoyBootstrap(o: BootstrapOptions): object {
         ...(o.localService ? { 'canopy.local_service': o.localService } : {}),
       },
     },
-    // Zone-aware routing compares the upstream's zones with the sidecar's own service's (istiod's self-discovery).
-    ...(o.localService ? { cluster_manager: { local_cluster_name: 'local_cluster' } } : {}),
+    cluster_manager: {
+      // Zone-aware routing compares the upstream's zones with the sidecar's own service's (istiod's self-discovery).
+      ...(o.localService ? { local_cluster_name: 'local_cluster' } : {}),
+      // Load reports for load-aware services: Envoy (1.40 included) opens StreamLoadStats only from here; it does
+      // not implement a Cluster's lrs_server (envoyproxy/envoy#43326). Canopy answers with the clusters to report.
+      load_stats_config: {
+        api_type: 'GRPC',
+        transport_api_version: 'V3',
+        grpc_services: [{ envoy_grpc: { cluster_name: 'canopy' } }],
+      },
+    },
     dynamic_resources: {
       ads_config: {
         api_type: 'DELTA_GRPC',
