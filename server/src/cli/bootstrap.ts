@@ -36,7 +36,11 @@ export function registerBootstrap(program: Command): void {
       new Option('--xds <host:port>', "Canopy's xDS address").env('CANOPY_XDS_ADDRESS').default('127.0.0.1:18000'),
     )
     .option('--outbound-address <ip>', "envoy: where the sidecar's outbound listeners bind", '127.0.0.1')
-    .option('--envoy-admin-port <n>', "envoy: the sidecar's admin port (on 127.0.0.1)", '9901')
+    .option(
+      '--envoy-admin-port <n>',
+      "envoy: the sidecar's admin port on 127.0.0.1 (0: any free port; Envoy's --admin-address-path says which)",
+      '9901',
+    )
     .option(
       '--local-service <name>',
       "envoy: the sidecar's own service, sent as its local cluster for zone-aware routing (policy.zoneAware)",
@@ -48,9 +52,9 @@ export function registerBootstrap(program: Command): void {
         o: Omit<BootstrapOptions, 'envoyAdminPort'> & { envoyAdminPort: string; out?: string },
       ) => {
         const port = Number(o.envoyAdminPort);
-        if (!Number.isInteger(port) || port < 1 || port > 65535)
+        if (!Number.isInteger(port) || port < 0 || port > 65535)
           throw new CliError(
-            `--envoy-admin-port must be an integer in 1..65535, got "${o.envoyAdminPort}"`,
+            `--envoy-admin-port must be an integer in 0..65535, got "${o.envoyAdminPort}"`,
             EXIT_USAGE,
           );
         const opts = { ...o, envoyAdminPort: port };
