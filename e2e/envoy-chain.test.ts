@@ -14,7 +14,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { load as parse } from 'js-yaml';
 import { startBackend, type Backend } from '../server/src/demo/backend.js';
-import { packagePath } from '../server/src/paths.js';
+import { packagePath } from '../server/src/platform/paths.js';
 import { envoyType } from '../server/test/support/envoy-protos.js';
 import { listenerInvariants } from '../server/test/support/listener-invariants.js';
 import { pgvCheckBytes } from '../server/test/support/pgv.js';

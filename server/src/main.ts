@@ -8,22 +8,22 @@ import { buildAdminApp } from './admin/app.js';
 import { configReloadMetrics, createMetrics, instrumentAdmin, instrumentStore } from './admin/metrics.js';
 import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
-import { watchConfigFile } from './store/config-file.js';
-import { applyFileServices } from './store/file-source.js';
-import { configKey } from './store/config-record.js';
-import { applyStartConfig, recordConfig, type StartApplied, type StartConfig } from './store/config-start.js';
-import { configFormatOf } from './store/config-text.js';
+import { watchConfigFile } from './config/config-file.js';
+import { applyFileServices } from './config/file-source.js';
+import { configKey } from './config/config-record.js';
+import { applyStartConfig, recordConfig, type StartApplied, type StartConfig } from './config/config-start.js';
+import { configFormatOf } from './config/config-text.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
-import type { ServeSecurity } from './cli/serve-security.js';
+import type { ServeSecurity } from './security.js';
 import ipaddr from 'ipaddr.js';
-import { fullCollection } from './transport/full-collection.js';
+import { fullCollection } from './platform/full-collection.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { defaultXdsLimits, SubscriptionBudget } from './transport/subscription-budget.js';
 import { ReadAccess } from './transport/read-access.js';
 import v8 from 'node:v8';
-import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
+import { serverClaCache, type ServerClaCache } from './resources/endpoint/endpoint.js';
 import { canopyResources } from './resources/registry.js';
 import { kernelServable } from './resources/tree-codec.js';
 import { teeObserver, type XdsObserver } from './sessions/observer.js';
@@ -33,7 +33,7 @@ import { PushPipeline } from './sessions/push-pipeline.js';
 import { sharedEncodeCount } from './sessions/shared-responses.js';
 import { KERNEL_HOSTNAMES, kernelUnsupported } from './domain/policy.js';
 import { kindOf } from './domain/client.js';
-import { packagePath } from './paths.js';
+import { packagePath } from './platform/paths.js';
 import { readFileSync } from 'node:fs';
 import { envoyRoot } from './wire/protos.js';
 
@@ -42,7 +42,7 @@ export interface CanopyOptions {
   /** When set, the file is watched: valid edits apply, invalid ones are logged and ignored. */
   readonly configPath?: string;
   /**
-   * The config file as read at start (store/config-start.ts): with it, a
+   * The config file as read at start (config/config-start.ts): with it, a
    * file the data directory's store already holds is not parsed or applied
    * again, and each applied file is recorded there. `config.services` is
    * then unused.
@@ -73,7 +73,7 @@ export interface CanopyOptions {
   readonly leds?: boolean;
   readonly logger?: Logger;
   readonly logLevel?: string;
-  /** The heap growth `canopy serve` set (cli/heap-growth.ts): logged at start. */
+  /** The heap growth `canopy serve` set (platform/heap-growth.ts): logged at start. */
   readonly heapGrowth?: number;
   /** How long shutdown waits for streams and requests before forcing (default 5 s). */
   readonly shutdownGraceMs?: number;
@@ -344,7 +344,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
 async function openLoadShare(url: string, intervalMs: number) {
   const { endpoints, prefix } = parseEtcdUrl(url);
-  const { EtcdLoadShare } = await import('./store/load-share.js');
+  const { EtcdLoadShare } = await import('./store/etcd/load-share.js');
   return EtcdLoadShare.open({ endpoints, prefix, intervalMs });
 }
 

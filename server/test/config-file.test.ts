@@ -23,8 +23,8 @@ import {
   parseConfigText,
   parseConfigTextOffThread,
   watchConfigFile,
-} from '../src/store/config-file.js';
-import { contentDigest } from '../src/store/config-text.js';
+} from '../src/config/config-file.js';
+import { contentDigest } from '../src/config/config-text.js';
 
 const VALID = `server:
   adminPort: 0

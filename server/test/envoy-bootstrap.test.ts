@@ -16,7 +16,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { load as parse } from 'js-yaml';
 import { parseConfig } from '../src/domain/spec.js';
-import { packagePath } from '../src/paths.js';
+import { packagePath } from '../src/platform/paths.js';
 import { envoyType } from './support/envoy-protos.js';
 import { pgvCheckBytes } from './support/pgv.js';
 import { encodeProtoJson } from './support/proto-json.js';

@@ -12,7 +12,7 @@ import type { Client } from '../src/domain/client.js';
 import { emptyPlacement } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import type { ServiceSpec } from '../src/domain/service.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { encodeListener } from '../src/resources/listener.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { Resource } from '../src/resources/resource.js';

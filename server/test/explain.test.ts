@@ -11,7 +11,7 @@ import { buildAdminApp } from '../src/admin/app.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import type { Cla } from '../src/domain/cla.js';
 import { importDocuments } from '../src/policy/import.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
 
 const run = promisify(execFile);

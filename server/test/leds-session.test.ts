@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Mesh } from '../src/domain/mesh.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
-import { collectionName, collectionStem, memberName } from '../src/resources/leds-names.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
+import { collectionName, collectionStem, memberName } from '../src/resources/endpoint/leds-names.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { CollectionSnapshot } from '../src/resources/resource-type.js';
 import { ENDPOINT_TYPE, LEDS_TYPE } from '../src/resources/type-urls.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { LoadView } from '../src/domain/load-view.js';
+import { LoadView } from '../src/domain/load/load-view.js';
 
 const client = { locality: { region: 'r1', zone: 'za', subzone: 's' }, network: '', node: '', cluster: '', labels: {} };
 const at = (zone: string) => ({ region: 'r1', zone, subzone: 's' });

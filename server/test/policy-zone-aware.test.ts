@@ -14,7 +14,7 @@ import { explainChange } from '../src/domain/explain.js';
 import { Mesh } from '../src/domain/mesh.js';
 import type { ServiceSpec } from '../src/domain/service.js';
 import { parseServiceSpec } from '../src/domain/spec.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { Resource } from '../src/resources/resource.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/resources/type-urls.js';

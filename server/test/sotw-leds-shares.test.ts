@@ -16,7 +16,7 @@ import { emptyPlacement, localityKey, type Scope } from '../src/domain/locality.
 import { Mesh } from '../src/domain/mesh.js';
 import type { Endpoint, Health, LbMode, ServiceSpec } from '../src/domain/service.js';
 import type { UnhealthyMode } from '../src/domain/upstream.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { Resource } from '../src/resources/resource.js';
 import { ENDPOINT_TYPE, LEDS_TYPE } from '../src/resources/type-urls.js';

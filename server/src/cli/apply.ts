@@ -18,7 +18,7 @@ export function registerApply(program: Command): void {
     .addOption(new Option('--dry-run', 'print the diff; change nothing').default(false));
   for (const o of adminOptions()) cmd.addOption(o);
   cmd.action(async (opts: AdminTarget & { file: string; dryRun: boolean }) => {
-    const { loadConfigFile } = await import('../store/config-file.js');
+    const { loadConfigFile } = await import('../config/config-file.js');
     const loaded = await loadConfigFile(opts.file);
     if (!loaded.ok) {
       const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');

@@ -1,6 +1,6 @@
 /** `canopy demo` (what `npm start` runs) and the compose demo's two small programs. */
 import { Command, Option } from 'commander';
-import { untilSignal } from './signals.js';
+import { untilSignal } from '../platform/signals.js';
 
 export function registerDemo(program: Command): void {
   program

@@ -6,10 +6,10 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { explain, explainChange, type ExplainView, type SettingChange } from '../domain/explain.js';
-import type { LoadExplain } from '../domain/load-explain.js';
+import type { LoadExplain } from '../domain/load/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh } from '../domain/mesh.js';
-import { loadConfigFile } from '../store/config-file.js';
+import { loadConfigFile } from '../config/config-file.js';
 import { adminFetch } from './common.js';
 
 export const EXPLAIN_USAGE = `  canopy explain (--admin URL | --config FILE) --service S [--region R] [--zone Z] [--subzone SZ]

@@ -12,9 +12,9 @@ import { serviceSpecToJson, endpointToJson } from '../domain/spec.js';
 import type { CanopyConfig } from '../domain/spec.js';
 import type { Canopy } from '../main.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
-import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from './heap-growth.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../platform/heap-growth.js';
 import { FlagError, readServeSecurity, SECURITY_FLAGS, type SecurityValues } from './serve-security.js';
-import { untilSignal } from './signals.js';
+import { untilSignal } from '../platform/signals.js';
 
 /** The server's defaults (main.ts), repeated for the help text without loading the server. */
 const DEFAULT_XDS_PORT = 18000;
@@ -133,7 +133,7 @@ export function registerServe(program: Command): void {
   serve.action(async (_opts: unknown, cmd: Command) => {
     const { canopy, note } = await runServe(cmd);
     const stopped = untilSignal(() => canopy.stop());
-    // After ready, with signals handled: the note may read the file again (store/config-start.ts).
+    // After ready, with signals handled: the note may read the file again (config/config-start.ts).
     await note().catch(() => {});
     await stopped;
   });
@@ -158,7 +158,7 @@ interface ServeValues {
 async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Promise<void> }> {
   // Loaded here, not at the top: every other subcommand (and --help) starts without the server's modules.
   const { startCanopy } = await import('../main.js');
-  const { readStartConfig } = await import('../store/config-start.js');
+  const { readStartConfig } = await import('../config/config-start.js');
   const values = cmd.opts<ServeValues>();
   if (!values.config) throw new CliError('serve: --config FILE (or CANOPY_CONFIG) is required', EXIT_USAGE);
   // Before the config load: a big file's parse is the first burst of garbage (heap-growth.ts).
@@ -170,7 +170,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     if (!(err instanceof FlagError)) throw err;
     throw new CliError(err.message, EXIT_USAGE);
   }
-  // A data directory that already holds this very file spares its parse (store/config-record.ts).
+  // A data directory that already holds this very file spares its parse (config/config-record.ts).
   const loaded = await readStartConfig(values.config, values.store === undefined ? values.dataDir : undefined);
   if (!loaded.ok) {
     const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');
@@ -266,7 +266,7 @@ async function reportStoreOverrides(
     // The start skipped the parse; only when an API write changed a listed service is the file read for this note
     // (after ready, off the event loop when big).
     if (canopy.started.keptApiChanges.length === 0) return;
-    const { parseConfigTextAside } = await import('../store/config-file.js');
+    const { parseConfigTextAside } = await import('../config/config-file.js');
     const text = await readFile(configFile, 'utf8').catch(() => undefined);
     const parsed = text === undefined ? undefined : await parseConfigTextAside(text, path.basename(configFile));
     if (!parsed?.ok) return;

@@ -14,7 +14,7 @@ import { pino } from 'pino';
 import { formatLocality, parseLocality, type Locality } from '../domain/locality.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { startCanopy } from '../main.js';
-import { loadConfigFile } from '../store/config-file.js';
+import { loadConfigFile } from '../config/config-file.js';
 import { startBackend, type Backend } from './backend.js';
 import { xdsBootstrap } from './bootstrap.js';
 import { XdsEchoClient, type Tally } from './xds-client.js';

@@ -4,8 +4,8 @@
  * new requests a gRPC client sends it, and the tree node the CLA is cached
  * under. A proposed policy is explained the same way and compared.
  */
-import { buildLoadCla } from './load-cla.js';
-import type { LoadExplain } from './load-explain.js';
+import { buildLoadCla } from './load/load-cla.js';
+import type { LoadExplain } from './load/load-explain.js';
 import { formatLocality, type Locality, type Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
 import { hasPolicy } from './policy.js';
