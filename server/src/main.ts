@@ -264,6 +264,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     host: xdsHost,
     port: xdsPort,
     load,
+    loadClusterName: (service, client) => resources.clusterNameFor(service, client),
     ...(security.tls ? { tls: security.tls } : {}),
   });
   let ready = false;
