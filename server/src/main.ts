@@ -78,6 +78,17 @@ export interface CanopyOptions {
   readonly shutdownGraceMs?: number;
   /** Also told what the xDS layer does, after the metrics (benchmarks, embedders' tracing). */
   readonly observer?: XdsObserver;
+  /** Kubernetes as a source of services (store/kube-source.ts). */
+  readonly kube?: KubeOptions;
+}
+
+export interface KubeOptions {
+  /** A kubeconfig file; without it, the pod's in-cluster service account. */
+  readonly kubeconfig?: string;
+  readonly namespaces?: readonly string[];
+  readonly subzoneLabel?: string;
+  readonly unreachableMs?: number;
+  readonly maxBackoffMs?: number;
 }
 
 export interface Canopy {
@@ -238,6 +249,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       'config file unchanged since the store applied it: not parsed again',
     );
 
+  const kube = opts.kube ? await startKubeSource(opts.kube, store, logger, registry) : undefined;
+
   logger.info({ xdsLimits: limits }, 'xds limits');
   if (opts.heapGrowth !== undefined) logger.info({ heapGrowthPercent: opts.heapGrowth }, 'js heap growth');
   const grpcTransport = await startGrpcTransport({
@@ -253,6 +266,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     host: xdsHost,
     port: xdsPort,
     load,
+    loadClusterName: (service, client) => resources.clusterNameFor(service, client),
     ...(security.tls ? { tls: security.tls } : {}),
   });
   let ready = false;
@@ -267,6 +281,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     logger: logger.child({ component: 'admin' }),
     // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
     ready: () => ready && feed.connected,
+    ...(kube ? { notReady: () => (ready ? kube.notReady() : undefined) } : {}),
     access: {
       ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
       ...(security.adminTokenFile !== undefined ? { tokenFile: security.adminTokenFile } : {}),
@@ -310,6 +325,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     (stopping ??= (async () => {
       ready = false;
       stopWatching();
+      kube?.stop();
+      await kube?.settled();
       load.stop();
       await loadShare?.close();
       await replicaFiles?.close();
@@ -323,6 +340,34 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     })());
 
   return { xdsAddress, adminAddress, webView, store, mesh, feed, ads: pipeline, claCache, started: initial, stop };
+}
+
+/** Loaded only when asked for: client-node is a large module tree. */
+async function startKubeSource(kube: KubeOptions, store: Store, logger: Logger, registry: Registry) {
+  const [{ KubeConfig }, { KubeSource }, { registerKubeMetrics }] = await Promise.all([
+    import('@kubernetes/client-node'),
+    import('./store/kube-source.js'),
+    import('./admin/kube-metrics.js'),
+  ]);
+  const config = new KubeConfig();
+  if (kube.kubeconfig !== undefined) config.loadFromFile(kube.kubeconfig);
+  else config.loadFromCluster();
+  const source = new KubeSource({
+    store,
+    config,
+    log: logger.child({ component: 'kube' }),
+    ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
+    ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
+    ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
+    ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
+  });
+  registerKubeMetrics(registry, () => source.stats());
+  source.start();
+  logger.info(
+    { server: config.getCurrentCluster()?.server, namespaces: kube.namespaces ?? 'all' },
+    'kubernetes: watching Services, EndpointSlices and Nodes',
+  );
+  return source;
 }
 
 async function openReplicaFiles(url: string, file: string, digest: string, takeOver: boolean) {

@@ -275,6 +275,8 @@ function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async () => {
+    const why = deps.notReady?.();
+    if (why !== undefined) throw new CanopyError('CANOPY_NOT_READY', why);
     if (!deps.ready())
       throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
     return { status: 'ready' };

@@ -13,7 +13,7 @@ import { CanopyError } from '../domain/errors.js';
 import type { Endpoint, ServiceSpec } from '../domain/service.js';
 
 /** Who created a service; see "Ownership" in README. */
-export type Owner = 'file' | 'api';
+export type Owner = 'file' | 'api' | 'kube';
 
 export interface StoredService {
   readonly spec: ServiceSpec;
