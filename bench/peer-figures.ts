@@ -37,6 +37,8 @@ export interface PeerRow {
   readonly go: SideSpread;
   /** Canopy ÷ go-control-plane pair by pair, per figure. */
   readonly ratios: Partial<Record<keyof SideSpread, Spread>>;
+  /** The 1-flip p99 ratio with Canopy's debounce (`canopy serve`'s default, 100 ms) taken off its side. */
+  readonly oneP99LessDebounce: Spread;
   /** Client localities whose CLAs were checked equal in every pair. */
   readonly checkedLocalities: number;
 }
@@ -79,6 +81,9 @@ function sideSpread(passes: readonly Derived[]): SideSpread {
   return Object.fromEntries(keys.map((k) => [k, spread(passes.map((p) => p[k]))])) as SideSpread;
 }
 
+/** `canopy serve`'s default debounce: a change is pushed this long after it arrives, so that a burst makes one push. */
+const DEBOUNCE_MS = 100;
+
 /** /proc counts CPU in 10 ms ticks. */
 const floor = (k: string, x: number): number => (k.includes('Cpu') ? Math.max(10, x) : x);
 
@@ -93,5 +98,6 @@ export function peerRow(
   const ratios = Object.fromEntries(
     RATIO_FIGURES.map((k) => [k, spread(c.map((p, i) => floor(k, p[k]) / floor(k, g[i]![k])))]),
   );
-  return { streams, canopy: sideSpread(c), go: sideSpread(g), ratios, checkedLocalities };
+  const oneP99LessDebounce = spread(c.map((p, i) => (p.oneP99Ms - DEBOUNCE_MS) / g[i]!.oneP99Ms));
+  return { streams, canopy: sideSpread(c), go: sideSpread(g), ratios, oneP99LessDebounce, checkedLocalities };
 }
