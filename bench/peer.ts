@@ -164,7 +164,7 @@ export class AssignmentMismatch extends Error {
 }
 
 /** The assignments both sides' CLAs decode to, locality by locality: equal, or the run fails. */
-function compareAssignments(canopyFile: string, goFile: string, pass: number): number {
+export function compareAssignments(canopyFile: string, goFile: string, pass: number): number {
   type A = Record<string, { digest: string; endpoints: number; priorities: string[] }>;
   const c = JSON.parse(readFileSync(canopyFile, 'utf8')) as A;
   const g = JSON.parse(readFileSync(goFile, 'utf8')) as A;
