@@ -1,6 +1,6 @@
 module canopy.bench/peers/go-control-plane
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/envoyproxy/go-control-plane v0.14.0
