@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -53,5 +53,8 @@ export function buildPeer(log: (line: string) => void = () => {}): PeerBinaries 
     execFileSync('go', args, { cwd: PEER_MODULE, stdio: ['ignore', 'inherit', 'inherit'], timeout: 900_000 });
   go(['build', '-trimpath', '-o', peer, './cmd/peer']);
   go(['build', '-trimpath', '-o', driver, './cmd/xds-driver']);
+  // Earlier builds of other sources are of no further use.
+  for (const other of readdirSync(CACHE))
+    if (path.join(CACHE, other) !== dir) rmSync(path.join(CACHE, other), { recursive: true, force: true });
   return { peer, driver, goVersion, built: true };
 }
