@@ -10,7 +10,7 @@ import {
   type DeltaDiscoveryRequest,
   type DiscoveryRequest,
 } from '../server/src/wire/request.js';
-import { DEFAULT_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../server/src/cli/heap-growth.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../server/src/platform/heap-growth.js';
 import { DELTA_ADS_PATH } from './delta-wire.js';
 
 /** The heap growth `canopy serve` runs with (CANOPY_HEAP_GROWTH, which the bench sets for both sides): the same GC. */

@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { dump } from 'js-yaml';
 import { endpointToJson } from '../server/src/domain/spec.js';
 import { makeEndpoint } from './data.js';
-import type { Goal } from './goals.js';
+import type { Goal } from './goal.js';
 import { decided, MIN_RUNS, show, spread, type Spread } from './stats.js';
 
 export const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));

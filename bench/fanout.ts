@@ -21,7 +21,7 @@ import { pino } from 'pino';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import type { Endpoint } from '../server/src/domain/service.js';
 import { startCanopy } from '../server/src/main.js';
-import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { serverClaCache } from '../server/src/resources/endpoint/endpoint.js';
 import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
 import type { DiscoveryRequest } from '../server/src/wire/request.js';
 import { nullObserver } from '../server/src/sessions/observer.js';

@@ -9,13 +9,10 @@ import type { FanoutFigures } from './fanout.js';
 import type { incrementalUpdate } from './incremental.js';
 import type { MemoizedFigures } from './memoized.js';
 import type { EncodeCount, ProtocolFigures, ServerFigures } from './server-figures.js';
+import type { Goal } from './goal.js';
 import { decided, show } from './stats.js';
 
-export interface Goal {
-  readonly goal: string;
-  readonly figure: string;
-  readonly met: string;
-}
+export type { Goal } from './goal.js';
 
 function verdict(ok: boolean | undefined): string {
   return ok === undefined ? 'not measured' : ok ? 'met' : 'NOT met';

@@ -14,7 +14,7 @@
 import type { ClaEntry } from '../server/src/domain/cla-cache.js';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import { endpointKey, type Endpoint } from '../server/src/domain/service.js';
-import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { serverClaCache } from '../server/src/resources/endpoint/endpoint.js';
 import { makeResource, type Resource } from '../server/src/resources/resource.js';
 import type { Bytes } from '../server/src/wire/rope.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';

@@ -6,7 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { packagePath } from '../server/src/paths.js';
+import { packagePath } from '../server/src/platform/paths.js';
 import type { Placement } from '../server/src/domain/locality.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
 import { failoverService, makeEndpoints } from './data.js';

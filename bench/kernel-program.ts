@@ -6,7 +6,7 @@ import { loadAddon, type Hook } from '../server/src/agent/bpf.js';
 import { Datapath } from '../server/src/agent/datapath.js';
 import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
-import { packagePath } from '../server/src/paths.js';
+import { packagePath } from '../server/src/platform/paths.js';
 import { contentHash } from '../server/src/resources/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
 import { kernelEnv, testCgroup } from '../e2e/support/kernel.js';

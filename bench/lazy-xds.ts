@@ -10,7 +10,7 @@
  */
 import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
-import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { serverClaCache } from '../server/src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../server/src/resources/registry.js';
 import {
   CLUSTER_TYPE,

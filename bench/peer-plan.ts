@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import type { Placement } from '../server/src/domain/locality.js';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import { endpointKey, type Endpoint, type ServiceSpec } from '../server/src/domain/service.js';
-import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { serverClaCache } from '../server/src/resources/endpoint/endpoint.js';
 
 export interface PeerPlan {
   readonly service: string;

@@ -77,7 +77,7 @@ export interface ServerFigures {
   readonly pushWindow?: number;
   /** glibc's mmap threshold both servers ran with, when the run set one. */
   readonly mallocMmapThreshold?: number;
-  /** V8's heap growth (%) both servers ran with (server/src/cli/heap-growth.ts; 0: V8's own factor). */
+  /** V8's heap growth (%) both servers ran with (server/src/platform/heap-growth.ts; 0: V8's own factor). */
   readonly heapGrowth?: number;
   /** One client's SotW CLA (in failover mode every CLA holds every healthy endpoint). */
   readonly claBytes: number;

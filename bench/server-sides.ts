@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
 import { endpointKey, type Endpoint } from '../server/src/domain/service.js';
-import { serverClaCache } from '../server/src/resources/endpoint.js';
+import { serverClaCache } from '../server/src/resources/endpoint/endpoint.js';
 import { failoverService } from './data.js';
 import { start, type Child } from './server-procs.js';
 

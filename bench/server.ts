@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { serviceSpecToJson } from '../server/src/domain/spec.js';
 import { failoverService, makeEndpoints, median, percentile } from './data.js';
 import { cpuMs, mainCpuMs, resetPeak, sleep, start, statusKB, type Child } from './server-procs.js';
-import { DEFAULT_HEAP_GROWTH_PERCENT } from '../server/src/cli/heap-growth.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT } from '../server/src/platform/heap-growth.js';
 import { claBytesOf, SERVICE, withBare, withCanopy, type Side } from './server-sides.js';
 import type { ProtocolFigures, ServerFigures, SideFigures } from './server-figures.js';
 import { MIN_RUNS, sig2, spread } from './stats.js';

@@ -13,7 +13,7 @@ import { Registry } from 'prom-client';
 import { buildAdminApp } from '../server/src/admin/app.js';
 import { placeClients, treeView } from '../server/src/admin/ui-view.js';
 import { ClaCache } from '../server/src/domain/cla-cache.js';
-import { LocalStore } from '../server/src/store/local-store.js';
+import { LocalStore } from '../server/src/store/level/local-store.js';
 import { MeshFeed } from '../server/src/store/mesh-feed.js';
 import type { ClientStatus } from '../server/src/sessions/client-status.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';

@@ -15,7 +15,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSyn
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { packagePath } from '../server/src/paths.js';
+import { packagePath } from '../server/src/platform/paths.js';
 import { replayDockerfile, type Replay } from './support/dockerfile-replay.js';
 
 const root = packagePath();

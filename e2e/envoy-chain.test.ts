@@ -7,14 +7,15 @@
  * for what they name, and on delta LEDS for the collections the CLA names). What each
  * sidecar would get must form a listener → route → cluster → endpoints chain
  * from its outbound port to its nearest app, pass the PGV walker and the
- * listener invariants. No Envoy binary runs here; this is what one would be sent.
+ * listener invariants. This test starts no Envoy: it checks what each would be sent (the
+ * e2e/envoy-*.test.ts that start real Envoys check what one does with it).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { load as parse } from 'js-yaml';
 import { startBackend, type Backend } from '../server/src/demo/backend.js';
-import { packagePath } from '../server/src/paths.js';
+import { packagePath } from '../server/src/platform/paths.js';
 import { envoyType } from '../server/test/support/envoy-protos.js';
 import { listenerInvariants } from '../server/test/support/listener-invariants.js';
 import { pgvCheckBytes } from '../server/test/support/pgv.js';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { EtcdStore } from '../server/src/store/etcd-store.js';
+import { EtcdStore } from '../server/src/store/etcd/etcd-store.js';
 import { MeshFeed } from '../server/src/store/mesh-feed.js';
 import { StoreConflict, type Store } from '../server/src/store/store.js';
 import { addressesOf, eventually, service, storeContract } from '../server/test/support/store-contract.js';

@@ -1,21 +1,34 @@
-// typescript-eslint's recommended rules over the TypeScript sources, plus the layering of STYLE.md:
-// domain ← policy ← wire/resources ← sessions ← transport/admin/agent/store ← main, and only transport/
-// speaks gRPC. Each folder lists what it may not import; a later entry replaces an earlier one for its files.
+// typescript-eslint's recommended rules over the TypeScript sources, plus the layering of STYLE.md, bottom up:
+//   domain, policy (pure) ← platform (process-level: paths, heap growth, collection, signals)
+//   ← wire, resources ← sessions ← transport, admin, agent, store ← config ← main.ts, security.ts, cli, demo
+// Only transport/ speaks gRPC. config/ sits above the store: it reads the config file and writes what it says
+// through the Store interface, so store/ (and everything else below it) may not import config/. Each folder lists
+// what it may not import, subfolders included (domain/load, store/level, store/etcd, resources/endpoint); a later
+// entry replaces an earlier one for its files. import-x/no-cycle forbids import circles (value imports; type-only
+// imports erase at build time and are not followed).
+import importX from 'eslint-plugin-import-x';
+import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 import tseslint from 'typescript-eslint';
 
 const GRPC = { name: '@grpc/grpc-js', message: 'gRPC lives in server/src/transport/ only.' };
 const IO = ['node:*', '@grpc/*', 'fastify', 'fastify/*', 'pino', 'prom-client'];
 
+/** A relative specifier that climbs out of its folder (any depth) into one of `dirs` (`x.js` names a file). */
+function into(dirs) {
+  const names = dirs.map((d) => d.replace(/\./g, '\\.'));
+  return `^(\\.\\./)+(${names.join('|')})(/|$)`;
+}
+
 /** A `no-restricted-imports` rule for one layer: the folders above it and the packages it must not use. */
 function layer(what, above, packages = [], paths = [GRPC]) {
   const patterns = [];
-  if (above.length > 0)
-    patterns.push({ group: above.map((dir) => `../${dir}/*`), message: `${what} may not import a layer above it.` });
+  if (above.length > 0) patterns.push({ regex: into(above), message: `${what} may not import a layer above it.` });
   if (packages.length > 0) patterns.push({ group: packages, message: `${what} is pure: no I/O, gRPC, HTTP or logging.` });
   return ['error', { paths, patterns }];
 }
 
-const UPPER = ['transport', 'admin', 'agent', 'store', 'main.js', 'cli', 'demo'];
+const TOP = ['main.js', 'security.js', 'cli', 'demo'];
+const UPPER = ['transport', 'admin', 'agent', 'store', 'config', ...TOP];
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'bench/results/'] },
@@ -27,14 +40,24 @@ export default tseslint.config(
   },
   { files: ['server/src/**/*.ts'], rules: { 'no-restricted-imports': layer('server/src', []) } },
   {
+    files: ['server/src/**/*.ts', 'e2e/**/*.ts', 'bench/**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      // The plugin parses each imported module to follow its imports: .ts files with typescript-eslint's parser.
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/resolver-next': [createTypeScriptImportResolver({ project: 'tsconfig.json' })],
+    },
+    rules: { 'import-x/no-cycle': 'error' },
+  },
+  {
     files: ['server/src/domain/**/*.ts'],
     rules: {
-      'no-restricted-imports': layer('domain/', ['policy', 'wire', 'resources', 'sessions', ...UPPER, 'paths.js'], IO),
+      'no-restricted-imports': layer('domain/', ['policy', 'platform', 'wire', 'resources', 'sessions', ...UPPER], IO),
     },
   },
   {
     files: ['server/src/policy/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('policy/', ['wire', 'resources', 'sessions', ...UPPER], IO) },
+    rules: { 'no-restricted-imports': layer('policy/', ['platform', 'wire', 'resources', 'sessions', ...UPPER], IO) },
   },
   {
     files: ['server/src/wire/**/*.ts'],
@@ -46,23 +69,36 @@ export default tseslint.config(
   },
   {
     files: ['server/src/sessions/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('sessions/ (no gRPC, no I/O)', UPPER, IO) },
+    rules: { 'no-restricted-imports': layer('sessions/ (no gRPC, no I/O)', ['platform', ...UPPER], IO) },
   },
   {
     files: ['server/src/transport/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('transport/', ['admin', 'store', 'main.js', 'cli', 'demo'], [], []) },
+    rules: { 'no-restricted-imports': layer('transport/', ['admin', 'store', 'config', ...TOP], [], []) },
   },
   {
     files: ['server/src/admin/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('admin/', ['transport', 'agent', 'main.js', 'cli', 'demo']) },
+    rules: { 'no-restricted-imports': layer('admin/', ['transport', 'agent', 'config', ...TOP]) },
   },
   {
     files: ['server/src/store/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('store/', ['sessions', 'transport', 'admin', 'agent', 'main.js', 'cli', 'demo']) },
+    rules: { 'no-restricted-imports': layer('store/', ['sessions', 'transport', 'admin', 'agent', 'config', ...TOP]) },
   },
   {
     files: ['server/src/agent/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('agent/', ['sessions', 'admin', 'store', 'main.js', 'cli', 'demo']) },
+    rules: { 'no-restricted-imports': layer('agent/', ['sessions', 'admin', 'store', 'config', ...TOP]) },
+  },
+  {
+    // Process-level concerns (package paths, V8's heap growth, a full collection, signals): below every I/O layer,
+    // importing none of the server's folders.
+    files: ['server/src/platform/**/*.ts'],
+    rules: {
+      'no-restricted-imports': layer('platform/', ['domain', 'policy', 'wire', 'resources', 'sessions', ...UPPER]),
+    },
+  },
+  {
+    // The config file: read, validated (domain/, policy/), applied and recorded through the store.
+    files: ['server/src/config/**/*.ts'],
+    rules: { 'no-restricted-imports': layer('config/', ['sessions', 'transport', 'admin', 'agent', ...TOP]) },
   },
   {
     // The command line sits above the server's layers: it may import any of them, nothing imports it.

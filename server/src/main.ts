@@ -6,24 +6,21 @@ import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { buildAdminApp } from './admin/app.js';
 import { configReloadMetrics, createMetrics, instrumentAdmin, instrumentStore } from './admin/metrics.js';
-import { formatFieldErrors } from './domain/errors.js';
 import type { CanopyConfig } from './domain/spec.js';
-import { watchConfigFile } from './store/config-file.js';
-import { applyFileServices } from './store/file-source.js';
-import { configKey } from './store/config-record.js';
-import { applyStartConfig, recordConfig, type StartApplied, type StartConfig } from './store/config-start.js';
-import { configFormatOf } from './store/config-text.js';
+import { applyFileServices } from './config/file-source.js';
+import { reloadConfigOnEdit } from './config/config-reload.js';
+import { applyStartConfig, type StartApplied, type StartConfig } from './config/config-start.js';
 import { MeshFeed, type MeshView } from './store/mesh-feed.js';
 import { openStore, parseEtcdUrl } from './store/open-store.js';
 import type { Store } from './store/store.js';
-import type { ServeSecurity } from './cli/serve-security.js';
+import type { ServeSecurity } from './security.js';
 import ipaddr from 'ipaddr.js';
-import { fullCollection } from './transport/full-collection.js';
+import { fullCollection } from './platform/full-collection.js';
 import { startGrpcTransport } from './transport/grpc-server.js';
 import { defaultXdsLimits, SubscriptionBudget } from './transport/subscription-budget.js';
 import { ReadAccess } from './transport/read-access.js';
 import v8 from 'node:v8';
-import { serverClaCache, type ServerClaCache } from './resources/endpoint.js';
+import { serverClaCache, type ServerClaCache } from './resources/endpoint/endpoint.js';
 import { canopyResources } from './resources/registry.js';
 import { kernelServable } from './resources/tree-codec.js';
 import { teeObserver, type XdsObserver } from './sessions/observer.js';
@@ -33,7 +30,7 @@ import { PushPipeline } from './sessions/push-pipeline.js';
 import { sharedEncodeCount } from './sessions/shared-responses.js';
 import { KERNEL_HOSTNAMES, kernelUnsupported } from './domain/policy.js';
 import { kindOf } from './domain/client.js';
-import { packagePath } from './paths.js';
+import { packagePath } from './platform/paths.js';
 import { readFileSync } from 'node:fs';
 import { envoyRoot } from './wire/protos.js';
 
@@ -42,7 +39,7 @@ export interface CanopyOptions {
   /** When set, the file is watched: valid edits apply, invalid ones are logged and ignored. */
   readonly configPath?: string;
   /**
-   * The config file as read at start (store/config-start.ts): with it, a
+   * The config file as read at start (config/config-start.ts): with it, a
    * file the data directory's store already holds is not parsed or applied
    * again, and each applied file is recorded there. `config.services` is
    * then unused.
@@ -62,6 +59,8 @@ export interface CanopyOptions {
   readonly dataDir?: string;
   /** Start on an embedded store that lost acknowledged writes (truncated or damaged log), logging what was lost. */
   readonly acceptStoreLoss?: boolean;
+  /** On etcd: apply this replica's config file even though the live replicas apply another (replica-files.ts). */
+  readonly takeOver?: boolean;
   /** Tokens, TLS and request limits (README, "Access control"); none by default. */
   readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
@@ -73,12 +72,23 @@ export interface CanopyOptions {
   readonly leds?: boolean;
   readonly logger?: Logger;
   readonly logLevel?: string;
-  /** The heap growth `canopy serve` set (cli/heap-growth.ts): logged at start. */
+  /** The heap growth `canopy serve` set (platform/heap-growth.ts): logged at start. */
   readonly heapGrowth?: number;
   /** How long shutdown waits for streams and requests before forcing (default 5 s). */
   readonly shutdownGraceMs?: number;
   /** Also told what the xDS layer does, after the metrics (benchmarks, embedders' tracing). */
   readonly observer?: XdsObserver;
+  /** Kubernetes as a source of services (store/kube-source.ts). */
+  readonly kube?: KubeOptions;
+}
+
+export interface KubeOptions {
+  /** A kubeconfig file; without it, the pod's in-cluster service account. */
+  readonly kubeconfig?: string;
+  readonly namespaces?: readonly string[];
+  readonly subzoneLabel?: string;
+  readonly unreachableMs?: number;
+  readonly maxBackoffMs?: number;
 }
 
 export interface Canopy {
@@ -117,6 +127,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     );
   }
 
+  // Replicas on etcd apply one file: checked before anything else is opened (store/etcd/replica-files.ts).
+  const replicaFiles =
+    opts.storeUrl !== undefined && opts.configPath !== undefined && opts.startConfig
+      ? await openReplicaFiles(opts.storeUrl, opts.configPath, opts.startConfig.digest, opts.takeOver ?? false)
+      : undefined;
   const registry = new Registry();
   const opening =
     opts.store ??
@@ -218,6 +233,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ? await applyStartConfig(store, opts.startConfig, recordDir)
     : { ...(await applyFileServices(store, opts.config.services)), unchangedFile: false, keptApiChanges: [] };
   reloads.loaded('success');
+  if (replicaFiles && initial.digest !== undefined) await replicaFiles.applied(initial.digest);
   logger.info({ store: store.description, revision: feed.revision, ...summary(initial) }, 'store opened');
   if (initial.unchangedFile)
     logger.info(
@@ -230,6 +246,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       },
       'config file unchanged since the store applied it: not parsed again',
     );
+
+  const kube = opts.kube ? await startKubeSource(opts.kube, store, logger, registry) : undefined;
 
   logger.info({ xdsLimits: limits }, 'xds limits');
   if (opts.heapGrowth !== undefined) logger.info({ heapGrowthPercent: opts.heapGrowth }, 'js heap growth');
@@ -246,6 +264,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     host: xdsHost,
     port: xdsPort,
     load,
+    loadClusterName: (service, client) => resources.clusterNameFor(service, client),
     ...(security.tls ? { tls: security.tls } : {}),
   });
   let ready = false;
@@ -260,6 +279,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     logger: logger.child({ component: 'admin' }),
     // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
     ready: () => ready && feed.connected,
+    ...(kube ? { notReady: () => (ready ? kube.notReady() : undefined) } : {}),
     access: {
       ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
       ...(security.adminTokenFile !== undefined ? { tokenFile: security.adminTokenFile } : {}),
@@ -278,43 +298,18 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const adminPortBound = typeof adminBound === 'object' && adminBound ? adminBound.port : adminPort;
 
   const stopWatching = opts.configPath
-    ? watchConfigFile(
-        opts.configPath,
-        {
-          onValid: (config, digest) => {
-            logger.info({ file: opts.configPath, services: config.services.length }, 'config file parsed: applying');
-            return applyFileServices(store, config.services).then(
-              async (applied) => {
-                if (recordDir !== undefined && opts.configPath !== undefined) {
-                  const key = configKey(digest, configFormatOf(opts.configPath));
-                  await recordConfig(store, recordDir, key, config);
-                }
-                reloads.loaded('success');
-                logger.info({ file: opts.configPath, ...summary(applied) }, 'config reloaded');
-              },
-              (err: unknown) => {
-                reloads.loaded('store_error');
-                logger.error({ file: opts.configPath, err }, 'config reload failed to write the store');
-              },
-            );
-          },
-          onWatchError: (err) =>
-            logger.warn(
-              { file: opts.configPath, err },
-              'config directory watch failed: edits are seen by polling only',
-            ),
-          onParsing: (bytes) => logger.info({ file: opts.configPath, bytes }, 'config file changed: parsing'),
-          onInvalid: (errors) => {
-            reloads.loaded('invalid');
-            logger.error(
-              { file: opts.configPath, errors },
-              `config edit rejected, running config kept: ${formatFieldErrors(errors)}`,
-            );
-          },
-        },
+    ? reloadConfigOnEdit({
+        file: opts.configPath,
+        store,
+        logger,
+        ...(recordDir !== undefined ? { recordDir } : {}),
         // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
-        initial.digest !== undefined ? { initialDigest: initial.digest } : {},
-      )
+        ...(initial.digest !== undefined ? { initialDigest: initial.digest } : {}),
+        loaded: (outcome) => reloads.loaded(outcome),
+        ...(replicaFiles
+          ? { refuse: (digest) => replicaFiles.refuseEdit(digest), applied: (digest) => replicaFiles.applied(digest) }
+          : {}),
+      })
     : () => {};
 
   ready = true;
@@ -327,8 +322,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     (stopping ??= (async () => {
       ready = false;
       stopWatching();
+      kube?.stop();
+      await kube?.settled();
       load.stop();
       await loadShare?.close();
+      await replicaFiles?.close();
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.close()]);
@@ -341,9 +339,43 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   return { xdsAddress, adminAddress, store, mesh, feed, ads: pipeline, claCache, started: initial, stop };
 }
 
+/** Loaded only when asked for: client-node is a large module tree. */
+async function startKubeSource(kube: KubeOptions, store: Store, logger: Logger, registry: Registry) {
+  const [{ KubeConfig }, { KubeSource }, { registerKubeMetrics }] = await Promise.all([
+    import('@kubernetes/client-node'),
+    import('./store/kube-source.js'),
+    import('./admin/kube-metrics.js'),
+  ]);
+  const config = new KubeConfig();
+  if (kube.kubeconfig !== undefined) config.loadFromFile(kube.kubeconfig);
+  else config.loadFromCluster();
+  const source = new KubeSource({
+    store,
+    config,
+    log: logger.child({ component: 'kube' }),
+    ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
+    ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
+    ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
+    ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
+  });
+  registerKubeMetrics(registry, () => source.stats());
+  source.start();
+  logger.info(
+    { server: config.getCurrentCluster()?.server, namespaces: kube.namespaces ?? 'all' },
+    'kubernetes: watching Services, EndpointSlices and Nodes',
+  );
+  return source;
+}
+
+async function openReplicaFiles(url: string, file: string, digest: string, takeOver: boolean) {
+  const { endpoints, prefix } = parseEtcdUrl(url);
+  const { ReplicaFiles } = await import('./store/etcd/replica-files.js');
+  return ReplicaFiles.open({ endpoints, prefix, file, digest, takeOver });
+}
+
 async function openLoadShare(url: string, intervalMs: number) {
   const { endpoints, prefix } = parseEtcdUrl(url);
-  const { EtcdLoadShare } = await import('./store/load-share.js');
+  const { EtcdLoadShare } = await import('./store/etcd/load-share.js');
   return EtcdLoadShare.open({ endpoints, prefix, intervalMs });
 }
 

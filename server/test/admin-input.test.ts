@@ -9,7 +9,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { Registry } from 'prom-client';
 import { buildAdminApp, type AdminDeps } from '../src/admin/app.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
 
 async function setup(extra: Partial<AdminDeps> = {}) {

@@ -9,7 +9,7 @@ import { createMetrics } from '../src/admin/metrics.js';
 import type { Cla } from '../src/domain/cla.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { emptyPlacement } from '../src/domain/locality.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
 import type { ClientStatus } from '../src/sessions/client-status.js';
 import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';

@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 import { CONSTANTS, LAYOUT, MAX_DEPTH } from '../src/agent/abi.js';
 import { SPILL_CONSTANTS, SPILL_LAYOUT } from '../src/agent/abi-spill.js';
 import { MAX_SCOPES } from '../src/domain/locality.js';
-import { packagePath } from '../src/paths.js';
+import { packagePath } from '../src/platform/paths.js';
 
 const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);
 

@@ -12,7 +12,7 @@ import { Mesh } from '../src/domain/mesh.js';
 import { planFor } from '../src/domain/priorities.js';
 import type { Endpoint } from '../src/domain/service.js';
 import { encodeCluster } from '../src/resources/cluster.js';
-import { encodeCla, lbEndpointEncodeCount } from '../src/resources/endpoint-codec.js';
+import { encodeCla, lbEndpointEncodeCount } from '../src/resources/endpoint/endpoint-codec.js';
 import { encodeListener } from '../src/resources/listener.js';
 import { encodeRouteConfiguration } from '../src/resources/route.js';
 import { encodeAny, encodeDiscoveryResponse } from '../src/wire/envelope.js';

@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 import { Ajv, type ErrorObject } from 'ajv';
 import { load, loadAll } from 'js-yaml';
 import { parseConfig } from '../src/domain/spec.js';
-import { packagePath } from '../src/paths.js';
+import { packagePath } from '../src/platform/paths.js';
 
 const SCHEMA_PATH = packagePath('server', 'schema', 'mesh.schema.json');
 const schema = JSON.parse(readFileSync(SCHEMA_PATH, 'utf8')) as object;

@@ -11,11 +11,11 @@ import { mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from 'node:f
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import type { StartConfig } from '../src/store/config-start.js';
-import { applyStartConfig, readStartConfig, STAMP_SETTLE_MS } from '../src/store/config-start.js';
-import { readConfigRecord } from '../src/store/config-record.js';
-import { LevelJournal } from '../src/store/level-journal.js';
-import { LocalStore } from '../src/store/local-store.js';
+import type { StartConfig } from '../src/config/config-start.js';
+import { applyStartConfig, readStartConfig, STAMP_SETTLE_MS } from '../src/config/config-start.js';
+import { readConfigRecord } from '../src/config/config-record.js';
+import { LevelJournal } from '../src/store/level/level-journal.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 
 const config = (address: string) =>
   JSON.stringify({ services: [{ name: 'echo', endpoints: [{ address, port: 80, locality: { region: 'r1' } }] }] });

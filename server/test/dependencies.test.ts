@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { packagePath } from '../src/paths.js';
+import { packagePath } from '../src/platform/paths.js';
 
 const pkg = JSON.parse(readFileSync(packagePath('package.json'), 'utf8')) as {
   name: string;

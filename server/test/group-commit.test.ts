@@ -8,8 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { LevelJournal } from '../src/store/level-journal.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { LevelJournal } from '../src/store/level/level-journal.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { CountingJournal } from './support/counting-journal.js';
 import { service } from './support/store-contract.js';
 

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import type { Client } from '../src/domain/client.js';
 import { emptyPlacement } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { parseIncarnatedName } from '../src/resources/incarnations.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { Resource } from '../src/resources/resource.js';

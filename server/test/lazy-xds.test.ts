@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DemandSet, type LazySettings } from '../src/domain/demand.js';
 import { Mesh } from '../src/domain/mesh.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../src/resources/registry.js';
 import { CLUSTER_TYPE, LISTENER_TYPE } from '../src/resources/type-urls.js';
 import { DeltaSession } from '../src/sessions/delta-session.js';

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Mesh } from '../src/domain/mesh.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
-import { collectionName, collectionStem, memberName } from '../src/resources/leds-names.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
+import { collectionName, collectionStem, memberName } from '../src/resources/endpoint/leds-names.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { CollectionSnapshot } from '../src/resources/resource-type.js';
 import { ENDPOINT_TYPE, LEDS_TYPE } from '../src/resources/type-urls.js';
@@ -62,7 +62,8 @@ describe('LEDS over a delta session', () => {
     const got = deltaResources(ra[0]!.bytes);
     assert.equal(got.length, 1);
     assert.ok(got[0]!.name.endsWith('/10.0.5.2:8080'));
-    assert.equal(got[0]!.msg['health_status'], 'DRAINING');
+    // Never DRAINING: Envoy would keep counting a host that was UNHEALTHY (domain/envoy-lb.ts).
+    assert.equal(got[0]!.msg['health_status'], 'UNHEALTHY');
     assert.ok(ra[0]!.bytes.length < 600, `${ra[0]!.bytes.length} bytes`);
     assert.equal(rb[0]!.bytes, ra[0]!.bytes, 'the same Buffer for both streams');
     const status = a.s.status().types.find((t) => t.typeUrl === LEDS_TYPE)!;

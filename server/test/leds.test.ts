@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Mesh } from '../src/domain/mesh.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import {
   collectionName,
   escapeSegment,
@@ -15,7 +15,7 @@ import {
   collectionStem,
   parseLedsName,
   unescapeSegment,
-} from '../src/resources/leds-names.js';
+} from '../src/resources/endpoint/leds-names.js';
 import { canopyResources } from '../src/resources/registry.js';
 import { ENDPOINT_TYPE, LEDS_TYPE } from '../src/resources/type-urls.js';
 import { diffStep } from '../src/sessions/delta-collections.js';

@@ -1,11 +1,11 @@
 /**
- * Why a load-aware client node gets its weights (domain/load-explain.ts),
+ * Why a load-aware client node gets its weights (domain/load/load-explain.ts),
  * from real plans: the load controller fed LRS-shaped reports on a test clock.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { explain } from '../src/domain/explain.js';
-import { explainLoad } from '../src/domain/load-explain.js';
+import { explainLoad } from '../src/domain/load/load-explain.js';
 import { parseLocality, type Placement } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { parseServiceSpec } from '../src/domain/spec.js';

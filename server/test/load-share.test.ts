@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import type { LoadShare, ReplicaLoad } from '../src/domain/load-aggregate.js';
-import { exportPlan, importPlan, offeredByPath, periodRecords, eldest } from '../src/domain/load-aggregate.js';
+import type { LoadShare, ReplicaLoad } from '../src/domain/load/load-aggregate.js';
+import { exportPlan, importPlan, offeredByPath, periodRecords, eldest } from '../src/domain/load/load-aggregate.js';
 import { parseLocality } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { parseServiceSpec } from '../src/domain/spec.js';

@@ -11,7 +11,7 @@ import { scopeValue, type Scope } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { planFor, planKeyFor } from '../src/domain/priorities.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../src/resources/tree-codec.js';
 import { placementOf } from '../src/sessions/placement.js';

@@ -16,7 +16,7 @@ import { endpointKey, type Endpoint, type ServiceSpec } from '../src/domain/serv
 import { hasHostnames } from '../src/domain/dns-spec.js';
 import { parseConfig, parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
 import { readValidEndpointList } from '../src/domain/endpoint-list.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { Resource } from '../src/resources/resource.js';
 import { encodeLocalityTree, tryDecodeLocalityTree } from '../src/resources/tree-codec.js';

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { load as parse } from 'js-yaml';
 import { importDocuments, type PolicySystem } from '../src/policy/import.js';
-import { loadConfigFile, parseConfigText } from '../src/store/config-file.js';
+import { loadConfigFile, parseConfigText } from '../src/config/config-file.js';
 
 const run = promisify(execFile);
 const CLI = new URL('../src/cli/canopy.js', import.meta.url).pathname;

@@ -14,7 +14,7 @@ import { explainChange } from '../src/domain/explain.js';
 import { Mesh } from '../src/domain/mesh.js';
 import type { ServiceSpec } from '../src/domain/service.js';
 import { parseServiceSpec } from '../src/domain/spec.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../src/resources/registry.js';
 import type { Resource } from '../src/resources/resource.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/resources/type-urls.js';
@@ -150,11 +150,14 @@ describe('zone-aware routing for Envoy sidecars', () => {
     assert.deepEqual(pgvCheckBytes('envoy.config.bootstrap.v3.Bootstrap', bytes), []);
     const b = type.toObject(type.decode(bytes), { enums: String, longs: Number, arrays: true }) as Obj;
     assert.equal((b['cluster_manager'] as Obj)['local_cluster_name'], 'local_cluster');
+    // Beside it, where Envoy sends its load reports (the ADS cluster: Canopy).
+    const lrs = (b['cluster_manager'] as Obj)['load_stats_config'] as { grpc_services: { envoy_grpc: Obj }[] };
+    assert.equal(lrs.grpc_services[0]?.envoy_grpc['cluster_name'], 'canopy');
     const local = ((b['static_resources'] as Obj)['clusters'] as Obj[]).find((c) => c['name'] === 'local_cluster');
     assert.equal(local?.['type'], 'EDS');
     const md = (b['node'] as Obj)['metadata'] as { fields: Record<string, { stringValue: string }> };
     assert.equal(md.fields['canopy.local_service']?.stringValue, 'reviews');
-    assert.equal((envoyBootstrap(base) as Obj)['cluster_manager'], undefined);
+    assert.equal(((envoyBootstrap(base) as Obj)['cluster_manager'] as Obj)['local_cluster_name'], undefined);
   });
 
   it('explain lists a zoneAware change among the service-wide settings', () => {

@@ -12,9 +12,9 @@ import { Registry } from 'prom-client';
 import { buildAdminApp } from '../src/admin/app.js';
 import { Mesh } from '../src/domain/mesh.js';
 import { parseConfig, parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
-import { LevelJournal } from '../src/store/level-journal.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
+import { LevelJournal } from '../src/store/level/level-journal.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
 
 const loc = (region: string, zone: string) => ({ region, zone, subzone: 's1' });

@@ -14,7 +14,7 @@ import { emptyPlacement, type Scope } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
 import type { Endpoint, Health, LbMode, ServiceSpec } from '../src/domain/service.js';
 import type { UnhealthyMode } from '../src/domain/upstream.js';
-import { serverClaCache } from '../src/resources/endpoint.js';
+import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../src/resources/registry.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE } from '../src/resources/type-urls.js';
 import { flatten } from '../src/wire/rope.js';

@@ -1,5 +1,5 @@
 /**
- * The embedded store's compact bucket form (store/endpoint-rows.ts): every
+ * The embedded store's compact bucket form (store/level/endpoint-rows.ts): every
  * endpoint comes back as the config reader builds it, a directory written in
  * the old form still opens, and a service loaded without its bucket keys is
  * patched (and a failed patch undone) without losing an endpoint.
@@ -15,10 +15,10 @@ import fc from 'fast-check';
 import { readValidEndpointList } from '../src/domain/endpoint-list.js';
 import { endpointKey, HEALTH_VALUES, type Endpoint } from '../src/domain/service.js';
 import { parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
-import { decodeBucket, encodeBucket } from '../src/store/endpoint-rows.js';
-import { fileEntryDigest } from '../src/store/file-source.js';
-import { LevelJournal } from '../src/store/level-journal.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { decodeBucket, encodeBucket } from '../src/store/level/endpoint-rows.js';
+import { fileEntryDigest } from '../src/config/file-source.js';
+import { LevelJournal } from '../src/store/level/level-journal.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { CountingJournal } from './support/counting-journal.js';
 import { service } from './support/store-contract.js';
 

@@ -11,7 +11,7 @@ import protobuf from 'protobufjs';
 import { readSpillKey, SPILL_LAYOUT } from '../src/agent/abi-spill.js';
 import { pathHash, valueHash } from '../src/agent/abi.js';
 import { spillEntries } from '../src/agent/spill-plan.js';
-import { EMPTY_LOAD_PLAN, planLoad, type LoadPlanState } from '../src/domain/load-plan.js';
+import { EMPTY_LOAD_PLAN, planLoad, type LoadPlanState } from '../src/domain/load/load-plan.js';
 import { Mesh } from '../src/domain/mesh.js';
 import type { ServiceSpec } from '../src/domain/service.js';
 import { localityTreeType } from '../src/resources/locality-tree.js';

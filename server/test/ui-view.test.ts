@@ -8,7 +8,7 @@ import type { Cla } from '../src/domain/cla.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { Mesh } from '../src/domain/mesh.js';
 import type { Scope } from '../src/domain/locality.js';
-import { LocalStore } from '../src/store/local-store.js';
+import { LocalStore } from '../src/store/level/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
 import type { ClientStatus, TypeStatus } from '../src/sessions/client-status.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, TREE_TYPE } from '../src/resources/type-urls.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Cla } from '../src/domain/cla.js';
 import { MAX_ENDPOINT_WEIGHT, parseServiceSpec } from '../src/domain/spec.js';
-import { clampedWeightCount, encodeCla } from '../src/resources/endpoint-codec.js';
+import { clampedWeightCount, encodeCla } from '../src/resources/endpoint/endpoint-codec.js';
 import { messageType } from '../src/wire/protos.js';
 import { ep } from './support/builders.js';
 

@@ -1,13 +1,13 @@
 /**
- * Big YAML read in slices (store/yaml-slices.ts): the same value as one
+ * Big YAML read in slices (config/yaml-slices.ts): the same value as one
  * js-yaml parse for every layout a config is written in, and no slicing
  * (undefined: the caller parses the whole) wherever a cut could be wrong.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { load } from 'js-yaml';
-import { parseConfigData } from '../src/store/config-text.js';
-import { loadYamlSliced } from '../src/store/yaml-slices.js';
+import { parseConfigData } from '../src/config/config-text.js';
+import { loadYamlSliced } from '../src/config/yaml-slices.js';
 
 const flow = (i: number) => `{address: 10.0.${i >> 8}.${i & 255}, port: 80, locality: {region: r${i % 3}, zone: z1}}`;
 const block = (i: number, pad: string) =>

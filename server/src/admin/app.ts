@@ -6,16 +6,14 @@
  */
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
-import type { ClaCache, ClaEntry } from '../domain/cla-cache.js';
+import type { ClaEntry } from '../domain/cla-cache.js';
 import { CanopyError, ValidationError, type ErrorCode, type FieldError } from '../domain/errors.js';
 import type { Placement } from '../domain/locality.js';
 import type { LocalityTree, TreeNode } from '../domain/locality-tree.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { conflictsWith } from '../domain/outbound.js';
 import type { MeshView } from '../store/mesh-feed.js';
-import type { EndpointView, Store } from '../store/store.js';
+import type { EndpointView } from '../store/store.js';
 import { endpointKey, MAX_TOTAL_WEIGHT, type Endpoint } from '../domain/service.js';
 import {
   endpointToJson,
@@ -25,35 +23,13 @@ import {
   patchEndpoint,
   serviceSpecToJson,
 } from '../domain/spec.js';
-import type { ClientStatus } from '../sessions/client-status.js';
-import type { LoadReport } from '../sessions/load-controller.js';
-import { isWrite, registerAccessControl, type AccessPolicy } from './access.js';
+import { isWrite, registerAccessControl } from './access.js';
+import { applyRoute } from './apply.js';
 import { explainRoutes } from './explain.js';
 import { uiRoutes } from './ui.js';
+import type { AdminDeps } from './deps.js';
 
-export interface AdminDeps {
-  /** Where writes go. */
-  readonly store: Store;
-  /** The served services, built from the store's watch: where reads come from. */
-  readonly mesh: MeshView;
-  /** Resolves once `mesh` reflects a write's revision, so a write's response implies its effect. */
-  readonly caughtUp: (revision: number) => Promise<void>;
-  readonly claCache: ClaCache<{ readonly length: number }>;
-  readonly clients: () => readonly ClientStatus[];
-  /** Load-aware balancing: the last interval's view of a service (reported load, capacity, weights). */
-  readonly load?: (service: string) => LoadReport | undefined;
-  readonly registry: Registry;
-  readonly logger?: Logger;
-  readonly ready: () => boolean;
-  /** Tokens and allowed Host names (access.ts); without it everything is open, as on loopback by default. */
-  readonly access?: AccessPolicy;
-  /** Largest request body in bytes (default 16 MiB: a 100k-endpoint PUT is about 15 MB). */
-  readonly bodyLimit?: number;
-  /** Serve HTTPS with this PEM certificate and key. */
-  readonly https?: { readonly cert: Buffer; readonly key: Buffer };
-  /** Writes per client address per window (default 600 per 10 s). */
-  readonly writeRateLimit?: { readonly max: number; readonly windowMs: number };
-}
+export type { AdminDeps } from './deps.js';
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
 /** Route parameters up to this long reach the handler (a 253-character name, encoded IPv6 keys), longer ones get 414. */
@@ -121,6 +97,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     });
     serviceRoutes(scope, deps);
     bulkEndpointRoute(scope, deps);
+    applyRoute(scope, deps);
   });
   debugRoutes(app, deps);
   void app.register(explainRoutes(deps));
@@ -283,6 +260,8 @@ function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async () => {
+    const why = deps.notReady?.();
+    if (why !== undefined) throw new CanopyError('CANOPY_NOT_READY', why);
     if (!deps.ready())
       throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
     return { status: 'ready' };

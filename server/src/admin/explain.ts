@@ -10,11 +10,11 @@
 import type { FastifyInstance } from 'fastify';
 import { CanopyError, ValidationError, type FieldError } from '../domain/errors.js';
 import { explain, explainChange } from '../domain/explain.js';
-import { explainLoad } from '../domain/load-explain.js';
+import { explainLoad } from '../domain/load/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh, type ServiceState } from '../domain/mesh.js';
 import { parseServiceSpec, serviceSpecToJson } from '../domain/spec.js';
-import type { AdminDeps } from './app.js';
+import type { AdminDeps } from './deps.js';
 
 /** The YAML parser and the policy importers, loaded on the first proposed policy rather than at startup. */
 type PolicyText = { parse: (text: string) => unknown } & typeof import('../policy/import.js');

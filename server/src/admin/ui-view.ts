@@ -9,9 +9,9 @@
  * uses the service's routable tree, exactly as the CLA cache does.
  */
 import ipaddr from 'ipaddr.js';
-import { isLoadAware } from '../domain/load-aware-spec.js';
-import type { LoadReportInput } from '../domain/load-explain.js';
-import type { PlannedLocality } from '../domain/load-plan.js';
+import { isLoadAware } from '../domain/load/load-aware-spec.js';
+import type { LoadReportInput } from '../domain/load/load-explain.js';
+import type { PlannedLocality } from '../domain/load/load-plan.js';
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
 import { endpointKey, isRoutable, type Health } from '../domain/service.js';

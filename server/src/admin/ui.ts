@@ -10,7 +10,7 @@ import { CanopyError } from '../domain/errors.js';
 import type { ServiceState } from '../domain/mesh.js';
 import type { MeshView } from '../store/mesh-feed.js';
 import type { ClientStatus } from '../sessions/client-status.js';
-import type { LoadReportInput } from '../domain/load-explain.js';
+import type { LoadReportInput } from '../domain/load/load-explain.js';
 import { loadPanel, placeClients, treeView } from './ui-view.js';
 
 export interface UiDeps {

@@ -7,41 +7,18 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Placement } from '../domain/locality.js';
 import { AgentAdsClient, type AdsResource, type AdsVerdict } from '../transport/agent-ads-client.js';
 import { intToIpv4, ipv6String, type TreeMessage } from '../resources/tree-codec.js';
 import { TREE_TYPE } from '../resources/type-urls.js';
-import { DEFAULT_PIN_DIR, parseWorkload } from './cli-agent.js';
+import { DEFAULT_PIN_DIR, type AgentOptions } from './agent-options.js';
+import { parseWorkload } from './cli-agent.js';
 import { loadAddon } from './bpf.js';
 import { Datapath, type Workload } from './datapath.js';
 import { LoadReporter } from './load-reporter.js';
 import { SpillTable } from './spill-table.js';
 import { TreeInbox } from './tree-inbox.js';
 
-export interface AgentOptions {
-  /** host:port of Canopy's ADS server */
-  readonly server: string;
-  readonly nodeId: string;
-  readonly placement: Placement;
-  readonly cgroup: string;
-  readonly workloads?: readonly Workload[];
-  readonly pinDir?: string;
-  readonly graceMs?: number;
-  /** HTTP port for /metrics (0: any free port; default 19100) */
-  readonly metricsPort?: number;
-  readonly metricsHost?: string;
-  readonly logLevel?: string;
-  readonly maxEndpoints?: number;
-  readonly maxNodes?: number;
-  readonly maxServices?: number;
-  /** How often the agent checks that its datapath is still installed (default 1000 ms). */
-  readonly watchMs?: number;
-  /**
-   * Called when the datapath was uninstalled under the running agent (after
-   * the agent has stopped). Default: the process exits with status 1.
-   */
-  readonly onUninstalled?: (reason: string) => void;
-}
+export type { AgentOptions } from './agent-options.js';
 
 export interface AgentStatus {
   readonly connected: boolean;

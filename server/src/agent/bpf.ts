@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { packagePath } from '../paths.js';
+import { packagePath } from '../platform/paths.js';
 
 export interface LoadedObject {
   readonly maps: Readonly<Record<string, number>>;

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Placement } from '../domain/locality.js';
-import type { AgentOptions } from './agent.js';
+import { DEFAULT_PIN_DIR, type AgentOptions } from './agent-options.js';
 import type { Workload } from './datapath.js';
 
 export const AGENT_USAGE = `  canopy agent --server HOST:PORT --node-id ID --cgroup DIR [--region R] [--zone Z] [--subzone S]
@@ -44,7 +44,6 @@ const PLACEMENT_KEYS = new Set(['region', 'zone', 'subzone', 'network', 'node', 
 
 export class AgentFlagError extends Error {}
 
-export const DEFAULT_PIN_DIR = '/sys/fs/bpf/canopy';
 
 function setKey(p: { locality: { region: string; zone: string; subzone: string }; network: string; node: string; cluster: string; labels: Record<string, string> }, key: string, value: string): void {
   switch (key) {

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { AGENT_HELP, AGENT_USAGE, AgentFlagError, parseAgentArgs, parseUninstallArgs } from '../agent/cli-agent.js';
 import { CliError, EXIT_USAGE } from './common.js';
 import { passthrough, rawArgs, wantsHelp } from './passthrough.js';
-import { untilSignal } from './signals.js';
+import { untilSignal } from '../platform/signals.js';
 
 export function registerAgent(program: Command): void {
   const cmd = program

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, Option } from 'commander';
-import { packagePath } from '../paths.js';
+import { packagePath } from '../platform/paths.js';
 
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;

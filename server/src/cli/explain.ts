@@ -6,10 +6,10 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { explain, explainChange, type ExplainView, type SettingChange } from '../domain/explain.js';
-import type { LoadExplain } from '../domain/load-explain.js';
+import type { LoadExplain } from '../domain/load/load-explain.js';
 import type { Placement } from '../domain/locality.js';
 import { Mesh } from '../domain/mesh.js';
-import { loadConfigFile } from '../store/config-file.js';
+import { loadConfigFile } from '../config/config-file.js';
 import { adminFetch } from './common.js';
 
 export const EXPLAIN_USAGE = `  canopy explain (--admin URL | --config FILE) --service S [--region R] [--zone Z] [--subzone SZ]
@@ -139,11 +139,25 @@ function render(r: ExplainView | Proposal): string {
     ),
     'endpoints:',
     ...r.endpoints.map((e) => `  ${e.address}:${e.port} ${e.priority === null ? '-' : `p${e.priority}`}  ${e.reason}`),
+    ...renderEnvoy(r.envoy),
   ];
   return `${out.join('\n')}\n`;
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+
+/** An Envoy sidecar's split (absent from an older server's answer). */
+function renderEnvoy(e: ExplainView['envoy'] | undefined): string[] {
+  if (!e) return [];
+  return [
+    'an Envoy sidecar there (unhealthy endpoints as it is sent them):',
+    ...e.priorities.map(
+      (p) =>
+        `  p${p.priority}: ${p.healthy} of ${p.hosts} healthy, health ${p.health}%, load ${p.load}%${p.panic ? ', in panic (all its hosts, healthy or not)' : ''}`,
+    ),
+    ...Object.entries(e.shares).map(([k, x]) => `  ${k} ${pct(x)}`),
+  ];
+}
 
 /** A load-aware service: why this client node's load goes where it goes. */
 function renderLoad(l: LoadExplain | undefined): string[] {

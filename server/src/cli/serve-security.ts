@@ -4,8 +4,9 @@
  */
 import { readFile } from 'node:fs/promises';
 import { formatFieldErrors } from '../domain/errors.js';
-import { configFormatOf, parseConfigData } from '../store/config-text.js';
+import { configFormatOf, parseConfigData } from '../config/config-text.js';
 import { parseReadRules, type ReadRules } from '../transport/read-access.js';
+import type { ServeSecurity, XdsLimitSettings } from '../security.js';
 
 export const SECURITY_USAGE = `               [--admin-token-file FILE] [--admin-open-reads] [--admin-hostname NAME]... [--insecure-admin]
                [--tls-cert FILE --tls-key FILE] [--client-ca FILE] [--xds-read-rules FILE]
@@ -52,29 +53,7 @@ export interface SecurityValues {
   'xds-subscription-budget'?: string;
 }
 
-/** What ADS clients may make the server hold; each unset one defaults from the heap limit (docs/xds.md). */
-export interface XdsLimitSettings {
-  maxStreamsPerConnection?: number;
-  maxNamesPerConnection?: number;
-  maxBytesPerConnection?: number;
-  subscriptionBudgetBytes?: number;
-}
-
-export interface ServeSecurity {
-  readonly adminToken?: string;
-  /** Where adminToken was read from: the admin API re-reads it when it changes. */
-  readonly adminTokenFile?: string;
-  readonly adminOpenReads: boolean;
-  readonly adminHostnames: readonly string[];
-  readonly insecureAdmin: boolean;
-  /** PEM cert and key for both listeners; clientCa turns on mTLS for xDS. */
-  readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly clientCa?: Buffer };
-  readonly adminBodyLimit?: number;
-  readonly adminWriteLimit?: number;
-  readonly xdsLimits?: XdsLimitSettings;
-  /** Who may read which services on the xDS port, by SPIFFE ID (docs/security.md); none: everyone reads all. */
-  readonly xdsReadRules?: ReadRules;
-}
+export type { ServeSecurity, XdsLimitSettings } from '../security.js';
 
 export class FlagError extends Error {}
 

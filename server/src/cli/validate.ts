@@ -7,7 +7,7 @@ export function registerValidate(program: Command): void {
     .description("check mesh config files with the server's validator (every error with its field path)")
     .argument('<file...>', 'mesh.yaml or .json files')
     .action(async (files: string[]) => {
-      const { loadConfigFile } = await import('../store/config-file.js');
+      const { loadConfigFile } = await import('../config/config-file.js');
       let failed = 0;
       for (const file of files) {
         const loaded = await loadConfigFile(file);

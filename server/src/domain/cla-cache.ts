@@ -7,7 +7,7 @@
  * also outlive endpoint changes: only a change of the tree's shape drops them.
  */
 import { buildCla, type Cla } from './cla.js';
-import { buildLoadCla } from './load-cla.js';
+import { buildLoadCla } from './load/load-cla.js';
 import type { Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
 import { hasPolicy } from './policy.js';

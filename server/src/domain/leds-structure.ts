@@ -19,7 +19,7 @@ export interface LedsPiece {
   readonly priority: number;
   /** Sum of the piece's endpoint weights. */
   readonly weight: number;
-  /** The collection's leaf path (see resources/leds-names.ts). */
+  /** The collection's leaf path (see resources/endpoint/leds-names.ts). */
   readonly leaf: readonly string[];
   /**
    * The piece's endpoints as the tree holds them: their place and weight are

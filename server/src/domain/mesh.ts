@@ -3,7 +3,7 @@
  * diffs it against what is held: only endpoints that changed touch the tree.
  */
 import { isIp } from './ip.js';
-import type { ServiceLoad } from './load-cla.js';
+import type { ServiceLoad } from './load/load-cla.js';
 import { LocalityTree } from './locality-tree.js';
 import { samePolicy } from './policy.js';
 import { endpointKey, isRoutable, sameEndpoint, type Endpoint, type ServiceSpec } from './service.js';

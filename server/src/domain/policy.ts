@@ -60,7 +60,7 @@ export const TRAFFIC_DISTRIBUTIONS: readonly TrafficDistribution[] = ['PreferSam
  * the sidecar's cluster gets `zone_aware_lb_config` instead of locality
  * weights, and Envoy sends each zone the share that keeps it as loaded as the
  * client's own zone, from its local cluster (`local_cluster`, the client's
- * own service: resources/local-cluster.ts). `enabled: false` sends routing 0%
+ * own service: resources/endpoint/local-cluster.ts). `enabled: false` sends routing 0%
  * (Envoy's own zone-aware routing off). It shapes no CLA: the tree and the
  * other fields do (Istio: the region tiers).
  */

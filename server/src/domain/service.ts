@@ -2,7 +2,7 @@
  * The service model: what a config entry or an admin PUT describes.
  */
 import type { DnsSettings } from './dns-spec.js';
-import type { LoadAware } from './load-aware-spec.js';
+import type { LoadAware } from './load/load-aware-spec.js';
 import type { Placement, Scope } from './locality.js';
 import type { LocalityPolicy } from './policy.js';
 import type { HealthCheck, OutlierDetection, Protocol, RetryPolicy, UnhealthyMode } from './upstream.js';

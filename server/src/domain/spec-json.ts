@@ -4,7 +4,7 @@
  * back unchanged.
  */
 import { dnsToJson } from './dns-spec.js';
-import { loadAwareToJson } from './load-aware-spec.js';
+import { loadAwareToJson } from './load/load-aware-spec.js';
 import { policyToJson } from './policy.js';
 import type { Obj } from './reader.js';
 import type { Locality } from './locality.js';

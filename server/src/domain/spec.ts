@@ -26,7 +26,7 @@ import {
 } from './service.js';
 import { readPolicy } from './policy-spec.js';
 import type { LazySettings } from './demand.js';
-import { isLoadAware, readLoadAware } from './load-aware-spec.js';
+import { isLoadAware, readLoadAware } from './load/load-aware-spec.js';
 import { outboundConflicts } from './outbound.js';
 import { readLazy, readSidecarSettings, SIDECAR_KEYS } from './sidecar-spec.js';
 

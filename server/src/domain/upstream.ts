@@ -5,8 +5,6 @@
  * settings mean the defaults below; a present `outlierDetection: {}` or
  * `healthCheck: {}` turns the feature on with its defaults. Pure.
  */
-import type { ServiceSpec } from './service.js';
-
 export type Protocol = 'grpc' | 'http' | 'tcp';
 export const PROTOCOLS: readonly Protocol[] = ['grpc', 'http', 'tcp'];
 
@@ -57,7 +55,7 @@ export const DEFAULT_HEALTH_CHECK: HealthCheck = {
 };
 
 /** The settings in force for a service: what its spec says, defaults for the rest. */
-export function upstreamOf(spec: ServiceSpec): UpstreamSettings {
+export function upstreamOf(spec: UpstreamSpec): UpstreamSettings {
   return {
     protocol: spec.protocol ?? DEFAULT_PROTOCOL,
     connectTimeoutMs: spec.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
@@ -78,7 +76,7 @@ export const UNHEALTHY_MODES: readonly UnhealthyMode[] = ['park', 'count'];
 /** istio/istio#48084: an Envoy that sees "2 of 2 healthy" when 98 of 100 are down overloads the 2. */
 export const DEFAULT_UNHEALTHY: UnhealthyMode = 'count';
 
-export function unhealthyOf(spec: ServiceSpec): UnhealthyMode {
+export function unhealthyOf(spec: UpstreamSpec): UnhealthyMode {
   return spec.unhealthy ?? DEFAULT_UNHEALTHY;
 }
 
@@ -129,10 +127,25 @@ export interface RouteSettings {
 }
 
 /** The route settings in force for a service (defaults as istiod: no timeout, no retries). */
-export function routeOf(spec: ServiceSpec): RouteSettings {
+export function routeOf(spec: UpstreamSpec): RouteSettings {
   return {
     timeoutMs: spec.timeoutMs ?? 0,
     ...(spec.idleTimeoutMs !== undefined ? { idleTimeoutMs: spec.idleTimeoutMs } : {}),
     ...(spec.retries ? { retries: spec.retries } : {}),
   };
+}
+
+/**
+ * The fields of a service's spec (ServiceSpec, service.ts) read here: named
+ * in this file so it need not import service.ts, which imports its types.
+ */
+export interface UpstreamSpec {
+  readonly protocol?: Protocol;
+  readonly connectTimeoutMs?: number;
+  readonly outlierDetection?: OutlierDetection;
+  readonly healthCheck?: HealthCheck;
+  readonly timeoutMs?: number;
+  readonly idleTimeoutMs?: number;
+  readonly retries?: RetryPolicy;
+  readonly unhealthy?: UnhealthyMode;
 }

@@ -146,7 +146,7 @@ function defaultSetting(f: Findings, host: string): Obj {
 }
 
 /** `td`: the service's traffic distribution, which applies when the rule sets no locality load balancing. */
-function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTrafficDistribution): Obj {
+export function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTrafficDistribution): Obj {
   f.keys(spec, path, ['host', 'trafficPolicy'], {
     subsets: 'subsets are not imported; the host is one service',
     exportTo: 'Canopy has no namespaces',
@@ -239,7 +239,7 @@ function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTra
  * under the optional failoverPriority labels; inside the region Envoy's
  * zone-aware routing spreads load by zone (policy.zoneAware: the sidecar's
  * cluster gets zone_aware_lb_config), which needs Envoy's local cluster
- * (self-discovery: resources/local-cluster.ts). Every zone is its own
+ * (self-discovery: resources/endpoint/local-cluster.ts). Every zone is its own
  * locality in priority 0. `enabled: false`: routing 0%, no tiers.
  */
 function readZoneAware(f: Findings, v: unknown, path: string): Obj {

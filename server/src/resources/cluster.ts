@@ -3,7 +3,7 @@
  * across the localities' weights; an Envoy sidecar's carries more (envoy-cluster.ts).
  */
 import { kindOf, type Client } from '../domain/client.js';
-import { isLoadAware } from '../domain/load-aware-spec.js';
+import { isLoadAware } from '../domain/load/load-aware-spec.js';
 import type { Mesh } from '../domain/mesh.js';
 import type { ClaCache } from '../domain/cla-cache.js';
 import { encodeMessage } from '../wire/protos.js';
@@ -21,7 +21,7 @@ import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
 import { parseIncarnatedName, type Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
 import { proxylessShareGroup, type ResourceType } from './resource-type.js';
-import { escapeSegment, LEDS_PREFIX } from './leds-names.js';
+import { escapeSegment, LEDS_PREFIX } from './endpoint/leds-names.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LEDS_TYPE } from './type-urls.js';
 
 export function encodeCluster(name: string, edsServiceName: string, reportLoad = false): Uint8Array {

@@ -9,11 +9,11 @@
  */
 import ipaddr from 'ipaddr.js';
 import protobuf from 'protobufjs';
-import { isLoadAware } from '../domain/load-aware-spec.js';
+import { isLoadAware } from '../domain/load/load-aware-spec.js';
 import type { CompiledTree } from '../domain/locality-tree.js';
 import { KERNEL_HOSTNAMES, kernelUnsupported } from '../domain/policy.js';
 import type { LbMode, ServiceSpec } from '../domain/service.js';
-import { packagePath } from '../paths.js';
+import { packagePath } from '../platform/paths.js';
 import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from '../wire/wire.js';
 import type { TreeSpill } from './tree-spill.js';
 

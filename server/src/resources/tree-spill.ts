@@ -4,7 +4,7 @@
  * weights (priority 0 of that node's CLA), by index into the compiled tree's
  * nodes. Sorted, so an unchanged plan gives unchanged bytes.
  */
-import type { ServiceLoad } from '../domain/load-cla.js';
+import type { ServiceLoad } from '../domain/load/load-cla.js';
 import type { LocalityTree } from '../domain/locality-tree.js';
 
 export interface TreeSpill {

@@ -3,7 +3,7 @@ export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Liste
 export const ROUTE_TYPE = 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration';
 export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
 export const ENDPOINT_TYPE = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
-/** LEDS: one endpoint of a locality's collection (resources/leds.ts). */
+/** LEDS: one endpoint of a locality's collection (resources/endpoint/leds.ts). */
 export const LEDS_TYPE = 'type.googleapis.com/envoy.config.endpoint.v3.LbEndpoint';
 
 /** Canopy's own type: a service's compiled locality tree, for node agents (proto/canopy/v1/locality_tree.proto). */

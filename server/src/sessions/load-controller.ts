@@ -1,13 +1,13 @@
 /**
  * Load-aware balancing, run every report interval: the load view (what
  * clients report over LRS) and each load-aware service's tree give new
- * weights per client node (domain/load-plan.ts); a service whose weights
+ * weights per client node (domain/load/load-plan.ts); a service whose weights
  * changed gets them and is pushed like any other change. Clients of one tree
  * node still share one CLA: the weights are per node, not per client.
  *
  * With a LoadShare (replicas on etcd), intervals are aligned to the wall
  * clock: at the start of each one every replica publishes its aggregate
- * (domain/load-aggregate.ts); half an interval later each plans from the sum
+ * (domain/load/load-aggregate.ts); half an interval later each plans from the sum
  * of the records of that interval, starting from the eldest replica's plan
  * state, so all replicas send the same weights.
  */
@@ -22,10 +22,10 @@ import {
   type OfferedAt,
   type ReplicaLoad,
   type ServiceAggregate,
-} from '../domain/load-aggregate.js';
-import { isLoadAware } from '../domain/load-aware-spec.js';
-import { EMPTY_LOAD_PLAN, planLoad, type LoadPlanReport, type LoadPlanState } from '../domain/load-plan.js';
-import { LoadView, type ServiceLoadReport } from '../domain/load-view.js';
+} from '../domain/load/load-aggregate.js';
+import { isLoadAware } from '../domain/load/load-aware-spec.js';
+import { EMPTY_LOAD_PLAN, planLoad, type LoadPlanReport, type LoadPlanState } from '../domain/load/load-plan.js';
+import { LoadView, type ServiceLoadReport } from '../domain/load/load-view.js';
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
 

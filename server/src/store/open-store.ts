@@ -2,7 +2,7 @@
  * Chooses and opens a backend: etcd when a URL is given, else the embedded
  * database in a data directory, else memory only (tests, the demo).
  */
-import { LocalStore } from './local-store.js';
+import { LocalStore } from './level/local-store.js';
 import type { Store } from './store.js';
 
 export interface StoreOptions {
@@ -19,11 +19,11 @@ export interface StoreOptions {
 export async function openStore(opts: StoreOptions): Promise<Store> {
   if (opts.url !== undefined) {
     const endpoints = parseEtcdUrl(opts.url);
-    const { EtcdStore } = await import('./etcd-store.js');
+    const { EtcdStore } = await import('./etcd/etcd-store.js');
     return EtcdStore.open(endpoints);
   }
   if (opts.dataDir === undefined) return LocalStore.open();
-  const { LevelJournal } = await import('./level-journal.js');
+  const { LevelJournal } = await import('./level/level-journal.js');
   return LocalStore.open(
     await LevelJournal.open(opts.dataDir, {
       ...(opts.acceptStoreLoss !== undefined ? { acceptLoss: opts.acceptStoreLoss } : {}),

@@ -7,7 +7,7 @@
  * client is the same resource, with the same bytes, as for any other.
  */
 import { parseIncarnatedName } from '../resources/incarnations.js';
-import { parseLedsName } from '../resources/leds-names.js';
+import { parseLedsName } from '../resources/endpoint/leds-names.js';
 import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
 import { CLUSTER_TYPE, LEDS_TYPE } from '../resources/type-urls.js';
 import type { ReadGrant } from './read-access.js';

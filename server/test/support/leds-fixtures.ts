@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { Mesh } from '../../src/domain/mesh.js';
 import type { Endpoint } from '../../src/domain/service.js';
-import { serverClaCache } from '../../src/resources/endpoint.js';
+import { serverClaCache } from '../../src/resources/endpoint/endpoint.js';
 import { canopyResources } from '../../src/resources/registry.js';
 import type { DeltaDiscoveryRequest, NodeInfo } from '../../src/wire/request.js';
 import { ep, service } from './builders.js';
