@@ -14,6 +14,7 @@
  *   7. Config load: `canopy serve` on a 100k-endpoint file, ready time and RSS, first start and restart
  *   7b. Admin API p99 while a running server parses a 50 MB edit of its file
  *   8. Server macro run: `canopy serve` and a bare grpc-js server as processes, streams from a client process
+ *   P. Against go-control-plane: `canopy serve` and a go-control-plane server on the same mesh, one Go driver
  *
  * Benchmarks measure; they never fail. A section that cannot run here says why.
  */
@@ -33,6 +34,9 @@ import { serverMacro, type ServerMode } from './server.js';
 import { printServerMacro } from './server-report.js';
 import { show } from './stats.js';
 import { goalReport, scaleGoals } from './goals.js';
+import { AssignmentMismatch, peerBench } from './peer.js';
+import type { PeerFigures } from './peer-figures.js';
+import { peerGoals, printPeer } from './peer-report.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv
@@ -67,6 +71,31 @@ function shapes(): Shape[] {
 
 function log(text: string): void {
   process.stderr.write(`${text}\n`);
+}
+
+const arg = (name: string): string | undefined =>
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+
+/**
+ * Section P. `--peer-streams=2000,10000` (default; --quick: 200), `--peer-pairs=5`, `--peer-window=S`
+ * (the flip-a-second phase; default 60 s, --quick 10 s).
+ */
+async function runPeer(): Promise<PeerFigures | { skipped: string }> {
+  const streams = (arg('peer-streams') ?? (quick ? '200' : '2000,10000')).split(',').map(Number);
+  const shape = quick ? { endpoints: 1000, localities: 100 } : { endpoints: 10000, localities: 1000 };
+  log(`P. against go-control-plane: ${streams.join(', ')} streams, ${shape.endpoints} endpoints…`);
+  try {
+    return await peerBench({
+      ...shape,
+      streams,
+      pairs: Number(arg('peer-pairs') ?? 5),
+      windowS: Number(arg('peer-window') ?? (quick ? 10 : 60)),
+      log,
+    });
+  } catch (err) {
+    if (err instanceof AssignmentMismatch) throw err; // not a section that cannot run: a failed check
+    return { skipped: (err as Error).message };
+  }
 }
 
 async function main() {
@@ -221,6 +250,11 @@ async function main() {
     }
     results['server'] = macro;
   }
+  let peer: PeerFigures | { skipped: string } | undefined;
+  if (wantsProcesses('peer')) {
+    peer = await runPeer();
+    results['peer'] = peer;
+  }
   results['seconds'] = Math.round((Date.now() - started) / 1000);
 
   // ------------------------------------------------------------ report
@@ -303,6 +337,7 @@ async function main() {
     );
   }
   if (macro) printServerMacro(macro);
+  if (peer) printPeer(peer);
   if (incremental) {
     console.log(
       `\n2. Incremental update: ${incremental.endpoints} endpoints, ${incremental.clients} clients over ${incremental.localities} localities, ${incremental.claEntries} CLAs; µs until every CLA is ready (${incremental.rounds} rounds)`,
@@ -349,7 +384,11 @@ async function main() {
     console.table(kernel);
   }
 
-  const goals = [...goalReport(cla, incremental, fanout, wire), ...scaleGoals(memo, configs, macro, reload)];
+  const goals = [
+    ...goalReport(cla, incremental, fanout, wire),
+    ...scaleGoals(memo, configs, macro, reload),
+    ...(peer && !('skipped' in peer) ? peerGoals(peer) : []),
+  ];
   results['goals'] = goals;
   console.log('\nGoals');
   console.table(goals);

@@ -1,0 +1,97 @@
+/** How `npm run bench` prints the peer benchmark (peer.ts) and the goals it decides. */
+import type { Goal } from './goals.js';
+import { RATIO_FIGURES, type PeerFigures, type PeerRow, type SideSpread } from './peer-figures.js';
+import { decided, show, type Spread } from './stats.js';
+
+const LABELS: Record<(typeof RATIO_FIGURES)[number], string> = {
+  initialCpuMs: 'initial sync CPU ms',
+  initialMainCpuMs: 'initial sync main-thread CPU ms (Go: process)',
+  initialWallMs: 'initial sync: ms until every stream holds its CLA',
+  oneCpuMs: '1 flip CPU ms',
+  oneMainCpuMs: '1 flip main-thread CPU ms (Go: process)',
+  oneP50Ms: '1 flip delivery p50 ms',
+  oneP99Ms: '1 flip delivery p99 ms',
+  oneLastMs: '1 flip delivery, last stream ms',
+  windowCpuPerS: 'a flip a second: CPU ms per second',
+  windowP99Ms: 'a flip a second: delivery p99 ms',
+  rssPerStreamKB: 'RSS per stream, settled KB',
+  peakPerStreamKB: 'RSS per stream, peak KB',
+  initialBytes: 'bytes per stream, initial sync',
+  oneBytes: 'bytes per stream, 1 flip',
+};
+
+function table(r: PeerRow): Record<string, Record<string, string>> {
+  const out: Record<string, Record<string, string>> = {};
+  for (const k of RATIO_FIGURES) {
+    out[LABELS[k]] = {
+      canopy: show(r.canopy[k]),
+      'go-control-plane': show(r.go[k]),
+      'canopy ÷ go': show(r.ratios[k]!),
+    };
+  }
+  out['1 flip delivery p99, Canopy less its 100 ms debounce'] = {
+    canopy: '',
+    'go-control-plane': '',
+    'canopy ÷ go': show(r.oneP99LessDebounce),
+  };
+  const late = (s: SideSpread) => `${show(s.windowLate)} late, ${show(s.windowMissing)} missing`;
+  out['a flip a second: share of deliveries > 1 s'] = {
+    canopy: late(r.canopy),
+    'go-control-plane': late(r.go),
+    'canopy ÷ go': '',
+  };
+  return out;
+}
+
+export function printPeer(p: PeerFigures | { skipped: string }): void {
+  if ('skipped' in p) {
+    console.log(`\nP. Against go-control-plane: skipped: ${p.skipped}`);
+    return;
+  }
+  console.log(
+    `\nP. Against go-control-plane (${p.go}): the same mesh (${p.endpoints} endpoints, failover) from the same config file,\n` +
+      `   streams over ${p.localities} client localities from one Go driver, SotW CDS then EDS, all ACKed; ${p.pairs} interleaved pairs;\n` +
+      `   one flip, then a flip a second for ${p.windowS} s; median (min–max) of passes, ratios pair by pair`,
+  );
+  for (const r of p.rows) {
+    console.log(
+      `   ${r.streams} streams (CLAs checked equal for all ${r.checkedLocalities} client localities, every pair)`,
+    );
+    console.table(table(r));
+  }
+}
+
+const PER_STREAM = ['initialCpuMs', 'oneCpuMs', 'windowCpuPerS', 'rssPerStreamKB', 'peakPerStreamKB'] as const;
+
+export function peerGoals(p: PeerFigures): Goal[] {
+  const out: Goal[] = [];
+  for (const r of p.rows) {
+    const ratios = RATIO_FIGURES.map((k) => [k, r.ratios[k]!] as const);
+    const lost = ratios.filter(([, s]) => decided(s) > 1);
+    out.push({
+      goal: `every ratio Canopy ÷ go-control-plane ≤ 1.0 at ${r.streams} streams`,
+      figure: ratios.map(([k, s]) => `${k} ${show(s)}`).join('; '),
+      met: lost.length === 0 ? 'met' : `NOT met: ${lost.map(([k]) => k).join(', ')}`,
+    });
+  }
+  const small = p.rows.find((r) => r.streams === 2000) ?? p.rows[0];
+  const big = p.rows.find((r) => r.streams === 10000);
+  if (small && big && small !== big) {
+    const per = (r: PeerRow, k: (typeof PER_STREAM)[number]): number => {
+      const s: Spread = r.canopy[k];
+      return k.includes('PerStream') ? decided(s) : decided(s) / r.streams;
+    };
+    const growth = PER_STREAM.map((k) => [k, per(big, k) / per(small, k)] as const);
+    out.push({
+      goal: `Canopy at ${big.streams} streams no worse per stream than at ${small.streams}`,
+      figure: growth.map(([k, x]) => `${k} ${x.toPrecision(2)}×`).join('; '),
+      met: growth.every(([, x]) => x <= 1)
+        ? 'met'
+        : `NOT met: ${growth
+            .filter(([, x]) => x > 1)
+            .map(([k]) => k)
+            .join(', ')}`,
+    });
+  }
+  return out;
+}

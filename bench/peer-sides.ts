@@ -1,0 +1,57 @@
+/**
+ * The two servers of the peer benchmark (peer.ts), each behind one `PeerSide`: `canopy serve` and the
+ * go-control-plane peer, both started on the same config file and both changed the same way, by an
+ * HTTP PATCH of one endpoint's health (Canopy's admin API; the peer serves the same route).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Child, start } from './server-procs.js';
+
+const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
+
+export interface PeerSide {
+  readonly name: 'canopy' | 'go-control-plane';
+  readonly server: Child;
+  readonly xds: string;
+  readonly admin: string;
+  /** Whether the main thread's CPU is the process's own (Go: no main-thread notion; its whole process). */
+  readonly mainThread: boolean;
+}
+
+/** A child binary speaking JSON lines (the Go programs). */
+export function startBinary(file: string, args: string[], what: string): Child {
+  const proc = spawn(file, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  return new Child(proc, what);
+}
+
+export async function startCanopy(config: string): Promise<PeerSide> {
+  // An empty data directory: flips persist in the embedded store.
+  const dataDir = mkdtempSync(path.join(path.dirname(config), 'canopy-data-'));
+  const server = start([CLI, 'serve', '--config', config, '--data-dir', dataDir, '--log-level', 'info'], 'canopy');
+  const ready = await server.next('canopy ready');
+  return { name: 'canopy', server, xds: String(ready['xds']), admin: String(ready['admin']), mainThread: true };
+}
+
+export async function startGoPeer(binary: string, config: string, plan: string): Promise<PeerSide> {
+  const server = startBinary(binary, ['--config', config, '--plan', plan], 'go-control-plane peer');
+  const ready = await server.next('ready');
+  return {
+    name: 'go-control-plane',
+    server,
+    xds: String(ready['xds']),
+    admin: String(ready['admin']),
+    mainThread: false,
+  };
+}
+
+/** One health change, as an admin API client makes it. */
+export async function setHealth(side: PeerSide, service: string, key: string, healthy: boolean): Promise<void> {
+  const r = await fetch(`http://${side.admin}/api/v1/services/${service}/endpoints/${encodeURIComponent(key)}`, {
+    method: 'PATCH',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ health: healthy ? 'healthy' : 'unhealthy' }),
+  });
+  if (!r.ok) throw new Error(`${side.name}: PATCH ${key}: ${r.status} ${await r.text()}`);
+}

@@ -1,0 +1,78 @@
+// The go-control-plane peer of Canopy's benchmarks (docs/benchmarks.md, "Against go-control-plane"):
+// the same mesh from the same config file, served over ADS (SotW and delta) by go-control-plane's
+// server. ClusterLoadAssignments, one per distinct client locality's assignment, come from a
+// LinearCache (each resource serialised once, however many streams get it); each node's Cluster,
+// naming its locality's CLA, from a SnapshotCache keyed by node id. Changes arrive as Canopy's do:
+// an HTTP PATCH of one endpoint's health.
+//
+//	peer --config FILE --plan FILE [--host 127.0.0.1]
+//
+// stdout, one JSON line once it serves: {"event":"ready","xds":HOST:PORT,"admin":HOST:PORT}.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+)
+
+func main() {
+	config := flag.String("config", "", "Canopy's config file (the fixture)")
+	planFile := flag.String("plan", "", "the per-locality assignments, from the bench")
+	host := flag.String("host", "127.0.0.1", "address to listen on (ports are ephemeral)")
+	flag.Parse()
+	if err := run(*config, *planFile, *host); err != nil {
+		fmt.Fprintf(os.Stderr, "peer: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(config, planFile, host string) error {
+	m, err := loadMesh(config, planFile)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	endpoints := cachev3.NewLinearCache(resourcev3.EndpointType, cachev3.WithInitialResources(m.allClas()))
+	clusters := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
+	mux := &cachev3.MuxCache{
+		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
+		Caches:        map[string]cachev3.Cache{resourcev3.EndpointType: endpoints, resourcev3.ClusterType: clusters},
+	}
+	snapshots := newClusterSnapshots(m, clusters)
+	callbacks := serverv3.CallbackFuncs{
+		StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
+			return snapshots.ensure(ctx, r.GetNode())
+		},
+		StreamDeltaRequestFunc: func(_ int64, r *discovery.DeltaDiscoveryRequest) error {
+			return snapshots.ensure(ctx, r.GetNode())
+		},
+	}
+	xds := serverv3.NewServer(ctx, mux, callbacks)
+	g := grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, xds)
+
+	xl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return err
+	}
+	al, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return err
+	}
+	go func() { _ = http.Serve(al, adminHandler(m, endpoints)) }()
+	ready, _ := json.Marshal(map[string]string{"event": "ready", "xds": xl.Addr().String(), "admin": al.Addr().String()})
+	fmt.Println(string(ready))
+	return g.Serve(xl)
+}
