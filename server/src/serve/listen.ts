@@ -5,6 +5,7 @@
  */
 import ipaddr from 'ipaddr.js';
 import type { CanopyOptions } from './options.js';
+import { CodedError } from '../domain/errors.js';
 
 export const DEFAULT_XDS_PORT = 18000;
 export const DEFAULT_ADMIN_PORT = 18080;
@@ -22,7 +23,7 @@ export function listeners(opts: CanopyOptions): Listeners {
   const adminHost = opts.adminHost ?? host;
   const security = opts.security ?? {};
   if (!isLoopback(adminHost) && security.adminToken === undefined && !security.insecureAdmin) {
-    throw new Error(
+    throw new CodedError('CANOPY_BAD_OPTION', 
       `refusing to serve the admin API on ${adminHost} without a token: anyone who can reach it could rewrite the mesh. ` +
         'Give --admin-token-file FILE (or CANOPY_ADMIN_TOKEN), bind it to loopback with --admin-host 127.0.0.1, ' +
         'or accept the risk with --insecure-admin',

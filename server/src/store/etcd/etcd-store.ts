@@ -35,6 +35,7 @@ import {
 import { EtcdHealth, notCommitted, unreachable } from './etcd-health.js';
 import { EtcdWrites, type Op, type PendingEdit } from './etcd-writes.js';
 import { WatchHistory } from '../watch-history.js';
+import { CodedError } from '../../domain/errors.js';
 
 export interface EtcdStoreOptions {
   /** host:port of each etcd member. */
@@ -97,7 +98,7 @@ export class EtcdStore implements Store {
       await store.load();
     } catch (err) {
       client.close();
-      throw new Error(`cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`);
+      throw new CodedError('CANOPY_STORE_UNAVAILABLE', `cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`);
     }
     await store.follow();
     store.health.start();
