@@ -113,30 +113,10 @@ export function encodeLocalityTree(
     throw new CodedError('CANOPY_INVALID_TREE', `service ${spec.name}: the kernel datapath needs an IPv4 or IPv6 vip and a port`);
   }
   const n = tree.endpoints.length;
-  // before[i] = backends of the VIP's family among endpoints[0, i)
-  const before = new Uint32Array(n + 1);
-  const ips = new Array<number | Uint8Array | undefined>(n);
-  for (let i = 0; i < n; i++) {
-    const address = tree.endpoints[i]!.address;
-    const ip = vip6 ? ipv6Bytes(address) : ipv4ToInt(address);
-    ips[i] = ip;
-    before[i + 1] = before[i]! + (ip === undefined ? 0 : 1);
-  }
-
+  const { before, ips } = backendsOfFamily(tree, vip6 !== undefined);
   const name = utf8Bytes(spec.name);
   const scopes = tree.scopes.map((s) => utf8Bytes(s));
-  const nodeBodies = tree.nodes.map((node) => {
-    const value = utf8Bytes(node.value);
-    const parent = Math.max(0, node.parent);
-    const start = before[node.start]!;
-    const end = before[node.end]!;
-    const size =
-      (parent ? varintFieldSize(1, parent) : 0) +
-      (value.length ? fieldSize(2, value.length) : 0) +
-      (start ? varintFieldSize(3, start) : 0) +
-      (end ? varintFieldSize(4, end) : 0);
-    return { value, parent, start, end, size };
-  });
+  const nodeBodies = nodeBodiesOf(tree, before);
 
   const mode = TREE_MODES[spec.loadBalancing.mode];
   const unsupported = kernelUnsupported(spec.loadBalancing.policy, tree).map((f) => utf8Bytes(f));
@@ -197,6 +177,37 @@ export function encodeLocalityTree(
     packed(w, 3, b.weights, b.weightsSize);
   }
   return w.finish();
+}
+
+/** The backends of the VIP's family: each endpoint's address (undefined if of the other family), and
+ * before[i] = backends of the family among endpoints[0, i) (the nodes' ranges renumbered around the rest). */
+function backendsOfFamily(tree: CompiledTree, v6: boolean) {
+  const n = tree.endpoints.length;
+  const before = new Uint32Array(n + 1);
+  const ips = new Array<number | Uint8Array | undefined>(n);
+  for (let i = 0; i < n; i++) {
+    const address = tree.endpoints[i]!.address;
+    const ip = v6 ? ipv6Bytes(address) : ipv4ToInt(address);
+    ips[i] = ip;
+    before[i + 1] = before[i]! + (ip === undefined ? 0 : 1);
+  }
+  return { before, ips };
+}
+
+/** Each tree node's message body: its parent, value and renumbered range, with its encoded size. */
+function nodeBodiesOf(tree: CompiledTree, before: Uint32Array) {
+  return tree.nodes.map((node) => {
+    const value = utf8Bytes(node.value);
+    const parent = Math.max(0, node.parent);
+    const start = before[node.start]!;
+    const end = before[node.end]!;
+    const size =
+      (parent ? varintFieldSize(1, parent) : 0) +
+      (value.length ? fieldSize(2, value.length) : 0) +
+      (start ? varintFieldSize(3, start) : 0) +
+      (end ? varintFieldSize(4, end) : 0);
+    return { value, parent, start, end, size };
+  });
 }
 
 function spillBody(s: TreeSpill): TreeSpill & { size: number; leavesSize: number; weightsSize: number } {
