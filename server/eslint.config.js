@@ -41,6 +41,33 @@ export default tseslint.config(
   },
   { files: ['server/src/**/*.ts'], rules: { 'no-restricted-imports': layer('server/src', []) } },
   {
+    // Functions that fit on a screen (STYLE.md): blank lines and comments not counted.
+    files: ['server/src/**/*.ts'],
+    rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }] },
+  },
+  {
+    // The command line is being rewritten onto one grammar (one parser, the twin files merged); its functions
+    // are sized by that rewrite, not split here first.
+    files: ['server/src/cli/**/*.ts'],
+    rules: { 'max-lines-per-function': 'off' },
+  },
+  {
+    // Functions still over 80 lines, each to be split in its own change: createMetrics (metrics.ts),
+    // editLayout (layout-edit.ts), fullLayout (layout.ts), plan (planner.ts), planLoad (load-plan.ts),
+    // readServiceEntry (istio-service-entry.ts), respondType (delta-session.ts). New ones are refused.
+    files: [
+      'server/src/admin/metrics.ts',
+      'server/src/agent/layout-edit.ts',
+      'server/src/agent/layout.ts',
+      'server/src/agent/planner.ts',
+      'server/src/domain/load/load-plan.ts',
+      'server/src/policy/istio-service-entry.ts',
+      'server/src/sessions/delta-session.ts',
+    ],
+    rules: { 'max-lines-per-function': ['error', { max: 180, skipBlankLines: true, skipComments: true }] },
+  },
+
+  {
     files: ['server/src/**/*.ts', 'e2e/**/*.ts', 'bench/**/*.ts'],
     plugins: { 'import-x': importX },
     settings: {
