@@ -79,11 +79,19 @@ let cached: BpfAddon | undefined;
 /** The addon, or an Error saying why it cannot be had here. */
 export function loadAddon(): BpfAddon {
   if (cached) return cached;
-  if (process.platform !== 'linux') throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', 'the kernel datapath needs Linux');
+  if (process.platform !== 'linux')
+    throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', 'the kernel datapath needs Linux');
   const file = addonPath();
-  if (!existsSync(file)) throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', `the BPF addon is not built (${file} is missing): run npm run build:bpf`);
+  if (!existsSync(file))
+    throw new CodedError(
+      'CANOPY_DATAPATH_UNAVAILABLE',
+      `the BPF addon is not built (${file} is missing): run npm run build:bpf`,
+    );
   if (!existsSync(objectPath()))
-    throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', `the BPF object is not built (${objectPath()} is missing): run npm run build:bpf`);
+    throw new CodedError(
+      'CANOPY_DATAPATH_UNAVAILABLE',
+      `the BPF object is not built (${objectPath()} is missing): run npm run build:bpf`,
+    );
   cached = createRequire(import.meta.url)(file) as BpfAddon;
   return cached;
 }

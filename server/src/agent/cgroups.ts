@@ -39,7 +39,8 @@ export function assertCgroupDir(dir: string): void {
   }
   const fsType = statfsSync(dir).type;
   if (fsType !== CGROUP2_SUPER_MAGIC) {
-    throw new CodedError('CANOPY_BAD_CGROUP', 
+    throw new CodedError(
+      'CANOPY_BAD_CGROUP',
       `--cgroup ${dir} is not a cgroup v2 directory (its filesystem type is 0x${fsType.toString(16)}, not cgroup2): ` +
         'name a directory of the cgroup v2 hierarchy, e.g. /sys/fs/cgroup or a cgroup under it',
     );

@@ -31,7 +31,8 @@ export class ResourceRegistry implements ResourceTypes {
     private readonly leds = true,
   ) {
     for (const t of types) {
-      if (this.byUrl.has(t.typeUrl)) throw new CodedError('CANOPY_BROKEN_INVARIANT', `resource type ${t.typeUrl} registered twice`);
+      if (this.byUrl.has(t.typeUrl))
+        throw new CodedError('CANOPY_BROKEN_INVARIANT', `resource type ${t.typeUrl} registered twice`);
       this.byUrl.set(t.typeUrl, t);
     }
   }

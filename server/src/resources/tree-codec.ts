@@ -110,7 +110,10 @@ export function encodeLocalityTree(
   const vip = spec.vip !== undefined ? ipv4ToInt(spec.vip) : undefined;
   const vip6 = spec.vip !== undefined && vip === undefined ? ipv6Bytes(spec.vip) : undefined;
   if ((vip === undefined && vip6 === undefined) || spec.port === undefined) {
-    throw new CodedError('CANOPY_INVALID_TREE', `service ${spec.name}: the kernel datapath needs an IPv4 or IPv6 vip and a port`);
+    throw new CodedError(
+      'CANOPY_INVALID_TREE',
+      `service ${spec.name}: the kernel datapath needs an IPv4 or IPv6 vip and a port`,
+    );
   }
   const n = tree.endpoints.length;
   const { before, ips } = backendsOfFamily(tree, vip6 !== undefined);
@@ -292,10 +295,14 @@ function checkTree(raw: RawTree): TreeMessage {
       : { ipv4: (b.ipv4 ?? 0) >>> 0, port: b.port ?? 0, weight: b.weight || 1 },
   );
   backends.forEach((b, i) => {
-    if (b.port < 1 || b.port > 65535) throw new CodedError('CANOPY_INVALID_TREE', where(`backends[${i}].port ${b.port} is not 1..65535`));
+    if (b.port < 1 || b.port > 65535)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`backends[${i}].port ${b.port} is not 1..65535`));
     if (v6) {
       if (b.ipv6!.length !== 16 || b.ipv6!.every((x) => x === 0))
-        throw new CodedError('CANOPY_INVALID_TREE', where(`backends[${i}].ipv6 is not a 16-byte IPv6 address other than ::`));
+        throw new CodedError(
+          'CANOPY_INVALID_TREE',
+          where(`backends[${i}].ipv6 is not a 16-byte IPv6 address other than ::`),
+        );
     } else if (b.ipv4 === 0) throw new CodedError('CANOPY_INVALID_TREE', where(`backends[${i}].ipv4 is 0.0.0.0`));
   });
   const nodes = (raw.nodes ?? []).map((n) => ({
@@ -309,22 +316,29 @@ function checkTree(raw: RawTree): TreeMessage {
   const depth = new Array<number>(nodes.length).fill(0);
   nodes.forEach((n, i) => {
     if (n.start > n.end || n.end > backends.length) {
-      throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}] range [${n.start}, ${n.end}) is outside backends[0, ${backends.length})`));
+      throw new CodedError(
+        'CANOPY_INVALID_TREE',
+        where(`nodes[${i}] range [${n.start}, ${n.end}) is outside backends[0, ${backends.length})`),
+      );
     }
     if (i === 0) {
       if (n.start !== 0 || n.end !== backends.length)
         throw new CodedError('CANOPY_INVALID_TREE', where('nodes[0] (the root) must cover every backend'));
       return;
     }
-    if (n.parent >= i) throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}].parent ${n.parent} does not come before it`));
+    if (n.parent >= i)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}].parent ${n.parent} does not come before it`));
     const p = nodes[n.parent]!;
-    if (n.start < p.start || n.end > p.end) throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}] range is outside its parent's`));
+    if (n.start < p.start || n.end > p.end)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}] range is outside its parent's`));
     depth[i] = depth[n.parent]! + 1;
-    if (depth[i]! > scopes.length) throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
+    if (depth[i]! > scopes.length)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
   });
   const unsupportedPolicy = raw.unsupportedPolicy ?? [];
   if (unsupportedPolicy.includes(KERNEL_HOSTNAMES))
-    throw new CodedError('CANOPY_INVALID_TREE', 
+    throw new CodedError(
+      'CANOPY_INVALID_TREE',
       where(
         'refused: hostname endpoints; the kernel datapath connects to addresses and resolves no names (sidecars and proxyless clients resolve them)',
       ),
@@ -360,12 +374,17 @@ function checkSpills(
     const leaves = s.leaves ?? [];
     const weights = s.weights ?? [];
     if (node >= nodes) throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].node ${node} is not a node`));
-    if (seen.has(node)) throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].node ${node} has another spill before it`));
+    if (seen.has(node))
+      throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].node ${node} has another spill before it`));
     seen.add(node);
     if (leaves.length !== weights.length)
-      throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}] has ${leaves.length} leaves and ${weights.length} weights`));
+      throw new CodedError(
+        'CANOPY_INVALID_TREE',
+        where(`spills[${i}] has ${leaves.length} leaves and ${weights.length} weights`),
+      );
     leaves.forEach((l, j) => {
-      if (l >= nodes || depth[l] !== levels) throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].leaves[${j}] ${l} is not a leaf`));
+      if (l >= nodes || depth[l] !== levels)
+        throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].leaves[${j}] ${l} is not a leaf`));
       if (!(weights[j]! > 0)) throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].weights[${j}] is 0`));
     });
     return { node, leaves: [...leaves], weights: [...weights] };

@@ -23,7 +23,8 @@ export function listeners(opts: CanopyOptions): Listeners {
   const adminHost = opts.adminHost ?? host;
   const security = opts.security ?? {};
   if (!isLoopback(adminHost) && security.adminToken === undefined && !security.insecureAdmin) {
-    throw new CodedError('CANOPY_BAD_OPTION', 
+    throw new CodedError(
+      'CANOPY_BAD_OPTION',
       `refusing to serve the admin API on ${adminHost} without a token: anyone who can reach it could rewrite the mesh. ` +
         'Give --admin-token-file FILE (or CANOPY_ADMIN_TOKEN), bind it to loopback with --admin-host 127.0.0.1, ' +
         'or accept the risk with --insecure-admin',

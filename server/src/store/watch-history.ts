@@ -28,7 +28,10 @@ export class WatchHistory {
   replay(fromRevision: number, current: number, handlers: WatchHandlers): void {
     const oldest = this.events[0]?.revision ?? current + 1;
     if (fromRevision < current && fromRevision + 1 < oldest) {
-      throw new CodedError('CANOPY_STORE_COMPACTED', `revision ${fromRevision} is older than the watch history (from ${oldest}); list again`);
+      throw new CodedError(
+        'CANOPY_STORE_COMPACTED',
+        `revision ${fromRevision} is older than the watch history (from ${oldest}); list again`,
+      );
     }
     const missed = this.events.filter((e) => e.revision > fromRevision);
     if (missed.length > 0) handlers.onEvents(missed);

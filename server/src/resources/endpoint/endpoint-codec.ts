@@ -156,7 +156,8 @@ class NodeRope implements SubtreeRope {
     }
     if (!this.flat) {
       const flat = new Uint8Array(this.length);
-      if (this.copyHeld(flat, 0) !== flat.length) throw new CodedError('CANOPY_BROKEN_INVARIANT', 'subtree rope size mismatch');
+      if (this.copyHeld(flat, 0) !== flat.length)
+        throw new CodedError('CANOPY_BROKEN_INVARIANT', 'subtree rope size mismatch');
       this.flat = flat;
     }
     return this.copyHeld(dst, at);

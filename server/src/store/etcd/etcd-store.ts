@@ -98,7 +98,10 @@ export class EtcdStore implements Store {
       await store.load();
     } catch (err) {
       client.close();
-      throw new CodedError('CANOPY_STORE_UNAVAILABLE', `cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`);
+      throw new CodedError(
+        'CANOPY_STORE_UNAVAILABLE',
+        `cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`,
+      );
     }
     await store.follow();
     store.health.start();

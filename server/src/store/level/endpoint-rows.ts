@@ -92,7 +92,11 @@ export function decodeBucket(
     for (const ep of parsed) into.push(ep);
     return;
   }
-  if (parsed.v !== 2) throw new CodedError('CANOPY_STORE_FORMAT', `a stored bucket has format ${String(parsed.v)}, which this version cannot read`);
+  if (parsed.v !== 2)
+    throw new CodedError(
+      'CANOPY_STORE_FORMAT',
+      `a stored bucket has format ${String(parsed.v)}, which this version cannot read`,
+    );
   const localities = parsed.l.map(([region, zone, subzone]) => intern({ region, zone, subzone }));
   for (const r of parsed.e) {
     const address = r[0];

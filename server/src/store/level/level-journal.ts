@@ -115,7 +115,8 @@ export class LevelJournal implements Journal {
     const loss = lossReport(this.dir, this.check.expected, found);
     if (loss && !this.opts.acceptLoss) {
       await this.close();
-      throw new CodedError('CANOPY_STORE_FORMAT', 
+      throw new CodedError(
+        'CANOPY_STORE_FORMAT',
         `${loss}. Restore the directory from a backup, or start with --accept-store-loss to serve what was recovered`,
       );
     }

@@ -23,7 +23,10 @@ export async function openDatabase(dir: string): Promise<ClassicLevel<string, st
     if ((err as { code?: string }).code === 'LEVEL_LOCKED' || cause?.code === 'LEVEL_LOCKED') {
       throw new CodedError('CANOPY_STORE_UNAVAILABLE', `the data directory ${dir} is in use by another canopy process`);
     }
-    throw new CodedError('CANOPY_STORE_UNAVAILABLE', `cannot open the store in the data directory ${dir}: ${describeFsError(cause ?? err)}`);
+    throw new CodedError(
+      'CANOPY_STORE_UNAVAILABLE',
+      `cannot open the store in the data directory ${dir}: ${describeFsError(cause ?? err)}`,
+    );
   }
   return db;
 }

@@ -122,7 +122,8 @@ export class LocalStore implements Store {
   private prepare(entries: readonly PutEntry[]): JournalPut[] {
     const names = new Set<string>();
     for (const { spec, opts } of entries) {
-      if (names.has(spec.name)) throw new CodedError('CANOPY_STORE_BAD_WRITE', `service "${spec.name}" is put twice in one write`);
+      if (names.has(spec.name))
+        throw new CodedError('CANOPY_STORE_BAD_WRITE', `service "${spec.name}" is put twice in one write`);
       names.add(spec.name);
       checkRevision(spec.name, this.services.get(spec.name), opts.ifRevision);
     }
