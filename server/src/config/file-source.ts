@@ -1,6 +1,6 @@
 /**
  * The config file as a writer of the store, under the ownership rule
- * (README, "Ownership"): the file owns the services it lists, the API owns
+ * (docs/operations.md, "Storage and ownership"): the file owns the services it lists, the API owns
  * the ones it creates.
  *
  * - A listed service whose entry is unchanged since it was last applied is

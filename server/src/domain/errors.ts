@@ -1,5 +1,5 @@
 /**
- * Errors with stable codes (documented in README's error table). Validation
+ * Errors with stable codes (the admin API's in docs/admin-api.md's table). Validation
  * itself returns results, never throws; these wrap a failed result where a
  * caller needs an exception (config load at startup).
  */

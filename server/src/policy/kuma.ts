@@ -9,7 +9,7 @@
  * accepts dropped (and localZone alone means local only); affinity weights
  * 900/90/9 by default; overprovisioning factor uint32(100/threshold)·100,
  * 200 by default. Changed: priorities have no gap and every locality has a
- * weight (gRPC), see README.
+ * weight (gRPC), see docs/locality-and-policies.md ("Where Canopy deliberately differs").
  */
 import {
   describe,

@@ -37,7 +37,7 @@ export interface CanopyOptions {
   readonly dataDir?: string;
   /** Start on an embedded store that lost acknowledged writes (truncated or damaged log), logging what was lost. */
   readonly acceptStoreLoss?: boolean;
-  /** Tokens, TLS and request limits (README, "Access control"); none by default. */
+  /** Tokens, TLS and request limits (docs/security.md, "Access control and TLS"); none by default. */
   readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
   readonly adminPort?: number;
