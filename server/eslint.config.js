@@ -52,13 +52,11 @@ export default tseslint.config(
     rules: { 'max-lines-per-function': 'off' },
   },
   {
-    // Functions still over 80 lines, each to be split in its own change: createMetrics (metrics.ts),
-    // editLayout (layout-edit.ts), fullLayout (layout.ts), plan (planner.ts), planLoad (load-plan.ts),
-    // readServiceEntry (istio-service-entry.ts), respondType (delta-session.ts). New ones are refused.
+    // Functions still over 80 lines, each to be split in its own change: editLayout (layout-edit.ts),
+    // plan (planner.ts), planLoad (load-plan.ts), readServiceEntry (istio-service-entry.ts), respondType
+    // (delta-session.ts). New ones are refused.
     files: [
-      'server/src/admin/metrics.ts',
       'server/src/agent/layout-edit.ts',
-      'server/src/agent/layout.ts',
       'server/src/agent/planner.ts',
       'server/src/domain/load/load-plan.ts',
       'server/src/policy/istio-service-entry.ts',
