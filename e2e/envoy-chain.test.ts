@@ -7,7 +7,8 @@
  * for what they name, and on delta LEDS for the collections the CLA names). What each
  * sidecar would get must form a listener → route → cluster → endpoints chain
  * from its outbound port to its nearest app, pass the PGV walker and the
- * listener invariants. No Envoy binary runs here; this is what one would be sent.
+ * listener invariants. This test starts no Envoy: it checks what each would be sent (the
+ * e2e/envoy-*.test.ts that start real Envoys check what one does with it).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';

@@ -1,128 +1,174 @@
 /**
- * Envoy's warming over real ADS streams against a spawned `canopy serve`:
- * an emulated stock Envoy (e2e/support/envoy-peer.ts: its SotW re-request, its
- * silence on delta, its LEDS watches per cluster) must see every Cluster
- * change followed by the cluster's ClusterLoadAssignment (and on LEDS the
- * collections' members), and every Listener change by its RouteConfiguration,
- * well before initial_fetch_timeout (15 s), with nothing sent in a loop after.
- * Rules: xds_protocol.rst "Resource warming"; GrpcMuxImpl::addWatch (SotW
- * re-request with the same names, version and nonce); WatchMap::updateWatchInterest
- * (delta: a name already watched is not subscribed again); EdsClusterImpl
- * (a cluster's LEDS subscriptions are its own).
+ * Warming on real Envoy 1.40: each Cluster and Listener change of a service (protocol, connect timeout,
+ * outlier detection, health check, the listener's filter chain, a delete and re-create) is made through
+ * the admin API while requests flow through three Envoys — SotW, delta with full CLAs, delta with LEDS —
+ * bootstrapped by `canopy bootstrap envoy`. Envoy keeps an updated Cluster warming until its
+ * ClusterLoadAssignment (and LEDS members) arrive and a Listener until its RouteConfiguration does; a
+ * server that stayed silent would leave it there for initial_fetch_timeout (15 s). Checked: each change
+ * is active in Envoy with nothing warming well before that, no request fails, no init_fetch_timeout or
+ * update_rejected is counted, and once settled no more xDS updates arrive (no resend loop).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
-import { CDS, EDS, EnvoyPeer, LEDS, RDS } from './support/envoy-peer.js';
+import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
+import { failures, startHttpBackend, steadyTraffic, type HttpBackend, type Tally } from './support/http-backends.js';
 
-const SERVICE = 'warm-a';
+type Obj = Record<string, unknown>;
+const skip = envoySkip();
+const PORT = 20082;
 /** Well under Envoy's initial_fetch_timeout (15 s): a server that stays silent fails here. */
-const WARM_MS = 6000;
+const WARM_MS = 5000;
+const ENVOYS: [string, string, object][] = [
+  ['warm-sotw', '127.0.67.1', { ads: 'sotw' }],
+  ['warm-delta', '127.0.67.2', { metadata: { 'canopy.leds': 'false' } }],
+  ['warm-leds', '127.0.67.3', {}],
+];
 
-function body(extra: Record<string, unknown> = {}) {
-  return {
-    port: 8080,
-    outboundPort: 20000,
-    protocol: 'grpc',
-    endpoints: [
-      { address: '127.0.31.1', port: 8080, locality: { region: 'r1', zone: 'z1', subzone: 's1' } },
-      { address: '127.0.31.2', port: 8080, locality: { region: 'r1', zone: 'z2', subzone: 's1' } },
-    ],
-    ...extra,
-  };
+/** The service's Cluster as Envoy holds it active (undefined while absent or only warming). */
+function activeCluster(dump: Obj): Obj | undefined {
+  for (const c of dump['configs'] as Obj[])
+    for (const a of (c['dynamic_active_clusters'] as Obj[] | undefined) ?? []) {
+      const cluster = a['cluster'] as Obj;
+      if (cluster['name'] === 'web') return cluster;
+    }
+  return undefined;
 }
 
-function envoyNode(id: string, leds?: boolean) {
-  const fields: Record<string, { stringValue: string }> = { 'canopy.outbound_address': { stringValue: '127.0.0.1' } };
-  if (leds === false) fields['canopy.leds'] = { stringValue: 'false' };
-  return {
-    id,
-    cluster: 'test',
-    locality: { region: 'r1', zone: 'z1', sub_zone: 's1' },
-    user_agent_name: 'envoy',
-    metadata: { fields },
-  };
+function activeListener(dump: Obj): Obj | undefined {
+  for (const c of dump['configs'] as Obj[])
+    for (const l of (c['dynamic_listeners'] as Obj[] | undefined) ?? [])
+      if (l['name'] === 'web' && l['active_state'] && !l['warming_state'])
+        return (l['active_state'] as Obj)['listener'] as Obj;
+  return undefined;
 }
 
-/** Cluster changes that push CDS and nothing else (the issue's list), applied one after another. */
-const CLUSTER_CHANGES: [string, Record<string, unknown>][] = [
-  ['protocol', { protocol: 'http' }],
-  ['connectTimeoutMs', { protocol: 'http', connectTimeoutMs: 2500 }],
-  ['outlierDetection', { protocol: 'http', connectTimeoutMs: 2500, outlierDetection: { consecutive5xx: 3 } }],
+const json = (x: unknown) => JSON.stringify(x ?? null);
+/** Each change (applied on top of the ones before), and how to see it in Envoy's active config. */
+const CHANGES: [string, Obj, (cluster: Obj, listener: Obj) => boolean][] = [
+  ['protocol grpc (HTTP/2 upstream)', { protocol: 'grpc' }, (c) => json(c).includes('http2_protocol_options')],
+  ['protocol http again', { protocol: 'http' }, (c) => !json(c).includes('http2_protocol_options')],
+  ['connectTimeoutMs', { connectTimeoutMs: 2500 }, (c) => c['connect_timeout'] === '2.500s'],
+  ['outlierDetection', { outlierDetection: { consecutive5xx: 3 } }, (c) => c['outlier_detection'] !== undefined],
   [
     'healthCheck',
-    {
-      protocol: 'http',
-      connectTimeoutMs: 2500,
-      outlierDetection: { consecutive5xx: 3 },
-      healthCheck: { path: '/healthz' },
-    },
+    { healthCheck: { path: '/healthz', intervalMs: 1000 } },
+    (c) => json(c['health_checks']).includes('/healthz'),
+  ],
+  ['listener: protocol tcp (tcp_proxy filter chain)', { protocol: 'tcp' }, (_c, l) => json(l).includes('tcp_proxy')],
+  [
+    'listener: protocol http (HTTP connection manager)',
+    { protocol: 'http' },
+    (_c, l) => json(l).includes('http_connection_manager'),
   ],
 ];
 
-describe('Envoy warming: every Cluster and Listener change is followed by what it waits for', () => {
+describe('real Envoy: Cluster and Listener changes under steady traffic', { skip }, () => {
   let canopy: CanopyProcess;
-  const peers: EnvoyPeer[] = [];
-  const address = () => canopy.xdsUri.replace(/^.*:\/\//, '');
+  const backends: HttpBackend[] = [];
+  const envoys: EnvoyProcess[] = [];
+  let spec: Obj;
 
   before(async () => {
-    canopy = await startCanopyProcess({ server: { debounceMs: 20 }, services: [{ name: SERVICE, ...body() }] });
+    for (const h of ['127.0.66.1', '127.0.66.2']) backends.push(await startHttpBackend(h));
+    spec = {
+      port: 8080,
+      outboundPort: PORT,
+      protocol: 'http',
+      endpoints: backends.map((b, i) => ({
+        address: b.host,
+        port: b.port,
+        locality: { region: 'r1', zone: `z${i + 1}`, subzone: 's1' },
+      })),
+    };
+    // 100 ms of quiet: a delete and a re-create sent back to back reach Envoy as one push.
+    canopy = await startCanopyProcess({ server: { debounceMs: 100 }, services: [{ name: 'web', ...spec }] });
+    const xds = canopy.xdsUri.replace(/^.*:\/\//, '');
+    for (const [nodeId, outboundAddress, extra] of ENVOYS)
+      envoys.push(
+        await EnvoyProcess.start({ xds, nodeId, outboundAddress, locality: { region: 'r1', zone: 'z1' }, ...extra }),
+      );
   });
   after(async () => {
-    for (const p of peers) p.close();
+    await Promise.all(envoys.map((e) => e.stop()));
     await canopy?.stop();
+    await Promise.all(backends.map((b) => b.close()));
   });
 
-  const cases: [string, 'sotw' | 'delta', boolean | undefined][] = [
-    ['SotW (GrpcMuxImpl::addWatch re-request)', 'sotw', undefined],
-    ['delta with LEDS (Envoy sends nothing; EdsClusterImpl LEDS watches)', 'delta', true],
-    ['delta with full CLAs (canopy.leds: false)', 'delta', false],
-  ];
-  for (const [title, protocol, leds] of cases) {
-    it(`xds_protocol.rst "Resource warming", ${title}`, async () => {
-      await canopy.admin('PUT', `/api/v1/services/${SERVICE}`, body());
-      const peer = new EnvoyPeer(address(), { node: envoyNode(`warm-${protocol}-${String(leds)}`, leds), protocol });
-      peers.push(peer);
-      peer.start();
-      const ready = () => peer.clusters.has(SERVICE) && peer.listeners.has(SERVICE) && peer.warming.size === 0;
-      await peer.until(ready, WARM_MS, 'initial sync');
-      if (leds)
-        assert.ok(
-          peer.received.some((r) => r.typeUrl === LEDS && r.names.length > 0),
-          'endpoints came over LEDS',
-        );
+  async function settled(e: EnvoyProcess, see: (c: Obj, l: Obj) => boolean): Promise<boolean> {
+    const warming =
+      (await e.stat('cluster_manager.warming_clusters')) !== 0 ||
+      (await e.stat('listener_manager.total_listeners_warming')) !== 0;
+    if (warming) return false;
+    const dump = await e.configDump();
+    const [c, l] = [activeCluster(dump), activeListener(dump)];
+    return c !== undefined && l !== undefined && see(c, l);
+  }
 
-      for (const [what, change] of CLUSTER_CHANGES) {
-        const updates = peer.updates;
-        const from = peer.received.length;
-        const put = await canopy.admin('PUT', `/api/v1/services/${SERVICE}`, body(change));
-        assert.equal(put.status, 200, JSON.stringify(put.body));
-        await peer.until(() => peer.updates > updates, WARM_MS, `${what}: the Cluster update`);
-        await peer.until(() => peer.warming.size === 0, WARM_MS, `${what}: the cluster warm again`);
-        const after = peer.received.slice(from);
-        assert.ok(
-          after.some((r) => r.typeUrl === EDS && r.names.includes(SERVICE)),
-          `${what}: its CLA was sent again`,
-        );
-      }
+  it('every change is active with nothing warming within seconds, and no request fails', () =>
+    explainFailure(
+      () => envoys,
+      async () => {
+        for (const e of envoys) await e.until(() => settled(e, () => true), WARM_MS, 'initial sync');
+        const traffic = envoys.map((_, i) => steadyTraffic(`${ENVOYS[i]![1]}:${PORT}`, { maxMs: 60_000 }));
+        try {
+          await changes(traffic);
+        } finally {
+          await Promise.all(traffic.map((t) => t.stop()));
+        }
+      },
+    ));
 
-      // A Listener change (its bind port): the RouteConfiguration follows.
-      const updates = peer.updates;
-      await canopy.admin('PUT', `/api/v1/services/${SERVICE}`, body({ outboundPort: 20001 }));
-      await peer.until(() => peer.updates > updates && peer.warming.size === 0, WARM_MS, 'listener change');
-      assert.ok(peer.received.some((r) => r.typeUrl === RDS && r.names.includes(SERVICE)));
-
-      // Re-creation: the cluster goes, comes back, and warms.
-      await canopy.admin('DELETE', `/api/v1/services/${SERVICE}`);
-      await peer.until(() => !peer.clusters.has(SERVICE) && !peer.listeners.has(SERVICE), WARM_MS, 'deletion');
-      await canopy.admin('PUT', `/api/v1/services/${SERVICE}`, body({ connectTimeoutMs: 1500 }));
-      await peer.until(ready, WARM_MS, 're-creation');
-
-      // And nothing more: no resend loop once everything is warm and acknowledged.
-      const settled = peer.received.length;
-      await new Promise((r) => setTimeout(r, 600));
-      assert.deepEqual(peer.received.slice(settled), [], 'quiet once warm');
-      assert.ok(peer.received.filter((r) => r.typeUrl === CDS).length >= 6);
+  async function changes(traffic: ReturnType<typeof steadyTraffic>[]): Promise<void> {
+    const times: string[] = [];
+    for (const [what, change, see] of CHANGES) {
+      spec = { ...spec, ...change };
+      const put = await canopy.admin('PUT', '/api/v1/services/web', spec);
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      const ms = await Promise.all(envoys.map((e) => e.until(() => settled(e, see), WARM_MS, what)));
+      times.push(`${what}: ${ms.join(' / ')} ms (${new Date().toISOString().slice(17, 23)})`);
+    }
+    // A delete and a re-create within one debounce: Envoy sees the Cluster and Listener replaced.
+    const versions = await Promise.all(envoys.map((e) => e.stat('cluster_manager.cds.update_success')));
+    assert.equal((await canopy.admin('DELETE', '/api/v1/services/web')).status, 204);
+    spec = { ...spec, connectTimeoutMs: 1500 };
+    assert.equal((await canopy.admin('PUT', '/api/v1/services/web', spec)).status, 201);
+    const ms = await Promise.all(
+      envoys.map((e, i) =>
+        e.until(
+          async () =>
+            (await e.stat('cluster_manager.cds.update_success'))! > versions[i]! &&
+            (await settled(e, (c) => c['connect_timeout'] === '1.500s')),
+          WARM_MS,
+          're-creation',
+        ),
+      ),
+    );
+    times.push(`delete + re-create: ${ms.join(' / ')} ms`);
+    const tallies: Tally[] = await Promise.all(traffic.map((t) => t.stop()));
+    console.log(
+      `# time to active with nothing warming (SotW / delta / LEDS), loaded machine:\n#   ${times.join('\n#   ')}`,
+    );
+    tallies.forEach((t, i) => {
+      console.log(`# ${envoys[i]!.nodeId}: ${t.sent} requests, ${failures(t)} failed`);
+      assert.ok(t.sent > 100, `${envoys[i]!.nodeId}: traffic flowed (${t.sent})`);
+      assert.equal(failures(t), 0, `${envoys[i]!.nodeId}: ${JSON.stringify([...t.failed])}`);
     });
   }
+
+  it('quiet once warm: no further xDS updates, no init_fetch_timeout, no update_rejected', () =>
+    explainFailure(
+      () => envoys,
+      async () => {
+        const attempts = async (e: EnvoyProcess) => [...(await e.stats('update_attempt$')).values()].map(Number);
+        const before = await Promise.all(envoys.map(attempts));
+        await new Promise((r) => setTimeout(r, 600));
+        const later = await Promise.all(envoys.map(attempts));
+        assert.deepEqual(later, before, 'no xDS update arrived once warm');
+        for (const e of envoys) {
+          assert.deepEqual([...(await e.initFetchTimeouts())], [], `${e.nodeId}: init_fetch_timeout`);
+          assert.deepEqual([...(await e.rejected())], [], `${e.nodeId}: update_rejected`);
+        }
+      },
+    ));
 });

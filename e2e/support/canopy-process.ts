@@ -137,7 +137,8 @@ function parseBody(text: string): unknown {
 }
 
 function stopChild(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  // Already gone (a kill -9 leaves exitCode null and signalCode set): waiting for 'exit' would never end.
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => {
     const force = setTimeout(() => child.kill('SIGKILL'), 8000);
     child.once('exit', (code) => {

@@ -1,5 +1,6 @@
 /**
- * An emulation of a stock Envoy's ADS client (no Envoy binary runs here),
+ * An emulation of a stock Envoy's ADS client, kept for fast protocol-level tests (the real Envoy
+ * 1.40 confirms its warming and delta rules in e2e/envoy-warming.test.ts and e2e/envoy-delta.test.ts),
  * from its documents and source, over a real SotW or delta stream:
  *
  * - Wildcard CDS and LDS (SotW: empty resource_names; delta: the legacy empty

@@ -13,7 +13,11 @@ export interface EtcdMember {
   readonly name: string;
   readonly endpoint: string;
   stop(): Promise<void>;
+  /** kill -9: no shutdown, as a crashed machine. */
+  kill(): Promise<void>;
   start(): Promise<void>;
+  /** Whether this member is the raft leader now (its /metrics' etcd_server_is_leader). */
+  isLeader(): Promise<boolean>;
 }
 
 export interface EtcdCluster {
@@ -21,6 +25,12 @@ export interface EtcdCluster {
   /** host:port of every member, comma-separated, as `--store etcd://…` takes them. */
   readonly endpoints: string;
   destroy(): Promise<void>;
+}
+
+/** The member that leads now, asked of each member (undefined when none says so, e.g. mid-election). */
+export async function leaderOf(cluster: EtcdCluster): Promise<EtcdMember | undefined> {
+  const leading = await Promise.all(cluster.members.map((m) => m.isLeader()));
+  return cluster.members[leading.indexOf(true)];
 }
 
 const running = new Set<ChildProcess>();
@@ -94,17 +104,27 @@ function member(name: string, dir: string, clientPort: number, peerPort: number,
         await new Promise((r) => setTimeout(r, 100));
       }
     },
-    stop: async () => {
-      const c = child;
-      if (!c || c.exitCode !== null || c.signalCode !== null) return;
-      await new Promise<void>((resolve) => {
-        const force = setTimeout(() => c.kill('SIGKILL'), 5000);
-        c.once('exit', () => {
-          clearTimeout(force);
-          resolve();
-        });
-        c.kill('SIGTERM');
-      });
+    stop: () => stopChild(child, 'SIGTERM'),
+    kill: () => stopChild(child, 'SIGKILL'),
+    isLeader: async () => {
+      try {
+        const r = await fetch(`http://${endpoint}/metrics`, { signal: AbortSignal.timeout(1000) });
+        return /^etcd_server_is_leader 1$/m.test(await r.text());
+      } catch {
+        return false;
+      }
     },
   };
+}
+
+function stopChild(c: ChildProcess | undefined, signal: NodeJS.Signals): Promise<void> {
+  if (!c || c.exitCode !== null || c.signalCode !== null) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const force = setTimeout(() => c.kill('SIGKILL'), 5000);
+    c.once('exit', () => {
+      clearTimeout(force);
+      resolve();
+    });
+    c.kill(signal);
+  });
 }

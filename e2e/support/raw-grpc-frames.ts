@@ -20,17 +20,32 @@ const includeDirs = [
 
 let root: protobuf.Root | undefined;
 
-/** Encodes an Envoy message (e.g. `envoy.service.discovery.v3.DiscoveryRequest`) from a snake_case object. */
-export function encodeEnvoy(typeName: string, value: object): Buffer {
+function envoyTypes(): protobuf.Root {
   if (!root) {
     root = new protobuf.Root();
     root.resolvePath = (_origin, target) => includeDirs.map((d) => path.join(d, target)).find(existsSync) ?? target;
-    root.loadSync(['envoy/service/discovery/v3/discovery.proto', 'envoy/service/status/v3/csds.proto'], {
-      keepCase: true,
-    });
+    root.loadSync(
+      [
+        'envoy/service/discovery/v3/discovery.proto',
+        'envoy/service/status/v3/csds.proto',
+        'envoy/config/endpoint/v3/endpoint.proto',
+      ],
+      { keepCase: true },
+    );
   }
-  const type = root.lookupType(typeName);
+  return root;
+}
+
+/** Encodes an Envoy message (e.g. `envoy.service.discovery.v3.DiscoveryRequest`) from a snake_case object. */
+export function encodeEnvoy(typeName: string, value: object): Buffer {
+  const type = envoyTypes().lookupType(typeName);
   return Buffer.from(type.encode(type.fromObject(value)).finish());
+}
+
+/** Decodes an Envoy message (e.g. `envoy.config.endpoint.v3.ClusterLoadAssignment`) to a snake_case object. */
+export function decodeEnvoy<T = Record<string, unknown>>(typeName: string, bytes: Uint8Array): T {
+  const type = envoyTypes().lookupType(typeName);
+  return type.toObject(type.decode(bytes), { defaults: true, enums: String }) as T;
 }
 
 /** One gRPC length-prefixed message: flag byte (1 = compressed), 4-byte big-endian length, bytes. */

@@ -16,10 +16,11 @@ import { startAdmin, startTransport } from './serve/edges.js';
 import { hostForUrl, listeners } from './serve/listen.js';
 import { startLoad } from './serve/load.js';
 import { logMeshChanges } from './serve/mesh-log.js';
+import { openReplicaFiles, startKubeSource } from './serve/sources.js';
 import type { Canopy, CanopyOptions } from './serve/options.js';
 import { buildXds } from './serve/xds.js';
 
-export type { Canopy, CanopyOptions } from './serve/options.js';
+export type { Canopy, CanopyOptions, KubeOptions } from './serve/options.js';
 export { DEFAULT_ADMIN_PORT, DEFAULT_XDS_PORT } from './serve/listen.js';
 export { DEFAULT_LOAD_REPORTING_INTERVAL_MS } from './serve/load.js';
 
@@ -27,6 +28,11 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const logger = opts.logger ?? pino({ level: opts.logLevel ?? 'info', name: 'canopy' });
   const at = listeners(opts);
   const security = opts.security ?? {};
+  // Replicas on etcd apply one file: checked before anything else is opened (store/etcd/replica-files.ts).
+  const replicas =
+    opts.storeUrl !== undefined && opts.configPath !== undefined && opts.startConfig
+      ? await openReplicaFiles(opts.storeUrl, opts.configPath, opts.startConfig.digest, opts.takeOver ?? false)
+      : undefined;
   const registry = new Registry();
   const opening =
     opts.store ??
@@ -59,16 +65,21 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ...(opts.startConfig !== undefined ? { startConfig: opts.startConfig } : {}),
     ...(recordDir !== undefined ? { recordDir } : {}),
     loaded: (outcome) => reloads.loaded(outcome),
+    ...(replicas ? { replicas } : {}),
   });
   const initial = await config.start();
   logger.info({ store: store.description, revision: feed.revision, ...applySummary(initial) }, 'store opened');
   config.logUnchanged();
+  const kube = opts.kube ? await startKubeSource(opts.kube, store, logger, registry) : undefined;
 
   logger.info({ xdsLimits: xds.limits }, 'xds limits');
   if (opts.heapGrowth !== undefined) logger.info({ heapGrowthPercent: opts.heapGrowth }, 'js heap growth');
   const grpcTransport = await startTransport(xds, load.controller, at, security);
   let ready = false;
-  const parts = { store, feed, xds, load: load.controller, registry, logger, ready: () => ready };
+  const parts = {
+    ...{ store, feed, xds, load: load.controller, registry, logger, ready: () => ready },
+    ...(kube ? { notReady: () => (ready ? kube.notReady() : undefined) } : {}),
+  };
   const admin = await startAdmin(parts, at, security);
   const stopWatching = config.watch();
 
@@ -82,7 +93,10 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     (stopping ??= (async () => {
       ready = false;
       stopWatching();
+      kube?.stop();
+      await kube?.settled();
       await load.stop();
+      await replicas?.close();
       const grace = opts.shutdownGraceMs ?? 5000;
       logger.info({ graceMs: grace }, 'shutting down: closing xDS streams and the admin API');
       await Promise.all([grpcTransport.stop(grace), admin.app.close()]);

@@ -22,8 +22,8 @@ import {
   OFF_THREAD_BYTES,
   parseConfigText,
   parseConfigTextOffThread,
-  watchConfigFile,
 } from '../src/config/config-file.js';
+import { watchConfigFile } from '../src/config/config-watch.js';
 import { contentDigest } from '../src/config/config-text.js';
 
 const VALID = `server:
@@ -166,6 +166,40 @@ describe('watchConfigFile', () => {
     writeFileSync(file, VALID.replace('port: 80', 'port: 82'));
     await sleep(150);
     assert.deepEqual([w.valid.length, w.invalid.length], [0, 0]);
+  });
+
+  it('a neighbour written without pause does not hold an edit back; the file itself rewritten is read within the bound', async () => {
+    const file = tmpFile(VALID);
+    const valid: [CanopyConfig, number][] = [];
+    const stop = watchConfigFile(
+      file,
+      { onValid: (c, _d, waited) => valid.push([c, waited]), onInvalid: () => {} },
+      { settleMs: 200, maxWaitMs: 600, pollMs: 50 },
+    );
+    const neighbour = path.join(path.dirname(file), 'app.log');
+    let n = 0;
+    const writer = setInterval(() => writeFileSync(neighbour, `line ${n++}\n`), 40);
+    try {
+      const edited = Date.now();
+      writeFileSync(file, VALID.replace('port: 80', 'port: 83'));
+      await until(() => valid.length === 1, 3000);
+      assert.equal(valid[0]?.[0].services[0]?.endpoints[0]?.port, 83);
+      // Without the neighbour it is one settle time; the directory-wide watch never applied it while the log grew.
+      assert.ok(Date.now() - edited < 550, `applied ${Date.now() - edited} ms after the edit`);
+      // The config itself rewritten every 40 ms: never quiet, read anyway once the bound passes.
+      let port = 84;
+      const rewriter = setInterval(() => writeFileSync(file, VALID.replace('port: 80', `port: ${port++}`)), 40);
+      try {
+        await until(() => valid.length === 2, 3000);
+        const waited = valid[1]?.[1] ?? 0;
+        assert.ok(waited >= 550 && waited < 1500, `read ${waited} ms after the first change (bound 600)`);
+      } finally {
+        clearInterval(rewriter);
+      }
+    } finally {
+      clearInterval(writer);
+      stop();
+    }
   });
 
   it('reports a YAML syntax error in an edit', async () => {

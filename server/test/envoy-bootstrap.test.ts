@@ -4,7 +4,8 @@
  *   fails in CI where .ci/run installs it);
  * - every Envoy bootstrap in deploy/envoy decodes against Envoy's Bootstrap
  *   proto with unknown fields rejected, passes the PGV walker, sends its node
- *   with a locality to Canopy over ADS (both replicas listed), and keeps its
+ *   with a locality to Canopy over ADS (both replicas listed), its load reports
+ *   there too (`cluster_manager.load_stats_config`), and keeps its
  *   admin off the network (compose.test.ts checks what is published);
  * - each sidecar's bootstrap and app agree with the compose mesh: the app's
  *   address is an endpoint of echo in the locality its sidecar declares.
@@ -88,6 +89,10 @@ describe('Envoy bootstraps', () => {
         (e) => (((e['endpoint'] as Obj)['address'] as Obj)['socket_address'] as Obj)['address'],
       );
       assert.deepEqual(replicas, ['canopy', 'canopy-2'], 'both Canopy replicas');
+      // Load reports: Envoy opens StreamLoadStats only from the bootstrap (a Cluster's lrs_server is ignored).
+      const lrs = (b['cluster_manager'] as Obj)['load_stats_config'] as Obj;
+      assert.equal(lrs['api_type'], 'GRPC');
+      assert.equal(((lrs['grpc_services'] as Obj[])[0]!['envoy_grpc'] as Obj)['cluster_name'], cluster);
       for (const k of ['cds_config', 'lds_config'])
         assert.ok(((b['dynamic_resources'] as Obj)[k] as Obj)['ads'], `${k} over ADS`);
       // The container's interfaces, for docker-compose.yml to publish on the host's loopback only (compose.test.ts).

@@ -72,6 +72,10 @@ interface Explain {
     healthyEndpoints: number;
     share: number;
   }[];
+  envoy: {
+    priorities: { hosts: number; healthy: number; health: number; load: number; panic: boolean }[];
+    shares: Record<string, number>;
+  };
 }
 
 const prio = (x: Explain) => Object.fromEntries(x.endpoints.map((e) => [e.address, e.priority]));
@@ -97,8 +101,19 @@ describe('/debug/explain', () => {
       'treeNode',
       'overprovisioningFactor',
       'endpoints',
+      'envoy',
       'localities',
     ]);
+    // gRPC sends everything to .1; an Envoy counts the unhealthy .5 beside it (unhealthy: count) and spills 30%.
+    assert.deepEqual(x.envoy.shares, { '127.0.0.1:80': 0.7, '127.0.0.2:80': 0.3 });
+    assert.deepEqual(
+      x.envoy.priorities.map((p) => [p.hosts, p.healthy, p.health, p.load, p.panic]),
+      [
+        [2, 1, 70, 70, false],
+        [1, 1, 100, 30, false],
+        [2, 2, 100, 0, false],
+      ],
+    );
     assert.deepEqual(x.client, {
       locality: { region: 'r1', zone: 'z1', subzone: 's9' },
       network: '',

@@ -62,7 +62,8 @@ describe('LEDS over a delta session', () => {
     const got = deltaResources(ra[0]!.bytes);
     assert.equal(got.length, 1);
     assert.ok(got[0]!.name.endsWith('/10.0.5.2:8080'));
-    assert.equal(got[0]!.msg['health_status'], 'DRAINING');
+    // Never DRAINING: Envoy would keep counting a host that was UNHEALTHY (domain/envoy-lb.ts).
+    assert.equal(got[0]!.msg['health_status'], 'UNHEALTHY');
     assert.ok(ra[0]!.bytes.length < 600, `${ra[0]!.bytes.length} bytes`);
     assert.equal(rb[0]!.bytes, ra[0]!.bytes, 'the same Buffer for both streams');
     const status = a.s.status().types.find((t) => t.typeUrl === LEDS_TYPE)!;

@@ -226,6 +226,52 @@ describe('damping and drain', () => {
     assert.ok(changes <= 1, `${changes} changes`);
   });
 
+  it('adds no locality under the absolute band when a nearer share moves for another reason', () => {
+    // Seen from outside: zone B's share moved, and the step took zone C in at 1.3% (removed the next interval).
+    const m = (o: Record<string, number>) => new Map(Object.entries(o));
+    const next = dampShares(m({ a: 0.6, b: 0.4 }), m({ a: 0.49, b: 0.497, c: 0.013 }));
+    assert.equal(next.get('c'), undefined, JSON.stringify([...next]));
+    assert.ok(next.get('a')! < 0.6 && next.get('b')! > 0.4, JSON.stringify([...next]));
+    // past the band it comes in
+    assert.ok((dampShares(m({ a: 0.6, b: 0.4 }), m({ a: 0.48, b: 0.49, c: 0.03 })).get('c') ?? 0) > 0);
+  });
+
+  it('per-share band: no new locality under 2 points; a fixed target is reached within the band and then held', () => {
+    const shares = fc
+      .array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 4, maxLength: 4 })
+      .map((xs) => {
+        const total = xs.reduce((a, b) => a + b, 0);
+        const m = new Map<string, number>();
+        xs.forEach((x, i) => {
+          if (total > 0 && x / total > 0.005) m.set('abcd'[i]!, x / total);
+        });
+        return m;
+      })
+      .filter((m) => m.size > 0);
+    fc.assert(
+      fc.property(shares, shares, (from, target) => {
+        const goal = new Map([...target].map(([k, v]) => [k, v / [...target.values()].reduce((a, b) => a + b)]));
+        let cur = new Map([...from].map(([k, v]) => [k, v / [...from.values()].reduce((a, b) => a + b)]));
+        for (let i = 0; i < 12; i++) {
+          const next = dampShares(cur, goal);
+          for (const [k, v] of next) {
+            // a locality comes in only for a target past the band
+            if (!cur.has(k)) assert.ok((goal.get(k) ?? 0) > 0.02, `${k} added at ${v} for ${goal.get(k)}`);
+          }
+          cur = next;
+        }
+        // settled: within the band of the target, and still
+        assert.deepEqual([...dampShares(cur, goal)], [...cur]);
+        for (const k of new Set([...cur.keys(), ...goal.keys()])) {
+          const t = goal.get(k) ?? 0;
+          const c = cur.get(k) ?? 0;
+          assert.ok(Math.abs(t - c) <= Math.max(0.08 * Math.max(t, c), 0.02) + 1e-9, `${k}: ${c} for ${t}`);
+        }
+      }),
+      { numRuns: 300, seed: 11 },
+    );
+  });
+
   it('drains below 25% healthy and returns only above 35%', () => {
     assert.equal(drained(0.2, false), true);
     assert.equal(drained(0.3, true), true);

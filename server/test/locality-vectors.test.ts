@@ -1,6 +1,8 @@
 /**
  * Worked cases from Istio, Kuma, ztunnel, Kmesh and Kubernetes
- * (../shared/locality-vectors.json, and fixtures/policy-vectors.json written
+ * (fixtures/locality-vectors.json, the repository's copy of the shared
+ * vectors, plus any new ones in ../shared/locality-vectors.json when it sits
+ * beside the clone; and fixtures/policy-vectors.json written
  * from each system's own tests and docs). Each vector's policy is written as
  * that system's documents (a DestinationRule and a ServiceEntry; a
  * MeshLoadBalancingStrategy and Dataplanes; a Service and an EndpointSlice;
@@ -16,8 +18,10 @@ import {
   assertVector,
   documentsText,
   extra,
+  mergeVectors,
   outcomeOf,
   shared,
+  sharedCopy,
   SYSTEMS,
   type Vector,
 } from './support/vector-documents.js';
@@ -43,13 +47,24 @@ function run(v: Vector) {
 
 describe('locality vectors, through each system’s importer', () => {
   const all = [...shared, ...extra];
-  it('the shared file holds every system', () => {
+  it('the repository’s copy of the shared vectors holds every system', () => {
     for (const s of ['istio', 'kuma', 'ztunnel', 'kmesh'])
       assert.ok(
-        shared.some((v) => v.policy.system === s),
+        sharedCopy.some((v) => v.policy.system === s),
         s,
       );
-    assert.ok(shared.length >= 15, `${shared.length} shared vectors`);
+    assert.ok(sharedCopy.length >= 15, `${sharedCopy.length} shared vectors`);
+  });
+  it('vectors beside the clone add the new ones and the changed ones, not the copies', () => {
+    const [a, b] = sharedCopy;
+    assert.ok(a && b);
+    const changed = { ...b, description: `${b.description}, reworded` };
+    const added = { ...a, id: 'new-vector' };
+    const merged = mergeVectors([a, b], [a, changed, added]);
+    assert.deepEqual(
+      merged.map((v) => v.id),
+      [a.id, b.id, `${b.id}-shared`, 'new-vector'],
+    );
   });
   for (const v of all) {
     it(`${v.id}: ${v.description}`, () => {

@@ -150,11 +150,14 @@ describe('zone-aware routing for Envoy sidecars', () => {
     assert.deepEqual(pgvCheckBytes('envoy.config.bootstrap.v3.Bootstrap', bytes), []);
     const b = type.toObject(type.decode(bytes), { enums: String, longs: Number, arrays: true }) as Obj;
     assert.equal((b['cluster_manager'] as Obj)['local_cluster_name'], 'local_cluster');
+    // Beside it, where Envoy sends its load reports (the ADS cluster: Canopy).
+    const lrs = (b['cluster_manager'] as Obj)['load_stats_config'] as { grpc_services: { envoy_grpc: Obj }[] };
+    assert.equal(lrs.grpc_services[0]?.envoy_grpc['cluster_name'], 'canopy');
     const local = ((b['static_resources'] as Obj)['clusters'] as Obj[]).find((c) => c['name'] === 'local_cluster');
     assert.equal(local?.['type'], 'EDS');
     const md = (b['node'] as Obj)['metadata'] as { fields: Record<string, { stringValue: string }> };
     assert.equal(md.fields['canopy.local_service']?.stringValue, 'reviews');
-    assert.equal((envoyBootstrap(base) as Obj)['cluster_manager'], undefined);
+    assert.equal(((envoyBootstrap(base) as Obj)['cluster_manager'] as Obj)['local_cluster_name'], undefined);
   });
 
   it('explain lists a zoneAware change among the service-wide settings', () => {

@@ -1,12 +1,11 @@
 /**
- * The same traffic on SotW and LEDS: for random trees, load-balancing modes,
- * health states, overprovisioning factors and `unhealthy: park | count`, the
- * share of new requests an Envoy sidecar sends each endpoint is the same
- * whether it takes the full ClusterLoadAssignment (SotW, or delta without
- * LEDS) or the LEDS CLA plus its collections' members. Shares are computed
- * with a small model of Envoy's priority, overprovisioning and locality-weight
- * rules (server/test/support/envoy-shares.ts), draining hosts run both ways
- * Envoy versions treat them: counted as unhealthy, or excluded.
+ * The same traffic on SotW and LEDS, and what `canopy explain` says: for random trees, load-balancing
+ * modes, health states, overprovisioning factors and `unhealthy: park | count`, the share of new
+ * requests an Envoy sidecar sends each endpoint is the same whether it takes the full
+ * ClusterLoadAssignment (SotW, or delta without LEDS) or the LEDS CLA plus its collections' members,
+ * and equals explain's `envoy.shares`. Shares over the decoded bytes use Envoy's load-balancer
+ * arithmetic in server/src/domain/envoy-lb.ts, which e2e/envoy-shares.test.ts checks against a real
+ * Envoy 1.40; this runs it over many more shapes than a real Envoy could in a test.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -22,7 +21,9 @@ import type { Resource } from '../src/resources/resource.js';
 import { ENDPOINT_TYPE, LEDS_TYPE } from '../src/resources/type-urls.js';
 import { flatten } from '../src/wire/rope.js';
 import { envoyType } from './support/envoy-protos.js';
-import { envoyView, shares, type EnvoyView } from './support/envoy-shares.js';
+import { envoyShares, type EnvoyHostSets, type EnvoyShares } from '../src/domain/envoy-lb.js';
+import { explain } from '../src/domain/explain.js';
+import { envoyHostSetsOf } from './support/envoy-shares.js';
 import { pgvCheckBytes } from './support/pgv.js';
 
 type Obj = Record<string, unknown>;
@@ -94,7 +95,10 @@ function specOf(c: Case): ServiceSpec {
 }
 
 /** What one Envoy sidecar holds for the service on the CLA path and on the LEDS path. */
-function bothPaths(spec: ServiceSpec, where: string): { sotw: EnvoyView; leds: EnvoyView; factor: number } {
+function bothPaths(
+  spec: ServiceSpec,
+  where: string,
+): { sotw: EnvoyHostSets; leds: EnvoyHostSets; factor: number; explained: Record<string, number> } {
   const mesh = new Mesh();
   mesh.put(spec);
   const registry = canopyResources(mesh, serverClaCache());
@@ -112,29 +116,37 @@ function bothPaths(spec: ServiceSpec, where: string): { sotw: EnvoyView; leds: E
     ((sotwCla['policy'] as Obj | undefined)?.['overprovisioning_factor'] as Obj | undefined)?.['value'] ?? 140,
   );
   return {
-    sotw: envoyView(sotwCla, () => assert.fail('the CLA path names no collection')),
-    leds: envoyView(ledsCla, members),
+    sotw: envoyHostSetsOf(sotwCla, () => assert.fail('the CLA path names no collection')),
+    leds: envoyHostSetsOf(ledsCla, members),
     factor,
+    explained: explain(mesh.get('svc')!, envoy).envoy.shares,
   };
 }
 
-function assertSameShares(a: ReturnType<typeof shares>, b: ReturnType<typeof shares>, what: string): void {
-  assert.deepEqual(a.panic, b.panic, `${what}: panic`);
-  const keys = new Set([...a.shares.keys(), ...b.shares.keys()]);
+function assertSameShares(a: EnvoyShares, b: EnvoyShares | ReadonlyMap<string, number>, what: string): void {
+  const bs = b instanceof Map ? b : (b as EnvoyShares).shares;
+  if (!(b instanceof Map))
+    assert.deepEqual(
+      a.priorities.map((p) => p.panic),
+      (b as EnvoyShares).priorities.map((p) => p.panic),
+      `${what}: panic`,
+    );
+  const keys = new Set([...a.shares.keys(), ...bs.keys()]);
   for (const k of keys) {
     const x = a.shares.get(k) ?? 0;
-    const y = b.shares.get(k) ?? 0;
-    assert.ok(Math.abs(x - y) < 1e-9, `${what}: ${k} gets ${x} on the CLA path, ${y} on LEDS`);
+    const y = bs.get(k) ?? 0;
+    assert.ok(Math.abs(x - y) < 1e-9, `${what}: ${k} gets ${x} on the CLA path, ${y} on the other`);
   }
 }
 
 describe('the same traffic on SotW and LEDS', () => {
-  it('for random trees, modes, health states and park|count, Envoy computes the same shares', () => {
+  it('for random trees, modes, health states and park|count, Envoy computes the same shares; explain agrees', () => {
     fc.assert(
       fc.property(caseArb, (c) => {
-        const { sotw, leds, factor } = bothPaths(specOf(c), c.client);
-        for (const draining of ['unhealthy', 'excluded'] as const)
-          assertSameShares(shares(sotw, factor, draining), shares(leds, factor, draining), `draining ${draining}`);
+        const { sotw, leds, factor, explained } = bothPaths(specOf(c), c.client);
+        const onCla = envoyShares(sotw, factor);
+        assertSameShares(onCla, envoyShares(leds, factor), 'LEDS');
+        assertSameShares(onCla, new Map(Object.entries(explained)), 'explain');
       }),
       { numRuns: 150 },
     );
@@ -154,8 +166,8 @@ describe('the same traffic on SotW and LEDS', () => {
     };
     const near = (c: Case) => {
       const { sotw, leds, factor } = bothPaths(specOf(c), c.client);
-      const a = shares(sotw, factor, 'unhealthy');
-      assertSameShares(a, shares(leds, factor, 'unhealthy'), c.unhealthy);
+      const a = envoyShares(sotw, factor);
+      assertSameShares(a, envoyShares(leds, factor), c.unhealthy);
       return a.shares.get('10.0.0.0:8080')!;
     };
     assert.ok(Math.abs(near(base) - 0.7) < 1e-9, `count: ${near(base)}`);

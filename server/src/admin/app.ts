@@ -24,6 +24,7 @@ import {
   serviceSpecToJson,
 } from '../domain/spec.js';
 import { isWrite, registerAccessControl } from './access.js';
+import { applyRoute } from './apply.js';
 import { explainRoutes } from './explain.js';
 import { uiRoutes } from './ui.js';
 import type { AdminDeps } from './deps.js';
@@ -96,6 +97,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     });
     serviceRoutes(scope, deps);
     bulkEndpointRoute(scope, deps);
+    applyRoute(scope, deps);
   });
   debugRoutes(app, deps);
   void app.register(explainRoutes(deps));
@@ -258,6 +260,8 @@ function healthRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async () => {
+    const why = deps.notReady?.();
+    if (why !== undefined) throw new CanopyError('CANOPY_NOT_READY', why);
     if (!deps.ready())
       throw new CanopyError('CANOPY_NOT_READY', 'starting, shutting down, or the store is unreachable');
     return { status: 'ready' };

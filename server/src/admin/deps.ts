@@ -26,6 +26,8 @@ export interface AdminDeps {
   readonly registry: Registry;
   readonly logger?: Logger;
   readonly ready: () => boolean;
+  /** Why not ready, when a source knows (the Kubernetes source's sync and API server reachability). */
+  readonly notReady?: () => string | undefined;
   /** Tokens and allowed Host names (access.ts); without it everything is open, as on loopback by default. */
   readonly access?: AccessPolicy;
   /** Largest request body in bytes (default 16 MiB: a 100k-endpoint PUT is about 15 MB). */

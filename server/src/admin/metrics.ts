@@ -241,7 +241,7 @@ function stateGauges(registry: Registry, sources: MetricSources): void {
 }
 
 /** Store write durations and failures by operation; the label set is the Store's write methods. */
-const STORE_WRITES = ['put', 'putMany', 'patchEndpoints', 'editEndpoints', 'delete'] as const;
+const STORE_WRITES = ['put', 'putMany', 'putAll', 'patchEndpoints', 'editEndpoints', 'delete'] as const;
 
 export function instrumentStore(store: Store, registry: Registry): Store {
   const registers = [registry];

@@ -1,8 +1,9 @@
 /**
- * `canopy apply -f FILE [--dry-run]`: makes a running server hold the file's services (PUT each one
- * that differs; the server validates and answers with every bad field's path) and prints the diff.
- * Services the file does not list are left alone. With --dry-run the server validates each changed service
- * (`PUT ...?dryRun=true`) and writes nothing; the diff is printed.
+ * `canopy apply -f FILE [--dry-run]`: makes a running server hold the file's services, all or nothing: the
+ * set goes to the server in one request (POST /api/v1/apply), which validates it whole against what it holds
+ * (every bad field's path, listener conflicts with the running services) and writes every changed service in
+ * one store transaction, or nothing. Services the file does not list are left alone. With --dry-run the server
+ * runs the same checks and says what it would do, writing nothing; the diff is printed either way.
  */
 import { Option, type Command } from 'commander';
 import { serviceSpecToJson } from '../domain/spec.js';
@@ -15,7 +16,9 @@ export function registerApply(program: Command): void {
     .command('apply')
     .description("make a running server hold a file's services, printing what changes")
     .addOption(new Option('-f, --file <file>', 'a mesh config (YAML or .json)').makeOptionMandatory())
-    .addOption(new Option('--dry-run', 'print the diff; change nothing').default(false));
+    .addOption(
+      new Option('--dry-run', 'print what the real run would do, checked by the server; change nothing').default(false),
+    );
   for (const o of adminOptions()) cmd.addOption(o);
   cmd.action(async (opts: AdminTarget & { file: string; dryRun: boolean }) => {
     const { loadConfigFile } = await import('../config/config-file.js');
@@ -27,30 +30,44 @@ export function registerApply(program: Command): void {
     const { status, body } = await adminJson<{ services: Obj[] }>(opts, '/api/v1/services');
     if (status !== 200) throw new CliError(`GET /api/v1/services: ${status} ${serverError(body)}`);
     const current = new Map(body.services.map((s) => [s['name'] as string, s]));
-    let failed = 0;
-    for (const spec of loaded.value.services) {
-      const wanted = serviceSpecToJson(spec);
-      const diff = serviceDiff(current.get(spec.name), wanted);
-      const verb = !current.has(spec.name) ? 'created' : diff.length > 0 ? 'configured' : 'unchanged';
-      if (verb !== 'unchanged') {
-        // With --dry-run the server validates (field paths, listener conflicts) and writes nothing.
-        const query = opts.dryRun ? '?dryRun=true' : '';
-        const put = await adminJson(opts, `/api/v1/services/${encodeURIComponent(spec.name)}${query}`, {
-          method: 'PUT',
-          body: JSON.stringify(wanted),
-          headers: { 'content-type': 'application/json' },
-        });
-        if (put.status !== 200 && put.status !== 201) {
-          failed++;
-          process.stderr.write(`service/${spec.name} rejected (${put.status}): ${serverError(put.body)}\n`);
-          continue;
-        }
-      }
-      process.stdout.write(`service/${spec.name} ${verb}${opts.dryRun && verb !== 'unchanged' ? ' (dry run)' : ''}\n`);
-      for (const line of diff) process.stdout.write(`  ${line}\n`);
+    const wanted = loaded.value.services.map((spec) => serviceSpecToJson(spec));
+    const res = await adminJson<ApplyAnswer>(opts, `/api/v1/apply${opts.dryRun ? '?dryRun=true' : ''}`, {
+      method: 'POST',
+      body: JSON.stringify({ services: wanted }),
+      headers: { 'content-type': 'application/json' },
+    });
+    if (res.status !== 200) {
+      reportRefusal(res.status, res.body, wanted);
+      process.exitCode = 1;
+      return;
     }
-    if (failed > 0) process.exitCode = 1;
+    const dry = opts.dryRun ? ' (dry run)' : '';
+    for (const [i, { name, action }] of res.body.services.entries()) {
+      process.stdout.write(`service/${name} ${action}${action !== 'unchanged' ? dry : ''}\n`);
+      if (action === 'unchanged') continue;
+      for (const line of serviceDiff(current.get(name), wanted[i]!)) process.stdout.write(`  ${line}\n`);
+    }
   });
+}
+
+interface ApplyAnswer {
+  services: { name: string; action: 'created' | 'configured' | 'unchanged' }[];
+}
+
+/** Each refused field under the service it belongs to; the set was not written. */
+function reportRefusal(status: number, body: unknown, wanted: readonly Obj[]): void {
+  const fields = (body as { error?: { fields?: { path: string; message: string }[] } }).error?.fields;
+  if (!fields) {
+    process.stderr.write(`apply refused (${status}): ${serverError(body)}\n`);
+  } else {
+    for (const f of fields) {
+      const m = /^services\[(\d+)\]\.?(.*)$/.exec(f.path);
+      const name = m ? String(wanted[Number(m[1])]?.['name']) : undefined;
+      const where = m?.[2] ? `${m[2]}: ` : name === undefined && f.path ? `${f.path}: ` : '';
+      process.stderr.write(`${name ? `service/${name}` : 'apply'} rejected (${status}): ${where}${f.message}\n`);
+    }
+  }
+  process.stderr.write('nothing applied: the file is applied whole or not at all\n');
 }
 
 /** Lines a reader can check: `+`/`-` endpoints by address:port, `~` changed fields with old → new. */

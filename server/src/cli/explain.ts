@@ -139,11 +139,25 @@ function render(r: ExplainView | Proposal): string {
     ),
     'endpoints:',
     ...r.endpoints.map((e) => `  ${e.address}:${e.port} ${e.priority === null ? '-' : `p${e.priority}`}  ${e.reason}`),
+    ...renderEnvoy(r.envoy),
   ];
   return `${out.join('\n')}\n`;
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+
+/** An Envoy sidecar's split (absent from an older server's answer). */
+function renderEnvoy(e: ExplainView['envoy'] | undefined): string[] {
+  if (!e) return [];
+  return [
+    'an Envoy sidecar there (unhealthy endpoints as it is sent them):',
+    ...e.priorities.map(
+      (p) =>
+        `  p${p.priority}: ${p.healthy} of ${p.hosts} healthy, health ${p.health}%, load ${p.load}%${p.panic ? ', in panic (all its hosts, healthy or not)' : ''}`,
+    ),
+    ...Object.entries(e.shares).map(([k, x]) => `  ${k} ${pct(x)}`),
+  ];
+}
 
 /** A load-aware service: why this client node's load goes where it goes. */
 function renderLoad(l: LoadExplain | undefined): string[] {

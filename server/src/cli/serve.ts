@@ -10,9 +10,11 @@ import { Command, Option } from 'commander';
 import type { Endpoint } from '../domain/service.js';
 import { serviceSpecToJson, endpointToJson } from '../domain/spec.js';
 import type { CanopyConfig } from '../domain/spec.js';
-import type { Canopy } from '../main.js';
+import type { Canopy, KubeOptions } from '../main.js';
+import type { ServeSecurity } from './serve-security.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT, setHeapGrowth } from '../platform/heap-growth.js';
+import { addKubeOptions, kubeOptions } from './serve-kube.js';
 import { FlagError, readServeSecurity, SECURITY_FLAGS, type SecurityValues } from './serve-security.js';
 import { untilSignal } from '../platform/signals.js';
 
@@ -65,7 +67,12 @@ export function registerServe(program: Command): void {
   const serve = program
     .command('serve')
     .description('run the control plane: xDS (ADS) for Envoy, gRPC and node agents, and the admin API')
-    .addOption(new Option('-c, --config <file>', 'the mesh config (YAML or .json); required').env('CANOPY_CONFIG'))
+    .addOption(
+      new Option(
+        '-c, --config <file>',
+        'the mesh config (YAML or .json); required unless Kubernetes is the source',
+      ).env('CANOPY_CONFIG'),
+    )
     .addOption(
       new Option('--data-dir <dir>', 'the embedded database (one canopy process per directory)')
         .env('CANOPY_DATA_DIR')
@@ -116,10 +123,17 @@ export function registerServe(program: Command): void {
     )
     .addOption(
       new Option(
+        '--take-over',
+        "with --store etcd: apply this replica's config file although the live replicas apply another",
+      ).env('CANOPY_TAKE_OVER'),
+    )
+    .addOption(
+      new Option(
         '--accept-store-loss',
         'start on a data directory whose log lost acknowledged writes, logging what was lost',
       ),
     );
+  addKubeOptions(serve);
   for (const [flag, spec] of Object.entries(SECURITY_FLAGS)) {
     const [help, env] = SECURITY_HELP[flag] ?? ['see docs/operations.md', ''];
     // Env is read by readServeSecurity (some variables hold lists or the token itself): named in the help only.
@@ -141,6 +155,11 @@ export function registerServe(program: Command): void {
 
 interface ServeValues {
   config?: string;
+  kubeconfig?: string;
+  kubeInCluster?: boolean;
+  kubeNamespace?: string[];
+  kubeSubzoneLabel: string;
+  kubeUnreachableMs: number;
   dataDir: string;
   store?: string;
   host?: string;
@@ -153,6 +172,7 @@ interface ServeValues {
   heapGrowth: number;
   logLevel: string;
   acceptStoreLoss?: boolean;
+  takeOver?: boolean;
 }
 
 async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Promise<void> }> {
@@ -160,7 +180,12 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
   const { startCanopy } = await import('../main.js');
   const { readStartConfig } = await import('../config/config-start.js');
   const values = cmd.opts<ServeValues>();
-  if (!values.config) throw new CliError('serve: --config FILE (or CANOPY_CONFIG) is required', EXIT_USAGE);
+  const kube = kubeOptions(values);
+  if (!values.config && !kube)
+    throw new CliError(
+      'serve: --config FILE (or CANOPY_CONFIG) is required, unless --kubeconfig FILE or --kube-in-cluster is given',
+      EXIT_USAGE,
+    );
   // Before the config load: a big file's parse is the first burst of garbage (heap-growth.ts).
   setHeapGrowth(values.heapGrowth);
   let security;
@@ -171,13 +196,16 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     throw new CliError(err.message, EXIT_USAGE);
   }
   // A data directory that already holds this very file spares its parse (config/config-record.ts).
-  const loaded = await readStartConfig(values.config, values.store === undefined ? values.dataDir : undefined);
+  const loaded = values.config
+    ? await readStartConfig(values.config, values.store === undefined ? values.dataDir : undefined)
+    : undefined;
+  if (!loaded) return serveKubeOnly(values, kube!, security);
   if (!loaded.ok) {
     const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');
     throw new CliError(`invalid config ${values.config}:\n${lines}`);
   }
   const startConfig = loaded.value;
-  const file = values.config;
+  const file = values.config!;
   const config = startConfig.config;
   for (const n of config.notes ?? []) process.stderr.write(`canopy: note: ${n.path}: ${n.message}\n`);
   const host = values.host ?? config.server.host ?? '127.0.0.1';
@@ -201,6 +229,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     startConfig,
     ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
     ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
+    ...(values.takeOver ? { takeOver: true } : {}),
     security,
     ...(values.host !== undefined ? { host: values.host } : {}),
     ...(values.xdsHost !== undefined ? { xdsHost: values.xdsHost } : {}),
@@ -211,9 +240,49 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     logLevel: values.logLevel,
     heapGrowth: values.heapGrowth,
     ...(values.leds !== undefined ? { leds: values.leds === 'on' } : {}),
+    ...(kube ? { kube } : {}),
   });
   const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
   return { canopy, note };
+}
+
+/** Kubernetes the only source: no config file, the server's settings from flags and env. */
+async function serveKubeOnly(
+  values: ServeValues,
+  kube: KubeOptions,
+  security: Partial<ServeSecurity>,
+): Promise<{ canopy: Canopy; note: () => Promise<void> }> {
+  const { startCanopy } = await import('../main.js');
+  const host = values.host ?? '127.0.0.1';
+  await assertPortFree(
+    'xDS',
+    values.xdsHost ?? host,
+    values.xdsPort ?? DEFAULT_XDS_PORT,
+    '--xds-port, CANOPY_XDS_PORT',
+  );
+  await assertPortFree(
+    'admin',
+    values.adminHost ?? host,
+    values.adminPort ?? DEFAULT_ADMIN_PORT,
+    '--admin-port, CANOPY_ADMIN_PORT',
+  );
+  const canopy = await startCanopy({
+    config: { services: [], server: {} },
+    ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
+    ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
+    security,
+    host,
+    ...(values.xdsHost !== undefined ? { xdsHost: values.xdsHost } : {}),
+    ...(values.adminHost !== undefined ? { adminHost: values.adminHost } : {}),
+    ...(values.xdsPort !== undefined ? { xdsPort: values.xdsPort } : {}),
+    ...(values.adminPort !== undefined ? { adminPort: values.adminPort } : {}),
+    ...(values.debounceMs !== undefined ? { debounceMs: values.debounceMs } : {}),
+    logLevel: values.logLevel,
+    heapGrowth: values.heapGrowth,
+    ...(values.leds !== undefined ? { leds: values.leds === 'on' } : {}),
+    kube,
+  });
+  return { canopy, note: async () => {} };
 }
 
 /** Commander's camelCase values back under the flag names serve-security.ts reads. */

@@ -1,24 +1,21 @@
 /**
  * The one owner of the config file while the server runs: at start it
  * brings the store up to the file (config-start.ts: read once, or found
- * already recorded), then it watches the file (config-file.ts) and applies
- * each valid edit under the ownership rule (file-source.ts), recording
- * what it applied in the data directory (config-record.ts). The reading,
+ * already recorded), then it watches the file and applies each valid edit
+ * (config-reload.ts, config-watch.ts) under the ownership rule
+ * (file-source.ts), recording what it applied (config-record.ts). The reading,
  * validating and applying stay in those modules; this class is the order
  * they run in, and the log and the reload count an operator reads.
  */
 import type { Logger } from 'pino';
-import { formatFieldErrors } from '../domain/errors.js';
 import type { CanopyConfig } from '../domain/spec.js';
 import type { Store } from '../store/store.js';
-import { watchConfigFile } from './config-file.js';
-import { configKey } from './config-record.js';
-import { applyStartConfig, recordConfig, type StartApplied, type StartConfig } from './config-start.js';
-import { configFormatOf } from './config-text.js';
+import { reloadConfigOnEdit, type ReloadOutcome } from './config-reload.js';
+import { applyStartConfig, type StartApplied, type StartConfig } from './config-start.js';
 import { applyFileServices } from './file-source.js';
 
 /** How one load of the file ended (canopy_config_reloads_total's `result`). */
-export type ConfigLoadOutcome = 'success' | 'invalid' | 'store_error';
+export type ConfigLoadOutcome = ReloadOutcome;
 
 export interface ConfigSourceOptions {
   readonly store: Store;
@@ -33,6 +30,11 @@ export interface ConfigSourceOptions {
   readonly recordDir?: string;
   /** Told how each load (at start and on every edit) ended. */
   readonly loaded: (outcome: ConfigLoadOutcome) => void;
+  /** On etcd, the replicas' agreement on one file (store/etcd/replica-files.ts). */
+  readonly replicas?: {
+    refuseEdit(digest: string): Promise<string | undefined>;
+    applied(digest: string): Promise<void>;
+  };
 }
 
 export class ConfigSource {
@@ -48,6 +50,7 @@ export class ConfigSource {
       : { ...(await applyFileServices(store, this.opts.config.services)), unchangedFile: false, keptApiChanges: [] };
     this.started = initial;
     this.opts.loaded('success');
+    if (this.opts.replicas && initial.digest !== undefined) await this.opts.replicas.applied(initial.digest);
     return initial;
   }
 
@@ -67,46 +70,23 @@ export class ConfigSource {
     );
   }
 
-  /** Watches the file, if there is one, and applies each valid edit; returns a function that stops watching. */
+  /** Watches the file, if there is one, and applies each valid edit (config-reload.ts); returns a function that stops. */
   watch(): () => void {
-    const file = this.opts.file;
+    const { file, store, logger, recordDir, replicas } = this.opts;
     if (file === undefined) return () => {};
-    const { logger, loaded } = this.opts;
     const digest = this.started?.digest;
-    return watchConfigFile(
+    return reloadConfigOnEdit({
       file,
-      {
-        onValid: (config, digest) => {
-          logger.info({ file, services: config.services.length }, 'config file parsed: applying');
-          return this.reload(file, config, digest);
-        },
-        onWatchError: (err) =>
-          logger.warn({ file, err }, 'config directory watch failed: edits are seen by polling only'),
-        onParsing: (bytes) => logger.info({ file, bytes }, 'config file changed: parsing'),
-        onInvalid: (errors) => {
-          loaded('invalid');
-          logger.error({ file, errors }, `config edit rejected, running config kept: ${formatFieldErrors(errors)}`);
-        },
-      },
+      store,
+      logger,
+      ...(recordDir !== undefined ? { recordDir } : {}),
       // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
-      digest !== undefined ? { initialDigest: digest } : {},
-    );
-  }
-
-  private reload(file: string, config: CanopyConfig, digest: string): Promise<void> {
-    const { store, recordDir, logger, loaded } = this.opts;
-    return applyFileServices(store, config.services).then(
-      async (applied) => {
-        if (recordDir !== undefined)
-          await recordConfig(store, recordDir, configKey(digest, configFormatOf(file)), config);
-        loaded('success');
-        logger.info({ file, ...applySummary(applied) }, 'config reloaded');
-      },
-      (err: unknown) => {
-        loaded('store_error');
-        logger.error({ file, err }, 'config reload failed to write the store');
-      },
-    );
+      ...(digest !== undefined ? { initialDigest: digest } : {}),
+      loaded: (outcome) => this.opts.loaded(outcome),
+      ...(replicas
+        ? { refuse: (d: string) => replicas.refuseEdit(d), applied: (d: string) => replicas.applied(d) }
+        : {}),
+    });
   }
 }
 

@@ -10,7 +10,12 @@ export interface Backend {
   stop(): Promise<void>;
 }
 
-export async function startBackend(opts: { id: string; host: string; port?: number; locality: Locality }): Promise<Backend> {
+export async function startBackend(opts: {
+  id: string;
+  host: string;
+  port?: number;
+  locality: Locality;
+}): Promise<Backend> {
   const server = new grpc.Server();
   const reply: WhoReply = {
     backend_id: opts.id,

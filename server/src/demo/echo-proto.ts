@@ -25,8 +25,14 @@ let ctor: grpc.ServiceClientConstructor | undefined;
 
 export function echoService(): grpc.ServiceClientConstructor {
   if (ctor) return ctor;
-  const def = protoLoader.loadSync('canopy/demo/v1/echo.proto', { includeDirs: [protoDir()], keepCase: true, defaults: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { canopy: { demo: { v1: { Echo: grpc.ServiceClientConstructor } } } };
+  const def = protoLoader.loadSync('canopy/demo/v1/echo.proto', {
+    includeDirs: [protoDir()],
+    keepCase: true,
+    defaults: true,
+  });
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    canopy: { demo: { v1: { Echo: grpc.ServiceClientConstructor } } };
+  };
   ctor = pkg.canopy.demo.v1.Echo;
   return ctor;
 }

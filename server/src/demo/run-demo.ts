@@ -18,9 +18,15 @@ import { loadConfigFile } from '../config/config-file.js';
 import { startBackend, type Backend } from './backend.js';
 import { xdsBootstrap } from './bootstrap.js';
 import { XdsEchoClient, type Tally } from './xds-client.js';
+import { startEnvoySidecars, type EnvoyClients } from './envoy-clients.js';
 
 // Three localities; the two eu-west-1b clients reach the same tree node and share one cached CLA.
-const CLIENTS = ['us-east/us-east-1a/rack1', 'eu-west/eu-west-1b/rack7', 'eu-west/eu-west-1b/rack9', 'ap-south/ap-south-1a/rack1'];
+const CLIENTS = [
+  'us-east/us-east-1a/rack1',
+  'eu-west/eu-west-1b/rack7',
+  'eu-west/eu-west-1b/rack9',
+  'ap-south/ap-south-1a/rack1',
+];
 const REQUESTS = 60;
 
 export interface DemoOptions {
@@ -31,6 +37,8 @@ export interface DemoOptions {
    * URLs it prints can be opened.
    */
   readonly hold?: () => Promise<void>;
+  /** Also run real Envoy sidecars (demo/envoy-sidecars.ts) and send requests through them. */
+  readonly envoy?: boolean;
 }
 
 export async function runDemo(opts: DemoOptions = {}): Promise<void> {
@@ -62,6 +70,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
     adminPort: 0,
     logger: pino({ level: 'warn' }),
   });
+  let envoys: EnvoyClients | undefined;
   const clients = CLIENTS.map(
     (at) =>
       new XdsEchoClient({
@@ -71,14 +80,21 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
   );
 
   try {
-    log(`Canopy demo: xDS on ${canopy.xdsAddress}, admin API on http://${canopy.adminAddress}, store ${canopy.store.description}`);
+    log(
+      `Canopy demo: xDS on ${canopy.xdsAddress}, admin API on http://${canopy.adminAddress}, store ${canopy.store.description}`,
+    );
     log(
       `service "${service.name}": ${backends.length} gRPC backends, mode ${service.loadBalancing.mode} over [${service.loadBalancing.routingPreference.join(', ')}]`,
     );
-    for (const b of backends) log(`  backend ${b.address}:${b.port}  ${formatLocality(localityOf.get(b.id) ?? parseLocality(''))}`);
+    for (const b of backends)
+      log(`  backend ${b.address}:${b.port}  ${formatLocality(localityOf.get(b.id) ?? parseLocality(''))}`);
 
     await Promise.all(clients.map((c) => c.waitUntil((t) => t.failures === 0 && t.byBackend.size > 0)));
-    await report('Where each client\'s requests went', clients, log, localityOf);
+    await report("Where each client's requests went", clients, log, localityOf);
+    if (opts.envoy) {
+      envoys = await startEnvoySidecars(canopy.xdsAddress, service.port ?? 50051, log);
+      await envoys.report('Through the Envoy sidecars', REQUESTS, localityOf);
+    }
 
     const zone = { region: 'us-east', zone: 'us-east-1a' };
     log(`\nMarking zone ${zone.region}/${zone.zone} unhealthy through the admin API:`);
@@ -96,6 +112,10 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
       t.failures === 0 && [...t.byBackend.keys()].every((id) => localityOf.get(id)?.zone !== zone.zone);
     await clients[0]?.waitUntil(moved);
     await report('After the failover', clients, log, localityOf);
+    if (envoys) {
+      await envoys.waitUntil(0, moved);
+      await envoys.report('After the failover, through the Envoy sidecars', REQUESTS, localityOf);
+    }
 
     const metrics = await fetch(`http://${canopy.adminAddress}/metrics`).then((r) => r.text());
     const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN);
@@ -103,7 +123,9 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
       `\nCLA cache: ${read('canopy_cla_cache_entries')} distinct cached CLAs for ${read('canopy_xds_connected_clients')} connected clients ` +
         `(${read('canopy_tree_nodes')} tree nodes; ${read('canopy_cla_cache_hits_total')} hits, ${read('canopy_cla_cache_misses_total')} misses)`,
     );
-    log(`Preview any locality: curl 'http://${canopy.adminAddress}/debug/cla?service=echo&region=eu-west&zone=eu-west-1a'`);
+    log(
+      `Preview any locality: curl 'http://${canopy.adminAddress}/debug/cla?service=echo&region=eu-west&zone=eu-west-1a'`,
+    );
     if (opts.hold) {
       log(`\nWeb view: http://${canopy.adminAddress}/ui/`);
       log('The server, backends and clients stay up until Ctrl-C.');
@@ -112,6 +134,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<void> {
       log(`\nWeb view: http://${canopy.adminAddress}/ui/ (run in a terminal without --exit to keep it up)`);
     }
   } finally {
+    await envoys?.stop();
     for (const c of clients) c.close();
     await canopy.stop();
     await Promise.all(backends.map((b) => b.stop()));

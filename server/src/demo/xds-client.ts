@@ -56,7 +56,8 @@ export class XdsEchoClient {
         this.client,
         { caller: 'demo' },
         { deadline: Date.now() + deadlineMs },
-        (err: grpc.ServiceError | null, reply?: WhoReply) => (err || !reply ? reject(err ?? new Error('empty reply')) : resolve(reply)),
+        (err: grpc.ServiceError | null, reply?: WhoReply) =>
+          err || !reply ? reject(err ?? new Error('empty reply')) : resolve(reply),
       );
     });
   }

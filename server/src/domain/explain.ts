@@ -5,6 +5,7 @@
  * under. A proposed policy is explained the same way and compared.
  */
 import { planCla } from './cla-planners.js';
+import { envoyHostSets, envoyShares, type EnvoyPriorityView } from './envoy-lb.js';
 import { buildLoadCla } from './load/load-cla.js';
 import type { LoadExplain } from './load/load-explain.js';
 import { formatLocality, type Locality, type Placement } from './locality.js';
@@ -50,6 +51,11 @@ export interface ExplainView {
   }[];
   /** A load-aware service: reported load against capacity per locality and this client node's spill, with why. */
   readonly load?: LoadExplain;
+  /**
+   * An Envoy sidecar there: what it is sent (unhealthy endpoints included, per `unhealthy`) run through
+   * Envoy's priority, panic and locality-weight arithmetic (envoy-lb.ts); `shares` per `address:port`.
+   */
+  readonly envoy: { readonly priorities: readonly EnvoyPriorityView[]; readonly shares: Record<string, number> };
 }
 
 const view_ = (l: Locality): LocalityView => ({ region: l.region, zone: l.zone, subzone: l.subzone });
@@ -178,6 +184,7 @@ function analyse(service: ServiceState, client: Placement): { view: ExplainView;
           : `${e.health}: left out (only healthy endpoints receive new traffic)`,
       };
     }),
+    envoy: envoyView(service, client, outcome),
     localities: outcome.cla.groups.map((g) => ({
       locality: view_(g.locality),
       priority: g.priority,
@@ -187,6 +194,11 @@ function analyse(service: ServiceState, client: Placement): { view: ExplainView;
     })),
   };
   return { view, stats };
+}
+
+function envoyView(service: ServiceState, client: Placement, outcome: PolicyOutcome): ExplainView['envoy'] {
+  const r = envoyShares(envoyHostSets(service, client, outcome.cla), service.spec.loadBalancing.overprovisioningFactor);
+  return { priorities: r.priorities, shares: Object.fromEntries(r.shares) };
 }
 
 /** The outcome as the client is sent it: with its node's load weights, priority 0 by share of its load. */

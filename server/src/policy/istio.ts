@@ -146,7 +146,7 @@ function defaultSetting(f: Findings, host: string): Obj {
 }
 
 /** `td`: the service's traffic distribution, which applies when the rule sets no locality load balancing. */
-function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTrafficDistribution): Obj {
+export function readDestinationRule(f: Findings, spec: Obj, path: string, td?: IstioTrafficDistribution): Obj {
   f.keys(spec, path, ['host', 'trafficPolicy'], {
     subsets: 'subsets are not imported; the host is one service',
     exportTo: 'Canopy has no namespaces',

@@ -125,40 +125,53 @@ function readService(f: Findings, spec: Obj, path: string, name: string, slices:
   const vip = typeof ip === 'string' && ip !== 'None' && ip !== '' ? ip : undefined;
   const td = spec['trafficDistribution'];
   const itp = spec['internalTrafficPolicy'];
-  let loadBalancing: Obj = { mode: 'random', routingPreference: ['zone'] };
-  if (itp === 'Local') {
-    loadBalancing = { mode: 'strict', routingPreference: ['node'] };
-    if (td !== undefined)
-      f.note(join(path, 'trafficDistribution'), 'internalTrafficPolicy Local takes precedence (as in kube-proxy)');
-  } else if (td === 'PreferSameZone' || td === 'PreferClose') {
-    if (td === 'PreferClose')
-      f.note(join(path, 'trafficDistribution'), 'PreferClose is the deprecated name of PreferSameZone');
-    loadBalancing = {
-      mode: 'failover',
-      routingPreference: ['zone'],
-      policy: { trafficDistribution: 'PreferSameZone' },
-    };
-  } else if (td === 'PreferSameNode') {
-    loadBalancing = {
-      mode: 'failover',
-      routingPreference: ['zone', 'node'],
-      policy: { trafficDistribution: 'PreferSameNode' },
-    };
-  } else if (td !== undefined) {
-    f.error(
-      join(path, 'trafficDistribution'),
-      `must be PreferSameZone, PreferClose or PreferSameNode, got ${describe(td)}`,
-    );
-  }
-  if (itp !== undefined && itp !== 'Local' && itp !== 'Cluster') {
-    f.error(join(path, 'internalTrafficPolicy'), `must be Cluster or Local, got ${describe(itp)}`);
-  }
+  if (itp === 'Local' && td !== undefined)
+    f.note(join(path, 'trafficDistribution'), 'internalTrafficPolicy Local takes precedence (as in kube-proxy)');
+  else if (td === 'PreferClose')
+    f.note(join(path, 'trafficDistribution'), 'PreferClose is the deprecated name of PreferSameZone');
+  const lb = kubeLoadBalancing(td, itp);
+  if ('error' in lb) f.error(join(path, lb.field), lb.error);
+  const loadBalancing = 'error' in lb ? { mode: 'random', routingPreference: ['zone'] } : lb.loadBalancing;
   return {
     name,
     ...(vip !== undefined ? { vip } : {}),
     ...(port !== undefined ? { port } : {}),
     loadBalancing,
     endpoints: slices.flatMap((s) => s.endpoints),
+  };
+}
+
+/**
+ * A Service's trafficDistribution and internalTrafficPolicy as Canopy's
+ * loadBalancing (the document importer and the live source both use it).
+ */
+export function kubeLoadBalancing(
+  td: unknown,
+  itp: unknown,
+): { loadBalancing: Obj } | { error: string; field: 'trafficDistribution' | 'internalTrafficPolicy' } {
+  if (itp !== undefined && itp !== 'Local' && itp !== 'Cluster')
+    return { field: 'internalTrafficPolicy', error: `must be Cluster or Local, got ${describe(itp)}` };
+  if (itp === 'Local') return { loadBalancing: { mode: 'strict', routingPreference: ['node'] } };
+  if (td === undefined) return { loadBalancing: { mode: 'random', routingPreference: ['zone'] } };
+  if (td === 'PreferSameZone' || td === 'PreferClose')
+    return {
+      loadBalancing: {
+        mode: 'failover',
+        routingPreference: ['zone'],
+        policy: { trafficDistribution: 'PreferSameZone' },
+      },
+    };
+  if (td === 'PreferSameNode')
+    return {
+      loadBalancing: {
+        mode: 'failover',
+        routingPreference: ['zone', 'node'],
+        policy: { trafficDistribution: 'PreferSameNode' },
+      },
+    };
+  return {
+    field: 'trafficDistribution',
+    error: `must be PreferSameZone, PreferClose or PreferSameNode, got ${describe(td)}`,
   };
 }
 

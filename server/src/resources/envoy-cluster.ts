@@ -4,7 +4,6 @@
  * gRPC backends, the service's connect timeout, and its outlier detection and
  * active health checks when configured.
  */
-import { isLoadAware } from '../domain/load/load-aware-spec.js';
 import type { ZoneAware } from '../domain/policy.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { upstreamOf, type HealthCheck, type OutlierDetection, type Protocol } from '../domain/upstream.js';
@@ -87,17 +86,13 @@ export function encodeEnvoyCluster(spec: ServiceSpec, dns?: DnsClusterParts): Ui
     ...http2,
     ...(up.outlierDetection ? { outlier_detection: outlier(up.outlierDetection) } : {}),
     ...(up.healthCheck ? { health_checks: [healthCheck(up.healthCheck, up.protocol)] } : {}),
-    // Load-aware services: report per-locality load to this server (LRS on the xDS connection).
-    ...(isLoadAware(spec.loadBalancing.loadAware) ? { lrs_server: { self: {} } } : {}),
+    // No lrs_server: Envoy reports load through its bootstrap's cluster_manager.load_stats_config (1.40 does not
+    // implement a Cluster's lrs_server, envoyproxy/envoy#43326; one that did would report the same load twice).
   });
   return dns ? withLoadAssignment(bytes, dns.loadAssignment) : bytes;
 }
 
 /** What the Envoy cluster's bytes depend on, to re-encode only when it changes. */
 export function envoyClusterShape(spec: ServiceSpec): string {
-  return JSON.stringify([
-    upstreamOf(spec),
-    isLoadAware(spec.loadBalancing.loadAware),
-    spec.loadBalancing.policy?.zoneAware ?? null,
-  ]);
+  return JSON.stringify([upstreamOf(spec), spec.loadBalancing.policy?.zoneAware ?? null]);
 }

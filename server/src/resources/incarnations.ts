@@ -15,6 +15,8 @@
  * new cluster name is a new subscription, which the server answers.
  * Envoy and a service never deleted keep the service's name.
  */
+import type { ClientKind } from '../domain/client.js';
+
 const MAX_REMEMBERED = 10_000;
 const SEPARATOR = '@incarnation-';
 
@@ -36,6 +38,11 @@ export class Incarnations {
   /** The proxyless cluster name of the service as it is now. */
   clusterOf(service: string): string {
     return incarnatedName(service, this.of(service));
+  }
+
+  /** The cluster a client of this kind knows the service by: Envoy and the node agent by the service's name. */
+  clusterFor(service: string, kind: ClientKind): string {
+    return kind === 'grpc' ? this.clusterOf(service) : service;
   }
 
   /**

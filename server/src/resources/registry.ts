@@ -2,7 +2,7 @@
  * The resource types a server serves, by type URL. Adding a type is adding
  * one module beside this one and listing it in `canopyResources`.
  */
-import type { Client } from '../domain/client.js';
+import { kindOf, type Client } from '../domain/client.js';
 import { DEFAULT_LAZY, type DemandSet, type LazySettings } from '../domain/demand.js';
 import type { Mesh } from '../domain/mesh.js';
 import type { NodeInfo } from '../wire/request.js';
@@ -58,6 +58,11 @@ export class ResourceRegistry implements ResourceTypes {
     const out = new Map<string, ReadonlySet<string>>();
     for (const t of this.byUrl.values()) out.set(t.typeUrl, new Set(t.touchedBy(services)));
     return out;
+  }
+
+  /** The name this client knows a service's cluster by (load reports name it so). */
+  clusterNameFor(service: string, client: Client): string {
+    return this.incarnations.clusterFor(service, kindOf(client));
   }
 
   /** Forgets what a deleted service left behind, in every type. */

@@ -35,6 +35,7 @@ export function startTransport(
     host: at.xdsHost,
     port: at.xdsPort,
     load,
+    loadClusterName: (service, client) => xds.resources.clusterNameFor(service, client),
     ...(security.tls ? { tls: security.tls } : {}),
   });
 }
@@ -48,6 +49,8 @@ export interface AdminParts {
   readonly logger: Logger;
   /** Ready to serve (the store's reachability is added here). */
   readonly ready: () => boolean;
+  /** Why the server is not ready although it serves (a Kubernetes source out of reach), if it has such a reason. */
+  readonly notReady?: () => string | undefined;
 }
 
 /** The admin API, listening; resolves with the port it bound. */
@@ -68,6 +71,7 @@ export async function startAdmin(
     logger: parts.logger.child({ component: 'admin' }),
     // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
     ready: () => parts.ready() && feed.connected,
+    ...(parts.notReady ? { notReady: parts.notReady } : {}),
     access: {
       ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
       ...(security.adminTokenFile !== undefined ? { tokenFile: security.adminTokenFile } : {}),

@@ -37,6 +37,8 @@ export interface CanopyOptions {
   readonly dataDir?: string;
   /** Start on an embedded store that lost acknowledged writes (truncated or damaged log), logging what was lost. */
   readonly acceptStoreLoss?: boolean;
+  /** On etcd: apply this replica's config file even though the live replicas apply another (replica-files.ts). */
+  readonly takeOver?: boolean;
   /** Tokens, TLS and request limits (docs/security.md, "Access control and TLS"); none by default. */
   readonly security?: Partial<ServeSecurity>;
   readonly xdsPort?: number;
@@ -54,6 +56,17 @@ export interface CanopyOptions {
   readonly shutdownGraceMs?: number;
   /** Also told what the xDS layer does, after the metrics (benchmarks, embedders' tracing). */
   readonly observer?: XdsObserver;
+  /** Kubernetes as a source of services (store/kube-source.ts). */
+  readonly kube?: KubeOptions;
+}
+
+export interface KubeOptions {
+  /** A kubeconfig file; without it, the pod's in-cluster service account. */
+  readonly kubeconfig?: string;
+  readonly namespaces?: readonly string[];
+  readonly subzoneLabel?: string;
+  readonly unreachableMs?: number;
+  readonly maxBackoffMs?: number;
 }
 
 export interface Canopy {

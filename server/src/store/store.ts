@@ -13,7 +13,7 @@ import { CanopyError } from '../domain/errors.js';
 import type { Endpoint, ServiceSpec } from '../domain/service.js';
 
 /** Who created a service; see "Storage and ownership" in docs/operations.md. */
-export type Owner = 'file' | 'api';
+export type Owner = 'file' | 'api' | 'kube';
 
 export interface StoredService {
   readonly spec: ServiceSpec;
@@ -98,6 +98,14 @@ export interface Store {
    * of many services without a disk sync per service.
    */
   putMany(entries: readonly PutEntry[]): Promise<number[]>;
+  /**
+   * Several puts as one write, on every backend: each `ifRevision` is checked
+   * first, and either all are written (one synced batch in the embedded
+   * store, one transaction in etcd) or none (a StoreConflict, or the store's
+   * error). Resolves with the store's revision once all are written: how
+   * `canopy apply` writes a file's services all or nothing.
+   */
+  putAll(entries: readonly PutEntry[]): Promise<number>;
   /**
    * Upserts and removes endpoints (by endpointKey) of an existing service
    * without rewriting the rest; undefined when the service does not exist.

@@ -12,7 +12,7 @@ import { guardCsds } from './csds-access.js';
 import { ReadAccess, type ReadGrant } from './read-access.js';
 import { readableResources } from './readable-resources.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
-import { lrsHandlers, lrsServiceDefinition } from './lrs-service.js';
+import { lrsHandlers, lrsServiceDefinition, type ClusterNameFor } from './lrs-service.js';
 import {
   decodeDeltaDiscoveryRequest,
   decodeDiscoveryRequest,
@@ -86,6 +86,8 @@ export async function startGrpcTransport(opts: {
   readonly csds?: { readonly adminToken?: string; readonly openReads?: boolean };
   /** Load reports (LRS) for load-aware services. */
   readonly load?: LoadController;
+  /** The name a client knows a service's cluster by, for the LRS answer (default: the service's). */
+  readonly loadClusterName?: ClusterNameFor;
 }): Promise<GrpcTransport> {
   const budget =
     opts.budget ?? new SubscriptionBudget(defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), () => true);
@@ -114,7 +116,7 @@ export async function startGrpcTransport(opts: {
   );
   const view = (grant: ReadGrant): ResourceTypes | undefined =>
     opts.resources && !grant.all ? readableResources(opts.resources, grant) : undefined;
-  if (opts.load) server.addService(lrsServiceDefinition(), lrsHandlers(opts.load));
+  if (opts.load) server.addService(lrsServiceDefinition(), lrsHandlers(opts.load, opts.loadClusterName));
   server.addService(ADS_SERVICE, {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest | Unreadable, Buffer>) =>
       serveStream(call, edge, sotwCounted, (sink, grant) => opts.ads.open(call.getPeer(), sink, view(grant))),

@@ -1,11 +1,14 @@
 /**
  * envoy.service.load_stats.v3.LoadReportingService on the xDS port. A client
- * whose cluster carries `lrs_server: {self: {}}` opens StreamLoadStats here:
- * its first request names its node, the answer tells it which clusters to
- * report and how often, and every later request carries one interval's
- * counts per upstream locality, which go to the load controller.
+ * opens StreamLoadStats here (Envoy when its bootstrap sets
+ * `cluster_manager.load_stats_config`; gRPC clients when a cluster carries
+ * `lrs_server: {self: {}}`): its first request names its node, the answer
+ * tells it which clusters to report and how often, and every later request
+ * carries one interval's counts per upstream locality, which go to the load
+ * controller.
  */
 import * as grpc from '@grpc/grpc-js';
+import { kindOf, type Client } from '../domain/client.js';
 import { parseIncarnatedName } from '../resources/incarnations.js';
 import type { LoadController } from '../sessions/load-controller.js';
 import { placementOf } from '../sessions/placement.js';
@@ -30,13 +33,41 @@ export function lrsServiceDefinition(): grpc.ServiceDefinition {
   };
 }
 
+/** The name a client knows a service's cluster by (a re-created service's proxyless cluster is its incarnation's). */
+export type ClusterNameFor = (service: string, client: Client) => string;
+
 let nextReporter = 1;
 
-export function lrsHandlers(controller: LoadController): grpc.UntypedServiceImplementation {
+/**
+ * The answer a client gets: every cluster (grpc-js-xds, C-core and the node agent when they support it) or the
+ * load-aware services' clusters by the names this client knows them by. Envoy gets the names even though it
+ * supports send_all_clusters: it would report every cluster it holds, the static one to Canopy included.
+ */
+function answerFor(
+  controller: LoadController,
+  clusterName: ClusterNameFor,
+  client: Client,
+  features: readonly string[],
+): { key: string; bytes: Buffer } {
+  const sendAllClusters = kindOf(client) !== 'envoy' && features.includes(SEND_ALL);
+  const clusters = sendAllClusters ? [] : controller.loadAwareServices().map((s) => clusterName(s, client));
+  clusters.sort();
+  return {
+    key: sendAllClusters ? '\u0000all' : clusters.join('\u0000'),
+    bytes: encodeLoadStatsResponse({ clusters, sendAllClusters, intervalMs: controller.intervalMs }),
+  };
+}
+
+export function lrsHandlers(
+  controller: LoadController,
+  clusterName: ClusterNameFor = (service) => service,
+): grpc.UntypedServiceImplementation {
   return {
     StreamLoadStats: (call: grpc.ServerDuplexStream<LoadStatsRequest, Buffer>) => {
       const reporter = `lrs-${nextReporter++}`;
-      let client: ReturnType<typeof placementOf> | undefined;
+      let client: Client | undefined;
+      let features: readonly string[] = [];
+      let answered: string | undefined;
       call.on('data', (req: LoadStatsRequest) => {
         if (!client) {
           if (!req.node) {
@@ -47,19 +78,19 @@ export function lrsHandlers(controller: LoadController): grpc.UntypedServiceImpl
             return;
           }
           client = placementOf(req.node);
-          const clusters = controller.loadAwareServices();
-          call.write(
-            encodeLoadStatsResponse({
-              clusters,
-              sendAllClusters: req.clientFeatures.includes(SEND_ALL),
-              intervalMs: controller.intervalMs,
-            }),
-          );
+          features = req.clientFeatures;
+        }
+        // Answered again when the clusters to report change (a service made load-aware, deleted or re-created).
+        const answer = answerFor(controller, clusterName, client, features);
+        if (answer.key !== answered) {
+          answered = answer.key;
+          call.write(answer.bytes);
         }
         const reports = req.clusterStats.map((c) => ({
           service: parseIncarnatedName(c.serviceName || c.clusterName).service,
           intervalSeconds: c.intervalSeconds,
           upstream: c.upstream,
+          dropped: c.dropped,
         }));
         controller.record(reporter, client, reports);
       });

@@ -20,6 +20,8 @@ export interface ClusterStats {
   /** The interval these counts cover, as the client measured it. */
   readonly intervalSeconds: number;
   readonly upstream: readonly UpstreamLocalityStats[];
+  /** Requests the client dropped before choosing a locality (Envoy: no healthy upstream, drop_overloads). */
+  readonly dropped: number;
 }
 
 export interface LoadStatsRequest {
@@ -42,6 +44,7 @@ interface RawRequest {
     cluster_name?: string;
     cluster_service_name?: string;
     upstream_locality_stats?: RawLocalityStats[];
+    total_dropped_requests?: number;
     load_report_interval?: { seconds?: number; nanos?: number };
   }[];
 }
@@ -55,6 +58,7 @@ export function decodeLoadStatsRequest(buf: Uint8Array): LoadStatsRequest {
     clusterStats: (raw.cluster_stats ?? []).map((c) => ({
       clusterName: c.cluster_name ?? '',
       serviceName: c.cluster_service_name ?? '',
+      dropped: c.total_dropped_requests ?? 0,
       intervalSeconds: (c.load_report_interval?.seconds ?? 0) + (c.load_report_interval?.nanos ?? 0) / 1e9,
       upstream: (c.upstream_locality_stats ?? []).map((u) => ({
         locality: {

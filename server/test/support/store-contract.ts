@@ -43,7 +43,10 @@ export function storeContract(name: string, open: () => Promise<Store>): void {
       const r3 = await store.patchEndpoints('a', [{ ...ep, health: 'unhealthy' }], ['10.0.0.2:80']);
       assert.ok(r3 !== undefined && r3 > r2);
       const patched = await store.get('a');
-      assert.deepEqual(patched?.spec.endpoints.map((e) => [e.address, e.health]), [['10.0.0.1', 'unhealthy']]);
+      assert.deepEqual(
+        patched?.spec.endpoints.map((e) => [e.address, e.health]),
+        [['10.0.0.1', 'unhealthy']],
+      );
       assert.equal(patched?.owner, 'api', 'a patch keeps the owner');
 
       assert.equal(await store.patchEndpoints('nope', [ep], []), undefined);
@@ -51,7 +54,10 @@ export function storeContract(name: string, open: () => Promise<Store>): void {
       const r4 = await store.delete('b');
       const snapshot = await store.list();
       assert.equal(snapshot.revision, r4);
-      assert.deepEqual(snapshot.services.map((s) => s.spec.name), ['a']);
+      assert.deepEqual(
+        snapshot.services.map((s) => s.spec.name),
+        ['a'],
+      );
       await store.close();
     });
 
@@ -89,6 +95,33 @@ export function storeContract(name: string, open: () => Promise<Store>): void {
         ],
       );
       assert.deepEqual(await store.putMany([]), []);
+      await store.close();
+    });
+
+    it('puts all or nothing: one stale revision writes none of them', async () => {
+      const store = await open();
+      const r0 = await store.put(service('a', ['10.0.0.1']), { owner: 'api' });
+      const stale = await store
+        .putAll([
+          { spec: service('new', ['10.0.0.5']), opts: { owner: 'api', ifRevision: 0 } },
+          { spec: service('a', ['10.0.0.6']), opts: { owner: 'api', ifRevision: r0 - 1 } },
+        ])
+        .then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+      assert.ok(stale instanceof StoreConflict, String(stale));
+      assert.equal(await store.get('new'), undefined, 'the first was not written either');
+      assert.deepEqual(addressesOf((await store.get('a'))?.spec), ['10.0.0.1']);
+      const r1 = await store.putAll([
+        { spec: service('new', ['10.0.0.5']), opts: { owner: 'api', ifRevision: 0 } },
+        { spec: service('a', ['10.0.0.6']), opts: { owner: 'api', ifRevision: r0 } },
+      ]);
+      assert.ok(r1 > r0);
+      await eventually(async () => (await store.get('new')) !== undefined);
+      assert.deepEqual(addressesOf((await store.get('a'))?.spec), ['10.0.0.6']);
+      assert.ok(((await store.get('a'))?.revision ?? 0) <= r1);
+      assert.equal(await store.putAll([]), (await store.list()).revision);
       await store.close();
     });
 

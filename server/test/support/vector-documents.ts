@@ -1,13 +1,14 @@
 /**
- * The locality vectors (../shared/locality-vectors.json and
- * fixtures/policy-vectors.json) written as each system's users write them: a
+ * The locality vectors (fixtures/locality-vectors.json, a copy of the
+ * project's shared vectors, and fixtures/policy-vectors.json) written as each system's users write them: a
  * DestinationRule and a ServiceEntry; a MeshLoadBalancingStrategy and
  * Dataplanes; a Service and an EndpointSlice; ztunnel and Kmesh scopes as
  * Canopy's own config. Shared by the in-process test and the e2e test that
  * serves them through the CLI.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { dump as stringify } from 'js-yaml';
 import { parseLocality, type Placement } from '../../src/domain/locality.js';
 import type { PolicySystem } from '../../src/policy/import.js';
@@ -43,8 +44,32 @@ export interface Vector {
   };
 }
 
-export const load = (url: URL) => (JSON.parse(readFileSync(url, 'utf8')) as { vectors: Vector[] }).vectors;
-export const shared = load(new URL('../../../../../shared/locality-vectors.json', import.meta.url));
+export const load = (url: URL | string) => (JSON.parse(readFileSync(url, 'utf8')) as { vectors: Vector[] }).vectors;
+
+/**
+ * The shared vectors: the repository's copy, so a clone alone passes, and,
+ * where the project's shared notes sit beside the clone (`../shared`, as CI
+ * has them) or CANOPY_SHARED_VECTORS names a file, every vector there too, so
+ * vectors added there count before the copy is refreshed. A vector both hold
+ * under one id but differently is run from both, the shared one suffixed
+ * `-shared`.
+ */
+export const SHARED_VECTORS_FILE =
+  process.env['CANOPY_SHARED_VECTORS'] ??
+  fileURLToPath(new URL('../../../../../shared/locality-vectors.json', import.meta.url));
+export const sharedCopy = load(new URL('../../../../server/test/fixtures/locality-vectors.json', import.meta.url));
+export const sharedBeside = existsSync(SHARED_VECTORS_FILE) ? load(SHARED_VECTORS_FILE) : [];
+export const shared = mergeVectors(sharedCopy, sharedBeside);
+
+export function mergeVectors(copy: readonly Vector[], beside: readonly Vector[]): Vector[] {
+  const held = new Map(copy.map((v) => [v.id, JSON.stringify(v)]));
+  const more = beside.flatMap((v) => {
+    const mine = held.get(v.id);
+    if (mine === JSON.stringify(v)) return [];
+    return [mine === undefined ? v : { ...v, id: `${v.id}-shared` }];
+  });
+  return [...copy, ...more];
+}
 export const extra = load(new URL('../../../../server/test/fixtures/policy-vectors.json', import.meta.url));
 
 /** The vectors' short label names, as the systems spell them. */

@@ -46,6 +46,12 @@ export function sharesOf(weights: ReadonlyMap<string, number>): Map<string, numb
  * step keeps the shares' proportions on the way (no locality gets ahead of a
  * nearer one), and a spill that is no longer needed drains back over several
  * intervals instead of at once.
+ *
+ * The band applies to each share, not only to whether anything moves: when one
+ * share moves, a share within the band of its target keeps its value, and a
+ * locality not yet used is not added for a share inside the band (a near zone
+ * moving for another reason would otherwise bring a far one in at 1%, to leave
+ * it again the next interval).
  */
 export function dampShares(
   current: ReadonlyMap<string, number> | undefined,
@@ -54,25 +60,29 @@ export function dampShares(
 ): Map<string, number> {
   if (!current || current.size === 0) return new Map(target);
   const keys = new Set([...current.keys(), ...target.keys()]);
-  let largest = 0;
+  const aim = new Map<string, number>();
   let inBand = true;
   for (const k of keys) {
     const t = target.get(k) ?? 0;
     const c = current.get(k) ?? 0;
-    largest = Math.max(largest, Math.abs(t - c));
-    // Inside the dead band nothing moves, unless a locality is to be left entirely: a spill that is no longer
-    // needed ends, rather than lingering at a few percent. A locality newly used waits until its share is past
-    // the absolute band, so a spill of a fraction of a percent at a tier's edge does not come and go.
-    if ((t === 0 && c > 0) || Math.abs(t - c) > Math.max(opts.deadBand * Math.max(t, c), opts.absBand)) {
-      inBand = false;
-    }
+    // A locality to be left entirely moves, even from inside the band: a spill that is no longer needed ends,
+    // rather than lingering at a few percent.
+    const leaving = t === 0 && c > 0;
+    const moves = leaving || Math.abs(t - c) > Math.max(opts.deadBand * Math.max(t, c), opts.absBand);
+    if (moves) inBand = false;
+    aim.set(k, moves ? t : c);
   }
   if (inBand) return new Map(current);
-  const lambda = Math.min(1, opts.maxStep / largest);
+  // What the held shares keep is taken from (or given to) the moving ones in proportion.
+  const goal = sharesOf(aim);
+  if (goal.size === 0) return new Map(target);
+  let largest = 0;
+  for (const k of keys) largest = Math.max(largest, Math.abs((goal.get(k) ?? 0) - (current.get(k) ?? 0)));
+  const lambda = largest > 0 ? Math.min(1, opts.maxStep / largest) : 1;
   const moved = new Map<string, number>();
   for (const k of keys) {
     const c = current.get(k) ?? 0;
-    const v = c + lambda * ((target.get(k) ?? 0) - c);
+    const v = c + lambda * ((goal.get(k) ?? 0) - c);
     if (v > 1e-6) moved.set(k, v);
   }
   return sharesOf(moved);

@@ -21,6 +21,11 @@ export interface ServiceLoadReport {
   readonly service: string;
   readonly intervalSeconds: number;
   readonly upstream: readonly UpstreamLoad[];
+  /**
+   * Requests dropped before a locality was chosen (Envoy counts those with no healthy upstream): load the
+   * client offered that landed nowhere. Absent: none.
+   */
+  readonly dropped?: number;
 }
 
 interface ReporterState {
@@ -65,7 +70,7 @@ export class LoadView {
     for (const r of reports) {
       const secs = r.intervalSeconds > 0 ? r.intervalSeconds : 1;
       named.add(r.service);
-      let total = 0;
+      let total = Math.max(0, r.dropped ?? 0) / secs;
       const landedNow = new Map<string, number>();
       for (const u of r.upstream) {
         const rps = Math.max(0, u.issued) / secs;

@@ -7,6 +7,7 @@
  * concatenation as one ClusterLoadAssignment.
  */
 import type { ClaGroup } from '../../domain/cla.js';
+import { countedStatus } from '../../domain/envoy-lb.js';
 import { LedsStructure, type LedsPiece } from '../../domain/leds-structure.js';
 import { localityKey, type Placement } from '../../domain/locality.js';
 import type { ServiceState } from '../../domain/mesh.js';
@@ -15,6 +16,10 @@ import { encodeMessage } from '../../wire/protos.js';
 import { makeResource, type Resource } from '../resource.js';
 import { ENDPOINT_TYPE } from '../type-urls.js';
 
+/**
+ * Parked endpoints keep DRAINING: their priority holds no healthy host, so whether Envoy excludes them
+ * changes no share (domain/envoy-lb.ts), and it learns they drain.
+ */
 const HEALTH_STATUS: Readonly<Record<Health, string>> = {
   healthy: 'HEALTHY',
   unhealthy: 'UNHEALTHY',
@@ -92,6 +97,11 @@ export class CountedClaCache {
 }
 
 function encodeCountedCla(state: ServiceState, pieces: readonly LedsPiece[]): Uint8Array {
+  const lbEndpoint = (e: Endpoint): object => ({
+    endpoint: { address: { socket_address: { address: e.address, port_value: e.port } } },
+    health_status: countedStatus(e.health, state.serves(e)),
+    ...(e.weight !== 1 ? { load_balancing_weight: { value: e.weight } } : {}),
+  });
   const groups = new Map<string, { piece: LedsPiece; weight: number; endpoints: Endpoint[] }>();
   for (const p of pieces) {
     const key = `${p.priority}\u0000${localityKey(p.locality)}`;
@@ -111,12 +121,4 @@ function encodeCountedCla(state: ServiceState, pieces: readonly LedsPiece[]): Ui
     })),
     policy: { overprovisioning_factor: { value: state.spec.loadBalancing.overprovisioningFactor } },
   });
-}
-
-function lbEndpoint(e: Endpoint): object {
-  return {
-    endpoint: { address: { socket_address: { address: e.address, port_value: e.port } } },
-    health_status: HEALTH_STATUS[e.health],
-    ...(e.weight !== 1 ? { load_balancing_weight: { value: e.weight } } : {}),
-  };
 }

@@ -6,28 +6,23 @@
  * new snapshot holding one new member resource.
  */
 import type { Mesh, ServiceState } from '../../domain/mesh.js';
-import type { Endpoint, Health } from '../../domain/service.js';
+import { countedStatus } from '../../domain/envoy-lb.js';
+import type { Endpoint } from '../../domain/service.js';
 import { collectionStem, globOf, leafPathOf, memberName, parseLedsName } from './leds-names.js';
 import { makeResource, versionOf, type Resource } from '../resource.js';
 import type { CollectionSnapshot } from '../resource-type.js';
 import { LEDS_TYPE } from '../type-urls.js';
 import { encodeMessage } from '../../wire/protos.js';
 
-const HEALTH_STATUS: Readonly<Record<Health, string>> = {
-  healthy: 'HEALTHY',
-  unhealthy: 'UNHEALTHY',
-  draining: 'DRAINING',
-  terminating: 'DRAINING',
-};
-
 /**
  * One envoy.config.endpoint.v3.LbEndpoint: address, health_status, weight when
- * not 1. `serving`: a terminating endpoint the service serves (no healthy one left) is HEALTHY.
+ * not 1. `serving`: a terminating endpoint the service serves (no healthy one left) is HEALTHY; any
+ * other endpoint not healthy is UNHEALTHY, never DRAINING (domain/envoy-lb.ts `countedStatus`).
  */
 export function encodeLbEndpoint(e: Endpoint, serving = false): Uint8Array {
   return encodeMessage('envoy.config.endpoint.v3.LbEndpoint', {
     endpoint: { address: { socket_address: { address: e.address, port_value: e.port } } },
-    health_status: serving && e.health === 'terminating' ? 'HEALTHY' : HEALTH_STATUS[e.health],
+    health_status: countedStatus(e.health, serving),
     ...(e.weight !== 1 ? { load_balancing_weight: { value: e.weight } } : {}),
   });
 }

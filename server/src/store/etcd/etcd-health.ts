@@ -60,18 +60,6 @@ export class EtcdHealth {
   }
 }
 
-/** A transaction etcd did not commit in time (no quorum, no leader) or at all. */
-export function notCommitted(err: unknown, deadlineMs: number): Error {
-  const e = err as { code?: number; message?: string; constructor?: { name?: string } };
-  if (e.code === 4 || /deadline/i.test(`${e.constructor?.name ?? ''} ${e.message ?? ''}`)) {
-    return new CanopyError(
-      'CANOPY_NOT_READY',
-      `the store (etcd) did not commit the write within ${Math.round(deadlineMs)} ms (no quorum or no leader?); it may not have been stored`,
-    );
-  }
-  return err instanceof Error ? err : new Error(String(err));
-}
-
 /** etcd's own failures (down, no leader, timeouts) are a store that cannot be reached: 503, not a bug. */
 export function unreachable(err: unknown): never {
   if (err instanceof CanopyError) throw err;

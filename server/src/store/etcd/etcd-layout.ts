@@ -5,7 +5,7 @@
  *   <prefix>s/<name>          { head, owner, fileDigest?, op: 'put' | 'patch' }
  *   <prefix>b/<name>/<nn>     one of 64 buckets of endpoints (buckets.ts), a JSON list
  */
-import type { IWatchResponse } from 'etcd3';
+import type { Etcd3, IWatchResponse } from 'etcd3';
 import { endpointKey, sameEndpoint, type Endpoint } from '../../domain/service.js';
 import { bucketOf } from '../buckets.js';
 import { toStored, type HeldService } from '../held-service.js';
@@ -38,10 +38,10 @@ export class EtcdLayout {
 }
 
 export function applyTransaction(
-services: Map<string, HeldService>,
-layout: EtcdLayout,
-revision: number,
-txn: IWatchResponse['events'],
+  services: Map<string, HeldService>,
+  layout: EtcdLayout,
+  revision: number,
+  txn: IWatchResponse['events'],
 ): StoreEvent[] {
   const out: StoreEvent[] = [];
   const touched = new Map<string, { row?: Row; deleted: boolean; buckets: Map<number, Endpoint[]> }>();
@@ -68,7 +68,8 @@ txn: IWatchResponse['events'],
     const endpoints = new Map(current?.endpoints ?? []);
     const upserts: Endpoint[] = [];
     const removals: string[] = [];
-    const fresh = t.row.op === 'put' ? new Set(Array.from({ length: BUCKETS }, (_, b) => b)) : new Set(t.buckets.keys());
+    const fresh =
+      t.row.op === 'put' ? new Set(Array.from({ length: BUCKETS }, (_, b) => b)) : new Set(t.buckets.keys());
     const held = new Map<number, Set<string>>();
     for (const key of endpoints.keys()) {
       const b = bucketOf(key, BUCKETS);
@@ -112,5 +113,31 @@ export function heldOf(row: Row, revision: number, endpoints: Map<string, Endpoi
 }
 
 export function rowOf(held: HeldService): Omit<Row, 'op'> {
-  return { head: held.head, owner: held.owner, ...(held.fileDigest !== undefined ? { fileDigest: held.fileDigest } : {}) };
+  return {
+    head: held.head,
+    owner: held.owner,
+    ...(held.fileDigest !== undefined ? { fileDigest: held.fileDigest } : {}),
+  };
+}
+
+/** Everything under the layout's prefix, at one revision. */
+export async function readAll(
+  client: Etcd3,
+  layout: EtcdLayout,
+): Promise<{ revision: number; services: Map<string, HeldService> }> {
+  const res = await client.getAll().prefix(layout.prefix).exec();
+  const endpoints = new Map<string, Map<string, Endpoint>>();
+  const rows: [string, Row, number][] = [];
+  for (const kv of res.kvs) {
+    const parsed = layout.parseKey(kv.key.toString());
+    if (parsed?.kind === 's') rows.push([parsed.name, JSON.parse(kv.value.toString()) as Row, Number(kv.mod_revision)]);
+    else if (parsed?.kind === 'b') {
+      let m = endpoints.get(parsed.name);
+      if (!m) endpoints.set(parsed.name, (m = new Map()));
+      for (const ep of JSON.parse(kv.value.toString()) as Endpoint[]) m.set(endpointKey(ep), ep);
+    }
+  }
+  const services = new Map<string, HeldService>();
+  for (const [name, row, revision] of rows) services.set(name, heldOf(row, revision, endpoints.get(name) ?? new Map()));
+  return { revision: Number(res.header.revision), services };
 }

@@ -1,10 +1,8 @@
 /**
- * The etcd backend, through the `etcd3` client: several `canopy serve`
- * replicas on one etcd share their services. Each write is one etcd
- * transaction guarded by the service's revision, so two replicas never lose
- * each other's writes: a write computed against a stale view fails its
- * compare and is redone against the fresh one (or is a StoreConflict when
- * the caller asked for a revision). The store revision is etcd's.
+ * The etcd backend, through the `etcd3` client: several `canopy serve` replicas on one etcd share their services.
+ * Each write is one etcd transaction guarded by the service's revision, so two replicas never lose each other's
+ * writes: a write computed against a stale view fails its compare and is redone against the fresh one (or is a
+ * StoreConflict when the caller asked for a revision). The store revision is etcd's.
  *
  * Layout under the key prefix (service names cannot contain "/"):
  *   <prefix>s/<name>          { head, owner, fileDigest?, op: 'put' | 'patch' }
@@ -16,9 +14,9 @@
  * must fit --max-request-bytes (default 1.5 MiB, about 10k endpoints: raise it
  * for larger services).
  */
-import { Etcd3, type IWatchResponse, type Watcher } from 'etcd3';
-import { endpointKey, type Endpoint, type ServiceSpec } from '../../domain/service.js';
-import { applyTransaction, EtcdLayout, heldOf, type Row } from './etcd-layout.js';
+import type { Etcd3, IWatchResponse, Watcher } from 'etcd3';
+import type { Endpoint, ServiceSpec } from '../../domain/service.js';
+import { applyTransaction, EtcdLayout, readAll } from './etcd-layout.js';
 import { toStored, type HeldService } from '../held-service.js';
 import {
   StoreConflict,
@@ -32,7 +30,8 @@ import {
   type StoreEvent,
   type WatchHandlers,
 } from '../store.js';
-import { EtcdHealth, notCommitted, unreachable } from './etcd-health.js';
+import { EtcdHealth, unreachable } from './etcd-health.js';
+import { budgetOf, commitTxn, etcdClient, withinBudget, WRITE_BUDGET_MS, type Budget } from './etcd-retry.js';
 import { EtcdWrites, type Op, type PendingEdit } from './etcd-writes.js';
 import { WatchHistory } from '../watch-history.js';
 import { CodedError } from '../../domain/errors.js';
@@ -46,10 +45,10 @@ export interface EtcdStoreOptions {
 
 /** How often a write whose compare failed because our view was stale is redone. */
 const ATTEMPTS = 50;
-/** How long a write (of a small service) may wait for etcd to commit it, and the readiness read to answer. */
-const WRITE_DEADLINE_MS = 1000;
+/** How long one attempt of a write (of a small service) may wait for etcd to commit it, and the readiness read to answer. */
+const ATTEMPT_MS = 1000;
 /** More time for a large PUT: about 15 MB of JSON for 100k endpoints. */
-const DEADLINE_MS_PER_ENDPOINT = 0.05;
+const MS_PER_ENDPOINT = 0.05;
 
 export class EtcdStore implements Store {
   private readonly services = new Map<string, HeldService>();
@@ -77,7 +76,7 @@ export class EtcdStore implements Store {
       () =>
         client
           .get(this.layout.serviceKey('\u0000readiness'))
-          .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
+          .options({ deadline: Date.now() + ATTEMPT_MS })
           .exec(),
       (healthy) => {
         for (const w of this.watchers) w.onHealth?.(healthy);
@@ -87,12 +86,7 @@ export class EtcdStore implements Store {
 
   static async open(opts: EtcdStoreOptions): Promise<EtcdStore> {
     const prefix = opts.prefix ?? '/canopy/';
-    const client = new Etcd3({
-      hosts: opts.endpoints.map((h) => (h.includes('://') ? h : `http://${h}`)),
-      dialTimeout: 5000,
-      // A 100k-endpoint service arrives as one watch response far above gRPC's 4 MB default.
-      grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
-    });
+    const client = etcdClient(opts.endpoints);
     const store = new EtcdStore(client, prefix, `etcd:${opts.endpoints.join(',')}${prefix}`);
     try {
       await store.load();
@@ -132,6 +126,18 @@ export class EtcdStore implements Store {
     const revisions: number[] = [];
     for (const { spec, opts } of entries) revisions.push(await this.put(spec, opts));
     return revisions;
+  }
+
+  /**
+   * All in one transaction, guarded by every service's revision: written together or not at all. etcd's
+   * --max-txn-ops (128 by default) bounds how many services and buckets that can be.
+   */
+  putAll(entries: readonly PutEntry[]): Promise<number> {
+    if (entries.length === 0) return Promise.resolve(this.revision);
+    const attempt = () => this.commitAll(entries).catch(unreachable);
+    const run = this.queue.then(attempt, attempt);
+    this.queue = run.catch(() => {});
+    return run;
   }
 
   patchEndpoints(
@@ -226,47 +232,81 @@ export class EtcdStore implements Store {
     build: (current: HeldService | undefined) => Op[] | undefined,
     size: number,
   ): Promise<number | undefined> {
+    // One budget for the whole write, whatever it meets: an election, a lost quorum, another replica's writes.
+    const end = budgetOf(
+      WRITE_BUDGET_MS + Math.max(size, this.services.get(name)?.endpoints.size ?? 0) * MS_PER_ENDPOINT,
+    );
     for (let attempt = 1; ; attempt++) {
       const current = this.services.get(name);
       const seen = current?.revision ?? 0;
       if (ifRevision !== undefined && ifRevision !== seen) {
         // Our view may only be behind: read the truth before calling it a conflict.
-        const actual = await this.readRevision(name);
+        const actual = await this.readRevision(name, end);
         if (actual !== ifRevision) throw new StoreConflict(name, ifRevision, actual);
         await this.caughtUpTo(actual);
         continue;
       }
       const ops = build(current);
       if (ops === undefined) return undefined;
-      // Without quorum etcd holds a write for its own ~7 s timeout: give up sooner (the size allows for large PUTs).
-      const endpoints = Math.max(size, current?.endpoints.size ?? 0);
-      const result = await this.client
-        .if(this.layout.serviceKey(name), 'Mod', '==', seen)
-        .then(...ops)
-        .options({ deadline: Date.now() + WRITE_DEADLINE_MS + endpoints * DEADLINE_MS_PER_ENDPOINT })
-        .commit()
-        .catch((err: unknown) => {
-          throw notCommitted(err, WRITE_DEADLINE_MS + endpoints * DEADLINE_MS_PER_ENDPOINT);
-        });
-      if (result.succeeded) {
-        // Read-your-writes: the write is in this store's view before the caller hears of it.
-        const revision = Number(result.header.revision);
-        await this.caughtUpTo(revision);
-        return revision;
-      }
+      const result = await this.commit([[name, seen]], ops, end, current?.endpoints.size ?? size);
+      if (result.succeeded) return result.revision;
       if (attempt >= ATTEMPTS) {
-        throw new StoreConflict(name, seen, await this.readRevision(name));
+        throw new StoreConflict(name, seen, await this.readRevision(name, end));
       }
       // Another replica wrote this service: wait until our watch has its write, then decide again.
-      await this.caughtUpTo(Number(result.header.revision));
+      await this.caughtUpTo(result.revision);
     }
   }
 
-  private async readRevision(name: string): Promise<number> {
-    const r = await this.client
-      .get(this.layout.serviceKey(name))
-      .options({ deadline: Date.now() + WRITE_DEADLINE_MS })
-      .exec();
+  private async commitAll(entries: readonly PutEntry[]): Promise<number> {
+    const size = entries.reduce((n, e) => n + e.spec.endpoints.length, 0);
+    const budget = budgetOf(WRITE_BUDGET_MS + size * MS_PER_ENDPOINT);
+    for (let attempt = 1; ; attempt++) {
+      const guards: [string, number][] = [];
+      const ops: Op[] = [];
+      for (const { spec, opts } of entries) {
+        const current = this.services.get(spec.name);
+        guards.push([spec.name, current?.revision ?? 0]);
+        ops.push(...this.writes.put(spec, opts, current));
+      }
+      const stale = entries.findIndex((e, i) => e.opts.ifRevision !== undefined && e.opts.ifRevision !== guards[i]![1]);
+      if (stale >= 0) {
+        // Our view may only be behind: read the truth before calling it a conflict.
+        const { spec, opts } = entries[stale]!;
+        const actual = await this.readRevision(spec.name, budget);
+        if (actual !== opts.ifRevision) throw new StoreConflict(spec.name, opts.ifRevision ?? 0, actual);
+        await this.caughtUpTo(actual);
+        continue;
+      }
+      const result = await this.commit(guards, ops, budget, size);
+      if (result.succeeded) return result.revision;
+      if (attempt >= ATTEMPTS) throw new StoreConflict(guards[0]![0], guards[0]![1], result.revision);
+      // Another replica wrote one of them: wait until our watch has its write, then decide again.
+      await this.caughtUpTo(result.revision);
+    }
+  }
+
+  /**
+   * One transaction of `ops`, if every named service is at its revision, retried through an election until
+   * `end` (etcd-retry.ts). A committed write is in this store's view before the caller hears of it.
+   */
+  private async commit(
+    guards: readonly (readonly [string, number])[],
+    ops: Op[],
+    budget: Budget,
+    endpoints: number,
+  ): Promise<{ succeeded: boolean; revision: number }> {
+    const attemptMs = ATTEMPT_MS + endpoints * MS_PER_ENDPOINT;
+    const result = await commitTxn(this.client, this.layout, guards, ops, budget, attemptMs);
+    // Read-your-writes: the write is in this store's view before the caller hears of it.
+    if (result.succeeded) await this.caughtUpTo(result.revision);
+    return result;
+  }
+
+  private async readRevision(name: string, end = budgetOf(WRITE_BUDGET_MS)): Promise<number> {
+    const r = await withinBudget('answer a read', end, ATTEMPT_MS, ({ deadline }) =>
+      this.client.get(this.layout.serviceKey(name)).options({ deadline }).exec(),
+    );
     return Number(r.kvs[0]?.mod_revision ?? 0);
   }
 
@@ -290,30 +330,9 @@ export class EtcdStore implements Store {
   }
 
   private async load(): Promise<void> {
-    const { revision, services } = await this.readAll();
+    const { revision, services } = await readAll(this.client, this.layout);
     this.revision = revision;
     for (const [name, held] of services) this.services.set(name, held);
-  }
-
-  /** Everything under the prefix, at one revision. */
-  private async readAll(): Promise<{ revision: number; services: Map<string, HeldService> }> {
-    const res = await this.client.getAll().prefix(this.prefix).exec();
-    const endpoints = new Map<string, Map<string, Endpoint>>();
-    const rows: [string, Row, number][] = [];
-    for (const kv of res.kvs) {
-      const parsed = this.layout.parseKey(kv.key.toString());
-      if (parsed?.kind === 's')
-        rows.push([parsed.name, JSON.parse(kv.value.toString()) as Row, Number(kv.mod_revision)]);
-      else if (parsed?.kind === 'b') {
-        let m = endpoints.get(parsed.name);
-        if (!m) endpoints.set(parsed.name, (m = new Map()));
-        for (const ep of JSON.parse(kv.value.toString()) as Endpoint[]) m.set(endpointKey(ep), ep);
-      }
-    }
-    const services = new Map<string, HeldService>();
-    for (const [name, row, revision] of rows)
-      services.set(name, heldOf(row, revision, endpoints.get(name) ?? new Map()));
-    return { revision: Number(res.header.revision), services };
   }
 
   /**
@@ -322,7 +341,7 @@ export class EtcdStore implements Store {
    * the difference as events, and watch from there.
    */
   private async resync(): Promise<void> {
-    const { revision, services } = await this.readAll();
+    const { revision, services } = await readAll(this.client, this.layout);
     const events: StoreEvent[] = [];
     for (const name of this.services.keys()) {
       if (!services.has(name)) events.push({ kind: 'delete', revision, name });

@@ -3,14 +3,12 @@
  * committed to a Journal (an embedded database, or nothing for a memory-only
  * store) before it is acknowledged and announced.
  *
- * Writes are applied one at a time, in arrival order, each against the state
- * the writes before it left (a read-modify-write never loses another's
- * change), and committed in groups: the writes that arrive while one durable
- * write is in flight wait for it, then are applied in memory and share the
- * next one (group commit). A write is acknowledged, and watchers hear of it, only after its
- * group is durable; a group whose commit fails is undone and each of its
- * writes rejected. `get` may see a group whose commit is in flight; `list`
- * waits for it, so a snapshot and the watch that follows it are durable.
+ * Writes are applied one at a time, in arrival order, each against the state the writes before it left (a
+ * read-modify-write never loses another's change), and committed in groups: the writes that arrive while one
+ * durable write is in flight wait for it, then are applied in memory and share the next one (group commit). A
+ * write is acknowledged, and watchers hear of it, only after its group is durable; a group whose commit fails is
+ * undone and each of its writes rejected. `get` may see a group whose commit is in flight; `list` waits for it,
+ * so a snapshot and the watch that follows it are durable.
  */
 import { endpointKey, type Endpoint, type ServiceSpec } from '../../domain/service.js';
 import {
@@ -116,6 +114,11 @@ export class LocalStore implements Store {
       this.applyPuts(g, writes);
       return writes.map((w) => w.revision);
     });
+  }
+
+  /** putMany already commits all or none, in one synced batch. */
+  async putAll(entries: readonly PutEntry[]): Promise<number> {
+    return (await this.putMany(entries)).at(-1) ?? this.revision;
   }
 
   /** Checks every condition before anything is written, and numbers the puts from the next revision. */

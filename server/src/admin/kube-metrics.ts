@@ -1,0 +1,63 @@
+/**
+ * The Kubernetes source in /metrics, read from its counters at scrape time:
+ * whether the first full sync is written and the API server answers, events
+ * seen per resource, store writes per kind, failed requests, and the
+ * services it refuses or leaves to another owner.
+ */
+import { Gauge, type Registry } from 'prom-client';
+import type { KubeStats } from '../store/kube-source.js';
+
+export function registerKubeMetrics(registry: Registry, stats: () => KubeStats): void {
+  const registers = [registry];
+  const gauge = (name: string, help: string, value: (s: KubeStats) => number): void => {
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        this.set(value(stats()));
+      },
+    });
+  };
+  const labelled = (name: string, help: string, label: string, values: (s: KubeStats) => [string, number][]) => {
+    new Gauge({
+      name,
+      help,
+      labelNames: [label],
+      registers,
+      collect() {
+        for (const [v, n] of values(stats())) this.set({ [label]: v }, n);
+      },
+    });
+  };
+  gauge('canopy_kube_synced', '1 once the first full list of Services, EndpointSlices and Nodes is written', (s) =>
+    s.synced ? 1 : 0,
+  );
+  gauge('canopy_kube_connected', '1 while the API server answers the lists and watches', (s) => (s.connected ? 1 : 0));
+  labelled('canopy_kube_events_total', 'Objects added, changed or deleted, as the watches saw them', 'resource', (s) =>
+    Object.entries(s.events),
+  );
+  labelled(
+    'canopy_kube_writes_total',
+    'Store writes of the Kubernetes source (unchanged: nothing to write)',
+    'op',
+    (s) => Object.entries(s.writes),
+  );
+  gauge('canopy_kube_request_errors_total', 'Lists and watches the API server failed or refused', (s) => s.errors);
+  gauge('canopy_kube_services', 'Canopy services the Kubernetes source writes', (s) => s.services);
+  gauge(
+    'canopy_kube_rejected_services',
+    'Kubernetes Services not written because of an error (see the log)',
+    (s) => s.rejected,
+  );
+  gauge(
+    'canopy_kube_foreign_services',
+    'Services the Kubernetes source derives but the file or the API owns',
+    (s) => s.foreign,
+  );
+  gauge(
+    'canopy_kube_foreign_hints',
+    'Endpoints whose hints name another zone than their own (Canopy places them at their own)',
+    (s) => s.foreignHints,
+  );
+}

@@ -1,0 +1,63 @@
+/**
+ * Istio DestinationRules for the Kubernetes source, read live when Istio's
+ * CRDs are installed (checked once, at start, through API discovery): each
+ * rule is kept under the Service its host names (policy/k8s-live.ts
+ * destinationRuleTarget); two rules for one Service: the older wins, as in
+ * Istio.
+ */
+import { ApisApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { destinationRuleTarget, type LiveDestinationRule } from '../policy/k8s-live.js';
+import type { Obj } from '../policy/documents.js';
+
+export const ISTIO_GROUP = 'networking.istio.io';
+
+interface Held extends LiveDestinationRule {
+  readonly id: string;
+  readonly created: string;
+}
+
+export class DestinationRules {
+  private readonly byService = new Map<string, Held[]>();
+  private readonly target = new Map<string, string>();
+
+  /** The rule that applies to a Service (`serviceKey`). */
+  get(key: string): LiveDestinationRule | undefined {
+    return this.byService.get(key)?.[0];
+  }
+
+  /** Keeps (or drops) a rule; returns the Services whose rule may have changed. */
+  change(o: KubernetesObject & { spec?: Obj }, present: boolean): string[] {
+    const ns = o.metadata?.namespace ?? '';
+    const id = `${ns}/${o.metadata?.name}`;
+    const touched: string[] = [];
+    const was = this.target.get(id);
+    if (was !== undefined) {
+      this.byService.set(
+        was,
+        (this.byService.get(was) ?? []).filter((r) => r.id !== id),
+      );
+      this.target.delete(id);
+      touched.push(was);
+    }
+    const host = o.spec?.['host'];
+    const key = present && typeof host === 'string' ? destinationRuleTarget(host, ns) : undefined;
+    if (key === undefined) return touched;
+    const held: Held = {
+      id,
+      at: `DestinationRule ${id}`,
+      spec: o.spec ?? {},
+      created: String(o.metadata?.creationTimestamp ?? ''),
+    };
+    const list = [...(this.byService.get(key) ?? []), held].sort((a, b) => a.created.localeCompare(b.created));
+    this.byService.set(key, list);
+    this.target.set(id, key);
+    if (!touched.includes(key)) touched.push(key);
+    return touched;
+  }
+}
+
+/** Whether the API server serves networking.istio.io/v1 (Istio's CRDs are installed). */
+export async function istioServed(config: KubeConfig): Promise<boolean> {
+  const groups = await config.makeApiClient(ApisApi).getAPIVersions();
+  return groups.groups.some((g) => g.name === ISTIO_GROUP && g.versions.some((v) => v.version === 'v1'));
+}

@@ -1,0 +1,392 @@
+/**
+ * Kubernetes as a source of services, beside the config file and the admin
+ * API: Services, EndpointSlices and Nodes listed and watched from an API
+ * server (store/kube-watch.ts), mapped to Canopy services
+ * (policy/k8s-live.ts) and written through the store (store/kube-writer.ts),
+ * from whose watch every replica builds its mesh as for any other write.
+ *
+ * Nothing is written before all three lists have arrived, so the first
+ * writes see every slice and node; then the source deletes what it wrote
+ * before that Kubernetes no longer has, and is ready. Changes are gathered
+ * per Service and written after the event burst of one turn of the event loop.
+ */
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  DiscoveryV1Api,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { localityInterner } from '../domain/locality.js';
+import {
+  DEFAULT_SUBZONE_LABEL,
+  mapService,
+  nodePlace,
+  type KubeService,
+  type KubeSlice,
+  type MapContext,
+  type NodePlace,
+} from '../policy/k8s-live.js';
+import { DestinationRules, ISTIO_GROUP, istioServed } from './kube-istio.js';
+import { KubeWatch } from './kube-watch.js';
+import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
+import type { Store } from './store.js';
+
+export interface KubeSourceOptions {
+  readonly store: Store;
+  readonly config: KubeConfig;
+  /** Watch only these namespaces (default: all). Nodes are always watched cluster-wide. */
+  readonly namespaces?: readonly string[];
+  /** The Node label read as the subzone (default topology.istio.io/subzone). */
+  readonly subzoneLabel?: string;
+  /** Not ready once the API server has not answered for this long (default 10 s). */
+  readonly unreachableMs?: number;
+  readonly log: Logger;
+  /** Restart backoff of the watches (tests shorten it). */
+  readonly maxBackoffMs?: number;
+}
+
+export interface KubeStats {
+  readonly synced: boolean;
+  readonly connected: boolean;
+  readonly events: Readonly<Record<Kind, number>>;
+  readonly writes: Readonly<KubeWriteCounts>;
+  readonly errors: number;
+  /** Services whose Kubernetes objects Canopy refuses (see the log), and names the file or the API owns. */
+  readonly rejected: number;
+  readonly foreign: number;
+  readonly foreignHints: number;
+  readonly services: number;
+}
+
+const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+type Kind = 'service' | 'endpointslice' | 'node' | 'destinationrule';
+
+export class KubeSource {
+  private readonly services = new Map<string, KubeService>();
+  private readonly slices = new Map<string, Map<string, KubeSlice>>();
+  private readonly sliceService = new Map<string, string>();
+  private readonly nodes = new Map<string, NodePlace>();
+  private readonly nodeUsers = new Map<string, Set<string>>();
+  private readonly names = new Map<string, readonly string[]>();
+  private readonly rejected = new Map<string, string>();
+  private readonly hints = new Map<string, number>();
+  private readonly dirty = new Set<string>();
+  private readonly watches: KubeWatch<KubernetesObject>[] = [];
+  private readonly writer: KubeWriter;
+  private readonly ctx: MapContext;
+  private pendingLists = 0;
+  private synced = false;
+  private flushing: Promise<void> | undefined;
+  private retry: NodeJS.Timeout | undefined;
+  /** Per watch (path) that last failed: since when, why, and whether the API server refused it (401/403). */
+  private readonly failing = new Map<string, { since: number; message: string; refused: boolean }>();
+  private lastError: string | undefined;
+  private errors = 0;
+  private readonly events = { service: 0, endpointslice: 0, node: 0, destinationrule: 0 };
+  private readonly rules = new DestinationRules();
+  private stopped = false;
+
+  constructor(private readonly opts: KubeSourceOptions) {
+    this.writer = new KubeWriter(opts.store, (name, owner) =>
+      opts.log.warn({ service: name, owner }, `kubernetes: "${name}" is owned by the ${owner}: not written`),
+    );
+    this.ctx = {
+      node: (n) => this.nodes.get(n),
+      locality: localityInterner(),
+      destinationRule: (key) => this.rules.get(key),
+    };
+  }
+
+  start(): void {
+    const { config } = this.opts;
+    const core = config.makeApiClient(CoreV1Api);
+    const discovery = config.makeApiClient(DiscoveryV1Api);
+    const subzone = this.opts.subzoneLabel ?? DEFAULT_SUBZONE_LABEL;
+    this.watch('node', '/api/v1/nodes', () => core.listNode(), {
+      upsert: (o) => this.nodeChanged(o.metadata?.name ?? '', nodePlace(o.metadata?.labels, subzone)),
+      remove: (o) => this.nodeChanged(o.metadata?.name ?? '', undefined),
+    });
+    for (const ns of this.opts.namespaces?.length ? this.opts.namespaces : [undefined]) {
+      const at = ns === undefined ? '' : `/namespaces/${ns}`;
+      this.watch(
+        'service',
+        `/api/v1${at}/services`,
+        () => (ns === undefined ? core.listServiceForAllNamespaces() : core.listNamespacedService({ namespace: ns })),
+        { upsert: (o) => this.serviceChanged(o, true), remove: (o) => this.serviceChanged(o, false) },
+      );
+      this.watch(
+        'endpointslice',
+        `/apis/discovery.k8s.io/v1${at}/endpointslices`,
+        () =>
+          ns === undefined
+            ? discovery.listEndpointSliceForAllNamespaces()
+            : discovery.listNamespacedEndpointSlice({ namespace: ns }),
+        {
+          upsert: (o) => this.sliceChanged(o as KubeSlice, true),
+          remove: (o) => this.sliceChanged(o as KubeSlice, false),
+        },
+      );
+    }
+    for (const w of this.watches) w.start();
+    // The first sync also waits for Istio's rules, when Istio is installed.
+    this.pendingLists++;
+    void this.watchIstio().finally(() => {
+      if (--this.pendingLists === 0) this.schedule();
+    });
+  }
+
+  /** DestinationRules, live, when the API server serves networking.istio.io/v1 (checked once, at start). */
+  private async watchIstio(): Promise<void> {
+    const served = await istioServed(this.opts.config).catch((err: unknown) => {
+      this.opts.log.warn({ err }, 'kubernetes: API discovery failed: Istio DestinationRules are not read');
+      return false;
+    });
+    if (!served || this.stopped) return;
+    const custom = this.opts.config.makeApiClient(CustomObjectsApi);
+    const at = this.watches.length;
+    for (const ns of this.opts.namespaces?.length ? this.opts.namespaces : [undefined]) {
+      const group = ISTIO_GROUP;
+      const path = `/apis/${group}/v1${ns === undefined ? '' : `/namespaces/${ns}`}/destinationrules`;
+      const plural = 'destinationrules';
+      this.watch(
+        'destinationrule',
+        path,
+        () =>
+          (ns === undefined
+            ? custom.listClusterCustomObject({ group, version: 'v1', plural })
+            : custom.listNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural })) as Promise<{
+            items: KubernetesObject[];
+          }>,
+        {
+          upsert: (o) => this.rules.change(o, true).forEach((k) => this.markDirty(byName(k))),
+          remove: (o) => this.rules.change(o, false).forEach((k) => this.markDirty(byName(k))),
+        },
+      );
+    }
+    this.opts.log.info({}, 'kubernetes: Istio is installed: DestinationRules are read live');
+    for (const w of this.watches.slice(at)) w.start();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    for (const w of this.watches) w.stop();
+  }
+
+  /** Why /readyz should answer 503, or undefined when ready. */
+  notReady(now = Date.now()): string | undefined {
+    const failures = [...this.failing.values()];
+    // Refused: not a passing outage, so not ready at once, whatever the threshold.
+    const refused = failures.find((f) => f.refused);
+    if (refused) return `kubernetes: ${refused.message}`;
+    if (!this.synced)
+      return this.lastError ? `kubernetes: ${this.lastError}` : 'kubernetes: waiting for the first full list';
+    const since = Math.min(...failures.map((f) => f.since));
+    if (failures.length > 0 && now - since > (this.opts.unreachableMs ?? 10_000))
+      return `kubernetes: the API server has not answered for ${Math.round((now - since) / 1000)} s: ${this.lastError}`;
+    return undefined;
+  }
+
+  /** Resolves once every change seen so far is in the store. */
+  async settled(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  stats(): KubeStats {
+    let foreignHints = 0;
+    for (const n of this.hints.values()) foreignHints += n;
+    return {
+      synced: this.synced,
+      connected: this.failing.size === 0,
+      events: { ...this.events },
+      writes: { ...this.writer.counts },
+      errors: this.errors,
+      rejected: this.rejected.size,
+      foreign: this.writer.foreign.size,
+      foreignHints,
+      services: this.names.size,
+    };
+  }
+
+  private watch(
+    kind: Kind,
+    path: string,
+    list: () => Promise<{ items: KubernetesObject[] }>,
+    on: { upsert: (o: KubernetesObject) => void; remove: (o: KubernetesObject) => void },
+  ): void {
+    this.pendingLists++;
+    const count = (f: (o: KubernetesObject) => void) => (o: KubernetesObject) => {
+      this.events[kind]++;
+      f(o);
+    };
+    const w = new KubeWatch<KubernetesObject>({
+      config: this.opts.config,
+      path,
+      list: list as never,
+      ...(this.opts.maxBackoffMs !== undefined ? { maxDelayMs: this.opts.maxBackoffMs } : {}),
+      handlers: {
+        upsert: count(on.upsert),
+        remove: count(on.remove),
+        synced: () => {
+          if (--this.pendingLists === 0) this.schedule();
+        },
+        contact: (err) => this.contact(kind, path, err),
+      },
+    });
+    this.watches.push(w);
+  }
+
+  private contact(kind: Kind, path: string, err: unknown): void {
+    if (err === undefined) {
+      if (this.failing.delete(path) && this.failing.size === 0)
+        this.opts.log.info({}, 'kubernetes: the API server answers again');
+      if (this.failing.size === 0) this.lastError = undefined;
+      return;
+    }
+    this.errors++;
+    const message = describeKubeError(kind, err);
+    const status = statusOf(err);
+    const since = this.failing.get(path)?.since ?? Date.now();
+    this.failing.set(path, { since, message, refused: status === 401 || status === 403 });
+    if (message !== this.lastError) this.opts.log.error({ resource: kind, path }, message);
+    this.lastError = message;
+  }
+
+  private serviceChanged(o: KubernetesObject, present: boolean): void {
+    const key = `${o.metadata?.namespace}/${o.metadata?.name}`;
+    if (present) this.services.set(key, o as KubeService);
+    else this.services.delete(key);
+    this.markDirty(key);
+  }
+
+  private sliceChanged(s: KubeSlice, present: boolean): void {
+    const id = `${s.metadata?.namespace}/${s.metadata?.name}`;
+    const owner = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+    const key = owner === undefined ? undefined : `${s.metadata?.namespace}/${owner}`;
+    const was = this.sliceService.get(id);
+    if (was !== undefined && (was !== key || !present)) {
+      this.slices.get(was)?.delete(id);
+      this.sliceService.delete(id);
+      this.markDirty(was);
+    }
+    if (!present || key === undefined) return;
+    let own = this.slices.get(key);
+    if (!own) this.slices.set(key, (own = new Map()));
+    own.set(id, s);
+    this.sliceService.set(id, key);
+    this.markDirty(key);
+  }
+
+  private nodeChanged(name: string, place: NodePlace | undefined): void {
+    const was = this.nodes.get(name);
+    if (place) this.nodes.set(name, place);
+    else this.nodes.delete(name);
+    if (was?.region === place?.region && was?.zone === place?.zone && was?.subzone === place?.subzone) return;
+    for (const key of this.nodeUsers.get(name) ?? []) this.markDirty(key);
+  }
+
+  private markDirty(key: string): void {
+    this.dirty.add(key);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.flushing || this.pendingLists > 0 || this.stopped) return;
+    this.flushing = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.flush())
+      .catch((err: unknown) => {
+        this.opts.log.error({ err }, 'kubernetes: writing the store failed: retrying in 1 s');
+        clearTimeout(this.retry);
+        this.retry = setTimeout(() => this.schedule(), 1000);
+      })
+      .finally(() => {
+        this.flushing = undefined;
+        if (this.dirty.size > 0 && this.retry === undefined) this.schedule();
+      });
+  }
+
+  private async flush(): Promise<void> {
+    this.retry = undefined;
+    while (this.dirty.size > 0) {
+      const key = this.dirty.values().next().value as string;
+      this.dirty.delete(key);
+      try {
+        await this.flushService(key);
+      } catch (err) {
+        this.dirty.add(key);
+        throw err;
+      }
+    }
+    if (!this.synced) {
+      const pruned = await this.writer.prune(new Set([...this.names.values()].flat()));
+      this.synced = true;
+      this.opts.log.info(
+        { services: this.names.size, nodes: this.nodes.size, pruned: pruned.length },
+        'kubernetes: first full sync written',
+      );
+    }
+  }
+
+  private async flushService(key: string): Promise<void> {
+    const svc = this.services.get(key);
+    const mapped = svc ? mapService(svc, this.slices.get(key)?.values() ?? [], this.ctx) : undefined;
+    if (mapped && mapped.errors.length > 0) {
+      const why = mapped.errors.map((e) => `${e.path}: ${e.message}`).join('; ');
+      if (this.rejected.get(key) !== why) this.opts.log.error({ service: key }, `kubernetes: not written: ${why}`);
+      this.rejected.set(key, why);
+      if (mapped.specs.length === 0) return; // the last good state stays
+    } else this.rejected.delete(key);
+    this.hints.set(key, mapped?.foreignHints ?? 0);
+    const specs = mapped?.specs ?? [];
+    for (const spec of specs) {
+      await this.writer.write(spec);
+      for (const e of spec.endpoints) if (e.node) this.use(e.node, key);
+    }
+    const now = specs.map((s) => s.name);
+    for (const name of this.names.get(key) ?? []) if (!now.includes(name)) await this.writer.remove(name);
+    if (now.length > 0) this.names.set(key, now);
+    else this.names.delete(key);
+  }
+
+  private use(node: string, key: string): void {
+    let users = this.nodeUsers.get(node);
+    if (!users) this.nodeUsers.set(node, (users = new Set()));
+    users.add(key);
+  }
+}
+
+/** A failed list or watch, in words an operator can act on (a 403 names the RBAC Canopy needs). */
+export function describeKubeError(kind: Kind, err: unknown): string {
+  const e = err as { body?: unknown; message?: string; verb?: string };
+  const status = statusOf(err);
+  let detail = e.message ?? String(err);
+  if (typeof e.body === 'string') {
+    try {
+      detail = (JSON.parse(e.body) as { message?: string }).message ?? detail;
+    } catch {
+      // not JSON: the message stays
+    }
+  }
+  const what = `${e.verb ?? 'list or watch'} ${kind === 'endpointslice' ? 'endpointslices' : `${kind}s`}`;
+  if (status === 403)
+    return (
+      `cannot ${what}: 403 Forbidden (${detail}). Canopy needs list and watch on services and nodes and on ` +
+      'discovery.k8s.io endpointslices: the ClusterRole in deploy/kubernetes/rbac.yaml'
+    );
+  if (status === 401) return `cannot ${what}: 401 Unauthorized (${detail}): check the kubeconfig's credentials`;
+  return `cannot ${what}: ${status !== undefined ? `${status} ` : ''}${detail}`;
+}
+
+/** `web.shop` (policy/k8s-live.ts serviceKey) → `shop/web`, how Services are kept here (no dot in a Service name). */
+function byName(key: string): string {
+  const dot = key.indexOf('.');
+  return `${key.slice(dot + 1)}/${key.slice(0, dot)}`;
+}
+
+/** The HTTP status of a failed list (client-node's ApiException `code`) or watch (`statusCode`). */
+function statusOf(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown } | null;
+  return typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
+}

@@ -1,0 +1,125 @@
+/**
+ * One list + watch of a Kubernetes resource through client-node's ListWatch:
+ * it lists, then watches from the list's resourceVersion, keeps the last
+ * resourceVersion it saw (bookmarks included, which this asks for), re-lists
+ * on 410 Gone and reports a re-list's deletions. What it lacks is done here:
+ * bookmarks requested, a restart after errors with jittered exponential
+ * backoff (cockatiel), and whether the API server answers, for /readyz.
+ */
+import { ListWatch, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { ExponentialBackoff, type IBackoff } from 'cockatiel';
+
+export interface KubeWatchHandlers<T extends KubernetesObject> {
+  upsert(obj: T): void;
+  remove(obj: T): void;
+  /** The first list arrived (once). */
+  synced(): void;
+  /** The API server answered a list or opened a watch; or a list or watch failed (with the error). */
+  contact(err?: unknown): void;
+}
+
+export interface KubeWatchOptions<T extends KubernetesObject> {
+  readonly config: KubeConfig;
+  /** e.g. `/api/v1/services` or `/apis/discovery.k8s.io/v1/namespaces/NS/endpointslices`. */
+  readonly path: string;
+  readonly list: () => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+  readonly handlers: KubeWatchHandlers<T>;
+  /** Restarts back off from this (default 250 ms) ... */
+  readonly initialDelayMs?: number;
+  /** ... to at most this (default 10 s). */
+  readonly maxDelayMs?: number;
+}
+
+export class KubeWatch<T extends KubernetesObject> {
+  private readonly lw: ListWatch<T>;
+  private backoff: IBackoff<unknown> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private listed = false;
+  private readonly factory: ExponentialBackoff<unknown>;
+
+  constructor(private readonly opts: KubeWatchOptions<T>) {
+    this.factory = new ExponentialBackoff({
+      initialDelay: opts.initialDelayMs ?? 250,
+      maxDelay: opts.maxDelayMs ?? 10_000,
+    });
+    const h = opts.handlers;
+    const list = async () => {
+      const result = await opts.list().catch((err: unknown) => {
+        throw tagged(err, 'list');
+      });
+      h.contact();
+      // After ListWatch has handed the listed items out: it does so as soon as this promise resolves.
+      if (!this.listed) {
+        this.listed = true;
+        setImmediate(() => h.synced());
+      }
+      return result as never;
+    };
+    this.lw = new ListWatch<T>(opts.path, this.bookmarkingWatch(), list, false);
+    this.lw.on('add', (o) => h.upsert(o));
+    this.lw.on('update', (o) => h.upsert(o));
+    this.lw.on('delete', (o) => h.remove(o));
+    this.lw.on('error', (err) => this.failed(err));
+  }
+
+  start(): void {
+    void this.lw.start();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    void this.lw.stop();
+  }
+
+  /** The resourceVersion the next watch resumes from ('' = it lists first). */
+  get resourceVersion(): string {
+    return this.lw.latestResourceVersion();
+  }
+
+  private failed(err: unknown): void {
+    if (this.stopped) return; // the abort of stop()
+    this.opts.handlers.contact(err ?? new Error('the watch failed'));
+    this.backoff = (this.backoff ?? this.factory).next(undefined);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      if (!this.stopped) void this.lw.start();
+    }, this.backoff.duration);
+    this.timer.unref();
+  }
+
+  /**
+   * client-node's Watch, asked for bookmarks (so a resumed watch starts from a
+   * recent resourceVersion, not one the API server has compacted away), and
+   * telling when the API server accepted the watch: Watch.watch resolves only
+   * after the response's status, having called `done` already if it failed.
+   */
+  private bookmarkingWatch(): Watch {
+    const real = new Watch(this.opts.config);
+    const watch = async (
+      path: string,
+      params: Record<string, unknown>,
+      cb: (phase: string, obj: unknown, watchObj?: unknown) => void,
+      done: (err: unknown) => void,
+    ): Promise<AbortController> => {
+      let failed = false;
+      const controller = await real.watch(path, { ...params, allowWatchBookmarks: true }, cb, (err: unknown) => {
+        if (err) failed = true;
+        done(err ? tagged(err, 'watch') : err);
+      });
+      if (!failed) {
+        this.backoff = undefined;
+        this.opts.handlers.contact();
+      }
+      return controller;
+    };
+    return { watch } as unknown as Watch;
+  }
+}
+
+/** Which request failed, for the message (kube-source.ts); the status fields ListWatch reads stay. */
+function tagged(err: unknown, verb: 'list' | 'watch'): unknown {
+  if (err !== null && typeof err === 'object') Object.assign(err, { verb });
+  return err;
+}
