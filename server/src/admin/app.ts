@@ -2,7 +2,7 @@
  * The admin API: built apart from listen() so tests drive it with inject().
  * Handlers throw CanopyErrors; the error handler is the one place a code
  * becomes an HTTP status, so every error has one shape,
- * `{ error: { code, message, fields? } }`, with a code from the README table.
+ * `{ error: { code, message, fields? } }`, with a code from the table in docs/admin-api.md.
  */
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';

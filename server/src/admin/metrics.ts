@@ -47,8 +47,32 @@ export interface CanopyMetrics extends XdsObserver {
 export const PUSH_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export function createMetrics(registry: Registry, sources: MetricSources): CanopyMetrics {
-  const registers = [registry];
   collectDefaultMetrics({ register: registry });
+  const { responses, resources, pushLatency, acks, nacks, stale, streams, refused, oversized } = xdsCounters(
+    registry,
+    sources,
+  );
+  stateGauges(registry, sources);
+  return {
+    registry,
+    streamOpened: () => streams.inc(),
+    streamClosed: () => {},
+    responseSent: (typeUrl, n) => {
+      responses.inc({ type: shortTypeName(typeUrl) });
+      resources.inc({ type: shortTypeName(typeUrl) }, n);
+    },
+    pushed: (typeUrl, seconds) => pushLatency.observe({ type: shortTypeName(typeUrl) }, seconds),
+    acked: (typeUrl) => acks.inc({ type: shortTypeName(typeUrl) }),
+    nacked: (typeUrl) => nacks.inc({ type: shortTypeName(typeUrl) }),
+    staleNonce: (typeUrl) => stale.inc({ type: shortTypeName(typeUrl) }),
+    requestRefused: (reason) => refused.inc({ reason }),
+    oversizedResponse: (typeUrl) => oversized.inc({ type: shortTypeName(typeUrl) }),
+  };
+}
+
+/** The xDS counters the observer moves, in the order /metrics lists them. */
+function xdsCounters(registry: Registry, sources: MetricSources) {
+  const registers = [registry];
   new Gauge({
     name: 'canopy_xds_connected_clients',
     help: 'ADS streams open now',
@@ -100,6 +124,20 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
   });
   // Every reason is listed from the start, at zero: an alert on it needs the series to exist.
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
+  subscriptionGauges(registers, sources);
+  const oversized = new Counter({
+    name: 'canopy_xds_oversized_responses_total',
+    help: "Responses over gRPC's default 4 MiB receive limit (a default client ends its stream)",
+    labelNames: ['type'],
+    registers,
+  });
+  for (const type of TYPE_LABELS)
+    for (const c of [responses, resources, acks, nacks, stale, oversized]) c.inc({ type }, 0);
+  return { responses, resources, pushLatency, acks, nacks, stale, streams, refused, oversized };
+}
+
+/** Subscription state held against its budget, when the server has one. */
+function subscriptionGauges(registers: Registry[], sources: MetricSources): void {
   const subscriptions = sources.subscriptions;
   if (subscriptions) {
     new Gauge({
@@ -119,14 +157,11 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
       },
     });
   }
-  const oversized = new Counter({
-    name: 'canopy_xds_oversized_responses_total',
-    help: "Responses over gRPC's default 4 MiB receive limit (a default client ends its stream)",
-    labelNames: ['type'],
-    registers,
-  });
-  for (const type of TYPE_LABELS)
-    for (const c of [responses, resources, acks, nacks, stale, oversized]) c.inc({ type }, 0);
+}
+
+/** What the server holds now, read at scrape time: version, clients, store, CLA cache, trees. */
+function stateGauges(registry: Registry, sources: MetricSources): void {
+  const registers = [registry];
   new Gauge({
     name: 'canopy_build_info',
     help: 'Always 1: the running version and Node.js version as labels',
@@ -203,22 +238,6 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
       this.set(sources.treeNodes());
     },
   });
-
-  return {
-    registry,
-    streamOpened: () => streams.inc(),
-    streamClosed: () => {},
-    responseSent: (typeUrl, n) => {
-      responses.inc({ type: shortTypeName(typeUrl) });
-      resources.inc({ type: shortTypeName(typeUrl) }, n);
-    },
-    pushed: (typeUrl, seconds) => pushLatency.observe({ type: shortTypeName(typeUrl) }, seconds),
-    acked: (typeUrl) => acks.inc({ type: shortTypeName(typeUrl) }),
-    nacked: (typeUrl) => nacks.inc({ type: shortTypeName(typeUrl) }),
-    staleNonce: (typeUrl) => stale.inc({ type: shortTypeName(typeUrl) }),
-    requestRefused: (reason) => refused.inc({ reason }),
-    oversizedResponse: (typeUrl) => oversized.inc({ type: shortTypeName(typeUrl) }),
-  };
 }
 
 /** Store write durations and failures by operation; the label set is the Store's write methods. */

@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { packagePath } from '../platform/paths.js';
+import { CodedError } from '../domain/errors.js';
 
 export interface LoadedObject {
   readonly maps: Readonly<Record<string, number>>;
@@ -78,11 +79,19 @@ let cached: BpfAddon | undefined;
 /** The addon, or an Error saying why it cannot be had here. */
 export function loadAddon(): BpfAddon {
   if (cached) return cached;
-  if (process.platform !== 'linux') throw new Error('the kernel datapath needs Linux');
+  if (process.platform !== 'linux')
+    throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', 'the kernel datapath needs Linux');
   const file = addonPath();
-  if (!existsSync(file)) throw new Error(`the BPF addon is not built (${file} is missing): run npm run build:bpf`);
+  if (!existsSync(file))
+    throw new CodedError(
+      'CANOPY_DATAPATH_UNAVAILABLE',
+      `the BPF addon is not built (${file} is missing): run npm run build:bpf`,
+    );
   if (!existsSync(objectPath()))
-    throw new Error(`the BPF object is not built (${objectPath()} is missing): run npm run build:bpf`);
+    throw new CodedError(
+      'CANOPY_DATAPATH_UNAVAILABLE',
+      `the BPF object is not built (${objectPath()} is missing): run npm run build:bpf`,
+    );
   cached = createRequire(import.meta.url)(file) as BpfAddon;
   return cached;
 }

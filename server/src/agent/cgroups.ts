@@ -4,6 +4,7 @@
  */
 import { existsSync, readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { CodedError } from '../domain/errors.js';
 
 /**
  * A cgroup directory's level in its cgroup v2 hierarchy (the mount's root is
@@ -17,14 +18,14 @@ export function cgroupLevel(dir: string): number {
     if (type !== 'cgroup2' || !mnt) continue;
     if ((real === mnt || real.startsWith(mnt.endsWith('/') ? mnt : `${mnt}/`)) && mnt.length > root.length) root = mnt;
   }
-  if (!root) throw new Error(`cgroup ${dir} is not in a cgroup v2 hierarchy`);
+  if (!root) throw new CodedError('CANOPY_BAD_CGROUP', `cgroup ${dir} is not in a cgroup v2 hierarchy`);
   return path.relative(root, real).split(path.sep).filter(Boolean).length;
 }
 
 /** The kernel's cgroup id of a cgroup v2 directory: its inode number. */
 export function cgroupId(dir: string): bigint {
   const st = statSync(dir, { bigint: true });
-  if (!st.isDirectory()) throw new Error(`cgroup ${dir} is not a directory`);
+  if (!st.isDirectory()) throw new CodedError('CANOPY_BAD_CGROUP', `cgroup ${dir} is not a directory`);
   return st.ino;
 }
 
@@ -34,11 +35,12 @@ const CGROUP2_SUPER_MAGIC = 0x63677270;
 /** Throws, naming the flag, unless `dir` is a directory of a cgroup v2 hierarchy. */
 export function assertCgroupDir(dir: string): void {
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
-    throw new Error(`--cgroup ${dir} is not a directory (a cgroup v2 directory is required)`);
+    throw new CodedError('CANOPY_BAD_CGROUP', `--cgroup ${dir} is not a directory (a cgroup v2 directory is required)`);
   }
   const fsType = statfsSync(dir).type;
   if (fsType !== CGROUP2_SUPER_MAGIC) {
-    throw new Error(
+    throw new CodedError(
+      'CANOPY_BAD_CGROUP',
       `--cgroup ${dir} is not a cgroup v2 directory (its filesystem type is 0x${fsType.toString(16)}, not cgroup2): ` +
         'name a directory of the cgroup v2 hierarchy, e.g. /sys/fs/cgroup or a cgroup under it',
     );

@@ -32,6 +32,7 @@ import {
   type Workload,
   type WorkloadEntry,
 } from './workload-entries.js';
+import { CodedError } from '../domain/errors.js';
 
 export type { Workload };
 
@@ -125,7 +126,7 @@ export class Datapath {
    */
   static open(opts: DatapathOptions): Datapath {
     const old = kernelTooOld(os.release());
-    if (old) throw new Error(old);
+    if (old) throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', old);
     const bpf = loadAddon();
     assertCgroupDir(opts.cgroup);
     // Nothing pinned yet: if the install fails halfway, whatever it pinned or attached is undone.
@@ -147,7 +148,7 @@ export class Datapath {
     const loaded = bpf.load(opts.objectPath ?? objectPath(), opts.pinDir, maxEntries);
     const fd = (name: string, of: Readonly<Record<string, number>>) => {
       const v = of[name];
-      if (v === undefined) throw new Error(`the BPF object has no ${name}`);
+      if (v === undefined) throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', `the BPF object has no ${name}`);
       return v;
     };
     const fds = mapFds((name) => fd(name, loaded.maps));
@@ -198,7 +199,7 @@ export class Datapath {
    * a map write fails, every write of this apply is undone and it throws.
    */
   apply(trees: readonly IncomingTree[], keep: ReadonlySet<string> = new Set()): ApplyResult {
-    if (this.closed) throw new Error('datapath closed');
+    if (this.closed) throw new CodedError('CANOPY_DATAPATH_UNAVAILABLE', 'datapath closed');
     const started = process.hrtime.bigint();
     const adopted = this.adoptRecoveredScopes(trees.flatMap((t) => t.tree.scopes));
     const p = plan(this.state, trees, keep);

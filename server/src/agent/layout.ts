@@ -146,16 +146,7 @@ export function fullLayout(
   const pl = place(t);
   const v6 = !!t.vip6;
   const n = t.backends.length;
-  // IPv6: each distinct address once, by the first backend that has it.
-  const addresses = new Map<string, number>();
-  const firstOf: number[] = [];
-  if (v6)
-    t.backends.forEach((b, i) => {
-      const text = addressText(b);
-      if (addresses.has(text)) return;
-      addresses.set(text, addresses.size);
-      firstOf.push(i);
-    });
+  const { addresses, firstOf } = distinctAddresses(t, v6);
   const members = pl.nodes.reduce((s, x) => s + x.end - x.start, 0);
   const total = n + members + addresses.size;
   const range = allocator.allocate(total);
@@ -186,13 +177,7 @@ export function fullLayout(
   const nodeValues = Buffer.alloc(pl.nodes.length * LAYOUT.canopy_node.size);
   pl.nodes.forEach((p, j) => {
     const m = membersOf(p);
-    const bk = new Float64Array(m.length);
-    const bw = new Float64Array(m.length);
-    for (let i = 0; i < m.length; i++) {
-      bk[i] = keys[m[i]!]!;
-      bw[i] = w[m[i]!]!;
-    }
-    const bucket = freshBucket({ start: offset, length: m.length }, bk, bw);
+    const bucket = freshBucket({ start: offset, length: m.length }, pick(keys, m), pick(w, m));
     offset += m.length;
     put(bucket);
     const key = nodeKey(tree, p.level, p.hash);
@@ -227,6 +212,27 @@ export function fullLayout(
     nodes: { keys: nodeKeys, values: nodeValues, count: pl.nodes.length },
     value: layoutValue(layout),
   };
+}
+
+/** IPv6: each distinct address once, by the first backend that has it (none for IPv4). */
+function distinctAddresses(t: TreeMessage, v6: boolean) {
+  const addresses = new Map<string, number>();
+  const firstOf: number[] = [];
+  if (v6)
+    t.backends.forEach((b, i) => {
+      const text = addressText(b);
+      if (addresses.has(text)) return;
+      addresses.set(text, addresses.size);
+      firstOf.push(i);
+    });
+  return { addresses, firstOf };
+}
+
+/** `from` at the indexes `at`. */
+function pick(from: Float64Array, at: ArrayLike<number>): Float64Array {
+  const out = new Float64Array(at.length);
+  for (let i = 0; i < at.length; i++) out[i] = from[at[i]!]!;
+  return out;
 }
 
 export function ownedOf(pl: Placement, keys: ArrayLike<number>, w: ArrayLike<number>): Map<string, number[]> {

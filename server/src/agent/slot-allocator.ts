@@ -4,6 +4,8 @@
  * First fit over a sorted free list; freed ranges coalesce with neighbours.
  * Pure: no I/O.
  */
+import { CodedError } from '../domain/errors.js';
+
 export interface Range {
   readonly start: number;
   readonly length: number;
@@ -39,7 +41,7 @@ export class SlotAllocator {
     if (range.length === 0) return;
     const end = range.start + range.length;
     const i = this.free.findIndex((r) => r.start <= range.start && r.start + r.length >= end);
-    if (i < 0) throw new Error(`slots [${range.start}, ${end}) are not free`);
+    if (i < 0) throw new CodedError('CANOPY_BROKEN_INVARIANT', `slots [${range.start}, ${end}) are not free`);
     const r = this.free[i]!;
     const parts: Range[] = [];
     if (r.start < range.start) parts.push({ start: r.start, length: range.start - r.start });
@@ -56,7 +58,7 @@ export class SlotAllocator {
     const prev = this.free[i - 1];
     const next = this.free[i];
     if ((prev && prev.start + prev.length > range.start) || (next && next.start < end) || end > this.capacity) {
-      throw new Error(`slots [${range.start}, ${end}) were not allocated`);
+      throw new CodedError('CANOPY_BROKEN_INVARIANT', `slots [${range.start}, ${end}) were not allocated`);
     }
     let merged: Range = range;
     let from = i;

@@ -8,7 +8,7 @@
 import { readFileSync, statSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import type { ValidationResult } from '../domain/errors.js';
-import { formatFieldErrors } from '../domain/errors.js';
+import { CodedError, formatFieldErrors } from '../domain/errors.js';
 import type { CanopyConfig } from '../domain/spec.js';
 import { parseConfigText } from './config-file.js';
 import { configKey, configRecord, readConfigRecord, storeHoldsRecord, writeConfigRecord } from './config-record.js';
@@ -130,7 +130,12 @@ export async function applyStartConfig(store: Store, start: StartConfig, dataDir
     // The file is the recorded one, but the store moved away from it (a listed service deleted through the
     // API, a reload cut short): its services are needed after all. Read again: it may have been edited since.
     const again = await readStartConfig(start.file);
-    if (!again.ok) throw new Error(`invalid config ${start.file}: ${formatFieldErrors(again.errors)}`);
+    if (!again.ok)
+      throw new CodedError(
+        'CANOPY_INVALID_CONFIG',
+        `invalid config ${start.file}: ${formatFieldErrors(again.errors)}`,
+        again.errors,
+      );
     ({ config, digest, stamp } = again.value);
   }
   const applied = await applyFileServices(store, config.services);

@@ -1,6 +1,6 @@
 /**
  * The config file as a writer of the store, under the ownership rule
- * (README, "Ownership"): the file owns the services it lists, the API owns
+ * (docs/operations.md, "Storage and ownership"): the file owns the services it lists, the API owns
  * the ones it creates.
  *
  * - A listed service whose entry is unchanged since it was last applied is
@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import type { ServiceSpec } from '../domain/service.js';
 import { endpointJson, serviceSpecToJson } from '../domain/spec.js';
 import { StoreConflict, type PutEntry, type Store } from '../store/store.js';
+import { CodedError } from '../domain/errors.js';
 
 export interface FileApplyResult {
   readonly replaced: readonly string[];
@@ -83,7 +84,7 @@ export function fileEntryDigest(spec: ServiceSpec): string {
   const text = JSON.stringify(serviceSpecToJson({ ...spec, endpoints: [] }));
   const at = text.indexOf(EMPTY_ENDPOINTS);
   const hash = createHash('sha256');
-  if (at < 0) throw new Error('a canonical service entry without its endpoints field');
+  if (at < 0) throw new CodedError('CANOPY_BROKEN_INVARIANT', 'a canonical service entry without its endpoints field');
   hash.update(text.slice(0, at + EMPTY_ENDPOINTS.length - 1));
   let piece = '';
   spec.endpoints.forEach((ep, i) => {

@@ -6,13 +6,10 @@
  * With an encoder whose output follows the tree (the codec's ropes), entries
  * also outlive endpoint changes: only a change of the tree's shape drops them.
  */
-import { buildCla, type Cla } from './cla.js';
-import { buildLoadCla } from './load/load-cla.js';
+import type { Cla } from './cla.js';
+import { planCla } from './cla-planners.js';
 import type { Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
-import { hasPolicy } from './policy.js';
-import { policyKeyFor, resolvePolicy } from './policy-cla.js';
-import { planFor, planKeyFor } from './priorities.js';
 
 export interface ClaEntry<B = Uint8Array> {
   readonly service: string;
@@ -72,12 +69,13 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
    * made, no count moved): the push orders streams by it.
    */
   keyFor(service: ServiceState, client: Placement): string {
-    return this.keyed(service, client).key;
+    return planCla(service, client).key;
   }
 
   lookup(service: ServiceState, client: Placement): ClaEntry<B> {
-    const lb = service.spec.loadBalancing;
-    const { key, node, weights, withPolicy } = this.keyed(service, client);
+    // The key and the CLA come from one planner's answer (cla-planners.ts).
+    const plan = planCla(service, client);
+    const key = plan.key;
     const forService = this.current(service);
     const hit = forService.byKey.get(key);
     if (hit) {
@@ -85,11 +83,7 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
       return hit;
     }
     this.misses++;
-    const cla = weights
-      ? buildLoadCla(service.name, service.tree, lb, node!, weights)
-      : withPolicy
-        ? resolvePolicy(service.name, service.tree, lb, client).cla
-        : buildCla(service.name, service.tree, lb, planFor(service.tree, lb, client));
+    const cla = plan.cla();
     const entry: ClaEntry<B> = {
       service: service.name,
       generation: service.generation,
@@ -100,21 +94,6 @@ export class ClaCache<B extends { readonly length: number } = Uint8Array> {
     forService.byKey.set(key, entry);
     this.entries++;
     return entry;
-  }
-
-  private keyed(service: ServiceState, client: Placement) {
-    const lb = service.spec.loadBalancing;
-    // A load-aware client node's CLA follows its weights this interval: keyed by node and epoch.
-    const node = service.load ? service.tree.matchPlacement(client) : undefined;
-    const weights = node ? service.load?.weights.get(node.id) : undefined;
-    // A service with a locality policy keys on its tree node plus the client attributes the policy reads.
-    const withPolicy = hasPolicy(lb.policy);
-    const key = weights
-      ? `L${node!.id}#${service.load!.epoch}`
-      : withPolicy
-        ? policyKeyFor(service.tree, lb, client)
-        : planKeyFor(service.tree, lb, client);
-    return { key, node, weights, withPolicy };
   }
 
   /** The service's entries, brought up to its generation: kept where they follow the tree, dropped otherwise. */

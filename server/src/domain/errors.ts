@@ -1,5 +1,5 @@
 /**
- * Errors with stable codes (documented in README's error table). Validation
+ * Errors with stable codes (the admin API's in docs/admin-api.md's table). Validation
  * itself returns results, never throws; these wrap a failed result where a
  * caller needs an exception (config load at startup).
  */
@@ -36,12 +36,55 @@ export type ErrorCode =
   | 'CANOPY_BODY_TOO_LARGE'
   | 'CANOPY_INTERNAL';
 
-export class CanopyError extends Error {
+/**
+ * The codes of errors the server, the agent and the command line throw that never cross the admin API as
+ * themselves (an admin request that meets one answers CANOPY_INTERNAL, as before). Stable: logs and
+ * scripts may match them.
+ */
+export type InternalErrorCode =
+  /** A flag or option given at start is not usable (`--store`, `--cgroup`, an admin API off loopback). */
+  | 'CANOPY_BAD_OPTION'
+  /** The data directory or the store's backend cannot be opened or read. */
+  | 'CANOPY_STORE_UNAVAILABLE'
+  /** A write the store refuses as written (one service put twice in one write). */
+  | 'CANOPY_STORE_BAD_WRITE'
+  /** The store was closed. */
+  | 'CANOPY_STORE_CLOSED'
+  /** A watch asked for revisions older than the store keeps: list again. */
+  | 'CANOPY_STORE_COMPACTED'
+  /** What the data directory holds was written in a format this version cannot read, or is damaged. */
+  | 'CANOPY_STORE_FORMAT'
+  /** A canopy.v1.LocalityTree that cannot be built or loaded (a node agent NACKs it with this message). */
+  | 'CANOPY_INVALID_TREE'
+  /** The kernel datapath is not available (not Linux, the addon or the BPF object not built, a map missing). */
+  | 'CANOPY_DATAPATH_UNAVAILABLE'
+  /** A cgroup is not a cgroup v2 directory. */
+  | 'CANOPY_BAD_CGROUP'
+  /** Something the code relies on did not hold (an encoder's sizes, a slot's state): a bug. */
+  | 'CANOPY_BROKEN_INVARIANT'
+  /** A peer (etcd, a replica, a CSDS server, the config parser thread) failed to answer. */
+  | 'CANOPY_PEER_FAILED';
+
+/**
+ * The one base of Canopy's errors: a stable `code` and, where input was at fault, the field paths
+ * (`services[0].endpoints[2].port`). The admin API's errors (CanopyError) are the ones its error handler
+ * maps to an HTTP status; the rest carry an InternalErrorCode.
+ */
+export class CodedError<C extends string = ErrorCode | InternalErrorCode> extends Error {
   constructor(
-    readonly code: ErrorCode,
+    readonly code: C,
     message: string,
+    readonly fields?: readonly FieldError[],
   ) {
+    // The name stays 'Error': what the command line and the logs print of these is unchanged.
     super(message);
+  }
+}
+
+/** An error of the admin API: its code says the HTTP status (admin/app.ts HTTP_STATUS). */
+export class CanopyError extends CodedError<ErrorCode> {
+  constructor(code: ErrorCode, message: string) {
+    super(code, message);
     this.name = 'CanopyError';
   }
 }

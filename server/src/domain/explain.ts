@@ -4,14 +4,13 @@
  * new requests a gRPC client sends it, and the tree node the CLA is cached
  * under. A proposed policy is explained the same way and compared.
  */
+import { planCla } from './cla-planners.js';
 import { envoyHostSets, envoyShares, type EnvoyPriorityView } from './envoy-lb.js';
 import { buildLoadCla } from './load/load-cla.js';
 import type { LoadExplain } from './load/load-explain.js';
 import { formatLocality, type Locality, type Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
-import { hasPolicy } from './policy.js';
-import { policyKeyFor, resolvePolicy, type PolicyOutcome } from './policy-cla.js';
-import { planKeyFor } from './priorities.js';
+import { resolvePolicy, type PolicyOutcome } from './policy-cla.js';
 import { endpointKey, type Health } from './service.js';
 
 export interface LocalityView {
@@ -63,10 +62,7 @@ const view_ = (l: Locality): LocalityView => ({ region: l.region, zone: l.zone, 
 
 /** The CLA cache key for this client, as ClaCache.lookup computes it. */
 export function cacheKeyFor(service: ServiceState, client: Placement): string {
-  const lb = service.spec.loadBalancing;
-  const node = service.load ? service.tree.matchPlacement(client) : undefined;
-  if (node && service.load?.weights.has(node.id)) return `L${node.id}#${service.load.epoch}`;
-  return hasPolicy(lb.policy) ? policyKeyFor(service.tree, lb, client) : planKeyFor(service.tree, lb, client);
+  return planCla(service, client).key;
 }
 
 interface EndpointStats {

@@ -194,7 +194,14 @@ export function readDestinationRule(f: Findings, spec: Obj, path: string, td?: I
     );
     return random;
   }
-  const s = obj(f, lbo['localityLbSetting'], settingPath);
+  return readLocalityLbSetting(f, lbo['localityLbSetting'], settingPath, outlier);
+}
+
+/** Istio's localityLbSetting, read when the rule has one; `outlier`: the rule sets outlierDetection. */
+function readLocalityLbSetting(f: Findings, raw: unknown, settingPath: string, outlier: boolean): Obj {
+  const tree = ['region', 'zone', 'subzone'];
+  const random = { mode: 'random', routingPreference: tree };
+  const s = obj(f, raw, settingPath);
   if (!s) return random;
   f.keys(s, settingPath, ['enabled', 'distribute', 'failover', 'failoverPriority']);
   if (s['enabled'] === false) return random;

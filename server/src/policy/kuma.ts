@@ -9,7 +9,7 @@
  * accepts dropped (and localZone alone means local only); affinity weights
  * 900/90/9 by default; overprovisioning factor uint32(100/threshold)·100,
  * 200 by default. Changed: priorities have no gap and every locality has a
- * weight (gRPC), see README.
+ * weight (gRPC), see docs/locality-and-policies.md ("Where Canopy deliberately differs").
  */
 import {
   describe,
@@ -193,6 +193,33 @@ function serviceOf(f: Findings, ref: Obj, path: string): string | undefined {
   return name;
 }
 
+/** localZone: its affinity tags, as the policy's affinity (empty when none is usable). */
+function readLocalZone(f: Findings, local: Obj, lp: string): Obj[] {
+  f.keys(local, join(lp, 'localZone'), ['affinityTags']);
+  const tp0 = join(lp, 'localZone.affinityTags');
+  const tags = list(f, local['affinityTags'] ?? [], tp0) ?? [];
+  const affinity: Obj[] = [];
+  tags.forEach((t, i) => {
+    const tp = join(tp0, i);
+    const o = obj(f, t, tp);
+    if (!o) return;
+    f.keys(o, tp, ['key', 'weight']);
+    const key = str(f, o['key'], join(tp, 'key'));
+    if (key === '') f.error(join(tp, 'key'), 'must not be empty');
+    if (key) affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
+  });
+  // Kuma: either every tag has a weight or none has (the defaults 900/90/9 are for the unweighted form).
+  const weighted = tags.filter((t) => isObject(t) && t['weight'] !== undefined).length;
+  if (weighted > 0 && weighted < tags.length)
+    f.error(tp0, `all or none of the affinity tags must have a weight (${weighted} of ${tags.length} have one)`);
+  if (affinity.length)
+    f.note(
+      join(lp, 'localZone.affinityTags'),
+      "the client's values are its xDS node labels (node metadata `labels`); Kuma reads the client Dataplane's labels (and, before 2.10, its inbound tags): give those as node labels",
+    );
+  return affinity;
+}
+
 function readDefault(f: Findings, def: Obj, path: string): Obj {
   f.keys(def, path, ['localityAwareness'], {
     loadBalancer: "the endpoint picking algorithm is the client's",
@@ -215,30 +242,8 @@ function readDefault(f: Findings, def: Obj, path: string): Obj {
     f.note(join(lp, 'disabled'), 'ignored: localZone/crossZone take precedence (as in Kuma)');
   const policy: Obj = {};
   if (local) {
-    f.keys(local, join(lp, 'localZone'), ['affinityTags']);
-    const tp0 = join(lp, 'localZone.affinityTags');
-    const tags = list(f, local['affinityTags'] ?? [], tp0) ?? [];
-    const affinity: Obj[] = [];
-    tags.forEach((t, i) => {
-      const tp = join(tp0, i);
-      const o = obj(f, t, tp);
-      if (!o) return;
-      f.keys(o, tp, ['key', 'weight']);
-      const key = str(f, o['key'], join(tp, 'key'));
-      if (key === '') f.error(join(tp, 'key'), 'must not be empty');
-      if (key) affinity.push({ scope: `label:${key}`, ...(o['weight'] !== undefined ? { weight: o['weight'] } : {}) });
-    });
-    // Kuma: either every tag has a weight or none has (the defaults 900/90/9 are for the unweighted form).
-    const weighted = tags.filter((t) => isObject(t) && t['weight'] !== undefined).length;
-    if (weighted > 0 && weighted < tags.length)
-      f.error(tp0, `all or none of the affinity tags must have a weight (${weighted} of ${tags.length} have one)`);
-    if (affinity.length) {
-      policy['affinity'] = affinity;
-      f.note(
-        join(lp, 'localZone.affinityTags'),
-        "the client's values are its xDS node labels (node metadata `labels`); Kuma reads the client Dataplane's labels (and, before 2.10, its inbound tags): give those as node labels",
-      );
-    }
+    const affinity = readLocalZone(f, local, lp);
+    if (affinity.length) policy['affinity'] = affinity;
   }
   let factor = 200;
   const rules: Obj[] = [];

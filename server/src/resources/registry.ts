@@ -18,6 +18,7 @@ import type { ResourceType, ResourceTypes } from './resource-type.js';
 import { OutboundLayouts } from './outbound-layouts.js';
 import { routeType } from './route.js';
 import { LEDS_TYPE } from './type-urls.js';
+import { CodedError } from '../domain/errors.js';
 
 export class ResourceRegistry implements ResourceTypes {
   private readonly byUrl = new Map<string, ResourceType>();
@@ -30,7 +31,8 @@ export class ResourceRegistry implements ResourceTypes {
     private readonly leds = true,
   ) {
     for (const t of types) {
-      if (this.byUrl.has(t.typeUrl)) throw new Error(`resource type ${t.typeUrl} registered twice`);
+      if (this.byUrl.has(t.typeUrl))
+        throw new CodedError('CANOPY_BROKEN_INVARIANT', `resource type ${t.typeUrl} registered twice`);
       this.byUrl.set(t.typeUrl, t);
     }
   }

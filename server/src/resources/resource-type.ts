@@ -9,7 +9,11 @@ import type { DemandSet } from '../domain/demand.js';
 import type { NodeInfo } from '../wire/request.js';
 import type { Resource } from './resource.js';
 
-export interface ResourceType {
+/**
+ * What every type has: the small core the sessions and the registry rely on (grpc-js-xds's resource type
+ * has five members; this one has the eight a server needs). What only some types do is a capability below.
+ */
+export interface ResourceTypeCore {
   readonly typeUrl: string;
   /** 'LDS', 'CDS', … for logs and metric labels. */
   readonly shortName: string;
@@ -19,45 +23,72 @@ export interface ResourceType {
   readonly pushRank: number;
   /** Every name of this type, for wildcard subscriptions. */
   names(): readonly string[];
-  /** Lazy xDS narrows this type's wildcard to the node's demand set (LDS, CDS). */
-  readonly demandScoped?: boolean;
   /** The resource as this client sees it, or undefined when it does not exist. */
   resolve(name: string, client: Client): Resource | undefined;
+  /** The names of this type that a change to these services may have changed. */
+  touchedBy(services: ReadonlySet<string>): Iterable<string>;
+  /** Drops what a deleted service left behind. */
+  forget(service: string): void;
+}
+
+/** Lazy xDS narrows this type's wildcard to the node's demand set (LDS, CDS). */
+export interface DemandScoped {
+  readonly demandScoped: boolean;
+}
+
+/** Share groups: the push lets streams sent the same bytes through together (EDS, and proxyless LDS/RDS/CDS). */
+export interface SharesResponses {
   /**
    * A key under which clients are sent the same resource for `name` (clients of one tree node get one
    * CLA, wherever below it they are), or undefined when the type cannot tell. Cheap and free of side
    * effects: the push lets streams with the same keys through back to back, so that each distinct
    * response is encoded once. A hint for ordering only: a wrong key costs an encode, never a wrong byte.
    */
-  shareGroup?(name: string, client: Client): string | undefined;
-  /** The names of this type that a change to these services may have changed. */
-  touchedBy(services: ReadonlySet<string>): Iterable<string>;
-  /** Drops what a deleted service left behind. */
-  forget(service: string): void;
+  shareGroup(name: string, client: Client): string | undefined;
+}
+
+/** Warming: an updated resource of this type waits on resources of other types (CDS, LDS). */
+export interface Warms {
   /**
    * Envoy's warming (xds_protocol.rst, "Resource warming"): a resource of this
    * type that is added or updated is built anew on the client and kept warming
    * until it is sent these resources of other types again, even unchanged, in
    * this order (a Cluster: its ClusterLoadAssignment, then on LEDS its
-   * collections' members; a Listener: its RouteConfiguration). Types nothing
-   * waits on leave it out. `client` as in `resolve`: what a resource names
-   * may depend on who it is for (the route configuration a listener reads).
+   * collections' members; a Listener: its RouteConfiguration). `client` as in
+   * `resolve`: what a resource names may depend on who it is for (the route
+   * configuration a listener reads).
    */
-  warms?(name: string, client: Client): readonly WarmTarget[];
-  /**
-   * xDS collections (LEDS): the current snapshot of a glob name (`…/*`), or
-   * undefined when the name is not a collection or has no members. Types
-   * without collections leave it out.
-   */
-  collection?(glob: string): CollectionSnapshot | undefined;
+  warms(name: string, client: Client): readonly WarmTarget[];
+}
+
+/** xDS collections (LEDS): glob names answered with a snapshot of their members. */
+export interface Collections {
+  /** The current snapshot of a glob name (`…/*`), or undefined when the name is not a collection or has no members. */
+  collection(glob: string): CollectionSnapshot | undefined;
   /** Whether a name is a glob this type answers with `collection`. */
-  isCollection?(name: string): boolean;
+  isCollection(name: string): boolean;
   /**
    * Collections whose snapshot changed after `since` (an epoch a previous call
    * returned; -1 for none), so a stream looks only at those; `globs`
    * undefined when `since` is too old to tell (look at every one).
    */
-  collectionChanges?(since: number): { readonly epoch: number; readonly globs: readonly string[] | undefined };
+  collectionChanges(since: number): { readonly epoch: number; readonly globs: readonly string[] | undefined };
+}
+
+/**
+ * A resource type: the core, and whichever capabilities it has. A type with a capability has all of its
+ * members (`hasCollections` checks the one with three); optional members keep the types' object literals
+ * and the tests' fake types as they are.
+ */
+export type ResourceType = ResourceTypeCore &
+  Partial<DemandScoped> &
+  Partial<SharesResponses> &
+  Partial<Warms> &
+  Partial<Collections>;
+
+/** Does the type serve xDS collections (all three members)? */
+export function hasCollections(type: ResourceType): type is ResourceType & Collections {
+  return type.collection !== undefined && type.isCollection !== undefined && type.collectionChanges !== undefined;
 }
 
 /** What an updated resource waits for: names of `typeUrl`, and (xDS collections) every glob under `prefix`. */

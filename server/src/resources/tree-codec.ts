@@ -16,6 +16,7 @@ import type { LbMode, ServiceSpec } from '../domain/service.js';
 import { packagePath } from '../platform/paths.js';
 import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from '../wire/wire.js';
 import type { TreeSpill } from './tree-spill.js';
+import { CodedError } from '../domain/errors.js';
 
 export const TREE_MODES: Readonly<Record<LbMode, number>> = { random: 0, failover: 1, strict: 2 };
 const MODE_NAMES: readonly LbMode[] = ['random', 'failover', 'strict'];
@@ -109,33 +110,16 @@ export function encodeLocalityTree(
   const vip = spec.vip !== undefined ? ipv4ToInt(spec.vip) : undefined;
   const vip6 = spec.vip !== undefined && vip === undefined ? ipv6Bytes(spec.vip) : undefined;
   if ((vip === undefined && vip6 === undefined) || spec.port === undefined) {
-    throw new Error(`service ${spec.name}: the kernel datapath needs an IPv4 or IPv6 vip and a port`);
+    throw new CodedError(
+      'CANOPY_INVALID_TREE',
+      `service ${spec.name}: the kernel datapath needs an IPv4 or IPv6 vip and a port`,
+    );
   }
   const n = tree.endpoints.length;
-  // before[i] = backends of the VIP's family among endpoints[0, i)
-  const before = new Uint32Array(n + 1);
-  const ips = new Array<number | Uint8Array | undefined>(n);
-  for (let i = 0; i < n; i++) {
-    const address = tree.endpoints[i]!.address;
-    const ip = vip6 ? ipv6Bytes(address) : ipv4ToInt(address);
-    ips[i] = ip;
-    before[i + 1] = before[i]! + (ip === undefined ? 0 : 1);
-  }
-
+  const { before, ips } = backendsOfFamily(tree, vip6 !== undefined);
   const name = utf8Bytes(spec.name);
   const scopes = tree.scopes.map((s) => utf8Bytes(s));
-  const nodeBodies = tree.nodes.map((node) => {
-    const value = utf8Bytes(node.value);
-    const parent = Math.max(0, node.parent);
-    const start = before[node.start]!;
-    const end = before[node.end]!;
-    const size =
-      (parent ? varintFieldSize(1, parent) : 0) +
-      (value.length ? fieldSize(2, value.length) : 0) +
-      (start ? varintFieldSize(3, start) : 0) +
-      (end ? varintFieldSize(4, end) : 0);
-    return { value, parent, start, end, size };
-  });
+  const nodeBodies = nodeBodiesOf(tree, before);
 
   const mode = TREE_MODES[spec.loadBalancing.mode];
   const unsupported = kernelUnsupported(spec.loadBalancing.policy, tree).map((f) => utf8Bytes(f));
@@ -198,6 +182,37 @@ export function encodeLocalityTree(
   return w.finish();
 }
 
+/** The backends of the VIP's family: each endpoint's address (undefined if of the other family), and
+ * before[i] = backends of the family among endpoints[0, i) (the nodes' ranges renumbered around the rest). */
+function backendsOfFamily(tree: CompiledTree, v6: boolean) {
+  const n = tree.endpoints.length;
+  const before = new Uint32Array(n + 1);
+  const ips = new Array<number | Uint8Array | undefined>(n);
+  for (let i = 0; i < n; i++) {
+    const address = tree.endpoints[i]!.address;
+    const ip = v6 ? ipv6Bytes(address) : ipv4ToInt(address);
+    ips[i] = ip;
+    before[i + 1] = before[i]! + (ip === undefined ? 0 : 1);
+  }
+  return { before, ips };
+}
+
+/** Each tree node's message body: its parent, value and renumbered range, with its encoded size. */
+function nodeBodiesOf(tree: CompiledTree, before: Uint32Array) {
+  return tree.nodes.map((node) => {
+    const value = utf8Bytes(node.value);
+    const parent = Math.max(0, node.parent);
+    const start = before[node.start]!;
+    const end = before[node.end]!;
+    const size =
+      (parent ? varintFieldSize(1, parent) : 0) +
+      (value.length ? fieldSize(2, value.length) : 0) +
+      (start ? varintFieldSize(3, start) : 0) +
+      (end ? varintFieldSize(4, end) : 0);
+    return { value, parent, start, end, size };
+  });
+}
+
 function spillBody(s: TreeSpill): TreeSpill & { size: number; leavesSize: number; weightsSize: number } {
   const leavesSize = s.leaves.reduce((t, v) => t + varintSize(v), 0);
   const weightsSize = s.weights.reduce((t, v) => t + varintSize(v), 0);
@@ -246,7 +261,7 @@ export type DecodedTree =
 /** Decodes (and checks the shape of) a tree; throws with the field at fault. */
 export function decodeLocalityTree(bytes: Uint8Array): TreeMessage {
   const r = tryDecodeLocalityTree(bytes);
-  if (!r.ok) throw new Error(r.error);
+  if (!r.ok) throw new CodedError('CANOPY_INVALID_TREE', r.error);
   return r.tree;
 }
 
@@ -268,23 +283,27 @@ export function tryDecodeLocalityTree(bytes: Uint8Array): DecodedTree {
 function checkTree(raw: RawTree): TreeMessage {
   const service = raw.service ?? '';
   const where = (f: string) => `LocalityTree ${service || '(unnamed)'}: ${f}`;
-  if (!service) throw new Error(where('service is empty'));
+  if (!service) throw new CodedError('CANOPY_INVALID_TREE', where('service is empty'));
   const mode = MODE_NAMES[raw.mode ?? 0];
-  if (!mode) throw new Error(where(`mode ${raw.mode} is not RANDOM, FAILOVER or STRICT`));
+  if (!mode) throw new CodedError('CANOPY_INVALID_TREE', where(`mode ${raw.mode} is not RANDOM, FAILOVER or STRICT`));
   const v6 = raw.vip6 !== undefined && raw.vip6.length > 0;
   if (v6 && (raw.vip6!.length !== 16 || raw.vip6!.every((x) => x === 0)))
-    throw new Error(where('vip6 is not a 16-byte IPv6 address other than ::'));
+    throw new CodedError('CANOPY_INVALID_TREE', where('vip6 is not a 16-byte IPv6 address other than ::'));
   const backends = (raw.backends ?? []).map((b) =>
     v6
       ? { ipv4: 0, ipv6: Uint8Array.from(b.ipv6 ?? []), port: b.port ?? 0, weight: b.weight || 1 }
       : { ipv4: (b.ipv4 ?? 0) >>> 0, port: b.port ?? 0, weight: b.weight || 1 },
   );
   backends.forEach((b, i) => {
-    if (b.port < 1 || b.port > 65535) throw new Error(where(`backends[${i}].port ${b.port} is not 1..65535`));
+    if (b.port < 1 || b.port > 65535)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`backends[${i}].port ${b.port} is not 1..65535`));
     if (v6) {
       if (b.ipv6!.length !== 16 || b.ipv6!.every((x) => x === 0))
-        throw new Error(where(`backends[${i}].ipv6 is not a 16-byte IPv6 address other than ::`));
-    } else if (b.ipv4 === 0) throw new Error(where(`backends[${i}].ipv4 is 0.0.0.0`));
+        throw new CodedError(
+          'CANOPY_INVALID_TREE',
+          where(`backends[${i}].ipv6 is not a 16-byte IPv6 address other than ::`),
+        );
+    } else if (b.ipv4 === 0) throw new CodedError('CANOPY_INVALID_TREE', where(`backends[${i}].ipv4 is 0.0.0.0`));
   });
   const nodes = (raw.nodes ?? []).map((n) => ({
     parent: n.parent ?? 0,
@@ -293,26 +312,33 @@ function checkTree(raw: RawTree): TreeMessage {
     end: n.end ?? 0,
   }));
   const scopes = raw.scopes ?? [];
-  if (nodes.length === 0) throw new Error(where('nodes is empty (the root is required)'));
+  if (nodes.length === 0) throw new CodedError('CANOPY_INVALID_TREE', where('nodes is empty (the root is required)'));
   const depth = new Array<number>(nodes.length).fill(0);
   nodes.forEach((n, i) => {
     if (n.start > n.end || n.end > backends.length) {
-      throw new Error(where(`nodes[${i}] range [${n.start}, ${n.end}) is outside backends[0, ${backends.length})`));
+      throw new CodedError(
+        'CANOPY_INVALID_TREE',
+        where(`nodes[${i}] range [${n.start}, ${n.end}) is outside backends[0, ${backends.length})`),
+      );
     }
     if (i === 0) {
       if (n.start !== 0 || n.end !== backends.length)
-        throw new Error(where('nodes[0] (the root) must cover every backend'));
+        throw new CodedError('CANOPY_INVALID_TREE', where('nodes[0] (the root) must cover every backend'));
       return;
     }
-    if (n.parent >= i) throw new Error(where(`nodes[${i}].parent ${n.parent} does not come before it`));
+    if (n.parent >= i)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}].parent ${n.parent} does not come before it`));
     const p = nodes[n.parent]!;
-    if (n.start < p.start || n.end > p.end) throw new Error(where(`nodes[${i}] range is outside its parent's`));
+    if (n.start < p.start || n.end > p.end)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}] range is outside its parent's`));
     depth[i] = depth[n.parent]! + 1;
-    if (depth[i]! > scopes.length) throw new Error(where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
+    if (depth[i]! > scopes.length)
+      throw new CodedError('CANOPY_INVALID_TREE', where(`nodes[${i}] is deeper than the ${scopes.length} scopes`));
   });
   const unsupportedPolicy = raw.unsupportedPolicy ?? [];
   if (unsupportedPolicy.includes(KERNEL_HOSTNAMES))
-    throw new Error(
+    throw new CodedError(
+      'CANOPY_INVALID_TREE',
       where(
         'refused: hostname endpoints; the kernel datapath connects to addresses and resolves no names (sidecars and proxyless clients resolve them)',
       ),
@@ -347,14 +373,19 @@ function checkSpills(
     const node = s.node ?? 0;
     const leaves = s.leaves ?? [];
     const weights = s.weights ?? [];
-    if (node >= nodes) throw new Error(where(`spills[${i}].node ${node} is not a node`));
-    if (seen.has(node)) throw new Error(where(`spills[${i}].node ${node} has another spill before it`));
+    if (node >= nodes) throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].node ${node} is not a node`));
+    if (seen.has(node))
+      throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].node ${node} has another spill before it`));
     seen.add(node);
     if (leaves.length !== weights.length)
-      throw new Error(where(`spills[${i}] has ${leaves.length} leaves and ${weights.length} weights`));
+      throw new CodedError(
+        'CANOPY_INVALID_TREE',
+        where(`spills[${i}] has ${leaves.length} leaves and ${weights.length} weights`),
+      );
     leaves.forEach((l, j) => {
-      if (l >= nodes || depth[l] !== levels) throw new Error(where(`spills[${i}].leaves[${j}] ${l} is not a leaf`));
-      if (!(weights[j]! > 0)) throw new Error(where(`spills[${i}].weights[${j}] is 0`));
+      if (l >= nodes || depth[l] !== levels)
+        throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].leaves[${j}] ${l} is not a leaf`));
+      if (!(weights[j]! > 0)) throw new CodedError('CANOPY_INVALID_TREE', where(`spills[${i}].weights[${j}] is 0`));
     });
     return { node, leaves: [...leaves], weights: [...weights] };
   });

@@ -13,7 +13,7 @@
  * Envoy's WatchMap::watchesInterestedIn matches a member to a glob by the
  * whole URN, context parameters included.
  */
-import type { CollectionSnapshot, ResourceType } from '../resources/resource-type.js';
+import type { CollectionSnapshot, Collections, ResourceType } from '../resources/resource-type.js';
 import { versionText } from '../resources/resource.js';
 import type { DeltaResource } from '../wire/envelope.js';
 import type { ResourceState } from './client-status.js';
@@ -166,7 +166,7 @@ export class GlobResponse {
   private shareable = true;
 
   constructor(
-    private readonly type: ResourceType,
+    private readonly type: ResourceType & Collections,
     private readonly held: HeldGlobs,
   ) {}
 
@@ -183,7 +183,7 @@ export class GlobResponse {
    */
   collect(): void {
     const held = this.held;
-    const changes = this.type.collectionChanges?.(held.synced);
+    const changes = this.type.collectionChanges(held.synced);
     let candidates: string[];
     if (changes?.globs === undefined) candidates = [...held.names];
     else {
@@ -201,7 +201,7 @@ export class GlobResponse {
   }
 
   private take(glob: string): void {
-    const step = this.held.step(glob, this.type.collection?.(splitContext(glob).base));
+    const step = this.held.step(glob, this.type.collection(splitContext(glob).base));
     if (!step) return;
     this.steps.push(step);
     this.count += step.resources.length;

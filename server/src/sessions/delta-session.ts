@@ -24,7 +24,7 @@
  *   lost subscription change would never be repeated).
  */
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
-import type { ResourceType } from '../resources/resource-type.js';
+import { hasCollections, type ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
 import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
@@ -92,7 +92,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     let outcome: RequestOutcome;
     if (!state) {
       state = newState();
-      if (this.types.get(typeUrl)?.collection) state.globs = new HeldGlobs();
+      const type = this.types.get(typeUrl);
+      if (type && hasCollections(type)) state.globs = new HeldGlobs();
       for (const [name, version] of Object.entries(req.initialVersions)) state.held.set(name, version);
       this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
@@ -242,7 +243,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const versions = new Map<string, string | null>();
     const lazy = type?.demandScoped ? this.placement.demand : undefined;
     const now = Date.now();
-    const globs = type && state.globs ? new GlobResponse(type, state.globs) : undefined;
+    const globs = type && state.globs && hasCollections(type) ? new GlobResponse(type, state.globs) : undefined;
     globs?.collect();
     // Globs were brought up to date above; with nothing but globs subscribed there is nothing else to look at.
     const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;

@@ -28,6 +28,7 @@ import { EMPTY_LOAD_PLAN, planLoad, type LoadPlanReport, type LoadPlanState } fr
 import { LoadView, type ServiceLoadReport } from '../domain/load/load-view.js';
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
+import { CodedError } from '../domain/errors.js';
 
 export interface LoadControllerOptions {
   readonly mesh: { list(): readonly ServiceState[]; get(name: string): ServiceState | undefined };
@@ -170,7 +171,7 @@ export class LoadController {
     if (services.length === 0) return own;
     this.opts.share?.publish(own).then(
       () => this.opts.onPublished?.(undefined),
-      (err: unknown) => this.opts.onPublished?.(err ?? new Error('publish failed')),
+      (err: unknown) => this.opts.onPublished?.(err ?? new CodedError('CANOPY_PEER_FAILED', 'publish failed')),
     );
     return own;
   }

@@ -7,7 +7,7 @@ import { CLIENT_KINDS, type Client, type ClientKind } from '../domain/client.js'
 import { isIp } from '../domain/ip.js';
 import type { NodeInfo } from '../wire/request.js';
 
-/** Node metadata keys a bootstrap can set (documented in the README's "Envoy sidecars"). */
+/** Node metadata keys a bootstrap can set (documented in docs/envoy.md, "Envoy sidecars"). */
 export const CLIENT_KIND_KEY = 'canopy.client_kind';
 export const OUTBOUND_ADDRESS_KEY = 'canopy.outbound_address';
 /** Without an outbound address: the port traffic is captured to (the virtual outbound listener's). */

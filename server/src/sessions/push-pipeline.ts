@@ -14,6 +14,7 @@
  * own requests take the window too: thousands of streams (re)connecting at
  * once would otherwise hold a whole CLA each until their clients read it.
  */
+import type { MeshChange } from '../domain/mesh.js';
 import type { ResourceRegistry } from '../resources/registry.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
 import { shortTypeName } from '../resources/type-urls.js';
@@ -88,6 +89,11 @@ interface Conn {
   readonly group: () => string;
 }
 
+/** Where the mesh's changes come from: the store's MeshFeed (store/mesh-feed.ts). */
+export interface MeshChanges {
+  subscribe(listener: (changes: readonly MeshChange[]) => void): () => void;
+}
+
 export class PushPipeline {
   private readonly conns = new Map<number, Conn>();
   private nextId = 1;
@@ -149,6 +155,17 @@ export class PushPipeline {
     types: ResourceTypes = this.resources,
   ): StreamHandle<DeltaDiscoveryRequest> {
     return this.openSession(new DeltaSession(this.nextId++, peer, types, this.limits), peer, sink);
+  }
+
+  /**
+   * Pushes what each change of the served mesh touches (the store's MeshFeed): a deleted service's leftovers
+   * are forgotten in every type, and the changed services pushed after the debounce. Returns a function that stops.
+   */
+  follow(feed: MeshChanges): () => void {
+    return feed.subscribe((changes) => {
+      for (const c of changes) if (c.kind === 'deleted') this.resources.forget(c.service);
+      this.notify(changes.map((c) => c.service));
+    });
   }
 
   /** Services whose resources may have changed; pushed after the debounce. */

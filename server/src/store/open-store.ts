@@ -4,6 +4,7 @@
  */
 import { LocalStore } from './level/local-store.js';
 import type { Store } from './store.js';
+import { CodedError } from '../domain/errors.js';
 
 export interface StoreOptions {
   /** `etcd://host:port[,host:port…][/key/prefix/]`; the prefix defaults to `/canopy/`. */
@@ -36,7 +37,7 @@ export function parseEtcdUrl(url: string): { endpoints: string[]; prefix: string
   const m = /^etcd:\/\/([^/]+)(\/.*)?$/.exec(url);
   const hosts = m?.[1]?.split(',').filter(Boolean) ?? [];
   if (!m || hosts.length === 0 || !hosts.every((h) => /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(h))) {
-    throw new Error(`--store must be etcd://host:port[,host:port…][/prefix/], got "${url}"`);
+    throw new CodedError('CANOPY_BAD_OPTION', `--store must be etcd://host:port[,host:port…][/prefix/], got "${url}"`);
   }
   const path = m[2] ?? '/canopy/';
   return { endpoints: hosts, prefix: path.endsWith('/') ? path : `${path}/` };

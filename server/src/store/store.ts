@@ -12,7 +12,7 @@
 import { CanopyError } from '../domain/errors.js';
 import type { Endpoint, ServiceSpec } from '../domain/service.js';
 
-/** Who created a service; see "Ownership" in README. */
+/** Who created a service; see "Storage and ownership" in docs/operations.md. */
 export type Owner = 'file' | 'api' | 'kube';
 
 export interface StoredService {

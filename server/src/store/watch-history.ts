@@ -3,6 +3,7 @@
  * revision: both backends record what they commit here and replay from it.
  */
 import type { StoreEvent, WatchHandlers } from './store.js';
+import { CodedError } from '../domain/errors.js';
 
 /** How many events are kept for late watchers. */
 const HISTORY = 4096;
@@ -27,7 +28,10 @@ export class WatchHistory {
   replay(fromRevision: number, current: number, handlers: WatchHandlers): void {
     const oldest = this.events[0]?.revision ?? current + 1;
     if (fromRevision < current && fromRevision + 1 < oldest) {
-      throw new Error(`revision ${fromRevision} is older than the watch history (from ${oldest}); list again`);
+      throw new CodedError(
+        'CANOPY_STORE_COMPACTED',
+        `revision ${fromRevision} is older than the watch history (from ${oldest}); list again`,
+      );
     }
     const missed = this.events.filter((e) => e.revision > fromRevision);
     if (missed.length > 0) handlers.onEvents(missed);

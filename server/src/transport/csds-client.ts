@@ -5,6 +5,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { messageType } from '../wire/protos.js';
+import { CodedError } from '../domain/errors.js';
 
 export interface CsdsResource {
   readonly type_url: string;
@@ -40,7 +41,8 @@ export async function fetchClientStatus(
         {},
         metadata,
         { deadline: Date.now() + (opts.deadlineMs ?? 10_000) },
-        (err, value) => (err || !value ? reject(err ?? new Error('empty answer')) : resolve(value)),
+        (err, value) =>
+          err || !value ? reject(err ?? new CodedError('CANOPY_PEER_FAILED', 'empty answer')) : resolve(value),
       ),
     );
     const decoded = response.toObject(response.decode(bytes), { enums: String, longs: String, arrays: true }) as {

@@ -11,6 +11,7 @@ import type { TreeNode } from '../../domain/locality-tree.js';
 import { combineDigests, fastDigest, flatten, type Bytes, type Rope } from '../../wire/rope.js';
 import { fieldSize, utf8Bytes, varintFieldSize, WireWriter } from '../../wire/wire.js';
 import { groupBody, policyField, runBody, type GroupBody } from './endpoint-parts.js';
+import { CodedError } from '../../domain/errors.js';
 
 export { clampedWeightCount, lbEndpointEncodeCount, localityWeight } from './endpoint-parts.js';
 
@@ -155,7 +156,8 @@ class NodeRope implements SubtreeRope {
     }
     if (!this.flat) {
       const flat = new Uint8Array(this.length);
-      if (this.copyHeld(flat, 0) !== flat.length) throw new Error('subtree rope size mismatch');
+      if (this.copyHeld(flat, 0) !== flat.length)
+        throw new CodedError('CANOPY_BROKEN_INVARIANT', 'subtree rope size mismatch');
       this.flat = flat;
     }
     return this.copyHeld(dst, at);

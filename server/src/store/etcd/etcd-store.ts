@@ -34,6 +34,7 @@ import { EtcdHealth, unreachable } from './etcd-health.js';
 import { budgetOf, commitTxn, etcdClient, withinBudget, WRITE_BUDGET_MS, type Budget } from './etcd-retry.js';
 import { EtcdWrites, type Op, type PendingEdit } from './etcd-writes.js';
 import { WatchHistory } from '../watch-history.js';
+import { CodedError } from '../../domain/errors.js';
 
 export interface EtcdStoreOptions {
   /** host:port of each etcd member. */
@@ -91,7 +92,10 @@ export class EtcdStore implements Store {
       await store.load();
     } catch (err) {
       client.close();
-      throw new Error(`cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`);
+      throw new CodedError(
+        'CANOPY_STORE_UNAVAILABLE',
+        `cannot read the store from etcd at ${opts.endpoints.join(',')}: ${(err as Error).message}`,
+      );
     }
     await store.follow();
     store.health.start();

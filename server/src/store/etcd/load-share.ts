@@ -13,6 +13,7 @@ import { Etcd3, type IWatchResponse, type Lease, type Watcher } from 'etcd3';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { LoadShare, ReplicaLoad } from '../../domain/load/load-aggregate.js';
+import { CodedError } from '../../domain/errors.js';
 
 export interface EtcdLoadShareOptions {
   readonly endpoints: readonly string[];
@@ -53,7 +54,7 @@ export class EtcdLoadShare implements LoadShare {
       await share.follow();
     } catch (err) {
       client.close();
-      throw new Error(`cannot watch the replicas' load in etcd: ${(err as Error).message}`);
+      throw new CodedError('CANOPY_PEER_FAILED', `cannot watch the replicas' load in etcd: ${(err as Error).message}`);
     }
     return share;
   }

@@ -19,6 +19,7 @@
 import type { Endpoint, Health } from '../../domain/service.js';
 import { jsonString } from '../../domain/spec-json.js';
 import { NO_LABELS, type Locality } from '../../domain/locality.js';
+import { CodedError } from '../../domain/errors.js';
 
 /** Encodes endpoints as one format-2 bucket value. */
 export function encodeBucket(endpoints: Iterable<Endpoint>): string {
@@ -91,7 +92,11 @@ export function decodeBucket(
     for (const ep of parsed) into.push(ep);
     return;
   }
-  if (parsed.v !== 2) throw new Error(`a stored bucket has format ${String(parsed.v)}, which this version cannot read`);
+  if (parsed.v !== 2)
+    throw new CodedError(
+      'CANOPY_STORE_FORMAT',
+      `a stored bucket has format ${String(parsed.v)}, which this version cannot read`,
+    );
   const localities = parsed.l.map(([region, zone, subzone]) => intern({ region, zone, subzone }));
   for (const r of parsed.e) {
     const address = r[0];

@@ -34,6 +34,7 @@ import { bucketOf as bucketFor, splitIntoBuckets } from '../buckets.js';
 import { decodeBucket, encodeBucket } from './endpoint-rows.js';
 import { LoadedService, type HeldService, type Journal, type JournalBatch } from '../held-service.js';
 import type { ServiceHead } from '../store.js';
+import { CodedError } from '../../domain/errors.js';
 
 type Row = { head: ServiceHead; owner: HeldService['owner']; fileDigest?: string; revision: number; buckets?: number };
 
@@ -114,7 +115,8 @@ export class LevelJournal implements Journal {
     const loss = lossReport(this.dir, this.check.expected, found);
     if (loss && !this.opts.acceptLoss) {
       await this.close();
-      throw new Error(
+      throw new CodedError(
+        'CANOPY_STORE_FORMAT',
         `${loss}. Restore the directory from a backup, or start with --accept-store-loss to serve what was recovered`,
       );
     }

@@ -5,14 +5,14 @@
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
-import { CanopyError } from '../../domain/errors.js';
+import { CanopyError, CodedError } from '../../domain/errors.js';
 
 /** Opens (creating) the database in `dir`, or fails naming the directory and what is wrong with it. */
 export async function openDatabase(dir: string): Promise<ClassicLevel<string, string>> {
   try {
     mkdirSync(dir, { recursive: true });
   } catch (err) {
-    throw new Error(`cannot use the data directory ${dir}: ${describeFsError(err)}`);
+    throw new CodedError('CANOPY_STORE_UNAVAILABLE', `cannot use the data directory ${dir}: ${describeFsError(err)}`);
   }
   // JSON is encoded here rather than by valueEncoding 'json', which was ~3× slower for large batches.
   const db = new ClassicLevel<string, string>(dir, { valueEncoding: 'utf8' });
@@ -21,9 +21,12 @@ export async function openDatabase(dir: string): Promise<ClassicLevel<string, st
   } catch (err) {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     if ((err as { code?: string }).code === 'LEVEL_LOCKED' || cause?.code === 'LEVEL_LOCKED') {
-      throw new Error(`the data directory ${dir} is in use by another canopy process`);
+      throw new CodedError('CANOPY_STORE_UNAVAILABLE', `the data directory ${dir} is in use by another canopy process`);
     }
-    throw new Error(`cannot open the store in the data directory ${dir}: ${describeFsError(cause ?? err)}`);
+    throw new CodedError(
+      'CANOPY_STORE_UNAVAILABLE',
+      `cannot open the store in the data directory ${dir}: ${describeFsError(cause ?? err)}`,
+    );
   }
   return db;
 }

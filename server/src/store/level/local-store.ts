@@ -26,6 +26,7 @@ import {
 } from '../store.js';
 import { toStored, type HeldService, type Journal, type JournalBatch, type JournalPut } from '../held-service.js';
 import { WatchHistory } from '../watch-history.js';
+import { CodedError } from '../../domain/errors.js';
 
 /** One write while a group is being built: how to stage it, undo it, and what it announces. */
 interface Group {
@@ -124,7 +125,8 @@ export class LocalStore implements Store {
   private prepare(entries: readonly PutEntry[]): JournalPut[] {
     const names = new Set<string>();
     for (const { spec, opts } of entries) {
-      if (names.has(spec.name)) throw new Error(`service "${spec.name}" is put twice in one write`);
+      if (names.has(spec.name))
+        throw new CodedError('CANOPY_STORE_BAD_WRITE', `service "${spec.name}" is put twice in one write`);
       names.add(spec.name);
       checkRevision(spec.name, this.services.get(spec.name), opts.ifRevision);
     }
@@ -293,7 +295,7 @@ export class LocalStore implements Store {
 
   /** Queues a write for the next group; starts a group commit unless one is in flight. */
   private write<T>(apply: (g: Group) => T): Promise<T> {
-    if (this.closed) return Promise.reject(new Error('the store is closed'));
+    if (this.closed) return Promise.reject(new CodedError('CANOPY_STORE_CLOSED', 'the store is closed'));
     return new Promise<T>((resolve, reject) => {
       this.pending.push({ apply, resolve: resolve as (v: unknown) => void, reject });
       if (!this.flushing) this.flushed = this.flush();

@@ -1,0 +1,91 @@
+/**
+ * The server's two edges, each built from the listeners' security settings
+ * (security.ts): the gRPC transport (ADS, CSDS, LRS) and the admin API.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { buildAdminApp } from '../admin/app.js';
+import { instrumentAdmin } from '../admin/metrics.js';
+import type { ServeSecurity } from '../security.js';
+import type { LoadController } from '../sessions/load-controller.js';
+import type { MeshFeed } from '../store/mesh-feed.js';
+import type { Store } from '../store/store.js';
+import { startGrpcTransport, type GrpcTransport } from '../transport/grpc-server.js';
+import { ReadAccess } from '../transport/read-access.js';
+import type { Listeners } from './listen.js';
+import type { Xds } from './xds.js';
+
+export function startTransport(
+  xds: Xds,
+  load: LoadController,
+  at: Listeners,
+  security: Partial<ServeSecurity>,
+): Promise<GrpcTransport> {
+  return startGrpcTransport({
+    ads: xds.pipeline,
+    budget: xds.budget,
+    refused: (limit) => xds.observer.requestRefused?.(limit),
+    resources: xds.resources,
+    access: new ReadAccess(security.xdsReadRules),
+    csds: {
+      ...(security.adminToken !== undefined ? { adminToken: security.adminToken } : {}),
+      openReads: security.adminOpenReads ?? false,
+    },
+    host: at.xdsHost,
+    port: at.xdsPort,
+    load,
+    loadClusterName: (service, client) => xds.resources.clusterNameFor(service, client),
+    ...(security.tls ? { tls: security.tls } : {}),
+  });
+}
+
+export interface AdminParts {
+  readonly store: Store;
+  readonly feed: MeshFeed;
+  readonly xds: Xds;
+  readonly load: LoadController;
+  readonly registry: Registry;
+  readonly logger: Logger;
+  /** Ready to serve (the store's reachability is added here). */
+  readonly ready: () => boolean;
+  /** Why the server is not ready although it serves (a Kubernetes source out of reach), if it has such a reason. */
+  readonly notReady?: () => string | undefined;
+}
+
+/** The admin API, listening; resolves with the port it bound. */
+export async function startAdmin(
+  parts: AdminParts,
+  at: Listeners,
+  security: Partial<ServeSecurity>,
+): Promise<{ app: FastifyInstance; port: number }> {
+  const { feed, xds } = parts;
+  const admin = buildAdminApp({
+    store: parts.store,
+    mesh: feed.mesh,
+    caughtUp: (revision) => feed.caughtUp(revision),
+    claCache: xds.claCache,
+    clients: () => xds.pipeline.clients(),
+    load: (service) => parts.load.report(service),
+    registry: parts.registry,
+    logger: parts.logger.child({ component: 'admin' }),
+    // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
+    ready: () => parts.ready() && feed.connected,
+    ...(parts.notReady ? { notReady: parts.notReady } : {}),
+    access: {
+      ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
+      ...(security.adminTokenFile !== undefined ? { tokenFile: security.adminTokenFile } : {}),
+      openReads: security.adminOpenReads ?? false,
+      hostnames: security.adminHostnames ?? [],
+    },
+    ...(security.tls ? { https: { cert: security.tls.cert, key: security.tls.key } } : {}),
+    ...(security.adminBodyLimit !== undefined ? { bodyLimit: security.adminBodyLimit } : {}),
+    ...(security.adminWriteLimit !== undefined
+      ? { writeRateLimit: { max: security.adminWriteLimit, windowMs: 10_000 } }
+      : {}),
+  });
+  instrumentAdmin(admin, parts.registry);
+  await admin.listen({ host: at.adminHost, port: at.adminPort });
+  const bound = admin.server.address();
+  return { app: admin, port: typeof bound === 'object' && bound ? bound.port : at.adminPort };
+}

@@ -1,0 +1,86 @@
+/**
+ * What `startCanopy` (main.ts) is started with and what it returns: the
+ * server's public API, for the CLI, the demo, the tests and embedders.
+ */
+import type { Logger } from 'pino';
+import type { ServerClaCache } from '../resources/endpoint/endpoint.js';
+import type { CanopyConfig } from '../domain/spec.js';
+import type { StartApplied, StartConfig } from '../config/config-start.js';
+import type { MeshFeed, MeshView } from '../store/mesh-feed.js';
+import type { Store } from '../store/store.js';
+import type { ServeSecurity } from '../security.js';
+import type { XdsObserver } from '../sessions/observer.js';
+import type { PushPipeline } from '../sessions/push-pipeline.js';
+
+export interface CanopyOptions {
+  readonly config: CanopyConfig;
+  /** When set, the file is watched: valid edits apply, invalid ones are logged and ignored. */
+  readonly configPath?: string;
+  /**
+   * The config file as read at start (config/config-start.ts): with it, a
+   * file the data directory's store already holds is not parsed or applied
+   * again, and each applied file is recorded there. `config.services` is
+   * then unused.
+   */
+  readonly startConfig?: StartConfig;
+  /** Both listeners' host, unless xdsHost/adminHost say otherwise. */
+  readonly host?: string;
+  readonly xdsHost?: string;
+  readonly adminHost?: string;
+  /**
+   * Where services are kept: an open Store, or a directory for the embedded
+   * database; neither keeps them in memory only (tests, the demo).
+   */
+  readonly store?: Store;
+  /** `etcd://host:port[,…][/prefix/]`: share services with other replicas through etcd. */
+  readonly storeUrl?: string;
+  readonly dataDir?: string;
+  /** Start on an embedded store that lost acknowledged writes (truncated or damaged log), logging what was lost. */
+  readonly acceptStoreLoss?: boolean;
+  /** On etcd: apply this replica's config file even though the live replicas apply another (replica-files.ts). */
+  readonly takeOver?: boolean;
+  /** Tokens, TLS and request limits (docs/security.md, "Access control and TLS"); none by default. */
+  readonly security?: Partial<ServeSecurity>;
+  readonly xdsPort?: number;
+  readonly adminPort?: number;
+  readonly debounceMs?: number;
+  /** Streams with a push in flight at once (default 256; 0: no limit). */
+  readonly pushWindow?: number;
+  /** LEDS for Envoy on delta ADS (default: the config's server.leds, else on). */
+  readonly leds?: boolean;
+  readonly logger?: Logger;
+  readonly logLevel?: string;
+  /** The heap growth `canopy serve` set (platform/heap-growth.ts): logged at start. */
+  readonly heapGrowth?: number;
+  /** How long shutdown waits for streams and requests before forcing (default 5 s). */
+  readonly shutdownGraceMs?: number;
+  /** Also told what the xDS layer does, after the metrics (benchmarks, embedders' tracing). */
+  readonly observer?: XdsObserver;
+  /** Kubernetes as a source of services (store/kube-source.ts). */
+  readonly kube?: KubeOptions;
+}
+
+export interface KubeOptions {
+  /** A kubeconfig file; without it, the pod's in-cluster service account. */
+  readonly kubeconfig?: string;
+  readonly namespaces?: readonly string[];
+  readonly subzoneLabel?: string;
+  readonly unreachableMs?: number;
+  readonly maxBackoffMs?: number;
+}
+
+export interface Canopy {
+  readonly xdsAddress: string;
+  readonly adminAddress: string;
+  /** The web view's URL (a wildcard listen address given as loopback). */
+  readonly webView: string;
+  readonly store: Store;
+  /** The served services, built from the store's watch. */
+  readonly mesh: MeshView;
+  readonly feed: MeshFeed;
+  readonly ads: PushPipeline;
+  readonly claCache: ServerClaCache;
+  /** How the config file met the store at start. */
+  readonly started: StartApplied;
+  stop(): Promise<void>;
+}

@@ -1,0 +1,44 @@
+/**
+ * Sources of services beside the config file, each loaded only when asked for: Kubernetes
+ * (store/kube-source.ts) and, on etcd, the replicas' agreement on one config file
+ * (store/etcd/replica-files.ts).
+ */
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { parseEtcdUrl } from '../store/open-store.js';
+import type { Store } from '../store/store.js';
+import type { KubeOptions } from './options.js';
+
+/** Loaded only when asked for: client-node is a large module tree. */
+export async function startKubeSource(kube: KubeOptions, store: Store, logger: Logger, registry: Registry) {
+  const [{ KubeConfig }, { KubeSource }, { registerKubeMetrics }] = await Promise.all([
+    import('@kubernetes/client-node'),
+    import('../store/kube-source.js'),
+    import('../admin/kube-metrics.js'),
+  ]);
+  const config = new KubeConfig();
+  if (kube.kubeconfig !== undefined) config.loadFromFile(kube.kubeconfig);
+  else config.loadFromCluster();
+  const source = new KubeSource({
+    store,
+    config,
+    log: logger.child({ component: 'kube' }),
+    ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
+    ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
+    ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
+    ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
+  });
+  registerKubeMetrics(registry, () => source.stats());
+  source.start();
+  logger.info(
+    { server: config.getCurrentCluster()?.server, namespaces: kube.namespaces ?? 'all' },
+    'kubernetes: watching Services, EndpointSlices and Nodes',
+  );
+  return source;
+}
+
+export async function openReplicaFiles(url: string, file: string, digest: string, takeOver: boolean) {
+  const { endpoints, prefix } = parseEtcdUrl(url);
+  const { ReplicaFiles } = await import('../store/etcd/replica-files.js');
+  return ReplicaFiles.open({ endpoints, prefix, file, digest, takeOver });
+}
