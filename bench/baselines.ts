@@ -27,7 +27,13 @@ export function rankLoop(
     for (let i = 0; i < scopes.length; i++) {
       const scope = scopes[i] as Scope;
       const v =
-        scope === 'region' ? ep.locality.region : scope === 'zone' ? ep.locality.zone : scope === 'subzone' ? ep.locality.subzone : '';
+        scope === 'region'
+          ? ep.locality.region
+          : scope === 'zone'
+            ? ep.locality.zone
+            : scope === 'subzone'
+              ? ep.locality.subzone
+              : '';
       if (v !== want[i]) break;
       rank++;
     }

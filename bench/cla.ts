@@ -29,7 +29,11 @@ export interface Shape {
  * server itself never does (it copies rope parts straight into responses),
  * so that both sides end with the same thing the baselines produce: bytes.
  */
-function canopyPass(state: ServiceState, clients: readonly Placement[], flat: boolean): { entries: number; bytes: number } {
+function canopyPass(
+  state: ServiceState,
+  clients: readonly Placement[],
+  flat: boolean,
+): { entries: number; bytes: number } {
   const cache = serverClaCache();
   const made = new Map<ClaEntry<Bytes>, Resource>();
   let bytes = 0;
@@ -89,7 +93,8 @@ export async function claGeneration(shape: Shape, opts: { quick: boolean }) {
 
   let bytesRank = 0;
   const rank = cpu(() => {
-    for (const c of clients) bytesRank += rankLoop(spec.loadBalancing.routingPreference, endpoints, c, encodeCla).length;
+    for (const c of clients)
+      bytesRank += rankLoop(spec.loadBalancing.routingPreference, endpoints, c, encodeCla).length;
   });
   // The Istio-style baseline is the slowest (about 1 µs per client-endpoint pair): past 2e7 pairs it runs
   // on the first 1,000 clients (2,000 in a full run) and is scaled to all of them (flagged in the output).

@@ -15,7 +15,11 @@ export function makeEndpoint(i: number, leaves: number): Endpoint {
   return {
     address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
     port: 8080,
-    locality: { region: `r${leaf % 10}`, zone: `z${Math.floor(leaf / 10) % 10}`, subzone: `s${Math.floor(leaf / 100)}` },
+    locality: {
+      region: `r${leaf % 10}`,
+      zone: `z${Math.floor(leaf / 10) % 10}`,
+      subzone: `s${Math.floor(leaf / 100)}`,
+    },
     network: '',
     node: '',
     cluster: '',

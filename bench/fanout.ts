@@ -75,7 +75,17 @@ interface ClientProcess {
 async function startClients(target: string, streams: number, localities: number): Promise<ClientProcess> {
   const child = spawn(
     process.execPath,
-    [CLIENTS_JS, '--target', target, '--streams', String(streams), '--localities', String(localities), '--service', SERVICE],
+    [
+      CLIENTS_JS,
+      '--target',
+      target,
+      '--streams',
+      String(streams),
+      '--localities',
+      String(localities),
+      '--service',
+      SERVICE,
+    ],
     { stdio: ['pipe', 'pipe', 'inherit'] },
   );
   const lines = createInterface({ input: child.stdout! });
@@ -233,8 +243,13 @@ async function phase(
 
 function flattenLength(state: ServiceState): number {
   const cache = serverClaCache();
-  return cache.lookup(state, { locality: { region: 'r0', zone: 'z0', subzone: 's0' }, network: '', node: '', cluster: '', labels: {} })
-    .bytes.length;
+  return cache.lookup(state, {
+    locality: { region: 'r0', zone: 'z0', subzone: 's0' },
+    network: '',
+    node: '',
+    cluster: '',
+    labels: {},
+  }).bytes.length;
 }
 
 /**
@@ -248,7 +263,12 @@ async function startRawServer(endpoints: readonly Endpoint[]) {
   const versions = [0, 1].map((v) => {
     const mesh = new Mesh();
     const flip = endpoints[1] as Endpoint;
-    mesh.put(failoverService(SERVICE, endpoints.map((e, i) => (i === 1 ? { ...flip, health: v === 0 ? 'unhealthy' : 'healthy' } : e))));
+    mesh.put(
+      failoverService(
+        SERVICE,
+        endpoints.map((e, i) => (i === 1 ? { ...flip, health: v === 0 ? 'unhealthy' : 'healthy' } : e)),
+      ),
+    );
     return { state: mesh.get(SERVICE) as ServiceState, cache: serverClaCache(), encoded: new Map<string, Buffer>() };
   });
   const bytesFor = (v: number, req: DiscoveryRequest): Buffer => {
@@ -288,7 +308,9 @@ async function startRawServer(endpoints: readonly Endpoint[]) {
     call.on('error', () => {});
   });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
   );
   // Pre-encode both versions for every stream's locality before any timing.
   const warm = (): void => {

@@ -19,7 +19,18 @@ import { makeResource, type Resource } from '../server/src/resources/resource.js
 import type { Bytes } from '../server/src/wire/rope.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import type { Placement } from '../server/src/domain/locality.js';
-import { cpu, failoverService, makeClients, makeEndpoint, makeEndpoints, median, percentile, round, settleHeap, wall } from './data.js';
+import {
+  cpu,
+  failoverService,
+  makeClients,
+  makeEndpoint,
+  makeEndpoints,
+  median,
+  percentile,
+  round,
+  settleHeap,
+  wall,
+} from './data.js';
 
 interface Prepared {
   readonly mesh: Mesh;
@@ -57,7 +68,13 @@ function ready(p: Prepared): { entries: number; moved: number } {
   return { entries: entries.length, moved };
 }
 
-export function incrementalUpdate(opts: { endpoints: number; clients: number; localities: number; rounds: number; rebuilds: number }) {
+export function incrementalUpdate(opts: {
+  endpoints: number;
+  clients: number;
+  localities: number;
+  rounds: number;
+  rebuilds: number;
+}) {
   const leaves = Math.min(1000, Math.floor(opts.endpoints / 100));
   const endpoints = makeEndpoints(opts.endpoints, leaves);
   const clients = makeClients(opts.clients, opts.localities);

@@ -89,13 +89,16 @@ const MiB = 1024 * 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function junk(): Promise<Record<string, number>> {
-  const canopy = await startServer({ services: [{ ...bigService(), name: 'small', endpoints: bigService().endpoints.slice(0, 3) }] });
+  const canopy = await startServer({
+    services: [{ ...bigService(), name: 'small', endpoints: bigService().endpoints.slice(0, 3) }],
+  });
   try {
     await warmUp(canopy, 'small');
     const before = await sample(canopy);
     const ads = new RawAdsStream(canopy.xdsUri);
     ads.send({ node, type_url: 'type.example/junk.0', resource_names: ['x'] });
-    for (let i = 1; i < JUNK_REQUESTS; i++) await ads.sendAndFlush({ type_url: `type.example/junk.${i}`, resource_names: ['x'] });
+    for (let i = 1; i < JUNK_REQUESTS; i++)
+      await ads.sendAndFlush({ type_url: `type.example/junk.${i}`, resource_names: ['x'] });
     // Requests on a stream are handled in order: once EDS is answered, every junk request was.
     ads.send({ type_url: EDS, resource_names: ['small'] });
     for (;;) if ((await ads.next(60_000)).type_url === EDS) break;
@@ -159,7 +162,8 @@ for (const [name, scenario] of [
   const summary: Record<string, string> = {};
   for (const key of Object.keys(results[0] ?? {})) {
     const xs = results.map((r) => r[key]!);
-    summary[key] = `${median(xs).toPrecision(2)} (${Math.min(...xs).toPrecision(2)}..${Math.max(...xs).toPrecision(2)})`;
+    summary[key] =
+      `${median(xs).toPrecision(2)} (${Math.min(...xs).toPrecision(2)}..${Math.max(...xs).toPrecision(2)})`;
   }
   console.log(JSON.stringify({ scenario: name, runs, ...summary }));
 }

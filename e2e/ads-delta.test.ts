@@ -182,7 +182,10 @@ describe('delta ADS over a real stream', () => {
     assert.deepEqual([...versions(first, EDS).keys()], ['r-a']);
     assert.deepEqual(first.removed_resources, ['r-ghost'], 'a subscribed name that does not exist');
     ack(d, first);
-    assert.equal((await statusOf(canopy, 'r-1', EDS)).resources?.find((r) => r.name === 'r-ghost')?.state, 'DOES_NOT_EXIST');
+    assert.equal(
+      (await statusOf(canopy, 'r-1', EDS)).resources?.find((r) => r.name === 'r-ghost')?.state,
+      'DOES_NOT_EXIST',
+    );
 
     await remove(canopy, 'r-a');
     const gone = await d.next();

@@ -18,7 +18,12 @@ const QUIET_MS = 400;
 function spec(health: 'healthy' | 'unhealthy' = 'healthy', extra = 0): ServiceSpec {
   const endpoints = [
     { address: '127.0.0.2', port: 9001, locality: { region: 'r1', zone: 'z1', subzone: 's1' }, health },
-    { address: '127.0.0.3', port: 9001, locality: { region: 'r1', zone: 'z2', subzone: 's1' }, health: 'healthy' as const },
+    {
+      address: '127.0.0.3',
+      port: 9001,
+      locality: { region: 'r1', zone: 'z2', subzone: 's1' },
+      health: 'healthy' as const,
+    },
     ...Array.from({ length: extra }, (_, i) => ({
       address: `127.0.1.${i + 1}`,
       port: 9001,
@@ -28,7 +33,12 @@ function spec(health: 'healthy' | 'unhealthy' = 'healthy', extra = 0): ServiceSp
   ];
   return {
     name: 'echo',
-    loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: true, overprovisioningFactor: 140 },
+    loadBalancing: {
+      mode: 'failover',
+      routingPreference: ['region', 'zone', 'subzone'],
+      crossNetworkFailover: true,
+      overprovisioningFactor: 140,
+    },
     endpoints: endpoints.map((e) => ({ ...e, network: '', node: '', cluster: '', labels: {}, weight: 1 })),
   };
 }
@@ -83,7 +93,12 @@ describe('ADS protocol over a raw stream', () => {
   });
 
   it('ignores a request with a stale nonce, subscription change included', async () => {
-    ads.send({ type_url: EDS, version_info: eds.version, response_nonce: 'not-a-nonce-we-sent', resource_names: ['echo', 'other'] });
+    ads.send({
+      type_url: EDS,
+      version_info: eds.version,
+      response_nonce: 'not-a-nonce-we-sent',
+      resource_names: ['echo', 'other'],
+    });
     assert.equal(await ads.maybeNext(QUIET_MS), undefined, 'a stale-nonce request must be ignored');
     const edsStatus = await edsStatusOf(canopy);
     assert.deepEqual(edsStatus.subscribed, ['echo']);

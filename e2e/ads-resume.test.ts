@@ -18,10 +18,25 @@ const QUIET_MS = 500;
 function echo(health: 'healthy' | 'unhealthy'): ServiceSpec {
   return {
     name: 'echo',
-    loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: true, overprovisioningFactor: 140 },
+    loadBalancing: {
+      mode: 'failover',
+      routingPreference: ['region', 'zone', 'subzone'],
+      crossNetworkFailover: true,
+      overprovisioningFactor: 140,
+    },
     endpoints: [
-      { address: '127.0.0.2', port: 9001, locality: { region: 'r1', zone: 'z1', subzone: 's1' }, health: health as 'healthy' | 'unhealthy' },
-      { address: '127.0.0.3', port: 9001, locality: { region: 'r1', zone: 'z2', subzone: 's1' }, health: 'healthy' as const },
+      {
+        address: '127.0.0.2',
+        port: 9001,
+        locality: { region: 'r1', zone: 'z1', subzone: 's1' },
+        health: health as 'healthy' | 'unhealthy',
+      },
+      {
+        address: '127.0.0.3',
+        port: 9001,
+        locality: { region: 'r1', zone: 'z2', subzone: 's1' },
+        health: 'healthy' as const,
+      },
     ].map((e) => ({ ...e, network: '', node: '', cluster: '', labels: {}, weight: 1 })),
   };
 }
@@ -80,7 +95,12 @@ describe('SotW: reconnecting with the versions held', () => {
 
   it('a client holding an older version is sent the current one', async () => {
     const s = open(a);
-    s.send({ node: { ...node, id: 'resume-2' }, type_url: EDS, version_info: 'stale-version', resource_names: ['echo'] });
+    s.send({
+      node: { ...node, id: 'resume-2' },
+      type_url: EDS,
+      version_info: 'stale-version',
+      resource_names: ['echo'],
+    });
     const r = await s.next();
     assert.equal(r.resources.length, 1);
     assert.notEqual(r.version_info, 'stale-version');

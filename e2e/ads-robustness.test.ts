@@ -41,7 +41,9 @@ async function start(services: object[], logger = pino({ level: 'silent' })): Pr
 }
 
 async function clientOf(canopy: Canopy, nodeId: string): Promise<ClientStatus> {
-  const body = (await (await fetch(`http://${canopy.adminAddress}/debug/clients`)).json()) as { clients: ClientStatus[] };
+  const body = (await (await fetch(`http://${canopy.adminAddress}/debug/clients`)).json()) as {
+    clients: ClientStatus[];
+  };
   const c = body.clients.find((x) => x.nodeId === nodeId);
   assert.ok(c, `${nodeId} is connected`);
   return c;
@@ -73,7 +75,8 @@ describe('ADS robustness', () => {
     const sotw = new RawAdsStream(canopy.xdsAddress);
     streams.push(sotw);
     sotw.send({ node: node('junk-1'), type_url: '', resource_names: ['x'] });
-    for (let i = 0; i < 2000; i++) await sotw.sendAndFlush({ type_url: `type.example/junk.${i}`, resource_names: ['x'] });
+    for (let i = 0; i < 2000; i++)
+      await sotw.sendAndFlush({ type_url: `type.example/junk.${i}`, resource_names: ['x'] });
     sotw.send({ type_url: EDS, resource_names: ['small'] });
     const r = await sotw.next(10_000);
     assert.equal(r.type_url, EDS, 'the first response is the EDS answer: junk requests get none');
@@ -105,7 +108,11 @@ describe('ADS robustness', () => {
 
     const many = new RawAdsStream(canopy.xdsAddress);
     streams.push(many);
-    many.send({ node: node('limit-2'), type_url: EDS, resource_names: Array.from({ length: 10_001 }, (_, i) => `s${i}`) });
+    many.send({
+      node: node('limit-2'),
+      type_url: EDS,
+      resource_names: Array.from({ length: 10_001 }, (_, i) => `s${i}`),
+    });
     const s2 = await many.status;
     assert.equal(s2.code, INVALID_ARGUMENT);
     assert.match(s2.details, /10001 names .* the limit is 10000/);
@@ -132,17 +139,25 @@ describe('ADS robustness', () => {
     // Dropping 'big' and asking for it again calls for the whole CLA each time.
     for (let i = 0; i < 200; i++) await stalled.send({ type_url: EDS, resource_names: i % 2 ? ['big'] : [`x${i}`] });
     // Changes to what it holds, too.
-    for (let port = 9001; port <= 9010; port++) await canopy.store.put(parseService('big', 3000, port), { owner: 'api' });
+    for (let port = 9001; port <= 9010; port++)
+      await canopy.store.put(parseService('big', 3000, port), { owner: 'api' });
     await new Promise((r) => setTimeout(r, 1000));
     const written = (await metric(canopy, /^canopy_xds_responses_total\{/)) - responsesBefore;
-    assert.ok(written <= 2, `a stalled stream was written ${written} responses: one, held by flow control, is the bound`);
+    assert.ok(
+      written <= 2,
+      `a stalled stream was written ${written} responses: one, held by flow control, is the bound`,
+    );
 
     stalled.resume();
     await until(() => stalled.received.length > 0 && stalled.received.at(-1)!.resources.length > 0);
     await new Promise((r) => setTimeout(r, QUIET_MS));
     assert.ok(stalled.received.length <= 4, `caught up in ${stalled.received.length} responses, not one per request`);
     const status = await clientOf(canopy, 'stalled-1');
-    assert.equal(status.types[0]?.versionSent, stalled.received.at(-1)!.version_info, 'the last response is the current state');
+    assert.equal(
+      status.types[0]?.versionSent,
+      stalled.received.at(-1)!.version_info,
+      'the last response is the current state',
+    );
     assert.deepEqual(status.types[0]?.subscribed, ['big']);
   });
 
@@ -151,7 +166,12 @@ describe('ADS robustness', () => {
     streams.push(ads);
     ads.send({ node: node('inc-1'), type_url: RDS, resource_names: ['small'] });
     const first = await ads.next();
-    ads.send({ type_url: RDS, version_info: first.version_info, response_nonce: first.nonce, resource_names: ['small'] });
+    ads.send({
+      type_url: RDS,
+      version_info: first.version_info,
+      response_nonce: first.nonce,
+      resource_names: ['small'],
+    });
     const spec = canopy.mesh.get('small')!.spec;
     await canopy.store.delete('small');
     // RDS is not full state: a deleted route goes with its listener, no RDS response is due.

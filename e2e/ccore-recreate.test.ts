@@ -21,9 +21,14 @@ import { startCanopy, type Canopy } from '../server/src/main.js';
 
 const CLIENT = fileURLToPath(new URL('../../e2e/support/ccore_client.py', import.meta.url));
 // Debian's python3 carries python3-grpcio; a python3 earlier on PATH (pyenv) may not.
-const PYTHON = process.env['CANOPY_PYTHON'] ?? (spawnSync('/usr/bin/python3', ['-c', 'import grpc']).status === 0 ? '/usr/bin/python3' : 'python3');
+const PYTHON =
+  process.env['CANOPY_PYTHON'] ??
+  (spawnSync('/usr/bin/python3', ['-c', 'import grpc']).status === 0 ? '/usr/bin/python3' : 'python3');
 const missing = spawnSync(PYTHON, ['-c', 'import grpc'], { encoding: 'utf8' }).status !== 0;
-const skipReason = missing && process.env['CI'] !== 'true' ? `${PYTHON} has no grpc module (Debian: apt-get install python3-grpcio)` : false;
+const skipReason =
+  missing && process.env['CI'] !== 'true'
+    ? `${PYTHON} has no grpc module (Debian: apt-get install python3-grpcio)`
+    : false;
 
 describe('gRPC C-core and a re-created service', { skip: skipReason }, () => {
   let canopy: Canopy;
@@ -35,14 +40,36 @@ describe('gRPC C-core and a re-created service', { skip: skipReason }, () => {
     assert.ok(!missing, `CI=true and ${PYTHON} has no grpc module: .ci/run installs python3-grpcio`);
     backend = await startBackend({ id: 'cc-1', host: '127.0.0.61', locality: parseLocality('r1/z1/s1') });
     const parsed = parseConfig({
-      services: [{ name: 'cc', endpoints: [{ address: '127.0.0.61', port: backend.port, locality: { region: 'r1', zone: 'z1', subzone: 's1' } }] }],
+      services: [
+        {
+          name: 'cc',
+          endpoints: [
+            { address: '127.0.0.61', port: backend.port, locality: { region: 'r1', zone: 'z1', subzone: 's1' } },
+          ],
+        },
+      ],
     });
     assert.ok(parsed.ok);
-    canopy = await startCanopy({ config: parsed.value, host: '127.0.0.1', xdsPort: 0, adminPort: 0, debounceMs: 20, logger: pino({ level: 'silent' }) });
+    canopy = await startCanopy({
+      config: parsed.value,
+      host: '127.0.0.1',
+      xdsPort: 0,
+      adminPort: 0,
+      debounceMs: 20,
+      logger: pino({ level: 'silent' }),
+    });
     const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-ccore-'));
     const bootstrap = path.join(dir, 'bootstrap.json');
-    writeFileSync(bootstrap, JSON.stringify(xdsBootstrap({ serverUri: canopy.xdsAddress, nodeId: 'ccore-1', locality: parseLocality('r1/z1/s1') })));
-    client = spawn(PYTHON, [CLIENT, 'xds:///cc', '60'], { env: { ...process.env, GRPC_XDS_BOOTSTRAP: bootstrap }, stdio: ['ignore', 'pipe', 'inherit'] });
+    writeFileSync(
+      bootstrap,
+      JSON.stringify(
+        xdsBootstrap({ serverUri: canopy.xdsAddress, nodeId: 'ccore-1', locality: parseLocality('r1/z1/s1') }),
+      ),
+    );
+    client = spawn(PYTHON, [CLIENT, 'xds:///cc', '60'], {
+      env: { ...process.env, GRPC_XDS_BOOTSTRAP: bootstrap },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let buf = '';
     client.stdout!.on('data', (chunk: Buffer) => {
       buf += chunk.toString();
@@ -63,7 +90,8 @@ describe('gRPC C-core and a re-created service', { skip: skipReason }, () => {
     for (;;) {
       const i = lines.findIndex((l, k) => k >= from && want.test(l));
       if (i >= 0) return i;
-      if (Date.now() > end) throw new Error(`no line matching ${want} after ${from}; last: ${lines.slice(-5).join(' | ')}`);
+      if (Date.now() > end)
+        throw new Error(`no line matching ${want} after ${from}; last: ${lines.slice(-5).join(' | ')}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }

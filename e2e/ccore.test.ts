@@ -102,17 +102,14 @@ describe('gRPC C-core xDS clients', { skip: missing ? `skipped: ${missing}` : fa
   // C-core 1.51 that reads the deletion and the re-creation in one batch drops its cluster watch, discards the
   // re-created Cluster and watches the same name again in what reads as a plain ACK: the re-created
   // service's proxyless route names its incarnation's cluster, a new subscription (resources/incarnations.ts).
-  it(
-    'recover after the service is deleted and created again',
-    async () => {
-      assert.equal((await canopy.admin('PUT', '/api/v1/services/echo', spec('failover'))).status, 200);
-      await client('r2/z1/s1').waitUntil(onlyAndAll(['b5']));
-      assert.equal((await canopy.admin('DELETE', '/api/v1/services/echo')).status, 204);
-      await client('r2/z1/s1').waitUntil((t) => t.byBackend.size === 0 && t.failures > 0);
-      assert.equal((await canopy.admin('PUT', '/api/v1/services/echo', spec('failover'))).status, 201, 'created again');
-      for (const l of LOCALITIES) await client(l).waitUntil(onlyAndAll(NEAREST[l]!), 15_000);
-    },
-  );
+  it('recover after the service is deleted and created again', async () => {
+    assert.equal((await canopy.admin('PUT', '/api/v1/services/echo', spec('failover'))).status, 200);
+    await client('r2/z1/s1').waitUntil(onlyAndAll(['b5']));
+    assert.equal((await canopy.admin('DELETE', '/api/v1/services/echo')).status, 204);
+    await client('r2/z1/s1').waitUntil((t) => t.byBackend.size === 0 && t.failures > 0);
+    assert.equal((await canopy.admin('PUT', '/api/v1/services/echo', spec('failover'))).status, 201, 'created again');
+    for (const l of LOCALITIES) await client(l).waitUntil(onlyAndAll(NEAREST[l]!), 15_000);
+  });
 
   it('C-core, the strictest xDS client, NACKed nothing', async () => {
     const metrics = await fetch(`${canopy.adminUrl}/metrics`).then((r) => r.text());

@@ -36,14 +36,24 @@ function mesh(): ServiceSpec {
   );
   return {
     name: 'echo',
-    loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: true, overprovisioningFactor: 140 },
+    loadBalancing: {
+      mode: 'failover',
+      routingPreference: ['region', 'zone', 'subzone'],
+      crossNetworkFailover: true,
+      overprovisioningFactor: 140,
+    },
     endpoints,
   };
 }
 
 /** Client i's locality: 27 exactly on the tree's leaves, the rest distinct and partly off its paths. */
 function localityOf(i: number): { region: string; zone: string; sub_zone: string } {
-  if (i < 27) return { region: REGIONS[i % 3] ?? '', zone: ZONES[Math.floor(i / 3) % 3] ?? '', sub_zone: SUBZONES[Math.floor(i / 9)] ?? '' };
+  if (i < 27)
+    return {
+      region: REGIONS[i % 3] ?? '',
+      zone: ZONES[Math.floor(i / 3) % 3] ?? '',
+      sub_zone: SUBZONES[Math.floor(i / 9)] ?? '',
+    };
   return { region: REGIONS[i % 4] ?? `rx${i % 7}`, zone: ZONES[(i >> 2) % 4] ?? `zx${i % 11}`, sub_zone: `x${i}` };
 }
 
@@ -96,9 +106,14 @@ describe(`${CLIENTS} ADS clients in ${CLIENTS} localities`, () => {
     }
     assert.equal(distinct, byKey.size);
     assert.equal(stats.entries, distinct);
-    assert.ok(stats.entries <= service.tree.nodeCount, `${stats.entries} entries <= ${service.tree.nodeCount} tree nodes`);
+    assert.ok(
+      stats.entries <= service.tree.nodeCount,
+      `${stats.entries} entries <= ${service.tree.nodeCount} tree nodes`,
+    );
     assert.equal(stats.misses, distinct, 'each distinct CLA built and encoded once');
     assert.equal(canopy.ads.connected, CLIENTS);
-    console.log(`# ${CLIENTS} clients, ${seen.size} client localities, ${stats.entries} cached CLAs, ${service.tree.nodeCount} tree nodes, ${stats.hits} hits / ${stats.misses} misses`);
+    console.log(
+      `# ${CLIENTS} clients, ${seen.size} client localities, ${stats.entries} cached CLAs, ${service.tree.nodeCount} tree nodes, ${stats.hits} hits / ${stats.misses} misses`,
+    );
   });
 });

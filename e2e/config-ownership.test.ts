@@ -15,7 +15,11 @@ import { parseConfig } from '../server/src/domain/spec.js';
 import { startCanopy, type Canopy } from '../server/src/main.js';
 
 const endpoints = (n: number, port: number) =>
-  Array.from({ length: n }, (_, i) => ({ address: `10.0.1.${i + 1}`, port, locality: { region: 'r1', zone: `z${i % 3}` } }));
+  Array.from({ length: n }, (_, i) => ({
+    address: `10.0.1.${i + 1}`,
+    port,
+    locality: { region: 'r1', zone: `z${i % 3}` },
+  }));
 
 const fileConfig = (bigPort: number, otherPort = 80) => ({
   services: [
@@ -89,7 +93,10 @@ describe('config file and API together', () => {
 
   it('an API PATCH and an API-created service stay when another service in the file is edited', async () => {
     assert.equal(await admin('PATCH', '/api/v1/services/big/endpoints/10.0.1.1%3A81', { health: 'unhealthy' }), 200);
-    assert.equal(await admin('PUT', '/api/v1/services/made-by-api', { endpoints: [{ address: '10.0.3.1', port: 80 }] }), 201);
+    assert.equal(
+      await admin('PUT', '/api/v1/services/made-by-api', { endpoints: [{ address: '10.0.3.1', port: 80 }] }),
+      201,
+    );
     writeFileSync(file, stringify(fileConfig(81, 8080)));
     await until(() => canopy.mesh.get('other')?.spec.endpoints[0]?.port === 8080);
     assert.equal(canopy.mesh.get('big')?.endpoints.get('10.0.1.1:81')?.health, 'unhealthy');

@@ -67,9 +67,13 @@ describe('canopy demo', () => {
     }
     // script gives the demo a pseudo-terminal; what we write to its stdin is typed at that terminal.
     // `exec`: the demo itself (not a shell waiting on it) leads the terminal's session, whatever $SHELL script picks.
-    const child = spawn(SCRIPT, ['-qfec', `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} demo`, '/dev/null'], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      SCRIPT,
+      ['-qfec', `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} demo`, '/dev/null'],
+      {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
     const out = watch(child);
     try {
       const [, url] = await out.when(WEB_VIEW, 90_000);
@@ -78,7 +82,7 @@ describe('canopy demo', () => {
       assert.equal(page.status, 200);
       assert.match(await page.text(), /<title>Canopy/);
       const view = (await (await fetch(new URL('/ui/api/services/echo', url))).json()) as { clients: unknown[] };
-      assert.equal(view.clients.length, 4, 'the demo\'s four xDS clients are still connected');
+      assert.equal(view.clients.length, 4, "the demo's four xDS clients are still connected");
       child.stdin?.write('\x03');
       const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
       const code = await out.exited;

@@ -35,7 +35,13 @@ interface Case {
 const value = (prefix: string, n: number) => fc.integer({ min: 1, max: n }).map((i) => `${prefix}${i}`);
 const where = fc.record({ network: value('n', 3), region: value('r', 3), zone: value('z', 2) });
 const caseArb: fc.Arbitrary<Case> = fc.record({
-  scopes: fc.constantFrom<Scope[]>(['network', 'region', 'zone'], ['network', 'region'], ['region', 'zone'], ['network', 'zone', 'region'], ['region', 'network']),
+  scopes: fc.constantFrom<Scope[]>(
+    ['network', 'region', 'zone'],
+    ['network', 'region'],
+    ['region', 'zone'],
+    ['network', 'zone', 'region'],
+    ['region', 'network'],
+  ),
   mode: fc.constantFrom<LbMode>('failover', 'failover', 'strict', 'random'),
   crossNetworkFailover: fc.boolean(),
   endpoints: fc.array(where, { minLength: 1, maxLength: 16 }),
@@ -44,7 +50,13 @@ const caseArb: fc.Arbitrary<Case> = fc.record({
 });
 
 function placement(w: { network: string; region: string; zone: string }): Placement {
-  return { locality: { region: w.region, zone: w.zone, subzone: '' }, network: w.network, node: '', cluster: '', labels: {} };
+  return {
+    locality: { region: w.region, zone: w.zone, subzone: '' },
+    network: w.network,
+    node: '',
+    cluster: '',
+    labels: {},
+  };
 }
 
 function specOf(c: Case): ServiceSpec {
@@ -52,8 +64,19 @@ function specOf(c: Case): ServiceSpec {
     name: 'prop',
     vip: VIP,
     port: PORT,
-    loadBalancing: { mode: c.mode, routingPreference: c.scopes, crossNetworkFailover: c.crossNetworkFailover, overprovisioningFactor: 140 },
-    endpoints: c.endpoints.map((w, i): Endpoint => ({ address: `127.0.2.${i + 1}`, port: PORT, health: 'healthy', weight: 1, ...placement(w) })),
+    loadBalancing: {
+      mode: c.mode,
+      routingPreference: c.scopes,
+      crossNetworkFailover: c.crossNetworkFailover,
+      overprovisioningFactor: 140,
+    },
+    endpoints: c.endpoints.map((w, i): Endpoint => ({
+      address: `127.0.2.${i + 1}`,
+      port: PORT,
+      health: 'healthy',
+      weight: 1,
+      ...placement(w),
+    })),
   };
 }
 
@@ -83,7 +106,8 @@ describe('kernel picks = CLA priority 0', { skip: env.reason }, () => {
     const client = placement(c.client);
     dp.setWorkloads(client, []);
     const tiers = planFor(st.tree, st.spec.loadBalancing, client).tiers;
-    const cla = tiers.length === 0 ? 'refuse' : [...new Set(tierEndpoints(st.tree, tiers[0]!).map((e) => e.address))].sort();
+    const cla =
+      tiers.length === 0 ? 'refuse' : [...new Set(tierEndpoints(st.tree, tiers[0]!).map((e) => e.address))].sort();
     const picks = new Set<string>();
     for (let rand = 0; rand < c.endpoints.length; rand++) {
       const out = readTestCtx(dp.testRun(testCtx({ vip: ipv4ToInt(VIP)!, port: PORT, cgroup: 0n, rand })));
@@ -135,7 +159,9 @@ describe('kernel picks = CLA priority 0', { skip: env.reason }, () => {
     };
     const servers = await Promise.all(c.endpoints.map((_, i) => idBackend(`127.0.2.${i + 1}`, PORT, `e${i + 1}`)));
     const dir = cg.child('client');
-    dp.setWorkloads(placement({ network: 'n0', region: 'r0', zone: 'z0' }), [{ cgroup: dir, placement: placement(c.client) }]);
+    dp.setWorkloads(placement({ network: 'n0', region: 'r0', zone: 'z0' }), [
+      { cgroup: dir, placement: placement(c.client) },
+    ]);
     const conn = await Connector.start(dir);
     try {
       const mesh = new Mesh();

@@ -29,7 +29,8 @@ const ADDED = BACKENDS.filter(([, ip]) => ip.includes(':')).map(([, ip]) => ip);
 function ipv6Reason(): string | undefined {
   const k = kernelEnv().reason;
   if (k) return k;
-  if (spawnSync('ip', ['-6', 'addr', 'show', 'dev', 'lo'], { stdio: 'ignore' }).status !== 0) return 'no `ip` command or no IPv6 on lo';
+  if (spawnSync('ip', ['-6', 'addr', 'show', 'dev', 'lo'], { stdio: 'ignore' }).status !== 0)
+    return 'no `ip` command or no IPv6 on lo';
   return undefined;
 }
 const reason = ipv6Reason();
@@ -70,7 +71,7 @@ describe('IPv6 VIPs in the kernel (cgroup/connect6)', { skip: reason }, () => {
       assert.deepEqual(r.rejected, []);
       const near = await conn.connect(VIP, PORT, 60);
       assert.deepEqual(near.errors, {});
-      assert.deepEqual(Object.keys(counts(near.ids)).sort(), ['n1', 'n2'], 'the caller\'s subzone, IPv6 backends only');
+      assert.deepEqual(Object.keys(counts(near.ids)).sort(), ['n1', 'n2'], "the caller's subzone, IPv6 backends only");
       // The node default (r9) matches nothing: the whole service's IPv6 backends.
       dp.setWorkloads(placementOf('r9/z9/s9'), []);
       const all = await conn.connect(VIP, PORT, 90);
@@ -78,7 +79,11 @@ describe('IPv6 VIPs in the kernel (cgroup/connect6)', { skip: reason }, () => {
       load(spec('web6', VIP, PORT, 'strict', BACKENDS));
       const refused = await conn.connect(VIP, PORT, 5);
       assert.deepEqual(refused.ids, []);
-      assert.equal(Object.values(refused.errors).reduce((a, b) => a + b, 0), 5, `refused: ${JSON.stringify(refused.errors)}`);
+      assert.equal(
+        Object.values(refused.errors).reduce((a, b) => a + b, 0),
+        5,
+        `refused: ${JSON.stringify(refused.errors)}`,
+      );
       // A connect to an IPv6 address that is no VIP is left alone.
       const direct = await conn.connect('fd00:c::21', PORT, 3);
       assert.deepEqual(counts(direct.ids), { f1: 3 });

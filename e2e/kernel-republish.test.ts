@@ -72,7 +72,12 @@ describe('O(change) republish in the kernel', { skip: env.reason }, () => {
       assert.equal(dp.services()[0]!.tree, tree, 'no new tree id: no switch, nothing retired');
       const without = await seen();
       assert.equal(without['n3'], undefined, 'n3 is never picked once it is unhealthy');
-      assert.deepEqual(Object.keys(without).sort(), NEAR.map(([id]) => id).filter((id) => id !== 'n3').sort());
+      assert.deepEqual(
+        Object.keys(without).sort(),
+        NEAR.map(([id]) => id)
+          .filter((id) => id !== 'n3')
+          .sort(),
+      );
 
       // n3 comes back: appended to each bucket, then the counts.
       const back = load(service(() => 'healthy'));
@@ -117,9 +122,15 @@ describe('O(change) republish in the kernel', { skip: env.reason }, () => {
       assert.deepEqual(failed, [], 'no connect failed');
       // A connect that started (the sample's time) 2 ms after the write returned and 2 ms before n5 came back never reached n5.
       const late = samples.filter(([t, id]) => id === 'n5' && out.some(([a, b]) => t > a + 2 && t < b - 2));
-      assert.ok(samples.some(([t]) => out.some(([a, b]) => t > a + 2 && t < b - 2)), 'some connects ran while n5 was out');
+      assert.ok(
+        samples.some(([t]) => out.some(([a, b]) => t > a + 2 && t < b - 2)),
+        'some connects ran while n5 was out',
+      );
       assert.deepEqual(late, [], 'n5 reached while it was out');
-      assert.ok(samples.every(([, id]) => id.startsWith('n')), 'only the caller\'s subzone');
+      assert.ok(
+        samples.every(([, id]) => id.startsWith('n')),
+        "only the caller's subzone",
+      );
       console.log(`# ${samples.length} connects through 40 edited versions, none failed`);
     } finally {
       conn.close();

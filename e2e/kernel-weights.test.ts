@@ -89,7 +89,7 @@ describe('weighted picks in the kernel', { skip: env.reason }, () => {
       const r = await conn.connect(VIP, PORT, n);
       assert.deepEqual(r.errors, {});
       const c = counts(r.ids);
-      assert.deepEqual(Object.keys(c).sort(), ['w1', 'w2'], 'only the caller\'s subzone');
+      assert.deepEqual(Object.keys(c).sort(), ['w1', 'w2'], "only the caller's subzone");
       // 9:1 → 360 expected; binomial sd = 6: [330, 390] is five sd wide on each side.
       assert.ok(c['w1']! >= 330 && c['w1']! <= 390, `w1 got ${c['w1']} of ${n}`);
       console.log(`# weighted split over ${n} real connects: w1 ${c['w1']}, w2 ${c['w2']}`);

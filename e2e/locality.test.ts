@@ -43,7 +43,11 @@ describe('locality-aware routing with real xDS clients', () => {
     if (!c) {
       c = new XdsEchoClient({
         target: 'xds:///echo',
-        bootstrap: xdsBootstrap({ serverUri: canopy.xdsUri, nodeId: `client-${locality}`, locality: parseLocality(locality) }),
+        bootstrap: xdsBootstrap({
+          serverUri: canopy.xdsUri,
+          nodeId: `client-${locality}`,
+          locality: parseLocality(locality),
+        }),
       });
       clients.set(locality, c);
     }
@@ -51,8 +55,12 @@ describe('locality-aware routing with real xDS clients', () => {
   };
 
   before(async () => {
-    for (const [id, host, locality] of BACKENDS) backends.push(await startBackend({ id, host, locality: parseLocality(locality) }));
-    canopy = await startCanopyProcess({ server: { debounceMs: 20 }, services: [{ name: 'echo', ...spec('failover') }] });
+    for (const [id, host, locality] of BACKENDS)
+      backends.push(await startBackend({ id, host, locality: parseLocality(locality) }));
+    canopy = await startCanopyProcess({
+      server: { debounceMs: 20 },
+      services: [{ name: 'echo', ...spec('failover') }],
+    });
   });
   after(async () => {
     for (const c of clients.values()) c.close();
@@ -76,7 +84,11 @@ describe('locality-aware routing with real xDS clients', () => {
 
   it('marking the nearest backends unhealthy moves traffic to the next priority, and back', async () => {
     for (const b of backends.slice(0, 2)) {
-      const r = await canopy.admin('PATCH', `/api/v1/services/echo/endpoints/${encodeURIComponent(`${b.address}:${b.port}`)}`, { health: 'unhealthy' });
+      const r = await canopy.admin(
+        'PATCH',
+        `/api/v1/services/echo/endpoints/${encodeURIComponent(`${b.address}:${b.port}`)}`,
+        { health: 'unhealthy' },
+      );
       assert.equal(r.status, 200, JSON.stringify(r.body));
     }
     const a = client('r1/z1/s1');
@@ -85,7 +97,9 @@ describe('locality-aware routing with real xDS clients', () => {
     // The other zone's client is not disturbed.
     assert.ok(onlyAndAll(['b4'])(await client('r1/z2/s1').tally(20)));
     for (const b of backends.slice(0, 2)) {
-      await canopy.admin('PATCH', `/api/v1/services/echo/endpoints/${encodeURIComponent(`${b.address}:${b.port}`)}`, { health: 'healthy' });
+      await canopy.admin('PATCH', `/api/v1/services/echo/endpoints/${encodeURIComponent(`${b.address}:${b.port}`)}`, {
+        health: 'healthy',
+      });
     }
     await a.waitUntil(onlyAndAll(['b1', 'b2']));
   });
@@ -122,6 +136,9 @@ describe('locality-aware routing with real xDS clients', () => {
     const metrics = await fetch(`${canopy.adminUrl}/metrics`).then((r) => r.text());
     assert.match(metrics, /canopy_xds_acks_total\{type="EDS"\} [1-9]/);
     assert.doesNotMatch(metrics, /canopy_xds_nacks_total\{[^}]*\} [1-9]/);
-    assert.deepEqual(canopy.logs().filter((l) => l.includes('NACK')), []);
+    assert.deepEqual(
+      canopy.logs().filter((l) => l.includes('NACK')),
+      [],
+    );
   });
 });

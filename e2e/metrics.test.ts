@@ -99,7 +99,10 @@ describe('metrics to alert on', () => {
 
   it('an invalid config edit counts as invalid and keeps the last success time', async () => {
     const before = (await scrape()).get('canopy_config_last_reload_success_timestamp_seconds');
-    writeFileSync(server.configPath, 'services:\n  - name: echo\n    endpoints: [{ address: not_an_address, port: 80 }]\n');
+    writeFileSync(
+      server.configPath,
+      'services:\n  - name: echo\n    endpoints: [{ address: not_an_address, port: 80 }]\n',
+    );
     const deadline = Date.now() + 10_000;
     let m = await scrape();
     while (m.get('canopy_config_reloads_total{result="invalid"}') === 0 && Date.now() < deadline) {

@@ -34,7 +34,11 @@ describe('three replicas on one etcd', { skip: etcdSkip() }, () => {
       {
         name: 'echo',
         loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'] },
-        endpoints: backends.map((b, i) => ({ address: b.address, port: b.port, locality: parseLocality(BACKENDS[i]![2]) })),
+        endpoints: backends.map((b, i) => ({
+          address: b.address,
+          port: b.port,
+          locality: parseLocality(BACKENDS[i]![2]),
+        })),
       },
     ],
   });
@@ -43,7 +47,8 @@ describe('three replicas on one etcd', { skip: etcdSkip() }, () => {
 
   before(async () => {
     etcd = await startEtcd();
-    for (const [id, host, locality] of BACKENDS) backends.push(await startBackend({ id, host, locality: parseLocality(locality) }));
+    for (const [id, host, locality] of BACKENDS)
+      backends.push(await startBackend({ id, host, locality: parseLocality(locality) }));
     for (let i = 0; i < 3; i++) {
       replicas.push(await startCanopyProcess(config(), ['--store', `etcd://${etcd.endpoint}/canopy-replicas/`]));
     }
@@ -54,7 +59,11 @@ describe('three replicas on one etcd', { skip: etcdSkip() }, () => {
         locality,
         new XdsEchoClient({
           target: 'xds:///echo',
-          bootstrap: xdsBootstrap({ serverUri: target, nodeId: `client-${locality}`, locality: parseLocality(locality) }),
+          bootstrap: xdsBootstrap({
+            serverUri: target,
+            nodeId: `client-${locality}`,
+            locality: parseLocality(locality),
+          }),
         }),
       );
     }

@@ -56,7 +56,9 @@ describe('embedded store: kill -9 during a burst of admin writes', () => {
           } else {
             const ep = (i >> 1) % BIG;
             const weight = 2 + (i >> 1);
-            const r = await first.admin('PATCH', `/api/v1/services/big/endpoints/${encodeURIComponent(bigKey(ep))}`, { weight });
+            const r = await first.admin('PATCH', `/api/v1/services/big/endpoints/${encodeURIComponent(bigKey(ep))}`, {
+              weight,
+            });
             if (r.status === 200) ackedPatches.set(ep, weight);
           }
         } catch {
@@ -71,7 +73,10 @@ describe('embedded store: kill -9 during a burst of admin writes', () => {
     await first.kill();
     killed = true;
     await Promise.all(writers);
-    assert.ok(ackedPuts.length > 20 && ackedPatches.size > 20, `a real burst: ${ackedPuts.length} PUTs, ${ackedPatches.size} PATCHes`);
+    assert.ok(
+      ackedPuts.length > 20 && ackedPatches.size > 20,
+      `a real burst: ${ackedPuts.length} PUTs, ${ackedPatches.size} PATCHes`,
+    );
 
     t.diagnostic(`acknowledged before kill -9: ${ackedPuts.length} PUTs, ${ackedPatches.size} PATCHes`);
     const second = await startCanopyProcess(config, ['--data-dir', dataDir]);

@@ -94,7 +94,9 @@ describe('etcd store', { skip }, () => {
       writes.push(store.patchEndpoints('x', [{ ...base, address: `10.0.1.${i + 1}` }], []));
     }
     await Promise.all(writes);
-    await eventually(async () => (await a.get('x'))?.spec.endpoints.length === 21 && (await b.get('x'))?.spec.endpoints.length === 21);
+    await eventually(
+      async () => (await a.get('x'))?.spec.endpoints.length === 21 && (await b.get('x'))?.spec.endpoints.length === 21,
+    );
     await assert.rejects(b.put(service('x', ['10.9.9.9']), { owner: 'api', ifRevision: r0 }), StoreConflict);
     assert.equal(addressesOf((await a.get('x'))?.spec)?.length, 21);
   });

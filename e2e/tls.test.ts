@@ -44,7 +44,12 @@ describe('TLS and mTLS', { skip }, () => {
   });
 
   const stream = (pem?: { cert: Buffer; key: Buffer }) =>
-    new RawAdsStream(canopy.xdsAddress, {}, false, grpc.credentials.createSsl(ca.caCert, pem?.key ?? null, pem?.cert ?? null));
+    new RawAdsStream(
+      canopy.xdsAddress,
+      {},
+      false,
+      grpc.credentials.createSsl(ca.caCert, pem?.key ?? null, pem?.cert ?? null),
+    );
 
   it('serves a client whose certificate names its node', async () => {
     const ads = stream(ca.client('spiffe://canopy.test/ns/default/client-a'));
@@ -94,7 +99,10 @@ describe('TLS and mTLS', { skip }, () => {
   });
 
   function request(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number }> {
-    const [host, port] = [canopy.adminAddress.slice(0, canopy.adminAddress.lastIndexOf(':')), canopy.adminAddress.split(':').pop()];
+    const [host, port] = [
+      canopy.adminAddress.slice(0, canopy.adminAddress.lastIndexOf(':')),
+      canopy.adminAddress.split(':').pop(),
+    ];
     return new Promise((resolve, reject) => {
       const req = https.request(
         {

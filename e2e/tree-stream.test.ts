@@ -17,10 +17,20 @@ function svc(name: string, vip: string | undefined, health: 'healthy' | 'unhealt
   return {
     name,
     ...(vip ? { vip, port: 80 } : {}),
-    loadBalancing: { mode: 'failover', routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: false, overprovisioningFactor: 140 },
+    loadBalancing: {
+      mode: 'failover',
+      routingPreference: ['region', 'zone', 'subzone'],
+      crossNetworkFailover: false,
+      overprovisioningFactor: 140,
+    },
     endpoints: [
       { address: '10.0.0.1', port: 8080, locality: { region: 'r1', zone: 'z1', subzone: 's1' }, health },
-      { address: '10.0.0.2', port: 8080, locality: { region: 'r2', zone: 'z1', subzone: 's1' }, health: 'healthy' as const },
+      {
+        address: '10.0.0.2',
+        port: 8080,
+        locality: { region: 'r2', zone: 'z1', subzone: 's1' },
+        health: 'healthy' as const,
+      },
     ].map((e) => ({ ...e, network: '', node: '', cluster: '', labels: {}, weight: 1 })),
   };
 }
@@ -58,15 +68,24 @@ describe('LocalityTree over ADS', () => {
     const [ra, rb] = await Promise.all([a.next(), b.next()]);
     assert.equal(ra.type_url, TREE_TYPE);
     assert.equal(ra.resources.length, 2, 'web and v6 have an IP VIP and a port; grpc-only has none');
-    for (let i = 0; i < 2; i++) assert.ok(Buffer.compare(ra.resources[i]!.value, rb.resources[i]!.value) === 0, 'byte-identical trees');
+    for (let i = 0; i < 2; i++)
+      assert.ok(Buffer.compare(ra.resources[i]!.value, rb.resources[i]!.value) === 0, 'byte-identical trees');
     assert.equal(ra.version_info, rb.version_info);
     const trees = ra.resources.map((r) => decodeLocalityTree(r.value));
     assert.deepEqual(trees.map((x) => x.service).sort(), ['v6', 'web']);
-    assert.equal(trees.find((x) => x.service === 'v6')!.backends.length, 0, 'an IPv6 service: its IPv4 backends are left out');
+    assert.equal(
+      trees.find((x) => x.service === 'v6')!.backends.length,
+      0,
+      'an IPv6 service: its IPv4 backends are left out',
+    );
     const t = trees.find((x) => x.service === 'web')!;
     assert.equal(`${intToIpv4(t.vip)}:${t.port}`, '10.96.0.1:80');
     assert.deepEqual(t.backends.map((x) => intToIpv4(x.ipv4)).sort(), ['10.0.0.1', '10.0.0.2']);
-    for (const [s, r] of [[a, ra], [b, rb]] as const) s.send({ type_url: TREE_TYPE, version_info: r.version_info, response_nonce: r.nonce });
+    for (const [s, r] of [
+      [a, ra],
+      [b, rb],
+    ] as const)
+      s.send({ type_url: TREE_TYPE, version_info: r.version_info, response_nonce: r.nonce });
   });
 
   it('pushes a health change as a new tree, and a removal as a response without the service', async () => {
@@ -75,7 +94,10 @@ describe('LocalityTree over ADS', () => {
     const [ra, rb] = await Promise.all([a!.next(), b!.next()]);
     const web = (r: typeof ra) => r.resources.find((x) => decodeLocalityTree(x.value).service === 'web')!.value;
     assert.ok(Buffer.compare(web(ra), web(rb)) === 0);
-    assert.deepEqual(decodeLocalityTree(web(ra)).backends.map((x) => intToIpv4(x.ipv4)), ['10.0.0.2']);
+    assert.deepEqual(
+      decodeLocalityTree(web(ra)).backends.map((x) => intToIpv4(x.ipv4)),
+      ['10.0.0.2'],
+    );
     a!.send({ type_url: TREE_TYPE, version_info: ra.version_info, response_nonce: ra.nonce });
     await canopy.store.delete('web');
     const gone = await a!.next();

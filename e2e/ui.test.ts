@@ -71,7 +71,8 @@ describe('the web view (/ui/) in headless Chromium', () => {
     const nodeInfo = { id, cluster: 'ui-test', locality: { region, zone, sub_zone } };
     s.send({ type_url: typeUrl, node: nodeInfo, resource_names: ['echo'] });
     const answer = (r: RawResponse) => {
-      if (reply === 'ack') s.send({ type_url: typeUrl, version_info: r.version_info, response_nonce: r.nonce, resource_names: ['echo'] });
+      if (reply === 'ack')
+        s.send({ type_url: typeUrl, version_info: r.version_info, response_nonce: r.nonce, resource_names: ['echo'] });
       if (reply === 'nack') {
         s.send({
           type_url: typeUrl,
@@ -123,7 +124,8 @@ describe('the web view (/ui/) in headless Chromium', () => {
     assert.equal(await attr(page, 'ap-south', 'weight'), '2');
     assert.match(await node(page, 'us-east').locator('.counts').innerText(), /3\/3 healthy/);
     assert.equal(await page.locator('#service').inputValue(), 'echo');
-    for (const href of ['/metrics', '/debug/clients']) assert.equal(await page.locator(`header a[href="${href}"]`).count(), 1);
+    for (const href of ['/metrics', '/debug/clients'])
+      assert.equal(await page.locator(`header a[href="${href}"]`).count(), 1);
     assert.match((await page.locator('#link-cla').getAttribute('href')) ?? '', /^\/debug\/cla\?service=echo/);
     assert.match((await page.locator('#link-explain').getAttribute('href')) ?? '', /^\/debug\/explain\?service=echo/);
   });
@@ -159,7 +161,7 @@ describe('the web view (/ui/) in headless Chromium', () => {
     assert.equal(await attr(page, 'us-east/us-east-1a/rack1', 'clients'), '0');
   });
 
-  it('selecting a client highlights its priority tiers and shows each locality\'s share', async (t) => {
+  it("selecting a client highlights its priority tiers and shows each locality's share", async (t) => {
     if (skipUnlessBrowser(t)) return;
     const probe = await canopy.admin('GET', '/debug/explain?service=echo&region=us-east');
     if (probe.status === 404) {

@@ -37,16 +37,58 @@ export function makeTestCa(name = 'canopy-test-ca'): TestCa {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-certs-'));
   const f = (n: string) => path.join(dir, n);
   const ssl = (...args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-    '-subj', `/CN=${name}`, '-keyout', f('ca.key'), '-out', f('ca.pem'));
+  ssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    f('ca.key'),
+    '-out',
+    f('ca.pem'),
+  );
   let serial = 0;
   const issue = (cn: string, san: string, usage: string): Pem => {
     const base = `${cn.replace(/[^a-z0-9]/gi, '_')}-${++serial}`;
     writeFileSync(f(`${base}.ext`), `subjectAltName=${san}\nextendedKeyUsage=${usage}\nbasicConstraints=CA:FALSE\n`);
-    ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', `/CN=${cn}`,
-      '-keyout', f(`${base}.key`), '-out', f(`${base}.csr`));
-    ssl('x509', '-req', '-in', f(`${base}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
-      '-days', '2', '-extfile', f(`${base}.ext`), '-out', f(`${base}.pem`));
+    ssl(
+      'req',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-subj',
+      `/CN=${cn}`,
+      '-keyout',
+      f(`${base}.key`),
+      '-out',
+      f(`${base}.csr`),
+    );
+    ssl(
+      'x509',
+      '-req',
+      '-in',
+      f(`${base}.csr`),
+      '-CA',
+      f('ca.pem'),
+      '-CAkey',
+      f('ca.key'),
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      f(`${base}.ext`),
+      '-out',
+      f(`${base}.pem`),
+    );
     return {
       cert: readFileSync(f(`${base}.pem`)),
       key: readFileSync(f(`${base}.key`)),

@@ -7,14 +7,29 @@ export function placementOf(locality: string, labels: Record<string, string> = {
 }
 
 /** A service on vip:port whose backends are [id, ip, "region/zone/subzone"] (the id is not part of the spec). */
-export function spec(name: string, vip: string, port: number, mode: LbMode, backends: readonly (readonly [string, string, string])[]): ServiceSpec {
+export function spec(
+  name: string,
+  vip: string,
+  port: number,
+  mode: LbMode,
+  backends: readonly (readonly [string, string, string])[],
+): ServiceSpec {
   return {
     name,
     vip,
     port,
-    loadBalancing: { mode, routingPreference: ['region', 'zone', 'subzone'], crossNetworkFailover: false, overprovisioningFactor: 140 },
-    endpoints: backends.map(
-      ([, address, locality]): Endpoint => ({ address, port, health: 'healthy', weight: 1, ...placementOf(locality) }),
-    ),
+    loadBalancing: {
+      mode,
+      routingPreference: ['region', 'zone', 'subzone'],
+      crossNetworkFailover: false,
+      overprovisioningFactor: 140,
+    },
+    endpoints: backends.map(([, address, locality]): Endpoint => ({
+      address,
+      port,
+      health: 'healthy',
+      weight: 1,
+      ...placementOf(locality),
+    })),
   };
 }

@@ -85,7 +85,11 @@ export function testCgroup(name: string): { dir: string; pinDir: string; child(n
 }
 
 /** A TCP backend that writes its id and closes: what a connect reached. */
-export async function idBackend(host: string, port: number, id: string): Promise<{ id: string; host: string; port: number; close(): Promise<void> }> {
+export async function idBackend(
+  host: string,
+  port: number,
+  id: string,
+): Promise<{ id: string; host: string; port: number; close(): Promise<void> }> {
   const server = net.createServer((s) => s.end(id));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -194,11 +198,27 @@ export interface Seen {
 }
 
 /** (Asynchronous: the backends live in this process.) */
-export async function peerClient(cgroup: string, host: string, port: number, proto: 'tcp' | 'udp' | 'sendto'): Promise<Seen> {
-  const { stdout: out } = await promisify(execFile)('sh', ['-c', `echo $$ > "${cgroup}/cgroup.procs" && exec "${process.execPath}" --input-type=module -e "$0" "$1" "$2" "$3"`, CLIENT, host, String(port), proto], {
-    encoding: 'utf8',
-    timeout: 10_000,
-  });
+export async function peerClient(
+  cgroup: string,
+  host: string,
+  port: number,
+  proto: 'tcp' | 'udp' | 'sendto',
+): Promise<Seen> {
+  const { stdout: out } = await promisify(execFile)(
+    'sh',
+    [
+      '-c',
+      `echo $$ > "${cgroup}/cgroup.procs" && exec "${process.execPath}" --input-type=module -e "$0" "$1" "$2" "$3"`,
+      CLIENT,
+      host,
+      String(port),
+      proto,
+    ],
+    {
+      encoding: 'utf8',
+      timeout: 10_000,
+    },
+  );
   return JSON.parse(out.trim().split('\n').pop()!) as Seen;
 }
 

@@ -13,7 +13,7 @@ import { envoyRoot } from './wire/protos.js';
 import { MeshFeed } from './store/mesh-feed.js';
 import { openStore } from './store/open-store.js';
 import { startAdmin, startTransport } from './serve/edges.js';
-import { hostForUrl, listeners, reachableHost } from './serve/listen.js';
+import { hostForUrl, listeners, webViewUrl } from './serve/listen.js';
 import { startLoad } from './serve/load.js';
 import { logMeshChanges } from './serve/mesh-log.js';
 import { openReplicaFiles, startKubeSource } from './serve/sources.js';
@@ -86,7 +86,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   ready = true;
   const xdsAddress = `${hostForUrl(at.xdsHost)}:${grpcTransport.port}`;
   const adminAddress = `${hostForUrl(at.adminHost)}:${admin.port}`;
-  const webView = `${security.tls ? 'https' : 'http'}://${hostForUrl(reachableHost(at.adminHost))}:${admin.port}/ui/`;
+  const webView = webViewUrl(at.adminHost, admin.port, security.tls !== undefined);
   logger.info({ xds: xdsAddress, admin: adminAddress, webView, services: feed.mesh.size }, 'canopy ready');
 
   let stopping: Promise<void> | undefined;
@@ -110,5 +110,6 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     })());
 
   const { claCache, pipeline } = xds;
-  return { xdsAddress, adminAddress, webView, store, mesh: feed.mesh, feed, ads: pipeline, claCache, started: initial, stop };
+  const served = { store, mesh: feed.mesh, feed, ads: pipeline, claCache, started: initial };
+  return { xdsAddress, adminAddress, webView, ...served, stop };
 }

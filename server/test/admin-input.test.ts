@@ -47,25 +47,54 @@ describe('admin input: addresses', () => {
   for (const [a, b] of sameAddress) {
     it(`${a} and ${b} are one endpoint: a duplicate`, async () => {
       const { app } = await setup();
-      const res = await app.inject({ method: 'PUT', url: '/api/v1/services/s', payload: { endpoints: [ep(a), ep(b)] } });
+      const res = await app.inject({
+        method: 'PUT',
+        url: '/api/v1/services/s',
+        payload: { endpoints: [ep(a), ep(b)] },
+      });
       const error = errorOf(res, 400, 'CANOPY_INVALID_SERVICE');
-      assert.deepEqual(error.fields?.map((f) => f.path), ['endpoints[1]']);
+      assert.deepEqual(
+        error.fields?.map((f) => f.path),
+        ['endpoints[1]'],
+      );
       assert.match(error.fields?.[0]?.message ?? '', /duplicate endpoint/);
     });
   }
 
   it('refuses unspecified, IPv4-mapped, multicast and broadcast addresses with their field paths', async () => {
     const { app } = await setup();
-    const bad = ['::ffff:0.0.0.0', '::ffff:0:0', '::', '0.0.0.0', '0.1.2.3', '::ffff:1.2.3.4', '::ffff:102:304', '224.0.0.1', 'ff02::1', '255.255.255.255'];
-    const res = await app.inject({ method: 'PUT', url: '/api/v1/services/s', payload: { endpoints: bad.map((a) => ep(a)) } });
+    const bad = [
+      '::ffff:0.0.0.0',
+      '::ffff:0:0',
+      '::',
+      '0.0.0.0',
+      '0.1.2.3',
+      '::ffff:1.2.3.4',
+      '::ffff:102:304',
+      '224.0.0.1',
+      'ff02::1',
+      '255.255.255.255',
+    ];
+    const res = await app.inject({
+      method: 'PUT',
+      url: '/api/v1/services/s',
+      payload: { endpoints: bad.map((a) => ep(a)) },
+    });
     const error = errorOf(res, 400, 'CANOPY_INVALID_SERVICE');
-    assert.deepEqual(error.fields?.map((f) => f.path), bad.map((_, i) => `endpoints[${i}].address`));
+    assert.deepEqual(
+      error.fields?.map((f) => f.path),
+      bad.map((_, i) => `endpoints[${i}].address`),
+    );
     assert.match(error.fields?.[5]?.message ?? '', /give 1\.2\.3\.4 itself/);
   });
 
   it('stores the canonical spelling and finds it by any spelling', async () => {
     const { app, feed } = await setup();
-    const put = await app.inject({ method: 'PUT', url: '/api/v1/services/s', payload: { endpoints: [ep('FD00:0::A', 8080)] } });
+    const put = await app.inject({
+      method: 'PUT',
+      url: '/api/v1/services/s',
+      payload: { endpoints: [ep('FD00:0::A', 8080)] },
+    });
     assert.equal(put.statusCode, 201, put.body);
     assert.deepEqual([...feed.mesh.get('s')!.endpoints.keys()], ['[fd00::a]:8080']);
     const res = await app.inject({
@@ -80,9 +109,16 @@ describe('admin input: addresses', () => {
   for (const bad of ['0.0.0.0', '::', '0:0:0:0:0:0:0:0']) {
     it(`rejects the unspecified address ${bad} with its path`, async () => {
       const { app, feed } = await setup();
-      const res = await app.inject({ method: 'PUT', url: '/api/v1/services/s', payload: { vip: bad, endpoints: [ep(bad)] } });
+      const res = await app.inject({
+        method: 'PUT',
+        url: '/api/v1/services/s',
+        payload: { vip: bad, endpoints: [ep(bad)] },
+      });
       const error = errorOf(res, 400, 'CANOPY_INVALID_SERVICE');
-      assert.deepEqual(error.fields?.map((f) => f.path), ['vip', 'endpoints[0].address']);
+      assert.deepEqual(
+        error.fields?.map((f) => f.path),
+        ['vip', 'endpoints[0].address'],
+      );
       assert.equal(feed.mesh.size, 0);
     });
   }
@@ -96,15 +132,29 @@ describe('admin input: names and sizes', () => {
     const url = `/api/v1/services/${name}`;
     assert.equal((await app.inject({ method: 'PUT', url, payload: { endpoints: [ep('10.0.0.1')] } })).statusCode, 201);
     assert.equal((await app.inject({ method: 'GET', url })).json().name, name);
-    assert.equal((await app.inject({ method: 'PATCH', url: `${url}/endpoints/10.0.0.1:80`, payload: { weight: 2 } })).statusCode, 200);
+    assert.equal(
+      (await app.inject({ method: 'PATCH', url: `${url}/endpoints/10.0.0.1:80`, payload: { weight: 2 } })).statusCode,
+      200,
+    );
     assert.equal((await app.inject({ method: 'DELETE', url })).statusCode, 204);
   });
 
   it('a 254-character name is a field error; a very long path is 414, both in the catalog shape', async () => {
     const { app } = await setup();
-    const res = await app.inject({ method: 'PUT', url: `/api/v1/services/${'n'.repeat(254)}`, payload: { endpoints: [] } });
-    assert.deepEqual(errorOf(res, 400, 'CANOPY_INVALID_SERVICE').fields?.map((f) => f.path), ['name']);
-    errorOf(await app.inject({ method: 'GET', url: `/api/v1/services/${'n'.repeat(5000)}` }), 414, 'CANOPY_BAD_REQUEST');
+    const res = await app.inject({
+      method: 'PUT',
+      url: `/api/v1/services/${'n'.repeat(254)}`,
+      payload: { endpoints: [] },
+    });
+    assert.deepEqual(
+      errorOf(res, 400, 'CANOPY_INVALID_SERVICE').fields?.map((f) => f.path),
+      ['name'],
+    );
+    errorOf(
+      await app.inject({ method: 'GET', url: `/api/v1/services/${'n'.repeat(5000)}` }),
+      414,
+      'CANOPY_BAD_REQUEST',
+    );
   });
 
   const big = {
@@ -117,11 +167,21 @@ describe('admin input: names and sizes', () => {
     const payload = JSON.stringify(big);
     assert.ok(payload.length > 2_000_000, `payload is ${payload.length} bytes`);
     const { app } = await setup();
-    const ok = await app.inject({ method: 'PUT', url: '/api/v1/services/big', payload, headers: { 'content-type': 'application/json' } });
+    const ok = await app.inject({
+      method: 'PUT',
+      url: '/api/v1/services/big',
+      payload,
+      headers: { 'content-type': 'application/json' },
+    });
     assert.equal(ok.statusCode, 201, ok.body.slice(0, 300));
     const small = await setup({ bodyLimit: 1024 * 1024 });
     errorOf(
-      await small.app.inject({ method: 'PUT', url: '/api/v1/services/big', payload, headers: { 'content-type': 'application/json' } }),
+      await small.app.inject({
+        method: 'PUT',
+        url: '/api/v1/services/big',
+        payload,
+        headers: { 'content-type': 'application/json' },
+      }),
       413,
       'CANOPY_BODY_TOO_LARGE',
     );
@@ -132,18 +192,29 @@ describe('admin input: names and sizes', () => {
 describe('admin input: bulk endpoint changes', () => {
   it('upserts, removes and patches many endpoints in one request', async () => {
     const { app, feed } = await setup();
-    await app.inject({ method: 'PUT', url: '/api/v1/services/s', payload: { endpoints: [ep('10.0.0.1'), ep('10.0.0.2'), ep('10.0.0.3')] } });
+    await app.inject({
+      method: 'PUT',
+      url: '/api/v1/services/s',
+      payload: { endpoints: [ep('10.0.0.1'), ep('10.0.0.2'), ep('10.0.0.3')] },
+    });
     const upsert = Array.from({ length: 1000 }, (_, i) => ep(`10.1.${i >> 8}.${i & 255}`));
     const res = await app.inject({
       method: 'PATCH',
       url: '/api/v1/services/s/endpoints',
-      payload: { upsert, remove: ['10.0.0.1:80'], patch: [{ endpoint: '10.0.0.2:80', health: 'unhealthy', weight: 5 }] },
+      payload: {
+        upsert,
+        remove: ['10.0.0.1:80'],
+        patch: [{ endpoint: '10.0.0.2:80', health: 'unhealthy', weight: 5 }],
+      },
     });
     assert.equal(res.statusCode, 200, res.body);
     assert.deepEqual(res.json(), { service: 's', upserted: 1001, removed: 1, endpoints: 1002 });
     const s = feed.mesh.get('s')!;
     assert.equal(s.endpoints.has('10.0.0.1:80'), false);
-    assert.deepEqual([s.endpoints.get('10.0.0.2:80')?.health, s.endpoints.get('10.0.0.2:80')?.weight], ['unhealthy', 5]);
+    assert.deepEqual(
+      [s.endpoints.get('10.0.0.2:80')?.health, s.endpoints.get('10.0.0.2:80')?.weight],
+      ['unhealthy', 5],
+    );
   });
 
   it('reports every bad change with its path and applies none', async () => {
@@ -156,17 +227,17 @@ describe('admin input: bulk endpoint changes', () => {
       payload: {
         upsert: [ep('10.0.0.5'), { address: '0.0.0.0', port: 80 }],
         remove: ['nope', '10.0.0.5:80'],
-        patch: [{ endpoint: '10.9.9.9:80', health: 'unhealthy' }, { endpoint: '10.0.0.1:80', weight: 0 }],
+        patch: [
+          { endpoint: '10.9.9.9:80', health: 'unhealthy' },
+          { endpoint: '10.0.0.1:80', weight: 0 },
+        ],
       },
     });
     const error = errorOf(res, 400, 'CANOPY_INVALID_SERVICE');
-    assert.deepEqual(error.fields?.map((f) => f.path), [
-      'upsert[1].address',
-      'remove[0]',
-      'remove[1]',
-      'patch[0].endpoint',
-      'patch[1].weight',
-    ]);
+    assert.deepEqual(
+      error.fields?.map((f) => f.path),
+      ['upsert[1].address', 'remove[0]', 'remove[1]', 'patch[0].endpoint', 'patch[1].weight'],
+    );
     assert.equal(feed.mesh.get('s')?.generation, generation);
   });
 });
@@ -180,8 +251,16 @@ describe('admin access: Host header, token, rate limit', () => {
     errorOf(await put(app, { host: 'rebind.attacker.example:18080' }), 421, 'CANOPY_MISDIRECTED');
     assert.equal(feed.mesh.size, 0, 'nothing changed');
     // Reads too: a rebound page must not read the mesh either (issue 19); probes and metrics stay open.
-    errorOf(await app.inject({ url: '/api/v1/services', headers: { host: 'rebind.attacker.example' } }), 421, 'CANOPY_MISDIRECTED');
-    errorOf(await app.inject({ url: '/debug/clients', headers: { host: 'rebind.attacker.example' } }), 421, 'CANOPY_MISDIRECTED');
+    errorOf(
+      await app.inject({ url: '/api/v1/services', headers: { host: 'rebind.attacker.example' } }),
+      421,
+      'CANOPY_MISDIRECTED',
+    );
+    errorOf(
+      await app.inject({ url: '/debug/clients', headers: { host: 'rebind.attacker.example' } }),
+      421,
+      'CANOPY_MISDIRECTED',
+    );
     assert.equal((await app.inject({ url: '/readyz', headers: { host: 'rebind.attacker.example' } })).statusCode, 200);
     assert.equal((await app.inject({ url: '/api/v1/services', headers: { host: 'canopy.internal' } })).statusCode, 200);
     for (const host of ['127.0.0.1:18080', '[::1]:18080', 'localhost:18080', 'Canopy.Internal:18080', '10.1.2.3']) {
@@ -198,9 +277,13 @@ describe('admin access: Host header, token, rate limit', () => {
     assert.equal(feed.mesh.size, 0, 'nothing changed');
     errorOf(await app.inject({ url: '/api/v1/services' }), 401, 'CANOPY_UNAUTHORIZED');
     errorOf(await app.inject({ url: '/debug/clients' }), 401, 'CANOPY_UNAUTHORIZED');
-    for (const url of ['/healthz', '/readyz', '/metrics']) assert.equal((await app.inject({ url })).statusCode, 200, url);
+    for (const url of ['/healthz', '/readyz', '/metrics'])
+      assert.equal((await app.inject({ url })).statusCode, 200, url);
     assert.equal((await put(app, { authorization: 'Bearer s3cret-token' })).statusCode, 201);
-    assert.equal((await app.inject({ url: '/api/v1/services', headers: { authorization: 'bearer s3cret-token' } })).statusCode, 200);
+    assert.equal(
+      (await app.inject({ url: '/api/v1/services', headers: { authorization: 'bearer s3cret-token' } })).statusCode,
+      200,
+    );
   });
 
   it('with a token: the web view page loads without it, its JSON needs it', async () => {

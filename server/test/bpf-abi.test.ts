@@ -16,27 +16,35 @@ import { packagePath } from '../src/platform/paths.js';
 
 const cc = ['cc', 'gcc', 'clang'].find((c) => spawnSync(c, ['--version'], { stdio: 'ignore' }).status === 0);
 
-describe('BPF ABI: header and TypeScript mirror', { skip: cc ? false : 'no C compiler (cc, gcc or clang) to compile the header' }, () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-abi-'));
-  const exe = path.join(dir, 'abi-layout');
-  const build = spawnSync(cc!, ['-Wall', '-Werror', '-I', packagePath('bpf'), '-o', exe, packagePath('bpf', 'abi-layout.c')], { encoding: 'utf8' });
-  const printed = build.status === 0 ? spawnSync(exe, { encoding: 'utf8' }).stdout : '';
+describe(
+  'BPF ABI: header and TypeScript mirror',
+  { skip: cc ? false : 'no C compiler (cc, gcc or clang) to compile the header' },
+  () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-abi-'));
+    const exe = path.join(dir, 'abi-layout');
+    const build = spawnSync(
+      cc!,
+      ['-Wall', '-Werror', '-I', packagePath('bpf'), '-o', exe, packagePath('bpf', 'abi-layout.c')],
+      { encoding: 'utf8' },
+    );
+    const printed = build.status === 0 ? spawnSync(exe, { encoding: 'utf8' }).stdout : '';
 
-  it('the header compiles', () => {
-    assert.equal(build.status, 0, build.stderr);
-  });
+    it('the header compiles', () => {
+      assert.equal(build.status, 0, build.stderr);
+    });
 
-  it('every struct has the same size and field offsets', () => {
-    const c = JSON.parse(printed) as { layout: Record<string, { size: number; fields: Record<string, number> }> };
-    assert.deepEqual(c.layout, { ...LAYOUT, ...SPILL_LAYOUT });
-  });
+    it('every struct has the same size and field offsets', () => {
+      const c = JSON.parse(printed) as { layout: Record<string, { size: number; fields: Record<string, number> }> };
+      assert.deepEqual(c.layout, { ...LAYOUT, ...SPILL_LAYOUT });
+    });
 
-  it('every constant has the same value', () => {
-    const c = JSON.parse(printed) as { constants: Record<string, number> };
-    assert.deepEqual(c.constants, { ...CONSTANTS, ...SPILL_CONSTANTS });
-  });
+    it('every constant has the same value', () => {
+      const c = JSON.parse(printed) as { constants: Record<string, number> };
+      assert.deepEqual(c.constants, { ...CONSTANTS, ...SPILL_CONSTANTS });
+    });
 
-  it('the kernel walks as many levels as the server allows scopes', () => {
-    assert.equal(MAX_DEPTH, MAX_SCOPES);
-  });
-});
+    it('the kernel walks as many levels as the server allows scopes', () => {
+      assert.equal(MAX_DEPTH, MAX_SCOPES);
+    });
+  },
+);

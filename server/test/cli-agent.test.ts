@@ -12,16 +12,40 @@ describe('canopy agent flags', () => {
   it('builds the node placement and per-cgroup workloads from flags', () => {
     const o = parseAgentArgs([
       ...base,
-      '--region', 'r1', '--zone', 'z1', '--subzone', 's1', '--label', 'app=web', '--label', 'tier=1',
-      '--workload', 'east=region=r2,app=api',
-      '--workload', '/abs/batch=label:team=data,subzone=s9',
-      '--grace-ms', '50', '--metrics-port', '0',
+      '--region',
+      'r1',
+      '--zone',
+      'z1',
+      '--subzone',
+      's1',
+      '--label',
+      'app=web',
+      '--label',
+      'tier=1',
+      '--workload',
+      'east=region=r2,app=api',
+      '--workload',
+      '/abs/batch=label:team=data,subzone=s9',
+      '--grace-ms',
+      '50',
+      '--metrics-port',
+      '0',
     ]);
-    assert.deepEqual(o.placement, { locality: { region: 'r1', zone: 'z1', subzone: 's1' }, network: '', node: 'n1', cluster: '', labels: { app: 'web', tier: '1' } });
+    assert.deepEqual(o.placement, {
+      locality: { region: 'r1', zone: 'z1', subzone: 's1' },
+      network: '',
+      node: 'n1',
+      cluster: '',
+      labels: { app: 'web', tier: '1' },
+    });
     assert.equal(o.workloads?.length, 2);
     const [east, batch] = o.workloads!;
     assert.equal(east!.cgroup, path.join('/cg', 'east'), 'a relative workload cgroup is under --cgroup');
-    assert.deepEqual(east!.placement.locality, { region: 'r2', zone: 'z1', subzone: 's1' }, 'unset keys inherit the node');
+    assert.deepEqual(
+      east!.placement.locality,
+      { region: 'r2', zone: 'z1', subzone: 's1' },
+      'unset keys inherit the node',
+    );
     assert.deepEqual(east!.placement.labels, { app: 'api', tier: '1' });
     assert.equal(batch!.cgroup, '/abs/batch');
     assert.deepEqual(batch!.placement.labels, { app: 'web', tier: '1', team: 'data' });
@@ -34,16 +58,28 @@ describe('canopy agent flags', () => {
     // Commander's words, each naming the flag (the CLI prints them as `canopy: ...` and exits 2).
     const cases: [string[], RegExp][] = [
       [['--node-id', 'n', '--cgroup', '/cg'], /required option '--server <host:port>' not specified/],
-      [['--server', 'nohost', '--node-id', 'n', '--cgroup', '/cg'], /'--server <host:port>' argument 'nohost' is invalid\. must be HOST:PORT/],
+      [
+        ['--server', 'nohost', '--node-id', 'n', '--cgroup', '/cg'],
+        /'--server <host:port>' argument 'nohost' is invalid\. must be HOST:PORT/,
+      ],
       [['--server', 'h:1', '--cgroup', '/cg'], /required option '--node-id <id>' not specified/],
       [['--server', 'h:1', '--node-id', 'n'], /required option '--cgroup <dir>' not specified/],
-      [[...base, '--label', 'novalue'], /'--label <key=value>' argument 'novalue' is invalid\. --label "novalue" must be key=value/],
+      [
+        [...base, '--label', 'novalue'],
+        /'--label <key=value>' argument 'novalue' is invalid\. --label "novalue" must be key=value/,
+      ],
       [[...base, '--workload', 'east'], /--workload "east" must be CGROUP=k=v/],
       [[...base, '--workload', 'east=region'], /--workload east: "region" must be key=value/],
       [[...base, '--grace-ms=-1'], /'--grace-ms <n>' argument '-1' is invalid\. must be an integer in 0\.\.600000/],
-      [[...base, '--metrics-port', '70000'], /'--metrics-port <n>' argument '70000' is invalid\. must be an integer in 0\.\.65535/],
+      [
+        [...base, '--metrics-port', '70000'],
+        /'--metrics-port <n>' argument '70000' is invalid\. must be an integer in 0\.\.65535/,
+      ],
       [[...base, '--bogus'], /unknown option '--bogus'/],
-      [[...base, '--max-services', '0'], /'--max-services <n>' argument '0' is invalid\. must be an integer in 1\.\.16777216/],
+      [
+        [...base, '--max-services', '0'],
+        /'--max-services <n>' argument '0' is invalid\. must be an integer in 1\.\.16777216/,
+      ],
       [[...base, '--max-endpoints', 'x'], /'--max-endpoints <n>' argument 'x' is invalid\. must be an integer/],
     ];
     for (const [args, re] of cases) assert.throws(() => parseAgentArgs(args), re, args.join(' '));
@@ -62,8 +98,12 @@ describe('canopy agent flags', () => {
 
 describe('kernel version check', () => {
   it('accepts 5.14 and newer, and says why an older one will not do', () => {
-    for (const r of ['5.14.0', '5.15.0-91-generic', '6.1.0-13-amd64', '6.18.44-fc', 'weird']) assert.equal(kernelTooOld(r), undefined, r);
-    assert.match(kernelTooOld('5.10.0-26-amd64')!, /kernel 5\.10\.0-26-amd64 is too old for the datapath: Linux 5\.14 or newer is required/);
+    for (const r of ['5.14.0', '5.15.0-91-generic', '6.1.0-13-amd64', '6.18.44-fc', 'weird'])
+      assert.equal(kernelTooOld(r), undefined, r);
+    assert.match(
+      kernelTooOld('5.10.0-26-amd64')!,
+      /kernel 5\.10\.0-26-amd64 is too old for the datapath: Linux 5\.14 or newer is required/,
+    );
     assert.ok(kernelTooOld('4.19.0'));
   });
 });

@@ -30,7 +30,7 @@ function decoded(typeUrl: string, r: Resource | undefined): Obj {
 }
 
 const routeCluster = (route: Obj): unknown =>
-  ((((route['virtual_hosts'] as Obj[])[0]!['routes'] as Obj[])[0]!['route'] as Obj)['cluster']);
+  (((route['virtual_hosts'] as Obj[])[0]!['routes'] as Obj[])[0]!['route'] as Obj)['cluster'];
 
 function setup() {
   const mesh = new Mesh();
@@ -63,7 +63,10 @@ describe('a re-created service', () => {
     assert.equal((c['eds_cluster_config'] as Obj)['service_name'], 'echo');
     assert.ok(registry.get(CLUSTER_TYPE)!.resolve('echo', grpc), 'the plain name stays valid');
     recreate();
-    assert.equal(routeCluster(decoded(ROUTE_TYPE, registry.get(ROUTE_TYPE)!.resolve('echo', grpc))), 'echo@incarnation-2');
+    assert.equal(
+      routeCluster(decoded(ROUTE_TYPE, registry.get(ROUTE_TYPE)!.resolve('echo', grpc))),
+      'echo@incarnation-2',
+    );
     assert.equal(registry.get(CLUSTER_TYPE)!.resolve('echo@incarnation-1', grpc), undefined, 'an earlier one is gone');
   });
 

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { dampShares, drained, smooth } from '../src/domain/load/load-damper.js';
-import { spillTiers, spillWeights, waterfill, type SpillClient, type SpillMode } from '../src/domain/load/load-spill.js';
+import {
+  spillTiers,
+  spillWeights,
+  waterfill,
+  type SpillClient,
+  type SpillMode,
+} from '../src/domain/load/load-spill.js';
 import { LocalityTree, type TreeNode } from '../src/domain/locality-tree.js';
 import { parseConfig, parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
 import { endpointKey } from '../src/domain/service.js';

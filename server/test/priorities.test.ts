@@ -34,8 +34,18 @@ describe('priorities by mode', () => {
     { name: 'failover, zone match only', mode: 'failover', at: 'r1/z1/s9', want: [0, 0, 0, 1, 2] },
     { name: 'failover, compacts empty tiers', mode: 'failover', at: 'r2/z1/s1', want: [1, 1, 1, 1, 0] },
     { name: 'failover, no match at all', mode: 'failover', at: 'r9/z9/s9', want: [0, 0, 0, 0, 0] },
-    { name: 'strict, full match', mode: 'strict', at: 'r1/z1/s2', want: [undefined, undefined, 0, undefined, undefined] },
-    { name: 'strict, partial match gets nothing', mode: 'strict', at: 'r1/z1/s9', want: [undefined, undefined, undefined, undefined, undefined] },
+    {
+      name: 'strict, full match',
+      mode: 'strict',
+      at: 'r1/z1/s2',
+      want: [undefined, undefined, 0, undefined, undefined],
+    },
+    {
+      name: 'strict, partial match gets nothing',
+      mode: 'strict',
+      at: 'r1/z1/s9',
+      want: [undefined, undefined, undefined, undefined, undefined],
+    },
     { name: 'random ignores locality', mode: 'random', at: 'r2/z1/s1', want: [0, 0, 0, 0, 0] },
   ];
   for (const c of table) {
@@ -63,10 +73,7 @@ describe('priorities by mode', () => {
   });
 
   it('merges tree leaves that share an Envoy locality (label scopes) into one group', () => {
-    const eps = [
-      ep({ locality: 'r1/z1/s1', labels: { v: 'a' } }),
-      ep({ locality: 'r1/z1/s1', labels: { v: 'b' } }),
-    ];
+    const eps = [ep({ locality: 'r1/z1/s1', labels: { v: 'a' } }), ep({ locality: 'r1/z1/s1', labels: { v: 'b' } })];
     const cla = claFor(stateOf(eps, lb('random', ['region', 'label:v'])), client({}));
     assert.equal(cla.groups.length, 1);
     assert.equal(cla.groups[0]?.weight, 2);
@@ -141,7 +148,15 @@ describe('Mesh.put diffs endpoints', () => {
     const mesh = new Mesh();
     const eps = LOCS.map((l) => ep({ locality: l }));
     assert.equal(mesh.put(service('svc', eps))?.kind, 'created');
-    assert.equal(mesh.put(service('svc', eps.map((e) => ({ ...e })))), undefined);
+    assert.equal(
+      mesh.put(
+        service(
+          'svc',
+          eps.map((e) => ({ ...e })),
+        ),
+      ),
+      undefined,
+    );
     const first = eps[0] as Endpoint;
     const change = mesh.put(service('svc', [{ ...first, health: 'unhealthy' }, ...eps.slice(1, 4)]));
     assert.deepEqual(change?.endpoints, [endpointKey(first), endpointKey(eps[4] as Endpoint)]);

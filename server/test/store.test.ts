@@ -83,7 +83,8 @@ describe('Store: the LevelDB backend keeps everything across a reopen', () => {
   it('keeps a service that grows and shrinks (its buckets resized) across a reopen', async () => {
     const dir = tmpDir();
     const first = await LocalStore.open(await LevelJournal.open(dir));
-    const addresses = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `10.1.${(from + i) >> 8}.${(from + i) & 255}`);
+    const addresses = (n: number, from = 0) =>
+      Array.from({ length: n }, (_, i) => `10.1.${(from + i) >> 8}.${(from + i) & 255}`);
     await first.put(service('g', addresses(10)), { owner: 'api' });
     // Grown by patches well past one bucket's size, then patched again in its new buckets.
     const added = service('tmp', addresses(1500, 10)).endpoints;
@@ -103,7 +104,10 @@ describe('Store: the LevelDB backend keeps everything across a reopen', () => {
     const sorted = (snapshot: typeof before) =>
       snapshot.services.map((x) => ({
         ...x,
-        spec: { ...x.spec, endpoints: [...x.spec.endpoints].sort((p, q) => endpointKey(p).localeCompare(endpointKey(q))) },
+        spec: {
+          ...x.spec,
+          endpoints: [...x.spec.endpoints].sort((p, q) => endpointKey(p).localeCompare(endpointKey(q))),
+        },
       }));
     assert.equal(after.revision, before.revision);
     assert.deepEqual(sorted(after), sorted(before));
@@ -179,7 +183,11 @@ describe('the config file under the ownership rule', () => {
     const { store, feed } = await setup();
     await applyFileServices(store, [service('f1', ['10.0.0.1'])]);
     const current = await store.get('f1');
-    await store.put(service('f1', ['10.0.0.9']), { owner: 'api', fileDigest: current!.fileDigest!, ifRevision: current!.revision });
+    await store.put(service('f1', ['10.0.0.9']), {
+      owner: 'api',
+      fileDigest: current!.fileDigest!,
+      ifRevision: current!.revision,
+    });
     await applyFileServices(store, [service('f1', ['10.0.0.1'])]);
     assert.deepEqual(addressesOf(feed.mesh.get('f1')?.spec), ['10.0.0.9'], 'same entry: the API version stays');
     // Owned by the API now: dropping it from the file leaves it.

@@ -105,7 +105,12 @@ describe('SotwSession', () => {
     assert.equal(r2?.names.length, 1);
     assert.notEqual(r2?.version, r1.version);
     h.source.set(ENDPOINT_TYPE, 'c', 'C1');
-    const sub = h.request({ typeUrl: ENDPOINT_TYPE, versionInfo: r2!.version, responseNonce: r2!.nonce, resourceNames: ['a', 'b', 'c'] });
+    const sub = h.request({
+      typeUrl: ENDPOINT_TYPE,
+      versionInfo: r2!.version,
+      responseNonce: r2!.nonce,
+      resourceNames: ['a', 'b', 'c'],
+    });
     assert.equal(sub.responses[0]?.names.length, 1, 'only the newly subscribed c');
   });
 
@@ -160,7 +165,12 @@ describe('SotwSession', () => {
     const resolvesBefore = h.source.resolves;
     // The content changes before the ACK arrives: the ACK does not answer it, the push does.
     h.source.set(ENDPOINT_TYPE, 'a', 'A2');
-    const ack = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a'], versionInfo: first.version, responseNonce: first.nonce });
+    const ack = h.request({
+      typeUrl: ENDPOINT_TYPE,
+      resourceNames: ['a'],
+      versionInfo: first.version,
+      responseNonce: first.nonce,
+    });
     assert.equal(ack.outcome.kind, 'ack');
     assert.deepEqual(ack.responses, []);
     assert.equal(h.source.resolves - resolvesBefore, 0, 'an ACK costs no resolve');
@@ -169,7 +179,12 @@ describe('SotwSession', () => {
     assert.notEqual(pushed[0]!.version, first.version);
     // An ACK that also subscribes to more is answered.
     h.source.set(ENDPOINT_TYPE, 'b', 'B1');
-    const more = h.request({ typeUrl: ENDPOINT_TYPE, resourceNames: ['a', 'b'], versionInfo: pushed[0]!.version, responseNonce: pushed[0]!.nonce });
+    const more = h.request({
+      typeUrl: ENDPOINT_TYPE,
+      resourceNames: ['a', 'b'],
+      versionInfo: pushed[0]!.version,
+      responseNonce: pushed[0]!.nonce,
+    });
     assert.equal(more.responses.length, 1);
   });
 
@@ -201,7 +216,11 @@ describe('SotwSession', () => {
     assert.equal(h.stream.placement.locality.region, 'r7');
     assert.equal(h.stream.placement.network, 'n2');
     assert.deepEqual(h.stream.placement.labels, { app: 'x' });
-    assert.equal(h.stream.concerns(new Map([[CLUSTER_TYPE, new Set(['anything'])]])), true, 'wildcard concerns every name');
+    assert.equal(
+      h.stream.concerns(new Map([[CLUSTER_TYPE, new Set(['anything'])]])),
+      true,
+      'wildcard concerns every name',
+    );
   });
 });
 

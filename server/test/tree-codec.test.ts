@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Mesh } from '../src/domain/mesh.js';
-import { backendWireSize, decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt, ipv6Bytes, ipv6String } from '../src/resources/tree-codec.js';
+import {
+  backendWireSize,
+  decodeLocalityTree,
+  encodeLocalityTree,
+  intToIpv4,
+  ipv4ToInt,
+  ipv6Bytes,
+  ipv6String,
+} from '../src/resources/tree-codec.js';
 import { ep, lb, service } from './support/builders.js';
 
 function compiled(spec: ReturnType<typeof service>) {
@@ -13,7 +21,15 @@ function compiled(spec: ReturnType<typeof service>) {
 
 describe('LocalityTree codec', () => {
   it('round-trips the compiled tree through the .proto schema', () => {
-    const spec = { ...service('web', [ep({ locality: 'r1/z1/s1', weight: 3 }), ep({ locality: 'r1/z2/s1' }), ep({ locality: 'r2/z1/s1' })], lb('strict')), vip: '10.96.0.10', port: 80 };
+    const spec = {
+      ...service(
+        'web',
+        [ep({ locality: 'r1/z1/s1', weight: 3 }), ep({ locality: 'r1/z2/s1' }), ep({ locality: 'r2/z1/s1' })],
+        lb('strict'),
+      ),
+      vip: '10.96.0.10',
+      port: 80,
+    };
     const { tree } = compiled(spec);
     const msg = decodeLocalityTree(encodeLocalityTree(spec, tree));
     assert.equal(msg.service, 'web');
@@ -33,7 +49,12 @@ describe('LocalityTree codec', () => {
 
   it('leaves out IPv6 backends and renumbers every range around them', () => {
     const spec = {
-      ...service('web', [ep({ locality: 'r1/z1/s1', address: 'fd00::1' }), ep({ locality: 'r1/z1/s1' }), ep({ locality: 'r2/z1/s1', address: 'fd00::2' }), ep({ locality: 'r3/z1/s1' })]),
+      ...service('web', [
+        ep({ locality: 'r1/z1/s1', address: 'fd00::1' }),
+        ep({ locality: 'r1/z1/s1' }),
+        ep({ locality: 'r2/z1/s1', address: 'fd00::2' }),
+        ep({ locality: 'r3/z1/s1' }),
+      ]),
       vip: '10.96.0.10',
       port: 80,
     };
@@ -51,7 +72,11 @@ describe('LocalityTree codec', () => {
 
   it('carries an IPv6 service: the VIP and its IPv6 backends, IPv4 ones left out', () => {
     const spec = {
-      ...service('web6', [ep({ locality: 'r1/z1/s1', address: 'fd00::1' }), ep({ locality: 'r1/z1/s1' }), ep({ locality: 'r2/z1/s1', address: 'fd00::2', weight: 2 })]),
+      ...service('web6', [
+        ep({ locality: 'r1/z1/s1', address: 'fd00::1' }),
+        ep({ locality: 'r1/z1/s1' }),
+        ep({ locality: 'r2/z1/s1', address: 'fd00::2', weight: 2 }),
+      ]),
       vip: 'fd00:c::100',
       port: 80,
     };
@@ -60,7 +85,10 @@ describe('LocalityTree codec', () => {
     assert.equal(msg.vip, 0);
     assert.deepEqual(
       msg.backends.map((b) => [ipv6String(b.ipv6!), b.port, b.weight]),
-      [['fd00::1', 80, 1], ['fd00::2', 80, 2]].map(([a, , w]) => [a, msg.backends[0]!.port, w]),
+      [
+        ['fd00::1', 80, 1],
+        ['fd00::2', 80, 2],
+      ].map(([a, , w]) => [a, msg.backends[0]!.port, w]),
     );
     assert.deepEqual([msg.nodes[0]!.start, msg.nodes[0]!.end], [0, 2]);
     assert.equal(ipv6Bytes('::ffff:10.0.0.1'), undefined, 'an IPv4-mapped address is IPv4');
@@ -87,6 +115,7 @@ describe('LocalityTree codec', () => {
   it('parses dotted IPv4 strictly', () => {
     assert.equal(ipv4ToInt('255.255.255.255'), 0xffffffff);
     assert.equal(intToIpv4(ipv4ToInt('10.1.2.3')!), '10.1.2.3');
-    for (const bad of ['10.1.2', '10.1.2.256', '10.1.2.3.4', 'a.b.c.d', '::1', '1.2.3.-4']) assert.equal(ipv4ToInt(bad), undefined, bad);
+    for (const bad of ['10.1.2', '10.1.2.256', '10.1.2.3.4', 'a.b.c.d', '::1', '1.2.3.-4'])
+      assert.equal(ipv4ToInt(bad), undefined, bad);
   });
 });

@@ -109,7 +109,7 @@ describe('serviceView', () => {
     );
   });
 
-  it('places clients by the service\'s own scopes', () => {
+  it("places clients by the service's own scopes", () => {
     const v = serviceView(echoMesh(['label:team', 'region']), [
       stream(1, 'r1/z9/s9', [acked(ENDPOINT_TYPE)], { labels: { team: '' } }),
     ]);
@@ -126,12 +126,22 @@ describe('syncOf', () => {
     ['acknowledged', { versionSent: 'v2', nonceSent: '2', versionAcked: 'v2' }, 'acked'],
     [
       'the last response NACKed',
-      { versionSent: 'v2', nonceSent: '2', versionAcked: 'v1', lastNack: { version: 'v2', nonce: '2', detail: 'bad', at: '' } },
+      {
+        versionSent: 'v2',
+        nonceSent: '2',
+        versionAcked: 'v1',
+        lastNack: { version: 'v2', nonce: '2', detail: 'bad', at: '' },
+      },
       'nacked',
     ],
     [
       'a NACK of an earlier response, the last one acknowledged',
-      { versionSent: 'v3', nonceSent: '3', versionAcked: 'v3', lastNack: { version: 'v2', nonce: '2', detail: 'bad', at: '' } },
+      {
+        versionSent: 'v3',
+        nonceSent: '3',
+        versionAcked: 'v3',
+        lastNack: { version: 'v2', nonce: '2', detail: 'bad', at: '' },
+      },
       'acked',
     ],
   ];
@@ -165,7 +175,7 @@ describe('admin API: the web view routes', () => {
     }
   });
 
-  it('serves only the bundle\'s files', async () => {
+  it("serves only the bundle's files", async () => {
     const { app } = await setup();
     for (const url of ['/ui/nope.js', '/ui/..%2Fpackage.json']) {
       const res = await app.inject(url);
@@ -178,12 +188,17 @@ describe('admin API: the web view routes', () => {
     const { app, store, feed } = await setup([stream(1, 'r1/z1/s2', [acked(ENDPOINT_TYPE)])]);
     await feed.caughtUp(
       await store.put(
-        service('echo', [ep({ address: '10.0.0.1', locality: 'r1/z1/s1' }), ep({ address: '10.0.0.2', locality: 'r1/z1/s2' })]),
+        service('echo', [
+          ep({ address: '10.0.0.1', locality: 'r1/z1/s1' }),
+          ep({ address: '10.0.0.2', locality: 'r1/z1/s2' }),
+        ]),
         { owner: 'api' },
       ),
     );
     const list = (await app.inject('/ui/api/services')).json();
-    assert.deepEqual(list, { services: [{ name: 'echo', endpoints: 2, mode: 'failover', scopes: ['region', 'zone', 'subzone'] }] });
+    assert.deepEqual(list, {
+      services: [{ name: 'echo', endpoints: 2, mode: 'failover', scopes: ['region', 'zone', 'subzone'] }],
+    });
 
     const first = await app.inject('/ui/api/services/echo');
     assert.equal(first.statusCode, 200);

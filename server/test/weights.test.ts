@@ -36,7 +36,10 @@ describe('locality weights beyond uint32', () => {
   it('accepts a service whose weights sum to exactly uint32 max', () => {
     const r = parseServiceSpec({
       name: 'full',
-      endpoints: [...endpointsOf(4_294, MAX_ENDPOINT_WEIGHT), { ...endpointsOf(1, 1)[0]!, address: '10.9.9.9', weight: 967_295 }],
+      endpoints: [
+        ...endpointsOf(4_294, MAX_ENDPOINT_WEIGHT),
+        { ...endpointsOf(1, 1)[0]!, address: '10.9.9.9', weight: 967_295 },
+      ],
     });
     assert.equal(r.ok, true, JSON.stringify(r));
   });
@@ -47,7 +50,12 @@ describe('locality weights beyond uint32', () => {
       clusterName: 'heavy',
       overprovisioningFactor: 140,
       groups: [
-        { locality: { region: 'r1', zone: 'z1', subzone: 's1' }, priority: 0, weight: 4_295_000_000, endpoints: [ep()] },
+        {
+          locality: { region: 'r1', zone: 'z1', subzone: 's1' },
+          priority: 0,
+          weight: 4_295_000_000,
+          endpoints: [ep()],
+        },
         { locality: { region: 'r2', zone: 'z1', subzone: 's1' }, priority: 0, weight: 7, endpoints: [ep()] },
       ],
     };

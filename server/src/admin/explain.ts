@@ -35,11 +35,7 @@ const ISTIO_CLUSTER_LABEL = 'topology.istio.io/cluster';
 export function explainRoutes(deps: AdminDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     // A proposed policy may be posted as YAML as well as JSON.
-    app.addContentTypeParser(
-      [...YAML_TYPES],
-      { parseAs: 'string' },
-      (_req, body, done) => done(null, body),
-    );
+    app.addContentTypeParser([...YAML_TYPES], { parseAs: 'string' }, (_req, body, done) => done(null, body));
     const handle = async (query: Query, body: unknown) => {
       const q = readQuery(query);
       const service = deps.mesh.get(q.service);

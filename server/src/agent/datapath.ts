@@ -8,7 +8,18 @@ import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { type Placement } from '../domain/locality.js';
-import { DEFAULT_MAX, LAYOUT, MAP, PROGRAM, RETIRED_MAPS, sumStats, u32Key, u64Value, valueHash, type Stats } from './abi.js';
+import {
+  DEFAULT_MAX,
+  LAYOUT,
+  MAP,
+  PROGRAM,
+  RETIRED_MAPS,
+  sumStats,
+  u32Key,
+  u64Value,
+  valueHash,
+  type Stats,
+} from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { assertCgroupDir, cgroupId, cgroupLevel } from './cgroups.js';
 import { deleteKeys, mapFds, servicesFd, writeBatch, writeInOrder, type Fds } from './map-writes.js';
@@ -35,7 +46,6 @@ import {
 import { CodedError } from '../domain/errors.js';
 
 export type { Workload };
-
 
 export interface DatapathOptions {
   /** bpffs directory for pins, e.g. /sys/fs/bpf/canopy */
@@ -263,7 +273,10 @@ export class Datapath {
     // Room held by trees retired before this apply (or by this one) comes back within a grace period.
     const retryable = p.rejected.some((r) => r.capacity) && (this.retiring.size > 0 || p.retire.length > 0);
     this.state = p.next;
-    this.scheduleRetire(p.retire, p.patches.flatMap((pt) => pt.retire));
+    this.scheduleRetire(
+      p.retire,
+      p.patches.flatMap((pt) => pt.retire),
+    );
     return {
       ...(retryable ? { retryAfterMs: this.graceMs + 50 } : {}),
       rejected: p.rejected,
@@ -311,7 +324,8 @@ export class Datapath {
     if (this.closed) return undefined;
     if (!existsSync(path.join(this.pinDir, PROGRAM.connect4))) return `its pins in ${this.pinDir} were removed`;
     try {
-      if (!this.bpf.queryConnect4(this.cgroup).includes(this.bpf.progId(this.progFd))) return `its program was detached from ${this.cgroup}`;
+      if (!this.bpf.queryConnect4(this.cgroup).includes(this.bpf.progId(this.progFd)))
+        return `its program was detached from ${this.cgroup}`;
     } catch (err) {
       return `its cgroup ${this.cgroup} cannot be queried: ${(err as Error).message}`;
     }

@@ -24,7 +24,12 @@ export interface InstalledPrograms {
  * swapped for this one in a single step (BPF_F_REPLACE) and re-pinned.
  * `program` gives the fd of a freshly loaded program by name.
  */
-export function installPrograms(bpf: BpfAddon, program: (name: string) => number, pinDir: string, cgroup: string): InstalledPrograms {
+export function installPrograms(
+  bpf: BpfAddon,
+  program: (name: string) => number,
+  pinDir: string,
+  cgroup: string,
+): InstalledPrograms {
   const progPin = path.join(pinDir, PROGRAM.connect4);
   const testPin = path.join(pinDir, PROGRAM.selectTest);
   let progFd = program(PROGRAM.connect4);
@@ -50,7 +55,10 @@ export function installPrograms(bpf: BpfAddon, program: (name: string) => number
   }
   const id = bpf.progId(progFd);
   if (!bpf.queryConnect4(cgroup).includes(id)) bpf.attachConnect4(progFd, cgroup);
-  const hooks = HOOK_PROGRAMS.map((p) => ({ hook: p.hook, ...installHook(bpf, program(p.name), path.join(pinDir, p.name), cgroup, p.hook) }));
+  const hooks = HOOK_PROGRAMS.map((p) => ({
+    hook: p.hook,
+    ...installHook(bpf, program(p.name), path.join(pinDir, p.name), cgroup, p.hook),
+  }));
   return {
     progFd,
     testFd,
@@ -64,7 +72,13 @@ export function installPrograms(bpf: BpfAddon, program: (name: string) => number
  * connect4: a pinned program of the same build is kept, one of another build
  * is swapped for this one in a single step (BPF_F_REPLACE).
  */
-function installHook(bpf: BpfAddon, fd: number, pin: string, cgroup: string, hook: Hook): { fd: number; replaced: boolean } {
+function installHook(
+  bpf: BpfAddon,
+  fd: number,
+  pin: string,
+  cgroup: string,
+  hook: Hook,
+): { fd: number; replaced: boolean } {
   let replaced = false;
   if (existsSync(pin)) {
     const pinned = bpf.objGet(pin);

@@ -50,7 +50,8 @@ export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalanc
   if (leafIsLocality) {
     const spans: ClaSpan[] = [];
     plan.tiers.forEach((tier, priority) => {
-      for (const seg of tier) spans.push(seg.exclude ? { node: seg.node, exclude: seg.exclude, priority } : { node: seg.node, priority });
+      for (const seg of tier)
+        spans.push(seg.exclude ? { node: seg.node, exclude: seg.exclude, priority } : { node: seg.node, priority });
     });
     // The spans follow their nodes' content, so the groups are rebuilt when the tree has changed.
     let groups: { rev: number; groups: ClaGroup[] } | undefined;
@@ -75,7 +76,10 @@ export function buildCla(clusterName: string, tree: LocalityTree, lb: LoadBalanc
       }
       return;
     }
-    const byLocality = new Map<string, { locality: Locality; weight: number; endpoints: Endpoint[]; runs: Endpoint[][] }>();
+    const byLocality = new Map<
+      string,
+      { locality: Locality; weight: number; endpoints: Endpoint[]; runs: Endpoint[][] }
+    >();
     const add = (ep: Endpoint, leaf: TreeNode | undefined): void => {
       const k = localityKey(ep.locality);
       let g = byLocality.get(k);
@@ -128,7 +132,14 @@ export function leafGroup(leaf: TreeNode, priority: number): ClaGroup | undefine
   let byPriority = leafGroupCache.get(run);
   if (!byPriority) leafGroupCache.set(run, (byPriority = []));
   let g = byPriority[priority];
-  if (!g) byPriority[priority] = g = { locality: first.locality, priority, weight: leaf.leafWeight(), endpoints: run, runs: [run] };
+  if (!g)
+    byPriority[priority] = g = {
+      locality: first.locality,
+      priority,
+      weight: leaf.leafWeight(),
+      endpoints: run,
+      runs: [run],
+    };
   return g;
 }
 

@@ -57,7 +57,8 @@ export function planKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Placem
       return m.depth === tree.levels ? `s${m.id}` : 'none';
     }
     case 'failover': {
-      if (tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1) return planFor(tree, lb, client).key;
+      if (tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1)
+        return planFor(tree, lb, client).key;
       const m = tree.matchPlacement(client);
       return lb.reach ? `f${m.id}${reachSuffix(m, lb.reach.minEndpoints)}` : `f${m.id}`;
     }

@@ -8,7 +8,15 @@ import { checkDns, readDns, readEndpointAddress, canonicalHostname, isHostname }
 import { readValidEndpointList } from './endpoint-list.js';
 import type { FieldError, ValidationResult } from './errors.js';
 import { canonicalIp, isIp } from './ip.js';
-import { DEFAULT_SCOPES, EMPTY_LOCALITY, isScope, MAX_SCOPES, NO_LABELS, type Locality, type Scope } from './locality.js';
+import {
+  DEFAULT_SCOPES,
+  EMPTY_LOCALITY,
+  isScope,
+  MAX_SCOPES,
+  NO_LABELS,
+  type Locality,
+  type Scope,
+} from './locality.js';
 import { describe, isObject, join, Reader } from './reader.js';
 import {
   endpointKey,

@@ -63,7 +63,10 @@ export function readDocuments(sources: readonly SourceText[], findings: Findings
       const e = err as YAMLException;
       // The document the error is in: the separators before its line.
       const line = e.mark?.line ?? 0;
-      const index = s.text.split('\n').slice(0, line).filter((l) => /^---(\s|$)/.test(l)).length;
+      const index = s.text
+        .split('\n')
+        .slice(0, line)
+        .filter((l) => /^---(\s|$)/.test(l)).length;
       const at = e.mark ? ` at line ${line + 1}, column ${e.mark.column + 1}` : '';
       const why = err instanceof YAMLException ? `YAML syntax error${at}: ${e.reason}` : `YAML error: ${e.message}`;
       findings.error(`${s.name}[${index}]`, why);

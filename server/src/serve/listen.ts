@@ -43,9 +43,10 @@ function isLoopback(host: string): boolean {
   return ipaddr.isValid(host) && ipaddr.process(host).range() === 'loopback';
 }
 
-/** A wildcard listen address is reached through loopback. */
-export function reachableHost(host: string): string {
-  return host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+/** The web view's URL; a wildcard listen address is reached through loopback. */
+export function webViewUrl(adminHost: string, port: number, tls: boolean): string {
+  const host = adminHost === '0.0.0.0' ? '127.0.0.1' : adminHost === '::' ? '::1' : adminHost;
+  return `${tls ? 'https' : 'http'}://${hostForUrl(host)}:${port}/ui/`;
 }
 
 /** `host:port` as a URL writes it (an IPv6 address in brackets). */

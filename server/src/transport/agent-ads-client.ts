@@ -70,7 +70,12 @@ export class AgentAdsClient {
 
   constructor(private readonly opts: AgentAdsClientOptions) {
     this.client = new grpc.Client(opts.server, grpc.credentials.createInsecure());
-    this.backoff = new grpc.experimental.BackoffTimeout(() => this.connect(), { initialDelay: 250, multiplier: 2, maxDelay: 5000, jitter: 0.2 });
+    this.backoff = new grpc.experimental.BackoffTimeout(() => this.connect(), {
+      initialDelay: 250,
+      multiplier: 2,
+      maxDelay: 5000,
+      jitter: 0.2,
+    });
     this.backoff.unref();
   }
 
@@ -89,7 +94,11 @@ export class AgentAdsClient {
 
   private connect(): void {
     if (this.stopping) return;
-    const c = this.client.makeBidiStreamRequest<Buffer, Buffer>(ADS_METHOD, (b) => b, (b) => b);
+    const c = this.client.makeBidiStreamRequest<Buffer, Buffer>(
+      ADS_METHOD,
+      (b) => b,
+      (b) => b,
+    );
     this.call = c;
     let got = false;
     c.on('data', (b: Buffer) => {

@@ -26,8 +26,20 @@ function codec() {
 export function csdsServiceDefinition(): grpc.ServiceDefinition {
   const c = codec();
   return {
-    StreamClientStatus: { path: `${PREFIX}StreamClientStatus`, requestStream: true, responseStream: true, ...c, originalName: 'streamClientStatus' },
-    FetchClientStatus: { path: `${PREFIX}FetchClientStatus`, requestStream: false, responseStream: false, ...c, originalName: 'fetchClientStatus' },
+    StreamClientStatus: {
+      path: `${PREFIX}StreamClientStatus`,
+      requestStream: true,
+      responseStream: true,
+      ...c,
+      originalName: 'streamClientStatus',
+    },
+    FetchClientStatus: {
+      path: `${PREFIX}FetchClientStatus`,
+      requestStream: false,
+      responseStream: false,
+      ...c,
+      originalName: 'fetchClientStatus',
+    },
   };
 }
 

@@ -73,7 +73,6 @@ function writeField(dst: Uint8Array, at: number, field: number, body: Rope): num
   return body.copyTo(dst, at);
 }
 
-
 /** One envoy.service.discovery.v3.Resource of a delta response: name, version and the Any. */
 export interface DeltaResource {
   readonly name: string;
@@ -94,7 +93,8 @@ export function encodeDeltaDiscoveryResponse(r: {
   const bodies = r.resources.map((res) => {
     const name = utf8Bytes(res.name);
     const version = utf8Bytes(res.version);
-    const size = optionalFieldSize(3, name.length) + optionalFieldSize(1, version.length) + fieldSize(2, res.any.length);
+    const size =
+      optionalFieldSize(3, name.length) + optionalFieldSize(1, version.length) + fieldSize(2, res.any.length);
     return { name, version, any: res.any, size };
   });
   const removed = r.removed.map(utf8Bytes);

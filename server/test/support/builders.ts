@@ -32,7 +32,10 @@ export function ep(init: EndpointInit = {}): Endpoint {
   };
 }
 
-export function lb(mode: LbMode = 'failover', routingPreference: readonly Scope[] = ['region', 'zone', 'subzone']): LoadBalancing {
+export function lb(
+  mode: LbMode = 'failover',
+  routingPreference: readonly Scope[] = ['region', 'zone', 'subzone'],
+): LoadBalancing {
   return { mode, routingPreference, crossNetworkFailover: true, overprovisioningFactor: 140 };
 }
 
