@@ -201,7 +201,7 @@ describe('kernel datapath', { skip }, () => {
       );
       const rb = await b.connect(VIP, PORT, 5);
       assert.deepEqual(rb, { ids: [], errors: { EPERM: 5 } });
-      assert.deepEqual(Object.keys(counts((await a.connect(VIP, PORT, 10)).ids)).sort(), ['b1', 'b2']);
+      assert.deepEqual(Object.keys(counts((await a.connect(VIP, PORT, 40)).ids)).sort(), ['b1', 'b2']);
       apply('failover');
     });
 
@@ -258,7 +258,7 @@ describe('kernel datapath', { skip }, () => {
       const a = await Connector.start(near);
       try {
         // No agent at all: the pinned maps and the attached program keep serving.
-        assert.deepEqual(Object.keys(counts((await a.connect(VIP, PORT, 10)).ids)).sort(), ['b1', 'b2']);
+        assert.deepEqual(Object.keys(counts((await a.connect(VIP, PORT, 40)).ids)).sort(), ['b1', 'b2']);
         dp = Datapath.open({ pinDir: cg.pinDir, cgroup: cg.dir, graceMs: 100 });
         assert.equal(dp.resumed, true);
         assert.deepEqual(

@@ -50,17 +50,26 @@ function collectLabel(raw: string, previous: [string, string][]): [string, strin
   }
 }
 
-/** The agent's flags on `cmd` (the running command, or a bare one for parseAgentArgs). */
-function agentFlags(cmd: Command): Command {
+const REQUIRED = ['server', 'nodeId', 'cgroup'] as const;
+
+/**
+ * The agent's flags on `cmd` (the running command, or a bare one for parseAgentArgs). On the running
+ * command the three required flags are checked by its action (requireAgentFlags), not by commander:
+ * commander checks a parent's mandatory options for its subcommands too, and `agent uninstall` has
+ * its own --cgroup and no --server.
+ */
+function agentFlags(cmd: Command, mandatory = true): Command {
+  const required = (o: Option) => (mandatory ? o.makeOptionMandatory() : o);
   cmd
+    .addOption(required(new Option('--server <host:port>', "Canopy's ADS (xDS) address").argParser(hostPort)))
+    .addOption(required(new Option('--node-id <id>', "this node's id (also its `node` scope value)")))
     .addOption(
-      new Option('--server <host:port>', "Canopy's ADS (xDS) address").argParser(hostPort).makeOptionMandatory(),
-    )
-    .addOption(new Option('--node-id <id>', "this node's id (also its `node` scope value)").makeOptionMandatory())
-    .addOption(
-      new Option('--cgroup <dir>', 'cgroup v2 directory the program is attached to (its connects are steered)')
-        .argParser((v) => path.resolve(v))
-        .makeOptionMandatory(),
+      required(
+        new Option(
+          '--cgroup <dir>',
+          'cgroup v2 directory the program is attached to (its connects are steered)',
+        ).argParser((v) => path.resolve(v)),
+      ),
     );
   for (const flag of PLACEMENT_FLAGS) cmd.addOption(new Option(`--${flag} <value>`, `this node's ${flag}`));
   return cmd
@@ -133,6 +142,15 @@ export function parseUninstallArgs(args: readonly string[]): { cgroup: string; p
   return { cgroup: path.resolve(v.cgroup), pinDir: v.pinDir };
 }
 
+/** Commander's own words and exit code for a missing mandatory option. */
+function requireAgentFlags(cmd: Command, v: AgentValues): void {
+  for (const name of REQUIRED) {
+    if (v[name] !== undefined) continue;
+    const flags = cmd.options.find((o) => o.attributeName() === name)?.flags ?? name;
+    cmd.error(`error: required option '${flags}' not specified`, { code: 'commander.missingMandatoryOptionValue' });
+  }
+}
+
 function quiet(cmd: Command): Command {
   return cmd.exitOverride().configureOutput({ writeErr: () => {}, writeOut: () => {} });
 }
@@ -140,8 +158,12 @@ function quiet(cmd: Command): Command {
 export function registerAgent(program: Command): void {
   const agent = agentFlags(
     program.command('agent').description('run the node agent (kernel datapath); `agent uninstall` removes it'),
+    false,
   ).addHelpText('after', HELP_AFTER);
+  // `agent uninstall --cgroup DIR`: the agent's own flags are read only before the subcommand.
+  agent.enablePositionalOptions();
   agent.action(async (v: AgentValues, cmd: Command) => {
+    requireAgentFlags(cmd, v);
     let opts: AgentOptions;
     try {
       opts = agentOptions(v);

@@ -27,6 +27,8 @@ export function buildProgram(): Command {
     .version(packageVersion(), '-V, --version', 'print the version and exit')
     .showHelpAfterError('(add --help for usage)')
     .showSuggestionAfterError(true)
+    // A subcommand's flags belong to it: `agent uninstall --cgroup DIR` is not the agent's --cgroup.
+    .enablePositionalOptions()
     // Errors read `canopy: unknown option '--x'`, as the CLI's other errors do; subcommands inherit this.
     .configureOutput({ outputError: (text, write) => write(`canopy: ${text.replace(/^error: /, '')}`) });
   for (const register of [
