@@ -4,22 +4,12 @@
  * that GRPC_XDS_BOOTSTRAP names.
  */
 import { Argument, InvalidArgumentError, Option, type Command } from 'commander';
-import ipaddr from 'ipaddr.js';
 import { dump } from 'js-yaml';
+import { CodedError } from '../domain/errors.js';
+import { envoyBootstrap, grpcBootstrap, type BootstrapOptions } from '../resources/bootstrap.js';
 import { CliError, EXIT_USAGE, writeOutput } from './common.js';
 
-export interface BootstrapOptions {
-  readonly nodeId: string;
-  readonly cluster: string;
-  readonly region: string;
-  readonly zone: string;
-  readonly subzone: string;
-  readonly xds: string;
-  readonly outboundAddress: string;
-  readonly envoyAdminPort: number;
-  /** envoy: the sidecar's own service, for zone-aware routing (its local_cluster). */
-  readonly localService?: string;
-}
+export { envoyBootstrap, grpcBootstrap, type BootstrapOptions } from '../resources/bootstrap.js';
 
 export function registerBootstrap(program: Command): void {
   program
@@ -61,7 +51,9 @@ export function registerBootstrap(program: Command): void {
             EXIT_USAGE,
           );
         const opts = { ...o, envoyAdminPort: port };
-        const text = kind === 'envoy' ? envoyBootstrapYaml(opts) : `${JSON.stringify(grpcBootstrap(opts), null, 2)}\n`;
+        const text = usage(() =>
+          kind === 'envoy' ? envoyBootstrapYaml(opts) : `${JSON.stringify(grpcBootstrap(opts), null, 2)}\n`,
+        );
         if (o.out === undefined) process.stdout.write(text);
         else {
           await writeOutput(o.out, text, '-O');
@@ -77,116 +69,14 @@ function nonEmpty(raw: string): string {
   return raw;
 }
 
-/** Every replica named by --xds (comma-separated), each HOST:PORT. */
-function xdsAddresses(xds: string): { uri: string; host: string; port: number }[] {
-  return xds.split(',').map((a) => ({ uri: a.trim(), ...splitHostPort(a.trim()) }));
-}
-
-function splitHostPort(xds: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(xds);
-  const port = Number(m?.[3]);
-  if (!m || port < 1 || port > 65535) throw new CliError(`--xds must be HOST:PORT, got "${xds}"`, EXIT_USAGE);
-  return { host: m[1] ?? m[2]!, port };
-}
-
-export function grpcBootstrap(o: BootstrapOptions): object {
-  return {
-    xds_servers: xdsAddresses(o.xds).map((a) => ({
-      server_uri: a.uri,
-      channel_creds: [{ type: 'insecure' }],
-      server_features: ['xds_v3'],
-    })),
-    node: { id: o.nodeId, cluster: o.cluster, locality: { region: o.region, zone: o.zone, sub_zone: o.subzone } },
-  };
-}
-
-export function envoyBootstrap(o: BootstrapOptions): object {
-  const replicas = xdsAddresses(o.xds);
-  if (!ipaddr.isValid(o.outboundAddress))
-    throw new CliError(`--outbound-address must be an IP address, got "${o.outboundAddress}"`, EXIT_USAGE);
-  return {
-    node: {
-      id: o.nodeId,
-      cluster: o.cluster,
-      locality: { region: o.region, zone: o.zone, sub_zone: o.subzone },
-      metadata: {
-        'canopy.client_kind': 'envoy',
-        'canopy.outbound_address': o.outboundAddress,
-        ...(o.localService ? { 'canopy.local_service': o.localService } : {}),
-      },
-    },
-    cluster_manager: {
-      // Zone-aware routing compares the upstream's zones with the sidecar's own service's (istiod's self-discovery).
-      ...(o.localService ? { local_cluster_name: 'local_cluster' } : {}),
-      // Load reports for load-aware services: Envoy (1.40 included) opens StreamLoadStats only from here; it does
-      // not implement a Cluster's lrs_server (envoyproxy/envoy#43326). Canopy answers with the clusters to report.
-      load_stats_config: {
-        api_type: 'GRPC',
-        transport_api_version: 'V3',
-        grpc_services: [{ envoy_grpc: { cluster_name: 'canopy' } }],
-      },
-    },
-    dynamic_resources: {
-      ads_config: {
-        api_type: 'DELTA_GRPC',
-        transport_api_version: 'V3',
-        set_node_on_first_message_only: true,
-        // Envoy's default reconnect backoff grows to 30 s: after an outage of a few seconds it could wait ~8 s
-        // more to come back (measured in e2e/envoy-faults.test.ts). 4 s at most, jittered.
-        grpc_services: [
-          {
-            envoy_grpc: {
-              cluster_name: 'canopy',
-              retry_policy: { retry_back_off: { base_interval: '0.5s', max_interval: '4s' } },
-            },
-          },
-        ],
-      },
-      cds_config: { ads: {}, resource_api_version: 'V3' },
-      lds_config: { ads: {}, resource_api_version: 'V3' },
-    },
-    static_resources: {
-      clusters: [
-        {
-          name: 'canopy',
-          // An IP needs no resolver; a name is resolved (and re-resolved) by Envoy.
-          type: replicas.every((r) => ipaddr.isValid(r.host)) ? 'STATIC' : 'STRICT_DNS',
-          connect_timeout: '1s',
-          typed_extension_protocol_options: {
-            'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
-              '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
-              explicit_http_config: { http2_protocol_options: {} },
-            },
-          },
-          load_assignment: {
-            cluster_name: 'canopy',
-            // Several replicas: each ADS stream goes to one, and a stream that fails reconnects to the next.
-            endpoints: [
-              {
-                lb_endpoints: replicas.map((r) => ({
-                  endpoint: { address: { socket_address: { address: r.host, port_value: r.port } } },
-                })),
-              },
-            ],
-          },
-        },
-        ...(o.localService
-          ? [
-              {
-                name: 'local_cluster',
-                type: 'EDS',
-                connect_timeout: '1s',
-                eds_cluster_config: {
-                  eds_config: { ads: {}, resource_api_version: 'V3' },
-                  service_name: 'local_cluster',
-                },
-              },
-            ]
-          : []),
-      ],
-    },
-    admin: { address: { socket_address: { address: '127.0.0.1', port_value: o.envoyAdminPort } } },
-  };
+/** A flag the builder refuses is a usage error (exit 2), as commander's own are. */
+function usage<T>(build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    if (err instanceof CodedError && err.code === 'CANOPY_BAD_OPTION') throw new CliError(err.message, EXIT_USAGE);
+    throw err;
+  }
 }
 
 function envoyBootstrapYaml(o: BootstrapOptions): string {

@@ -9,7 +9,7 @@ import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, r
 import os from 'node:os';
 import path from 'node:path';
 import { dump } from 'js-yaml';
-import { envoyBootstrap } from '../cli/bootstrap.js';
+import { envoyBootstrap } from '../resources/bootstrap.js';
 import type { Locality } from '../domain/locality.js';
 
 function isElf(file: string): boolean {
