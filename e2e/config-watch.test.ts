@@ -51,6 +51,12 @@ function logLines(s: CanopyProcess, msg: string): Record<string, unknown>[] {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
+/** A log line the server writes after the store has served the write: it may still be in the pipe. */
+async function waitForLog(s: CanopyProcess, msg: string, ms = 5_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (logLines(s, msg).length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+}
+
 describe('canopy serve watching its config file', () => {
   it('a neighbour written every 0.5 s does not delay an edit; a rename over it applies; both are logged', async (t) => {
     const dir = tmpDir();
@@ -71,6 +77,7 @@ describe('canopy serve watching its config file', () => {
     } finally {
       clearInterval(neighbour);
     }
+    await waitForLog(s, 'config reloaded');
     const seen = logLines(s, 'config file change seen');
     assert.ok(seen.length >= 1, 'the edit is logged when seen');
     assert.equal(seen.at(-1)?.['file'], file);
@@ -130,6 +137,7 @@ describe('canopy serve watching its config file', () => {
     renameSync(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
     rmSync(path.join(dir, '..2026_11_28_0'), { recursive: true });
     await msUntilServed(s, 3001, 10_000);
-    assert.ok(logLines(s, 'config reloaded').length >= 1);
+    await waitForLog(s, 'config reloaded');
+    assert.ok(logLines(s, 'config reloaded').length >= 1, 'the reload is logged');
   });
 });
