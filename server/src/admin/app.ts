@@ -17,12 +17,12 @@ import type { EndpointView } from '../store/store.js';
 import { endpointKey, MAX_TOTAL_WEIGHT, type Endpoint } from '../domain/service.js';
 import {
   endpointToJson,
-  parseEndpointChanges,
   parseEndpointKey,
   parseServiceSpec,
   patchEndpoint,
   serviceSpecToJson,
 } from '../domain/spec.js';
+import { parseEndpointChanges } from '../domain/endpoint-changes.js';
 import { isWrite, registerAccessControl } from './access.js';
 import { applyRoute } from './apply.js';
 import { explainRoutes } from './explain.js';
