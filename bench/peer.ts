@@ -237,3 +237,29 @@ export async function peerBench(opts: PeerOptions): Promise<PeerFigures> {
     rmSync(fx.dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * Section P. `--peer-streams=2000,10000` (default; --quick: 200), `--peer-pairs=5`, `--peer-window=S`
+ * (the flip-a-second phase; default 60 s, --quick 10 s).
+ */
+export async function peerSection(
+  quick: boolean,
+  arg: (name: string) => string | undefined,
+  log: (text: string) => void,
+): Promise<PeerFigures | { skipped: string }> {
+  const streams = (arg('peer-streams') ?? (quick ? '200' : '2000,10000')).split(',').map(Number);
+  const shape = quick ? { endpoints: 1000, localities: 100 } : { endpoints: 10000, localities: 1000 };
+  log(`P. against go-control-plane: ${streams.join(', ')} streams, ${shape.endpoints} endpoints…`);
+  try {
+    return await peerBench({
+      ...shape,
+      streams,
+      pairs: Number(arg('peer-pairs') ?? 5),
+      windowS: Number(arg('peer-window') ?? (quick ? 10 : 60)),
+      log,
+    });
+  } catch (err) {
+    if (err instanceof AssignmentMismatch) throw err; // not a section that cannot run: a failed check
+    return { skipped: (err as Error).message };
+  }
+}

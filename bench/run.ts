@@ -34,7 +34,7 @@ import { serverMacro, type ServerMode } from './server.js';
 import { printServerMacro } from './server-report.js';
 import { show } from './stats.js';
 import { goalReport, scaleGoals } from './goals.js';
-import { AssignmentMismatch, peerBench } from './peer.js';
+import { peerSection } from './peer.js';
 import type { PeerFigures } from './peer-figures.js';
 import { peerGoals, printPeer } from './peer-report.js';
 
@@ -75,28 +75,6 @@ function log(text: string): void {
 
 const arg = (name: string): string | undefined =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-
-/**
- * Section P. `--peer-streams=2000,10000` (default; --quick: 200), `--peer-pairs=5`, `--peer-window=S`
- * (the flip-a-second phase; default 60 s, --quick 10 s).
- */
-async function runPeer(): Promise<PeerFigures | { skipped: string }> {
-  const streams = (arg('peer-streams') ?? (quick ? '200' : '2000,10000')).split(',').map(Number);
-  const shape = quick ? { endpoints: 1000, localities: 100 } : { endpoints: 10000, localities: 1000 };
-  log(`P. against go-control-plane: ${streams.join(', ')} streams, ${shape.endpoints} endpoints…`);
-  try {
-    return await peerBench({
-      ...shape,
-      streams,
-      pairs: Number(arg('peer-pairs') ?? 5),
-      windowS: Number(arg('peer-window') ?? (quick ? 10 : 60)),
-      log,
-    });
-  } catch (err) {
-    if (err instanceof AssignmentMismatch) throw err; // not a section that cannot run: a failed check
-    return { skipped: (err as Error).message };
-  }
-}
 
 async function main() {
   const machine = {
@@ -252,7 +230,7 @@ async function main() {
   }
   let peer: PeerFigures | { skipped: string } | undefined;
   if (wantsProcesses('peer')) {
-    peer = await runPeer();
+    peer = await peerSection(quick, arg, log);
     results['peer'] = peer;
   }
   results['seconds'] = Math.round((Date.now() - started) / 1000);
