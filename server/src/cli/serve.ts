@@ -238,11 +238,21 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     config,
     configPath: file,
     startConfig,
-    ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
-    ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
     ...(values.takeOver ? { takeOver: true } : {}),
     security,
     ...(values.host !== undefined ? { host: values.host } : {}),
+    ...(await flagOptions(values)),
+    ...(kube ? { kube } : {}),
+  });
+  const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
+  return { canopy, note };
+}
+
+/** What `canopy serve`'s flags set alike with a config file and with Kubernetes alone: the store, listeners, logs. */
+async function flagOptions(values: ServeValues) {
+  return {
+    ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
+    ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
     ...(values.xdsHost !== undefined ? { xdsHost: values.xdsHost } : {}),
     ...(values.adminHost !== undefined ? { adminHost: values.adminHost } : {}),
     ...(values.xdsPort !== undefined ? { xdsPort: values.xdsPort } : {}),
@@ -252,10 +262,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     logger: await serveLogger(values.logLevel, values.logFormat),
     heapGrowth: values.heapGrowth,
     ...(values.leds !== undefined ? { leds: values.leds === 'on' } : {}),
-    ...(kube ? { kube } : {}),
-  });
-  const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
-  return { canopy, note };
+  };
 }
 
 /** Kubernetes the only source: no config file, the server's settings from flags and env. */
@@ -280,19 +287,9 @@ async function serveKubeOnly(
   );
   const canopy = await startCanopy({
     config: { services: [], server: {} },
-    ...(values.store !== undefined ? { storeUrl: values.store } : { dataDir: values.dataDir }),
-    ...(values.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
     security,
     host,
-    ...(values.xdsHost !== undefined ? { xdsHost: values.xdsHost } : {}),
-    ...(values.adminHost !== undefined ? { adminHost: values.adminHost } : {}),
-    ...(values.xdsPort !== undefined ? { xdsPort: values.xdsPort } : {}),
-    ...(values.adminPort !== undefined ? { adminPort: values.adminPort } : {}),
-    ...(values.debounceMs !== undefined ? { debounceMs: values.debounceMs } : {}),
-    logLevel: values.logLevel,
-    logger: await serveLogger(values.logLevel, values.logFormat),
-    heapGrowth: values.heapGrowth,
-    ...(values.leds !== undefined ? { leds: values.leds === 'on' } : {}),
+    ...(await flagOptions(values)),
     kube,
   });
   return { canopy, note: async () => {} };
