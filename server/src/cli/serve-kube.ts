@@ -12,6 +12,7 @@ export interface KubeValues {
   kubeNamespace?: string[];
   kubeSubzoneLabel: string;
   kubeUnreachableMs: number;
+  kubeCrdCheckMs: number;
 }
 
 export function addKubeOptions(serve: Command): void {
@@ -41,6 +42,12 @@ export function addKubeOptions(serve: Command): void {
         .env('CANOPY_KUBE_UNREACHABLE_MS')
         .argParser(intIn(0, 3_600_000))
         .default(10_000),
+    )
+    .addOption(
+      new Option('--kube-crd-check-ms <n>', "re-check for Istio's and Kuma's CRDs at most this far apart")
+        .env('CANOPY_KUBE_CRD_CHECK_MS')
+        .argParser(intIn(100, 3_600_000))
+        .default(60_000),
     );
 }
 
@@ -51,5 +58,6 @@ export function kubeOptions(values: KubeValues): KubeOptions | undefined {
     ...(values.kubeNamespace?.length ? { namespaces: values.kubeNamespace } : {}),
     subzoneLabel: values.kubeSubzoneLabel,
     unreachableMs: values.kubeUnreachableMs,
+    crdCheckMs: values.kubeCrdCheckMs,
   };
 }

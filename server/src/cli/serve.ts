@@ -170,6 +170,7 @@ interface ServeValues {
   kubeNamespace?: string[];
   kubeSubzoneLabel: string;
   kubeUnreachableMs: number;
+  kubeCrdCheckMs: number;
   dataDir: string;
   store?: string;
   host?: string;

@@ -89,6 +89,16 @@ export interface MapContext {
   readonly locality: (l: Locality) => Locality;
   /** The Istio DestinationRule for a Service (by `serviceKey`), when Istio's CRDs are installed. */
   readonly destinationRule?: (key: string) => LiveDestinationRule | undefined;
+  /** The Kuma MeshLoadBalancingStrategy entry for a Service, when Kuma's CRDs are installed. */
+  readonly meshStrategy?: (key: string) => LiveMeshStrategy | undefined;
+}
+
+export interface LiveMeshStrategy {
+  /** e.g. `MeshLoadBalancingStrategy kuma-system/web-lb`. */
+  readonly at: string;
+  readonly loadBalancing: Obj;
+  /** The policy's errors (policy/kuma-live.ts): the Service is refused while they stand. */
+  readonly errors: readonly FieldError[];
 }
 
 export interface LiveDestinationRule {
@@ -122,7 +132,7 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
   const base = serviceKey(namespace, name);
   const at = `Service ${namespace}/${name}`;
   if (spec.type === 'ExternalName' || !spec.ports?.length) return { specs: [], errors: [], foreignHints: 0 };
-  const lb = loadBalancingOf(svc, at, ctx.destinationRule?.(base));
+  const lb = loadBalancingOf(svc, at, ctx.destinationRule?.(base), ctx.meshStrategy?.(base));
   if ('errors' in lb) return { specs: [], errors: lb.errors, foreignHints: 0 };
   const vip = spec.clusterIP && spec.clusterIP !== 'None' && isIp(spec.clusterIP) ? spec.clusterIP : undefined;
   const sliceList = [...slices];
@@ -151,11 +161,15 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
   return { specs, errors, foreignHints };
 }
 
-/** The annotation first, then an Istio DestinationRule, then trafficDistribution / internalTrafficPolicy. */
+/**
+ * The annotation first, then an Istio DestinationRule, then a Kuma
+ * MeshLoadBalancingStrategy, then trafficDistribution / internalTrafficPolicy.
+ */
 function loadBalancingOf(
   svc: KubeService,
   at: string,
   rule: LiveDestinationRule | undefined,
+  strategy: LiveMeshStrategy | undefined,
 ): { value: Obj } | { errors: FieldError[] } {
   const annotation = svc.metadata?.annotations?.[LOAD_BALANCING_ANNOTATION];
   const path = `${at}: metadata.annotations["${LOAD_BALANCING_ANNOTATION}"]`;
@@ -183,6 +197,8 @@ function loadBalancingOf(
     const value = readDestinationRule(f, rule.spec, `${rule.at}: spec`, istioTd);
     return f.errors.length > 0 ? { errors: f.errors } : { value };
   }
+  if (strategy)
+    return strategy.errors.length > 0 ? { errors: [...strategy.errors] } : { value: strategy.loadBalancing };
   const lb = kubeLoadBalancing(svc.spec?.trafficDistribution, svc.spec?.internalTrafficPolicy);
   if ('error' in lb) return { errors: [{ path: `${at}: spec.${lb.field}`, message: lb.error }] };
   return { value: lb.loadBalancing };

@@ -130,8 +130,38 @@ function readDataplane(f: Findings, doc: Obj, at: string, out: Map<string, Obj[]
 }
 
 function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>): void {
+  for (const e of strategyEntries(f, doc, at)) {
+    let name: string | undefined;
+    if (e.ref['kind'] === 'Mesh') name = '*';
+    else {
+      name = serviceOf(f, e.ref, join(e.path, 'targetRef'));
+      for (const k of Object.keys(e.ref))
+        if (!['kind', 'name', 'labels'].includes(k))
+          f.note(join(join(e.path, 'targetRef'), k), 'not imported: services are matched by name');
+    }
+    if (name === undefined) continue;
+    if (out.has(name)) f.note(e.path, `a later entry for "${name === '*' ? 'Mesh' : name}" replaces the earlier one`);
+    out.set(name, e.loadBalancing);
+  }
+}
+
+/** One `spec.to[]` entry of a MeshLoadBalancingStrategy: what it targets and the loadBalancing it gives. */
+export interface StrategyEntry {
+  /** `spec.to[i]`, for messages. */
+  readonly path: string;
+  /** Its targetRef, kind Mesh, MeshService or MeshMultiZoneService. */
+  readonly ref: Obj;
+  readonly loadBalancing: Obj;
+}
+
+/**
+ * The `to[]` entries of a MeshLoadBalancingStrategy, each read into Canopy's
+ * loadBalancing; what a targetRef names is the caller's (a document names
+ * services by `kuma.io/service`, a live object by the Kubernetes Service).
+ */
+export function strategyEntries(f: Findings, doc: Obj, at: string): StrategyEntry[] {
   const spec = obj(f, doc['spec'], join(at, 'spec'));
-  if (!spec) return;
+  if (!spec) return [];
   const sp = join(at, 'spec');
   f.keys(spec, sp, ['to', 'targetRef']);
   const top = spec['targetRef'];
@@ -141,6 +171,7 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
       `applies to every client: Canopy does not select clients by ${describe(top['kind'])}`,
     );
   }
+  const out: StrategyEntry[] = [];
   (list(f, spec['to'], join(sp, 'to')) ?? []).forEach((raw, i) => {
     const p = join(join(sp, 'to'), i);
     const to = obj(f, raw, p);
@@ -149,23 +180,16 @@ function readStrategy(f: Findings, doc: Obj, at: string, out: Map<string, Obj>):
     const ref = obj(f, to['targetRef'], join(p, 'targetRef'));
     if (!ref) return;
     const kind = ref['kind'];
-    let name: string | undefined;
-    if (kind === 'Mesh') name = '*';
-    else if (kind === 'MeshService' || kind === 'MeshMultiZoneService') name = serviceOf(f, ref, join(p, 'targetRef'));
-    else
+    if (kind !== 'Mesh' && kind !== 'MeshService' && kind !== 'MeshMultiZoneService')
       return void f.error(
         join(p, 'targetRef.kind'),
         `must be Mesh, MeshService or MeshMultiZoneService, got ${describe(kind)}`,
       );
-    for (const k of Object.keys(ref))
-      if (!['kind', 'name', 'labels'].includes(k))
-        f.note(join(join(p, 'targetRef'), k), 'not imported: services are matched by name');
-    if (name === undefined) return;
     const def = obj(f, to['default'] ?? {}, join(p, 'default'));
     if (!def) return;
-    if (out.has(name)) f.note(p, `a later entry for "${name === '*' ? 'Mesh' : name}" replaces the earlier one`);
-    out.set(name, readDefault(f, def, join(p, 'default')));
+    out.push({ path: p, ref, loadBalancing: readDefault(f, def, join(p, 'default')) });
   });
+  return out;
 }
 
 /**

@@ -67,6 +67,8 @@ export interface KubeOptions {
   readonly subzoneLabel?: string;
   readonly unreachableMs?: number;
   readonly maxBackoffMs?: number;
+  /** Re-checks for Istio's and Kuma's CRDs back off to at most this (default 60 s). */
+  readonly crdCheckMs?: number;
 }
 
 export interface Canopy {

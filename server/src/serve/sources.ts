@@ -27,6 +27,7 @@ export async function startKubeSource(kube: KubeOptions, store: Store, logger: L
     ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
     ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
     ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
+    ...(kube.crdCheckMs !== undefined ? { crdCheckMs: kube.crdCheckMs } : {}),
   });
   registerKubeMetrics(registry, () => source.stats());
   source.start();

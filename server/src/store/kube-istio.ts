@@ -1,13 +1,14 @@
 /**
  * Istio DestinationRules for the Kubernetes source, read live when Istio's
- * CRDs are installed (checked once, at start, through API discovery): each
+ * CRDs are installed (store/kube-crds.ts notices them): each
  * rule is kept under the Service its host names (policy/k8s-live.ts
  * destinationRuleTarget); two rules for one Service: the older wins, as in
  * Istio.
  */
-import { ApisApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { destinationRuleTarget, type LiveDestinationRule } from '../policy/k8s-live.js';
 import type { Obj } from '../policy/documents.js';
+import type { LivePolicies } from './kube-crds.js';
 
 export const ISTIO_GROUP = 'networking.istio.io';
 
@@ -16,7 +17,12 @@ interface Held extends LiveDestinationRule {
   readonly created: string;
 }
 
-export class DestinationRules {
+export class DestinationRules implements LivePolicies {
+  readonly kind = 'destinationrule';
+  readonly group = ISTIO_GROUP;
+  readonly version = 'v1';
+  readonly plural = 'destinationrules';
+  readonly what = 'Istio DestinationRules';
   private readonly byService = new Map<string, Held[]>();
   private readonly target = new Map<string, string>();
 
@@ -26,7 +32,8 @@ export class DestinationRules {
   }
 
   /** Keeps (or drops) a rule; returns the Services whose rule may have changed. */
-  change(o: KubernetesObject & { spec?: Obj }, present: boolean): string[] {
+  change(obj: KubernetesObject, present: boolean): string[] {
+    const o = obj as KubernetesObject & { spec?: Obj };
     const ns = o.metadata?.namespace ?? '';
     const id = `${ns}/${o.metadata?.name}`;
     const touched: string[] = [];
@@ -54,10 +61,4 @@ export class DestinationRules {
     if (!touched.includes(key)) touched.push(key);
     return touched;
   }
-}
-
-/** Whether the API server serves networking.istio.io/v1 (Istio's CRDs are installed). */
-export async function istioServed(config: KubeConfig): Promise<boolean> {
-  const groups = await config.makeApiClient(ApisApi).getAPIVersions();
-  return groups.groups.some((g) => g.name === ISTIO_GROUP && g.versions.some((v) => v.version === 'v1'));
 }

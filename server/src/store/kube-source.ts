@@ -28,8 +28,11 @@ import {
   type MapContext,
   type NodePlace,
 } from '../policy/k8s-live.js';
-import { DestinationRules, ISTIO_GROUP, istioServed } from './kube-istio.js';
-import { KubeWatch } from './kube-watch.js';
+import { EVERY_SERVICE } from '../policy/kuma-live.js';
+import { CrdDiscovery, type LivePolicies } from './kube-crds.js';
+import { DestinationRules } from './kube-istio.js';
+import { MeshStrategies } from './kube-kuma.js';
+import { describeKubeError, KubeWatch, statusOf } from './kube-watch.js';
 import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
 import type { Store } from './store.js';
 
@@ -45,6 +48,8 @@ export interface KubeSourceOptions {
   readonly log: Logger;
   /** Restart backoff of the watches (tests shorten it). */
   readonly maxBackoffMs?: number;
+  /** Re-checks for Istio's and Kuma's CRDs back off to at most this (default 60 s). */
+  readonly crdCheckMs?: number;
 }
 
 export interface KubeStats {
@@ -61,7 +66,7 @@ export interface KubeStats {
 }
 
 const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-type Kind = 'service' | 'endpointslice' | 'node' | 'destinationrule';
+type Kind = 'service' | 'endpointslice' | 'node' | LivePolicies['kind'];
 
 export class KubeSource {
   private readonly services = new Map<string, KubeService>();
@@ -84,8 +89,10 @@ export class KubeSource {
   private readonly failing = new Map<string, { since: number; message: string; refused: boolean }>();
   private lastError: string | undefined;
   private errors = 0;
-  private readonly events = { service: 0, endpointslice: 0, node: 0, destinationrule: 0 };
+  private readonly events = { service: 0, endpointslice: 0, node: 0, destinationrule: 0, meshloadbalancingstrategy: 0 };
   private readonly rules = new DestinationRules();
+  private readonly strategies = new MeshStrategies();
+  private readonly crds: CrdDiscovery;
   private stopped = false;
 
   constructor(private readonly opts: KubeSourceOptions) {
@@ -96,7 +103,15 @@ export class KubeSource {
       node: (n) => this.nodes.get(n),
       locality: localityInterner(),
       destinationRule: (key) => this.rules.get(key),
+      meshStrategy: (key) => this.strategies.get(key),
     };
+    this.crds = new CrdDiscovery({
+      config: opts.config,
+      kinds: [this.rules, this.strategies],
+      served: (kind) => this.watchPolicies(kind),
+      log: opts.log,
+      ...(opts.crdCheckMs !== undefined ? { maxDelayMs: opts.crdCheckMs } : {}),
+    });
   }
 
   start(): void {
@@ -130,47 +145,42 @@ export class KubeSource {
       );
     }
     for (const w of this.watches) w.start();
-    // The first sync also waits for Istio's rules, when Istio is installed.
+    // The first sync also waits for the policies whose CRDs are installed now.
     this.pendingLists++;
-    void this.watchIstio().finally(() => {
+    void this.crds.start().finally(() => {
       if (--this.pendingLists === 0) this.schedule();
     });
   }
 
-  /** DestinationRules, live, when the API server serves networking.istio.io/v1 (checked once, at start). */
-  private async watchIstio(): Promise<void> {
-    const served = await istioServed(this.opts.config).catch((err: unknown) => {
-      this.opts.log.warn({ err }, 'kubernetes: API discovery failed: Istio DestinationRules are not read');
-      return false;
-    });
-    if (!served || this.stopped) return;
+  /** Istio DestinationRules or Kuma MeshLoadBalancingStrategies, live, once the API server serves them. */
+  private watchPolicies(kind: LivePolicies): void {
+    if (this.stopped) return;
     const custom = this.opts.config.makeApiClient(CustomObjectsApi);
     const at = this.watches.length;
+    const { group, version, plural } = kind;
     for (const ns of this.opts.namespaces?.length ? this.opts.namespaces : [undefined]) {
-      const group = ISTIO_GROUP;
-      const path = `/apis/${group}/v1${ns === undefined ? '' : `/namespaces/${ns}`}/destinationrules`;
-      const plural = 'destinationrules';
-      this.watch(
-        'destinationrule',
-        path,
-        () =>
-          (ns === undefined
-            ? custom.listClusterCustomObject({ group, version: 'v1', plural })
-            : custom.listNamespacedCustomObject({ group, version: 'v1', namespace: ns, plural })) as Promise<{
-            items: KubernetesObject[];
-          }>,
-        {
-          upsert: (o) => this.rules.change(o, true).forEach((k) => this.markDirty(byName(k))),
-          remove: (o) => this.rules.change(o, false).forEach((k) => this.markDirty(byName(k))),
-        },
-      );
+      const path = `/apis/${group}/${version}${ns === undefined ? '' : `/namespaces/${ns}`}/${plural}`;
+      const list = () =>
+        (ns === undefined
+          ? custom.listClusterCustomObject({ group, version, plural })
+          : custom.listNamespacedCustomObject({ group, version, namespace: ns, plural })) as Promise<{
+          items: KubernetesObject[];
+        }>;
+      const changed = (o: KubernetesObject, present: boolean) => {
+        for (const k of kind.change(o, present)) {
+          if (k === EVERY_SERVICE) for (const key of this.services.keys()) this.markDirty(key);
+          else this.markDirty(byName(k));
+        }
+      };
+      this.watch(kind.kind, path, list, { upsert: (o) => changed(o, true), remove: (o) => changed(o, false) });
     }
-    this.opts.log.info({}, 'kubernetes: Istio is installed: DestinationRules are read live');
+    this.opts.log.info({ group, version }, `kubernetes: ${kind.what} are read live`);
     for (const w of this.watches.slice(at)) w.start();
   }
 
   stop(): void {
     this.stopped = true;
+    this.crds.stop();
     clearTimeout(this.retry);
     for (const w of this.watches) w.stop();
   }
@@ -246,7 +256,7 @@ export class KubeSource {
       return;
     }
     this.errors++;
-    const message = describeKubeError(kind, err);
+    const message = describeKubeError(path.slice(path.lastIndexOf('/') + 1), err);
     const status = statusOf(err);
     const since = this.failing.get(path)?.since ?? Date.now();
     this.failing.set(path, { since, message, refused: status === 401 || status === 403 });
@@ -357,36 +367,8 @@ export class KubeSource {
   }
 }
 
-/** A failed list or watch, in words an operator can act on (a 403 names the RBAC Canopy needs). */
-export function describeKubeError(kind: Kind, err: unknown): string {
-  const e = err as { body?: unknown; message?: string; verb?: string };
-  const status = statusOf(err);
-  let detail = e.message ?? String(err);
-  if (typeof e.body === 'string') {
-    try {
-      detail = (JSON.parse(e.body) as { message?: string }).message ?? detail;
-    } catch {
-      // not JSON: the message stays
-    }
-  }
-  const what = `${e.verb ?? 'list or watch'} ${kind === 'endpointslice' ? 'endpointslices' : `${kind}s`}`;
-  if (status === 403)
-    return (
-      `cannot ${what}: 403 Forbidden (${detail}). Canopy needs list and watch on services and nodes and on ` +
-      'discovery.k8s.io endpointslices: the ClusterRole in deploy/kubernetes/rbac.yaml'
-    );
-  if (status === 401) return `cannot ${what}: 401 Unauthorized (${detail}): check the kubeconfig's credentials`;
-  return `cannot ${what}: ${status !== undefined ? `${status} ` : ''}${detail}`;
-}
-
 /** `web.shop` (policy/k8s-live.ts serviceKey) → `shop/web`, how Services are kept here (no dot in a Service name). */
 function byName(key: string): string {
   const dot = key.indexOf('.');
   return `${key.slice(dot + 1)}/${key.slice(0, dot)}`;
-}
-
-/** The HTTP status of a failed list (client-node's ApiException `code`) or watch (`statusCode`). */
-function statusOf(err: unknown): number | undefined {
-  const e = err as { code?: unknown; statusCode?: unknown } | null;
-  return typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
 }

@@ -123,3 +123,32 @@ function tagged(err: unknown, verb: 'list' | 'watch'): unknown {
   if (err !== null && typeof err === 'object') Object.assign(err, { verb });
   return err;
 }
+
+/** A failed list or watch, in words an operator can act on (a 403 names the RBAC Canopy needs). */
+export function describeKubeError(resource: string, err: unknown): string {
+  const e = err as { body?: unknown; message?: string; verb?: string };
+  const status = statusOf(err);
+  let detail = e.message ?? String(err);
+  if (typeof e.body === 'string') {
+    try {
+      detail = (JSON.parse(e.body) as { message?: string }).message ?? detail;
+    } catch {
+      // not JSON: the message stays
+    }
+  }
+  const what = `${e.verb ?? 'list or watch'} ${resource}`;
+  if (status === 403)
+    return (
+      `cannot ${what}: 403 Forbidden (${detail}). Canopy needs list and watch on services and nodes and on ` +
+      'discovery.k8s.io endpointslices (and on the Istio and Kuma policies it reads): the ClusterRole in ' +
+      'deploy/kubernetes/rbac.yaml'
+    );
+  if (status === 401) return `cannot ${what}: 401 Unauthorized (${detail}): check the kubeconfig's credentials`;
+  return `cannot ${what}: ${status !== undefined ? `${status} ` : ''}${detail}`;
+}
+
+/** The HTTP status of a failed list (client-node's ApiException `code`) or watch (`statusCode`). */
+export function statusOf(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown } | null;
+  return typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
+}
