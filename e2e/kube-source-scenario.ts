@@ -20,6 +20,7 @@ import { formatTally, XdsEchoClient, type Tally } from '../server/src/demo/xds-c
 import { startCanopy, type Canopy } from '../server/src/main.js';
 import { freePort } from './support/etcd-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
+import { DESTINATION_RULE, installCrd } from './support/kube-crds.js';
 import { RawAdsStream } from './support/raw-ads.js';
 import { decodeEnvoy } from './support/raw-grpc-frames.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
@@ -107,20 +108,7 @@ describe('Kubernetes source against a real API server', { skip: kubeSkip() }, ()
     core = kc.makeApiClient(CoreV1Api);
     discovery = kc.makeApiClient(DiscoveryV1Api);
     custom = kc.makeApiClient(CustomObjectsApi);
-    // Istio's DestinationRule CRD (its spec left open), sent as JSON: client-node's typed CRD model would drop
-    // x-kubernetes-preserve-unknown-fields, and the API server would then prune every rule's spec.
-    const crd = await api.request(
-      'POST',
-      '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
-      DESTINATION_RULE_CRD,
-    );
-    assert.equal(crd.status, 201, JSON.stringify(crd.body));
-    await until('the DestinationRule CRD served', async () =>
-      custom.listClusterCustomObject({ group: 'networking.istio.io', version: 'v1', plural: 'destinationrules' }).then(
-        () => true,
-        () => undefined,
-      ),
-    );
+    await installCrd(api, DESTINATION_RULE);
     port = await freePort();
     for (let i = 0; i < 6; i++) {
       const zone = ZONES[i % 3]!;
@@ -335,35 +323,6 @@ describe('Kubernetes source against a real API server', { skip: kubeSkip() }, ()
     assert.equal((after['patch'] ?? 0) - (resumed['patch'] ?? 0), 1);
   });
 });
-
-const DESTINATION_RULE_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'destinationrules.networking.istio.io' },
-  spec: {
-    group: 'networking.istio.io',
-    names: {
-      kind: 'DestinationRule',
-      plural: 'destinationrules',
-      singular: 'destinationrule',
-      listKind: 'DestinationRuleList',
-    },
-    scope: 'Namespaced',
-    versions: [
-      {
-        name: 'v1',
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-          },
-        },
-      },
-    ],
-  },
-};
 
 function countEndpoints(bytes: Buffer): number {
   const cla = decodeEnvoy<{ endpoints: { lb_endpoints: unknown[] }[] }>(

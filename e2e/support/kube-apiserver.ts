@@ -207,9 +207,15 @@ function rawRequest(
       (res) => {
         let text = '';
         res.on('data', (b: Buffer) => (text += b.toString()));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, body: text ? (JSON.parse(text) as unknown) : undefined }),
-        );
+        res.on('end', () => {
+          let parsed: unknown = text || undefined;
+          try {
+            parsed = text ? (JSON.parse(text) as unknown) : undefined;
+          } catch {
+            // not JSON (a plain-text 404 of a path not served yet): the text itself
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed });
+        });
       },
     );
     req.on('error', reject);
