@@ -26,6 +26,7 @@ import { installCrd, MESH_LB_STRATEGY } from './support/kube-crds.js';
 const ZONES = ['z-a', 'z-b', 'z-c'] as const;
 const NS = 'default';
 const PORT = 8080;
+const DUAL_PORT = 8081;
 /** Each Envoy's outbound listener address, by zone. */
 const OUTBOUND: Readonly<Record<string, string>> = { 'z-a': '127.0.62.1', 'z-b': '127.0.62.2' };
 
@@ -35,6 +36,8 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
   let discovery: DiscoveryV1Api;
   let custom: CustomObjectsApi;
   const backends = new Map<string, HttpBackend>();
+  const extra: HttpBackend[] = [];
+  let core: CoreV1Api;
   const envoys = new Map<string, EnvoyProcess>();
 
   const slice = (zone: string, ready: boolean): V1EndpointSlice => ({
@@ -63,7 +66,7 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
     api = await startKubeApiserver();
     const kc = new KubeConfig();
     kc.loadFromFile(api.kubeconfig());
-    const core = kc.makeApiClient(CoreV1Api);
+    core = kc.makeApiClient(CoreV1Api);
     discovery = kc.makeApiClient(DiscoveryV1Api);
     custom = kc.makeApiClient(CustomObjectsApi);
     for (const [i, zone] of ZONES.entries()) {
@@ -110,7 +113,7 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
   after(async () => {
     await Promise.all(all().map((e) => e.stop()));
     await canopy?.stop();
-    await Promise.all([...backends.values()].map((b) => b.close()));
+    await Promise.all([...backends.values(), ...extra].map((b) => b.close()));
     await api?.destroy();
   });
 
@@ -155,6 +158,64 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
       await custom.deleteNamespacedCustomObject({ ...mlbs, name: 'web-lb' });
       await landsOn('z-a', ['b-z-a']);
       await landsOn('z-b', ['b-z-b']);
+    }));
+
+  it('a dual-stack Service: IPv4 and IPv6 slices give endpoints of both families, each Envoy its own zone', () =>
+    explainFailure(all, async () => {
+      const v4 = await startHttpBackend('10.244.42.11', 'dual-v4-z-a');
+      const v6 = await startHttpBackend('fd00:10:244::11', 'dual-v6-z-b');
+      extra.push(v4, v6);
+      const svc = await core.createNamespacedService({
+        namespace: NS,
+        body: {
+          metadata: { name: 'dual' },
+          spec: {
+            ipFamilyPolicy: 'RequireDualStack',
+            ipFamilies: ['IPv4', 'IPv6'],
+            ports: [{ name: 'http', port: DUAL_PORT, appProtocol: 'http' }],
+            trafficDistribution: 'PreferSameZone',
+          },
+        },
+      });
+      assert.equal(svc.spec?.clusterIPs?.length, 2, 'the API server gave a cluster IP of each family');
+      for (const [family, b, zone] of [
+        ['IPv4', v4, 'z-a'],
+        ['IPv6', v6, 'z-b'],
+      ] as const) {
+        await discovery.createNamespacedEndpointSlice({
+          namespace: NS,
+          body: {
+            metadata: {
+              name: `dual-${family.toLowerCase()}`,
+              namespace: NS,
+              labels: { 'kubernetes.io/service-name': 'dual' },
+            },
+            addressType: family,
+            ports: [{ name: 'http', port: b.port }],
+            endpoints: [{ addresses: [b.host], conditions: { ready: true }, nodeName: `node-${zone}` }],
+          },
+        });
+      }
+      const dual = `${OUTBOUND['z-a']}:${DUAL_PORT}`;
+      for (const [zone, id] of [
+        ['z-a', 'dual-v4-z-a'],
+        ['z-b', 'dual-v6-z-b'],
+      ] as const) {
+        const target = `${OUTBOUND[zone]}:${DUAL_PORT}`;
+        await envoys.get(zone)!.until(
+          async () => {
+            const t = await sendRequests(target, 10, { concurrency: 2, host: `dual.${NS}` });
+            return failures(t) === 0 && t.by.get(id) === 10;
+          },
+          15_000,
+          `requests to dual.${NS} from ${zone} on ${id} (${dual})`,
+        );
+      }
+      const held = (await (await fetch(`http://${canopy.adminAddress}/api/v1/services/dual.${NS}`)).json()) as {
+        vip?: string;
+      };
+      // Canopy's service has one VIP: the Service's first cluster IP (docs/kubernetes.md).
+      assert.equal(held.vip, svc.spec?.clusterIPs?.[0]);
     }));
 
   it('no Envoy rejected an update', async () => {

@@ -12,6 +12,6 @@ const SCENARIO = fileURLToPath(new URL('./kube-envoy-scenario.js', import.meta.u
 
 describe('Kubernetes source, real API server, real Envoys (own network namespace)', () => {
   it('passes every scenario test', { skip: kubeSkip() || envoySkip() || netnsSkip(), timeout: 180_000 }, () =>
-    runInNetns(SCENARIO, 4),
+    runInNetns(SCENARIO, 5),
   );
 });

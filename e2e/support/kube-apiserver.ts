@@ -99,7 +99,8 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
     '--service-account-issuer=https://kubernetes.default.svc',
     `--service-account-key-file=${path.join(dir, 'sa.pub')}`,
     `--service-account-signing-key-file=${path.join(dir, 'sa.key')}`,
-    '--service-cluster-ip-range=10.96.0.0/16',
+    // Dual-stack, as most clusters now: a Service may ask for a cluster IP of each family.
+    '--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/108',
     `--token-auth-file=${path.join(dir, 'tokens.csv')}`,
     `--authorization-mode=${opts.rbac ? 'RBAC' : 'AlwaysAllow'}`,
     // One process among many on a shared machine: no request queuing, no API server identity leases.
