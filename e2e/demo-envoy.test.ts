@@ -1,28 +1,128 @@
 /**
- * `canopy demo --envoy --exit` (`npm start -- --envoy --exit`) as a real process with real Envoy 1.40
- * sidecars: requests through each sidecar land in its nearest locality, and after the demo marks zone
- * us-east-1a unhealthy the us-east sidecar's requests move to us-east-1b, with no failed request.
+ * `canopy demo --envoy --exit` (`npm start -- --envoy --exit`) as a real process: docker-compose.yml's
+ * topology as plain processes, with real Envoy 1.40 sidecars.
+ * - Two Canopy replicas on one etcd (one replica, said so, without etcd; CI installs it), both in each
+ *   Envoy's bootstrap.
+ * - Requests through each sidecar land in its nearest locality; after the demo marks zone us-east-1a
+ *   unhealthy the us-east sidecar's requests move to us-east-1b.
+ * - The replica holding an Envoy's ADS stream is killed under traffic: 0 failed requests, the Envoy
+ *   reconnects to the survivor, and a change made through the survivor brings its requests back.
+ * - The node agent loads the trees where the kernel allows (root, BPF, cgroup v2, bpffs; required under
+ *   CANOPY_REQUIRE_KERNEL=1): a plain connect() to the VIP reaches the nearest backend, then the failover's.
+ * - Nothing the demo started outlives it: at the end, and on SIGINT in the middle of the run.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { envoySkip } from './support/envoy-process.js';
+import { hasEtcd } from './support/etcd-process.js';
+import { kernelEnv } from './support/kernel.js';
 
 const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 const skip = envoySkip();
+const kernel = skip ? {} : kernelEnv();
+const twoReplicas = hasEtcd() || process.env['CI'] === 'true';
 
-describe('canopy demo --envoy', { skip, timeout: 120_000 }, () => {
-  it('shows locality routing and a failover through real Envoy sidecars', () => {
-    const r = spawnSync(process.execPath, [CLI, 'demo', '--envoy', '--exit'], { encoding: 'utf8', timeout: 110_000 });
+/** Whether anything still answers HTTP at `url`. */
+const answers = (url: string) =>
+  fetch(url, { signal: AbortSignal.timeout(2000) }).then(
+    () => true,
+    () => false,
+  );
+
+/** Every HTTP address the demo printed (replicas' admin APIs, Envoy admins, etcd): none may answer after it. */
+async function stillUp(out: string): Promise<string[]> {
+  const urls = [
+    ...[...out.matchAll(/admin API on (http:\/\/[\d.:]+)/g)].map((m) => m[1]!),
+    ...[...out.matchAll(/admin (http:\/\/[\d.:]+)/g)].map((m) => `${m[1]!}/ready`),
+    ...[...out.matchAll(/store etcd:\/\/([\d.:]+)\//g)].map((m) => `http://${m[1]!}/health`),
+  ];
+  assert.ok(urls.length >= 3, out);
+  const up: string[] = [];
+  for (const u of urls) if (await answers(u)) up.push(u);
+  return up;
+}
+
+describe('canopy demo --envoy', { skip, timeout: 180_000 }, () => {
+  it('routes by locality through Envoy, fails over, survives a replica loss, loads the agent', async () => {
+    const r = spawnSync(process.execPath, [CLI, 'demo', '--envoy', '--exit'], { encoding: 'utf8', timeout: 150_000 });
     const out = `${r.stdout}${r.stderr}`;
     assert.equal(r.status, 0, out);
     const section = (title: string) => out.slice(out.indexOf(title)).split('\n\n')[0]!;
+
+    if (twoReplicas) {
+      assert.match(out, /store etcd:\/\/127\.0\.0\.1:\d+\/canopy-demo\/ \(shared by 2 replicas\)/);
+      assert.match(out, /each bootstrapped with every replica \(127\.0\.0\.1:\d+, 127\.0\.0\.1:\d+\)/);
+    } else assert.match(out, /One Canopy replica: no etcd on PATH/);
+
     const before = section('Through the Envoy sidecars');
     assert.match(before, /Envoy in us-east\/us-east-1a\/rack1 +-> 127\.0\.0\.11 \(us-east\/us-east-1a\/rack1\) x60$/m);
     assert.match(before, /Envoy in eu-west\/eu-west-1b\/rack7 +-> 127\.0\.0\.15 \(eu-west\/eu-west-1b\/rack1\) x60$/m);
     const after = section('After the failover, through the Envoy sidecars');
     assert.match(after, /Envoy in us-east\/us-east-1a\/rack1 +-> 127\.0\.0\.13 \(us-east\/us-east-1b\/rack1\) x60$/m);
-    assert.doesNotMatch(out, /failed/);
+
+    if (twoReplicas) {
+      assert.match(out, /Killing replica canopy-\d \(kill -9, pid \d+\)/);
+      assert.match(out, /the Envoy in us-east\/us-east-1a\/rack1 reconnected to canopy-\d \d+ ms after the kill/);
+      const loss =
+        /Replica loss: (\d+) requests through the Envoy sidecars while canopy-\d was lost, (\d+) failed/.exec(out);
+      assert.ok(loss, out);
+      assert.ok(Number(loss[1]) >= 40, `traffic during the loss: ${loss[1]} requests`);
+      assert.equal(loss[2], '0', 'no request failed while a replica was lost');
+      // The zone was marked healthy again through the survivor: the us-east Envoy is back on its nearest backend.
+      const survived = section('After losing canopy-');
+      assert.match(
+        survived,
+        /Envoy in us-east\/us-east-1a\/rack1 +-> 127\.0\.0\.11 \(us-east\/us-east-1a\/rack1\) x60$/m,
+      );
+      assert.match(
+        survived,
+        /Envoy in eu-west\/eu-west-1b\/rack7 +-> 127\.0\.0\.15 \(eu-west\/eu-west-1b\/rack1\) x60$/m,
+      );
+    }
+
+    if (kernel.reason === undefined) {
+      assert.match(out, /Node agent in us-east\/us-east-1a\/rack1: loaded/);
+      const vip = [
+        ...out.matchAll(/plain connect\(\) to the VIP 127\.0\.0\.10:50051 from that cgroup \(10 calls\) -> (.*)$/gm),
+      ];
+      assert.deepEqual(
+        vip.map((m) => m[1]),
+        ['127.0.0.11 x10', '127.0.0.13 x10'],
+        'the kernel sends VIP connects to the nearest backend, then past the unhealthy zone',
+      );
+      const cgroup = /attached to cgroup (\S+)\)/.exec(out)?.[1];
+      assert.ok(cgroup && !existsSync(cgroup), `the demo's cgroup ${cgroup} is removed`);
+    } else assert.match(out, /Node agent: skipped \(/);
+
+    assert.doesNotMatch(out.replace(/, 0 failed/, ''), /failed/);
+    assert.deepEqual(await stillUp(out), [], 'every process the demo started has stopped');
+  });
+
+  it('stops everything it started on SIGINT', async () => {
+    const child = spawn(process.execPath, [CLI, 'demo', '--envoy', '--exit'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no Envoy sidecars within 90 s:\n${out}`)), 90_000);
+      const onData = (d: Buffer) => {
+        out += d.toString();
+        if (!out.includes('Envoy sidecar in eu-west/eu-west-1b/rack7')) return;
+        clearTimeout(timer);
+        resolve();
+      };
+      child.stdout.on('data', onData);
+      child.stderr.on('data', onData);
+      void exited.then(() => reject(new Error(`exited before the Envoy sidecars started:\n${out}`)));
+    });
+    try {
+      child.kill('SIGINT');
+      assert.equal(await exited, 130, out);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+    assert.deepEqual(await stillUp(out), [], 'every process the demo started has stopped');
   });
 });
