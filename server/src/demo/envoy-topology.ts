@@ -103,7 +103,14 @@ export async function envoyAfterFailover(part: EnvoyPart, mesh: DemoMesh, log: L
     t.failures === 0 && [...t.byBackend.keys()].every((id) => outsideZone(mesh.localityOf, id));
   await part.envoys.waitUntil(0, moved);
   await part.envoys.report('After the failover, through the Envoy sidecars', REQUESTS, mesh.localityOf);
-  if (part.agent) await vipReport(part.agent, mesh.service, log);
+  const agent = part.agent;
+  if (!agent) return;
+  // The agent hears of the change on its own stream: wait until a VIP connect leaves the zone.
+  const port = mesh.service.port ?? 50051;
+  await until('the agent taking the failover', async () =>
+    (await agent.callVip(DEMO_VIP, port, 1)).every((id) => outsideZone(mesh.localityOf, id)),
+  );
+  await vipReport(agent, mesh.service, log);
 }
 
 async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<number> {
@@ -134,7 +141,7 @@ export async function loseReplica(
   log: Log,
 ): Promise<ControlPlane> {
   if (cp.replicas.length < 2) {
-    log('\nReplica loss: skipped (one replica)');
+    log('\nReplica loss: skipped (one replica: two need etcd)');
     return cp;
   }
   const nodeId = envoys.sidecars[0]!.nodeId;

@@ -2,6 +2,7 @@
  * What the demo started, stopped in reverse order exactly once: at the end of the run, on SIGINT or
  * SIGTERM while it runs (then the process exits 130 or 143), and, for a process that dies anyway, its
  * child processes are sent SIGKILL on exit so that no Envoy, etcd, replica or agent outlives the demo.
+ * A second signal during the teardown stops waiting: the children get SIGKILL and the process exits.
  */
 import type { ChildProcess } from 'node:child_process';
 
@@ -13,8 +14,13 @@ export class Teardown {
     for (const c of this.children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   };
   private readonly onSignal = (signal: NodeJS.Signals) => {
-    this.unwatchSignals();
-    void this.run().then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    const code = signal === 'SIGINT' ? 130 : 143;
+    if (this.done) {
+      // A second Ctrl-C while tearing down: no more waiting, but no child left running either.
+      this.onExit();
+      process.exit(code);
+    }
+    void this.run().then(() => process.exit(code));
   };
 
   constructor() {
@@ -34,6 +40,7 @@ export class Teardown {
 
   /** Until unwatchSignals(): SIGINT or SIGTERM tears everything down, then exits. */
   watchSignals(): void {
+    this.unwatchSignals();
     process.on('SIGINT', this.onSignal);
     process.on('SIGTERM', this.onSignal);
   }
@@ -45,6 +52,7 @@ export class Teardown {
 
   run(): Promise<void> {
     this.done ??= (async () => {
+      this.watchSignals();
       for (const step of this.steps.reverse()) {
         try {
           await step();
