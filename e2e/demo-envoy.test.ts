@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { envoySkip } from './support/envoy-process.js';
@@ -63,11 +64,18 @@ function groupLeft(pgid: number): string[] {
   return left;
 }
 
+/** The scratch directories the --envoy demo makes (etcd's data, the replicas' config, each Envoy's). */
+function scratch(): string[] {
+  return readdirSync(os.tmpdir()).filter((d) => /^canopy-demo-(config|etcd|envoy)-/.test(d));
+}
+
 /**
  * `canopy demo --envoy --exit` in a process group of its own; with `interruptAt`, SIGINT once its output
- * shows that text. Its output and exit status, and any process of its group left once it has exited.
+ * shows that text. Its output and exit status, and what it left once it exited: live processes of its
+ * group, and scratch directories it made.
  */
 async function demo(interruptAt?: string): Promise<{ out: string; code: number | null; left: string[] }> {
+  const before = new Set(scratch());
   const child = spawn(process.execPath, [CLI, 'demo', '--envoy', '--exit'], {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
@@ -86,7 +94,8 @@ async function demo(interruptAt?: string): Promise<{ out: string; code: number |
   try {
     const code = await exited;
     await new Promise((r) => setTimeout(r, 200));
-    return { out, code, left: groupLeft(child.pid!) };
+    const dirs = scratch().filter((d) => !before.has(d));
+    return { out, code, left: [...groupLeft(child.pid!), ...dirs] };
   } finally {
     clearTimeout(timer);
     // A test that failed half-way must not leave the demo's processes behind.
@@ -151,7 +160,7 @@ describe('canopy demo --envoy', { skip, timeout: 180_000 }, () => {
 
     assert.doesNotMatch(out.replace(/, 0 failed/, ''), /failed/);
     assert.deepEqual(await stillUp(out), [], 'every process the demo started has stopped');
-    assert.deepEqual(left, [], 'no process of the demo is left');
+    assert.deepEqual(left, [], 'no process or scratch directory of the demo is left');
   });
 
   it('stops everything it started on SIGINT', async () => {
@@ -159,6 +168,6 @@ describe('canopy demo --envoy', { skip, timeout: 180_000 }, () => {
     const { out, code, left } = await demo('Envoy sidecar in us-east/us-east-1a/rack1');
     assert.equal(code, 130, out);
     assert.deepEqual(await stillUp(out), [], 'every process the demo started has stopped');
-    assert.deepEqual(left, [], 'no process of the demo is left');
+    assert.deepEqual(left, [], 'no process or scratch directory of the demo is left');
   });
 });

@@ -61,8 +61,14 @@ export class Teardown {
         }
       }
       this.unwatchSignals();
-      // A child no step stopped (one being started when a signal came): no later than now.
+      // A child no step stopped (one being started when a signal came): no later than now, and waited for
+      // (2 s at most) so that what its exit cleans up (an Envoy's scratch directory) is cleaned up.
+      const left = [...this.children];
       this.onExit();
+      await Promise.race([
+        Promise.all(left.map((c) => new Promise((resolve) => c.once('exit', resolve)))),
+        new Promise((resolve) => setTimeout(resolve, 2000).unref()),
+      ]);
       process.off('exit', this.onExit);
     })();
     return this.done;
