@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { CodedError } from '../domain/errors.js';
 
 export interface WhoReply {
   backend_id: string;
@@ -18,7 +19,7 @@ function protoDir(): string {
     const dir = fileURLToPath(new URL(up, import.meta.url));
     if (existsSync(`${dir}canopy/demo/v1/echo.proto`)) return dir;
   }
-  throw new Error('proto/canopy/demo/v1/echo.proto not found next to the build');
+  throw new CodedError('CANOPY_BROKEN_INVARIANT', 'proto/canopy/demo/v1/echo.proto not found next to the build');
 }
 
 let ctor: grpc.ServiceClientConstructor | undefined;

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { dump } from 'js-yaml';
 import { envoyBootstrap } from '../resources/bootstrap.js';
 import type { Locality } from '../domain/locality.js';
+import { CodedError } from '../domain/errors.js';
 
 function isElf(file: string): boolean {
   try {
@@ -58,6 +59,8 @@ export async function startSidecar(o: {
   readonly locality: Locality;
   readonly xds: string;
   readonly outboundAddress: string;
+  /** Told of the Envoy process as soon as it is spawned (the demo kills it should it exit first). */
+  readonly onSpawn?: (child: ChildProcess) => void;
 }): Promise<Sidecar> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-demo-envoy-'));
   const file = path.join(dir, 'envoy.yaml');
@@ -77,6 +80,9 @@ export async function startSidecar(o: {
   const child: ChildProcess = spawn(o.bin, [...args, '--admin-address-path', addressFile, '-l', 'warning'], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  o.onSpawn?.(child);
+  // Its scratch directory goes with it, however it ends (a demo interrupted while it starts kills it).
+  child.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   let log = '';
   child.stderr?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
   const stop = async () => {
@@ -104,7 +110,7 @@ export async function startSidecar(o: {
     if (ready) return { nodeId: o.nodeId, adminUrl: `http://${address}`, outboundAddress: o.outboundAddress, stop };
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();
-      throw new Error(`Envoy ${o.nodeId} did not become ready:\n${log}`);
+      throw new CodedError('CANOPY_PEER_FAILED', `Envoy ${o.nodeId} did not become ready:\n${log}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }

@@ -8,6 +8,7 @@ import * as grpcXds from '@grpc/grpc-js-xds';
 import { PriorityLoadBalancer } from '@grpc/grpc-js-xds/build/src/load-balancer-priority.js';
 import type { XdsBootstrap } from './bootstrap.js';
 import { echoService, type WhoReply } from './echo-proto.js';
+import { CodedError } from '../domain/errors.js';
 
 export { xdsBootstrap, type XdsBootstrap } from './bootstrap.js';
 
@@ -57,7 +58,7 @@ export class XdsEchoClient {
         { caller: 'demo' },
         { deadline: Date.now() + deadlineMs },
         (err: grpc.ServiceError | null, reply?: WhoReply) =>
-          err || !reply ? reject(err ?? new Error('empty reply')) : resolve(reply),
+          err || !reply ? reject(err ?? new CodedError('CANOPY_PEER_FAILED', 'empty reply')) : resolve(reply),
       );
     });
   }
@@ -94,7 +95,10 @@ export class XdsEchoClient {
       if (predicate(last)) return last;
       await new Promise((r) => setTimeout(r, 100));
     }
-    throw new Error(`no convergence within ${timeoutMs} ms; last tally: ${formatTally(last)}`);
+    throw new CodedError(
+      'CANOPY_PEER_FAILED',
+      `no convergence within ${timeoutMs} ms; last tally: ${formatTally(last)}`,
+    );
   }
 
   /** Closes the channel; its resolver unsubscribes and ends the ADS stream. */
