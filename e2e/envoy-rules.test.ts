@@ -4,7 +4,9 @@
  * - Route timeout: Canopy's routes carry the service's `timeoutMs`, 0 (disabled) by default, since
  *   Envoy's own default of 15 s would cut long calls. /config_dump shows `0s`, and a backend that answers
  *   after a second gets its 200 through Envoy; with `timeoutMs: 300` Envoy answers 504
- *   `upstream request timeout` after about 300 ms.
+ *   `upstream request timeout` after about 300 ms. Envoy's default itself: a backend answering after
+ *   16 s, reached through a static listener whose route sets no timeout, gets the 504 at 15 s, and
+ *   through Canopy's listener (both sent at the start, while the other cases run) its 200.
  * - Services sharing a listener address: two HTTP services on one local port are one listener
  *   (`outbound|local:PORT`) with a virtual host each, which Envoy accepts and routes by authority; a TCP
  *   service on that port is refused by the admin API with its field. What Envoy does with a duplicate
@@ -31,6 +33,11 @@ const SHARED_PORT = 20102;
 /** The port a static listener in the `rules-sotw` Envoy's bootstrap holds. */
 const HELD_PORT = 20103;
 const SLOW_MS = 1000;
+/** A static listener on the SotW Envoy whose route to Canopy's `glacial` cluster sets no timeout. */
+const DEFAULT_PORT = 20104;
+const GLACIAL_PORT = 20105;
+/** Longer than Envoy's default route timeout (15 s). */
+const GLACIAL_MS = 16_000;
 const LEDS_ADDR = '127.0.73.1';
 const SOTW_ADDR = '127.0.73.2';
 const locality = { region: 'r1', zone: 'z1', subzone: 's1' };
@@ -54,7 +61,7 @@ function timed(target: string, host: string): Promise<{ status: number; body: st
   const [hostname, port] = target.split(':');
   const t0 = Date.now();
   return new Promise((resolve, reject) => {
-    const req = http.request({ hostname, port: Number(port), path: '/', headers: { host }, timeout: 10_000 }, (res) => {
+    const req = http.request({ hostname, port: Number(port), path: '/', headers: { host }, timeout: 20_000 }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (body += d));
@@ -100,6 +107,10 @@ describe(
   () => {
     let canopy: CanopyProcess;
     let slow: Awaited<ReturnType<typeof slowBackend>>;
+    let glacial: Awaited<ReturnType<typeof slowBackend>>;
+    /** The two requests to the 16 s backend, sent once the Envoys are up: Envoy's default route, Canopy's. */
+    let defaultRoute: Promise<{ status: number; body: string; ms: number }>;
+    let canopyRoute: Promise<{ status: number; body: string; ms: number }>;
     const backends: HttpBackend[] = [];
     const envoys: EnvoyProcess[] = [];
     const [leds, sotw] = [() => envoys[0]!, () => envoys[1]!];
@@ -112,6 +123,7 @@ describe(
 
     before(async () => {
       slow = await slowBackend('127.0.72.9', SLOW_MS);
+      glacial = await slowBackend('127.0.72.8', GLACIAL_MS);
       for (const h of ['127.0.72.1', '127.0.72.2', '127.0.72.3']) backends.push(await startHttpBackend(h));
       canopy = await startCanopyProcess({
         server: { debounceMs: 20 },
@@ -131,9 +143,17 @@ describe(
             protocol: 'http',
             endpoints: [ep(backends[2]!, '127.0.72.3')],
           },
+          {
+            name: 'glacial',
+            port: 8080,
+            outboundPort: GLACIAL_PORT,
+            protocol: 'http',
+            endpoints: [ep(glacial, '127.0.72.8')],
+          },
         ],
       });
       const xds = canopy.xdsUri.replace(/^.*:\/\//, '');
+      // One push each: should the second fail to start, after() still stops the first.
       envoys.push(
         await EnvoyProcess.start({
           xds,
@@ -142,21 +162,30 @@ describe(
           outboundAddress: LEDS_ADDR,
           overlay: { node: { cluster: 'mesh' }, node_context_params: ['cluster', 'id'] },
         }),
+      );
+      envoys.push(
         await EnvoyProcess.start({
           xds,
           nodeId: 'rules-sotw',
           locality,
           outboundAddress: SOTW_ADDR,
           ads: 'sotw',
-          overlay: { static_resources: { listeners: [heldListener()] } },
+          overlay: { static_resources: { listeners: [heldListener(), defaultTimeoutListener()] } },
         }),
       );
+      const e = sotw();
+      await e.until(async () => routeTimeout(await e.configDump(), 'glacial') === '0s', 5000, 'glacial route');
+      defaultRoute = timed(`${SOTW_ADDR}:${DEFAULT_PORT}`, 'glacial');
+      canopyRoute = timed(`${SOTW_ADDR}:${GLACIAL_PORT}`, 'glacial');
+      // Awaited by their case; until then a rejection is not unhandled.
+      for (const p of [defaultRoute, canopyRoute]) p.catch(() => {});
     });
     after(async () => {
       await Promise.all(envoys.map((e) => e.stop()));
       await canopy?.stop();
       await Promise.all(backends.map((b) => b.close()));
       await slow?.close();
+      await glacial?.close();
     });
 
     it('route timeout: 0 (disabled) by default lets a slow answer through; 300 ms gives a 504', () =>
@@ -265,6 +294,21 @@ describe(
         },
       ));
 
+    it("Envoy's default route timeout is 15 s; Canopy's route (0s) lets a 16 s answer through", () =>
+      explainFailure(
+        () => envoys,
+        async () => {
+          const [d, c] = [await defaultRoute, await canopyRoute];
+          console.log(
+            `# backend answering after ${GLACIAL_MS} ms: route without timeout ${d.status} '${d.body}' after ${d.ms} ms; Canopy's route ${c.status} after ${c.ms} ms`,
+          );
+          assert.deepEqual([d.status, d.body], [504, 'upstream request timeout']);
+          assert.ok(d.ms >= 14_900 && d.ms < GLACIAL_MS, `${d.ms} ms`);
+          assert.deepEqual([c.status, c.body], [200, '127.0.72.8']);
+          assert.ok(c.ms >= GLACIAL_MS);
+        },
+      ));
+
     it('no subscription rejected an update but the duplicate address provoked on purpose', () =>
       explainFailure(
         () => envoys,
@@ -278,9 +322,18 @@ describe(
 
 /** A static listener on the SotW Envoy's outbound address that answers 200 itself. */
 function heldListener(): Obj {
+  return staticListener('static-held', HELD_PORT, { direct_response: { status: 200 } });
+}
+
+/** A static listener whose route to Canopy's `glacial` cluster leaves `timeout` out: Envoy's default. */
+function defaultTimeoutListener(): Obj {
+  return staticListener('static-default-timeout', DEFAULT_PORT, { route: { cluster: 'glacial' } });
+}
+
+function staticListener(name: string, port: number, action: Obj): Obj {
   return {
-    name: 'static-held',
-    address: { socket_address: { address: SOTW_ADDR, port_value: HELD_PORT } },
+    name,
+    address: { socket_address: { address: SOTW_ADDR, port_value: port } },
     filter_chains: [
       {
         filters: [
@@ -289,15 +342,11 @@ function heldListener(): Obj {
             typed_config: {
               '@type':
                 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
-              stat_prefix: 'held',
+              stat_prefix: name,
+              // The cluster comes over CDS later: a static route may name it only unchecked.
               route_config: {
-                virtual_hosts: [
-                  {
-                    name: 'held',
-                    domains: ['*'],
-                    routes: [{ match: { prefix: '/' }, direct_response: { status: 200 } }],
-                  },
-                ],
+                validate_clusters: false,
+                virtual_hosts: [{ name, domains: ['*'], routes: [{ match: { prefix: '/' }, ...action }] }],
               },
               http_filters: [
                 {
