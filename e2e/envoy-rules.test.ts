@@ -12,7 +12,8 @@
  *   service on that port is refused by the admin API with its field. What Envoy does with a duplicate
  *   address, provoked on purpose: a static listener in one Envoy's bootstrap holds an address, a service
  *   on it makes the LDS update NACKed (`duplicate address`), the other listeners keep routing, and
- *   deleting the service clears it.
+ *   deleting the service clears it; and two listeners on one address in one update (an ADS relay adds a
+ *   renamed copy of one): NACKed, yet the update's other new listener goes active (not dropped whole).
  * - LEDS with xdstp context parameters: a delta Envoy with `node_context_params` appends them to its
  *   LEDS globs; Canopy names the members with the same parameters, and Envoy holds and routes to them.
  *
@@ -22,6 +23,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { startAdsRelay, type AdsRelay } from './support/ads-relay.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
 import { failures, sendRequests, startHttpBackend, type HttpBackend } from './support/http-backends.js';
@@ -38,6 +40,7 @@ const DEFAULT_PORT = 20104;
 const GLACIAL_PORT = 20105;
 /** Longer than Envoy's default route timeout (15 s). */
 const GLACIAL_MS = 16_000;
+const EXTRA_PORT = 20106;
 const LEDS_ADDR = '127.0.73.1';
 const SOTW_ADDR = '127.0.73.2';
 const locality = { region: 'r1', zone: 'z1', subzone: 's1' };
@@ -106,6 +109,8 @@ describe(
   { skip },
   () => {
     let canopy: CanopyProcess;
+    /** Between the SotW Envoy and Canopy: adds a duplicate listener to an LDS update on demand. */
+    let relay: AdsRelay;
     let slow: Awaited<ReturnType<typeof slowBackend>>;
     let glacial: Awaited<ReturnType<typeof slowBackend>>;
     /** The two requests to the 16 s backend, sent once the Envoys are up: Envoy's default route, Canopy's. */
@@ -153,6 +158,7 @@ describe(
         ],
       });
       const xds = canopy.xdsUri.replace(/^.*:\/\//, '');
+      relay = await startAdsRelay(xds);
       // One push each: should the second fail to start, after() still stops the first.
       envoys.push(
         await EnvoyProcess.start({
@@ -165,7 +171,7 @@ describe(
       );
       envoys.push(
         await EnvoyProcess.start({
-          xds,
+          xds: relay.address,
           nodeId: 'rules-sotw',
           locality,
           outboundAddress: SOTW_ADDR,
@@ -182,6 +188,7 @@ describe(
     });
     after(async () => {
       await Promise.all(envoys.map((e) => e.stop()));
+      await relay?.close();
       await canopy?.stop();
       await Promise.all(backends.map((b) => b.close()));
       await slow?.close();
@@ -274,6 +281,35 @@ describe(
         },
       ));
 
+    it('two listeners on one address in one LDS update (a relay adds a copy) are NACKed', () =>
+      explainFailure(
+        () => envoys,
+        async () => {
+          const e = sotw();
+          relay.duplicateListener({ name: 'slow', copy: 'slow-copy' });
+          // A new service makes Canopy push LDS; the relay adds the copy of `slow` to it.
+          const put = await canopy.admin('PUT', '/api/v1/services/extra', {
+            port: 8080,
+            outboundPort: EXTRA_PORT,
+            protocol: 'http',
+            endpoints: [ep(backends[0]!, '127.0.72.1')],
+          });
+          assert.equal(put.status, 201, JSON.stringify(put.body));
+          await e.until(async () => listenerError(await e.configDump(), 'slow-copy') !== undefined, 5000, 'NACK');
+          const detail = listenerError(await e.configDump(), 'slow-copy')!;
+          const names = listenerNames(await e.configDump());
+          console.log(`# rules-sotw, one update with 'slow' twice: ${detail}; active: ${names.join(', ')}`);
+          assert.match(detail, /duplicate address/);
+          assert.equal(await e.stat('listener_manager.lds.update_rejected'), 2);
+          // NACKed, but not dropped whole: the new listener of the same update went active.
+          assert.ok(!names.includes('slow-copy') && names.includes('extra'), names.join(', '));
+          relay.duplicateListener(undefined);
+          const before = await e.stat('listener_manager.lds.update_success');
+          assert.equal((await canopy.admin('DELETE', '/api/v1/services/extra')).status, 204);
+          await e.until(async () => (await e.stat('listener_manager.lds.update_success'))! > before!, 5000, 'LDS ACK');
+        },
+      ));
+
     it('LEDS with node_context_params: globs and members carry them; Envoy holds and routes to them', () =>
       explainFailure(
         () => envoys,
@@ -314,7 +350,7 @@ describe(
         () => envoys,
         async () => {
           assert.deepEqual([...(await leds().rejected())], []);
-          assert.deepEqual([...(await sotw().rejected())], [['listener_manager.lds.update_rejected', 1]]);
+          assert.deepEqual([...(await sotw().rejected())], [['listener_manager.lds.update_rejected', 2]]);
         },
       ));
   },
