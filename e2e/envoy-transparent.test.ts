@@ -4,8 +4,10 @@
  * Istio does), and Envoy — bootstrapped by `canopy bootstrap envoy` without `canopy.outbound_address`,
  * so it gets `outbound|virtual` on 0.0.0.0:15001 with `use_original_dst` and per-port listeners with
  * `bind_to_port: false` — runs as uid 1337 through setpriv. A plain client connecting to a service VIP
- * reaches the nearest backend; two HTTP services sharing port 8080 are told apart by authority; a health
- * PATCH fails over; no update is rejected. Everything runs inside the namespace
+ * reaches the nearest backend; two HTTP services sharing port 8080 are told apart by authority; two TCP
+ * services sharing port 9000 are told apart by destination address (a filter chain per VIP, tcp_proxy to
+ * the service's cluster), each connection landing in the nearest locality; a health PATCH fails over
+ * (HTTP and TCP); no update is rejected. Everything runs inside the namespace
  * (e2e/support/transparent-peer.ts); skips naming what is missing (root, ip, iptables NAT, setpriv).
  */
 import assert from 'node:assert/strict';
@@ -95,6 +97,12 @@ interface Outcome {
   webByVip: { by: Record<string, number>; failed: Record<string, number> };
   api: { by: Record<string, number>; failed: Record<string, number> };
   failoverMs: number;
+  db: Record<string, number>;
+  cache: Record<string, number>;
+  stray: Record<string, number>;
+  tcpFailoverMs: number;
+  dbAfter: Record<string, number>;
+  tcpChains: string[];
   rejected: Record<string, number>;
   uid: string;
   listenerNames: string[];
@@ -117,7 +125,7 @@ describe('real Envoy, transparent capture: iptables REDIRECT to use_original_dst
   it('Envoy runs as uid 1337 and holds the virtual listener and the shared port listener', () => {
     assert.equal(out.error, undefined);
     assert.equal(out.uid, '1337');
-    assert.deepEqual(out.listenerNames.sort(), ['outbound|0.0.0.0:8080', 'outbound|virtual']);
+    assert.deepEqual(out.listenerNames.sort(), ['outbound|0.0.0.0:8080', 'outbound|0.0.0.0:9000', 'outbound|virtual']);
   });
 
   it('a connect to a VIP reaches its nearest backend; services sharing a port are told apart by authority', () => {
@@ -126,9 +134,22 @@ describe('real Envoy, transparent capture: iptables REDIRECT to use_original_dst
     assert.deepEqual(out.api, { by: { '127.0.0.21': 20 }, failed: {} });
   });
 
+  it('TCP services sharing a port are told apart by destination address and land by locality', () => {
+    console.log(`# port 9000 filter chains: ${out.tcpChains.join('; ')}`);
+    assert.deepEqual(out.tcpChains.sort(), ['10.96.0.20/32 → db', '10.96.0.21/32 → cache']);
+    assert.deepEqual(out.db, { '127.0.0.31': 20 });
+    assert.deepEqual(out.cache, { '127.0.0.41': 20 });
+    // No chain matches a VIP nobody has: Envoy closes the connection without an answer.
+    assert.deepEqual(out.stray, { 'closed empty': 3 });
+  });
+
   it('a health PATCH fails over, and no update was rejected', () => {
-    console.log(`# failover through captured traffic: ${out.failoverMs} ms (loaded machine)`);
+    console.log(
+      `# failover through captured traffic: HTTP ${out.failoverMs} ms, TCP ${out.tcpFailoverMs} ms (loaded machine)`,
+    );
     assert.ok(out.failoverMs < 3000);
+    assert.ok(out.tcpFailoverMs < 3000);
+    assert.deepEqual(out.dbAfter, { '127.0.0.32': 20 });
     assert.deepEqual(out.rejected, {});
   });
 });

@@ -18,7 +18,8 @@
  *   (WatchMap::updateWatchInterest adds a name once): an update sends nothing.
  *
  * `warming` says what would still be waiting; a server that leaves a cluster
- * there has Envoy go live with an empty assignment after initial_fetch_timeout.
+ * there has Envoy 1.40 go live after initial_fetch_timeout: a new cluster with no host, an updated one
+ * with the endpoints it had (e2e/envoy-warming-control.test.ts shows both).
  */
 import { createHash } from 'node:crypto';
 import { envoyType } from '../../server/test/support/envoy-protos.js';

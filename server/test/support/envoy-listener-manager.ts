@@ -6,11 +6,15 @@
  *   false (ListenerImpl; source/common/listener_manager/listener_impl.cc). A
  *   bind to an address the host does not have fails ("cannot bind ... Cannot
  *   assign requested address", envoy#17237) and LdsApiImpl::onConfigUpdate
- *   rejects the whole update (lds_api.cc).
+ *   NACKs the update (lds_api.cc).
  * - Addresses: a listener whose address another listener already has is
  *   refused ("error adding listener: '...' has duplicate address '...' as
  *   existing listener", ListenerManagerImpl::addOrUpdateListenerInternal,
- *   listener_manager_impl.cc), and so is the update.
+ *   listener_manager_impl.cc), and the update is NACKed.
+ * - A NACKed update is not dropped whole: LdsApiImpl adds each listener on
+ *   its own and keeps the ones it could add (`applied`); a real Envoy 1.40
+ *   showed it (e2e/envoy-rules.test.ts: a new listener in the same update as
+ *   a duplicate address went active).
  * - Hand-off: a connection accepted by a listener with use_original_dst goes
  *   to the listener whose address is its original destination, else to
  *   0.0.0.0:port, else stays (ConnectionHandlerImpl::getBalancedHandlerByAddress,
@@ -27,8 +31,11 @@ import ipaddr from 'ipaddr.js';
 type Obj = Record<string, unknown>;
 
 export interface LdsVerdict {
+  /** False: Envoy NACKs the update. */
   readonly accepted: boolean;
   readonly errors: readonly string[];
+  /** The listeners Envoy adds from the update all the same (every one it did not refuse). */
+  readonly applied: readonly string[];
 }
 
 function socket(l: Obj): { address: string; port: number } | undefined {
@@ -52,6 +59,7 @@ function bindable(address: string, local: readonly string[]): boolean {
 /** The verdict a stock Envoy gives one LDS update (state of the world). */
 export function applyLds(listeners: readonly Obj[], local: readonly string[] = []): LdsVerdict {
   const errors: string[] = [];
+  const applied: string[] = [];
   const byAddress = new Map<string, string>();
   for (const l of listeners) {
     const name = String(l['name']);
@@ -59,12 +67,18 @@ export function applyLds(listeners: readonly Obj[], local: readonly string[] = [
     if (!at) continue;
     const key = `${at.address}:${at.port}`;
     const other = byAddress.get(key);
-    if (other !== undefined) errors.push(`'${name}' has duplicate address '${key}' as existing listener '${other}'`);
-    byAddress.set(key, name);
-    if (bindsToPort(l) && !bindable(at.address, local))
+    if (other !== undefined) {
+      errors.push(`'${name}' has duplicate address '${key}' as existing listener '${other}'`);
+      continue;
+    }
+    if (bindsToPort(l) && !bindable(at.address, local)) {
       errors.push(`cannot bind '${key}' for listener '${name}': Cannot assign requested address`);
+      continue;
+    }
+    byAddress.set(key, name);
+    applied.push(name);
   }
-  return { accepted: errors.length === 0, errors };
+  return { accepted: errors.length === 0, errors, applied };
 }
 
 /** The listener a connection captured to the virtual listener ends on, by its original destination. */
