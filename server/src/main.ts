@@ -64,7 +64,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     ...(opts.configPath !== undefined ? { file: opts.configPath } : {}),
     ...(opts.startConfig !== undefined ? { startConfig: opts.startConfig } : {}),
     ...(recordDir !== undefined ? { recordDir } : {}),
-    loaded: (outcome) => reloads.loaded(outcome),
+    loads: reloads,
     ...(replicas ? { replicas } : {}),
   });
   const initial = await config.start();
@@ -110,6 +110,6 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
     })());
 
   const { claCache, pipeline } = xds;
-  const served = { store, mesh: feed.mesh, feed, ads: pipeline, claCache, started: initial };
+  const served = { store, mesh: feed.mesh, feed, ads: pipeline, claCache, started: initial, configSource: config };
   return { xdsAddress, adminAddress, webView, ...served, stop };
 }

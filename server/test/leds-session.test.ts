@@ -178,7 +178,7 @@ describe('LEDS over a delta session', () => {
   it('the same snapshot step yields the same diff whatever stream asks', () => {
     const { registry } = setup();
     const glob = collectionName('echo', ['r2', 'z2', 's2']);
-    const snap = registry.get(LEDS_TYPE)!.collection!(glob) as CollectionSnapshot;
+    const snap = registry.get(LEDS_TYPE)!.collections!.collection(glob) as CollectionSnapshot;
     assert.equal(diffStep(glob, undefined, snap), diffStep(glob, undefined, snap));
     assert.equal(diffStep(glob, undefined, snap).resources.length, 2);
     assert.deepEqual(diffStep(glob, snap, snap).resources, []);

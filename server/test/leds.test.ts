@@ -93,7 +93,7 @@ describe('LEDS CLA', () => {
     }
     // The members of a named collection are Envoy LbEndpoints, PGV-clean.
     const leds = registry.get(LEDS_TYPE)!;
-    const snap = leds.collection!(collectionName('echo', ['r1', 'z1', 's1']))!;
+    const snap = leds.collections!.collection(collectionName('echo', ['r1', 'z1', 's1']))!;
     assert.equal(snap.members.size, 2);
     for (const m of snap.members.values()) {
       const lbe = unpack(
@@ -136,7 +136,8 @@ describe('LEDS CLA', () => {
       ],
     );
     assert.ok(entries.filter((e) => e.priority === 1).every((e) => e.name.includes('/r2/')));
-    for (const e of entries) assert.equal(registry.get(LEDS_TYPE)!.collection!(e.name)!.members.size, 2, e.name);
+    for (const e of entries)
+      assert.equal(registry.get(LEDS_TYPE)!.collections!.collection(e.name)!.members.size, 2, e.name);
   });
 
   it("gives every entry of a locality split over several collections the locality's whole weight, as Envoy keeps one per locality", () => {
@@ -183,7 +184,7 @@ describe('LEDS CLA', () => {
     const glob = collectionName('echo', ['r1', 'z1', 's1']);
     const client = { ...envoy, leds: true };
     const before = eds.resolve('echo', client)!;
-    const snap = leds.collection!(glob)!;
+    const snap = leds.collections!.collection(glob)!;
     registry.touchedBy(new Set(['echo']));
     const flipped = { ...mesh.get('echo')!.endpoints.get('10.0.0.1:8080')!, health: 'unhealthy' as const };
     mesh.patch('echo', [flipped]);
@@ -192,7 +193,7 @@ describe('LEDS CLA', () => {
     assert.deepEqual([...touched.get(LEDS_TYPE)!].sort(), [glob, member].sort());
     const after = eds.resolve('echo', client)!;
     assert.equal(after.hash, before.hash, 'the LEDS CLA is unchanged');
-    const next = leds.collection!(glob)!;
+    const next = leds.collections!.collection(glob)!;
     const step = diffStep(glob, snap, next);
     assert.deepEqual(step.removed, []);
     assert.deepEqual(
@@ -205,14 +206,14 @@ describe('LEDS CLA', () => {
     for (const [n, r] of next.members) if (n !== member) assert.equal(r, snap.members.get(n));
 
     mesh.patch('echo', [ep({ locality: 'r1/z1/s1', address: '10.0.0.3' })]);
-    const grown = leds.collection!(glob)!;
+    const grown = leds.collections!.collection(glob)!;
     assert.deepEqual(
       diffStep(glob, next, grown).resources.map((r) => r.name),
       [memberName(collectionStem('echo', ['r1', 'z1', 's1']), '10.0.0.3', 8080)],
     );
     assert.notEqual(eds.resolve('echo', client)!.hash, before.hash, 'the piece weight changed');
     mesh.patch('echo', [], ['10.0.0.3:8080']);
-    assert.deepEqual(diffStep(glob, grown, leds.collection!(glob)).removed, [
+    assert.deepEqual(diffStep(glob, grown, leds.collections!.collection(glob)).removed, [
       memberName(collectionStem('echo', ['r1', 'z1', 's1']), '10.0.0.3', 8080),
     ]);
     assert.equal(eds.resolve('echo', client)!.hash, before.hash, 'back to the same structure, the same CLA');

@@ -9,7 +9,7 @@ import { Registry } from 'prom-client';
 import { buildAdminApp } from '../src/admin/app.js';
 import { scopeValue, type Scope } from '../src/domain/locality.js';
 import { Mesh } from '../src/domain/mesh.js';
-import { planFor, planKeyFor } from '../src/domain/priorities.js';
+import { matchPlan, planFor, planKey } from '../src/domain/priorities.js';
 import { ClaCache } from '../src/domain/cla-cache.js';
 import { LocalStore } from '../src/store/level/local-store.js';
 import { MeshFeed } from '../src/store/mesh-feed.js';
@@ -35,7 +35,7 @@ describe('a missing label reads as ""', () => {
         const a = planFor(s.tree, s.spec.loadBalancing, missing);
         const b = planFor(s.tree, s.spec.loadBalancing, empty);
         assert.equal(a.key, b.key, mode);
-        assert.equal(planKeyFor(s.tree, s.spec.loadBalancing, empty), b.key);
+        assert.equal(planKey(matchPlan(s.tree, s.spec.loadBalancing, empty)), b.key);
         assert.equal(a.tiers.length, 1, `${mode}: the endpoint is served`);
         assert.equal(b.tiers.length, 1, `${mode}: the endpoint is served with an empty label too`);
         const tree = decodeLocalityTree(encodeLocalityTree(spec, s.tree.compile()));

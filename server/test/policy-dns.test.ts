@@ -180,7 +180,7 @@ describe('an Envoy sidecar: a STRICT_DNS cluster with its own CLA inside', () =>
       );
     }
     assert.deepEqual(
-      registry.get(CLUSTER_TYPE)!.warms!('ext', at('r1/z1', 'envoy')),
+      registry.get(CLUSTER_TYPE)!.warming!.warms('ext', at('r1/z1', 'envoy')),
       [],
       'a STRICT_DNS cluster waits on no CLA',
     );
@@ -234,7 +234,7 @@ describe('an Envoy sidecar: a STRICT_DNS cluster with its own CLA inside', () =>
       anyValue(registry.get(CLUSTER_TYPE)!.resolve('ips', at('r1/z1', 'envoy')), CLUSTER_TYPE),
     );
     assert.equal(c['type'], 'EDS');
-    assert.equal(registry.get(CLUSTER_TYPE)!.warms!('ips', at('r1/z1', 'envoy')).length, 2);
+    assert.equal(registry.get(CLUSTER_TYPE)!.warming!.warms('ips', at('r1/z1', 'envoy')).length, 2);
   });
 
   it('a service becomes a DNS service when a hostname endpoint comes, and an EDS one again when the last goes', () => {

@@ -10,7 +10,7 @@ import { buildCla, prioritiesOf, type Cla } from '../src/domain/cla.js';
 import type { Placement, Scope } from '../src/domain/locality.js';
 import { Mesh, type ServiceState } from '../src/domain/mesh.js';
 import { resolvePolicy } from '../src/domain/policy-cla.js';
-import { planFor, planKeyFor } from '../src/domain/priorities.js';
+import { matchPlan, planFor, planKey } from '../src/domain/priorities.js';
 import { endpointKey, type Endpoint, type LbMode, type LoadBalancing } from '../src/domain/service.js';
 import { encodeCla } from '../src/resources/endpoint/endpoint-codec.js';
 import { serverClaCache } from '../src/resources/endpoint/endpoint.js';
@@ -93,14 +93,14 @@ describe('reach: tiers stop once minEndpoints are held', () => {
     assert.deepEqual(ranks(claFor(stateOf(eps, capped(3, 'failover', scopes)), at), eps), [0, 1, 2, undefined]);
   });
 
-  it('the plan key names the cut only when it bites, and planKeyFor agrees with planFor', () => {
+  it('the plan key names the cut only when it bites, and the key alone (a cache hit) agrees with the plan', () => {
     const eps = LOCS.map((l) => ep({ locality: l }));
     for (const min of [1, 2, 3, 4, 5, 6, 7]) {
       const s = stateOf(eps, capped(min));
       for (const at of ['r1/z1/s1', 'r1/z1/s2', 'r2/z2/s1', 'r9/z9/s9']) {
         const c = client({ locality: at });
         const plan = planFor(s.tree, s.spec.loadBalancing, c);
-        assert.equal(planKeyFor(s.tree, s.spec.loadBalancing, c), plan.key, `min ${min} at ${at}`);
+        assert.equal(planKey(matchPlan(s.tree, s.spec.loadBalancing, c)), plan.key, `min ${min} at ${at}`);
         const uncut = planFor(s.tree, lb(), c);
         assert.equal(plan.key === uncut.key, plan.tiers.length === uncut.tiers.length, `min ${min} at ${at}`);
       }

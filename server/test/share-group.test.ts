@@ -71,7 +71,12 @@ describe('share groups', () => {
         const eds = canopyResources(mesh, serverClaCache()).get(ENDPOINT_TYPE)!;
         const seen = clients().map((client) => {
           const r = eds.resolve('svc', client)!;
-          return { client, group: eds.shareGroup?.('svc', client), resource: r, bytes: Buffer.from(flatten(r.any)) };
+          return {
+            client,
+            group: eds.shares?.shareGroup('svc', client),
+            resource: r,
+            bytes: Buffer.from(flatten(r.any)),
+          };
         });
         for (const a of seen)
           for (const b of seen) {
@@ -96,10 +101,10 @@ describe('share groups', () => {
     const inB: Client = { ...emptyPlacement(), locality: { region: 'r', zone: 'b', subzone: '' } };
     const inC: Client = { ...emptyPlacement(), locality: { region: 'r', zone: 'c', subzone: '' } };
     // Zones b and c have no endpoints: both fall back to the region, one group.
-    assert.equal(eds.shareGroup?.('svc', inB), eds.shareGroup?.('svc', inC));
+    assert.equal(eds.shares?.shareGroup('svc', inB), eds.shares?.shareGroup('svc', inC));
     mesh.put(spec([inA, ep({ locality: 'r/b' })]));
     // Now b has its own zone: b's CLA differs from c's, and so does its group.
-    assert.notEqual(eds.shareGroup?.('svc', inB), eds.shareGroup?.('svc', inC));
+    assert.notEqual(eds.shares?.shareGroup('svc', inB), eds.shares?.shareGroup('svc', inC));
     assert.notDeepEqual(flatten(eds.resolve('svc', inB)!.any), flatten(eds.resolve('svc', inC)!.any));
   });
 
@@ -112,11 +117,11 @@ describe('share groups', () => {
     const envoy: Client = { ...grpcA, kind: 'envoy' };
     for (const typeUrl of [CLUSTER_TYPE, LISTENER_TYPE, ROUTE_TYPE]) {
       const type = registry.get(typeUrl)!;
-      const ga = type.shareGroup?.('svc', grpcA);
+      const ga = type.shares?.shareGroup('svc', grpcA);
       assert.ok(ga !== undefined, typeUrl);
-      assert.equal(ga, type.shareGroup?.('svc', grpcB), typeUrl);
+      assert.equal(ga, type.shares?.shareGroup('svc', grpcB), typeUrl);
       assert.deepEqual(flatten(type.resolve('svc', grpcA)!.any), flatten(type.resolve('svc', grpcB)!.any), typeUrl);
-      assert.equal(type.shareGroup?.('svc', envoy), undefined, typeUrl);
+      assert.equal(type.shares?.shareGroup('svc', envoy), undefined, typeUrl);
     }
   });
 });

@@ -109,7 +109,7 @@ function bothPaths(
   const sotwCla = decodeAny(eds.resolve('svc', envoy)!, ENDPOINT_TYPE);
   const ledsCla = decodeAny(eds.resolve('svc', { ...envoy, leds: true })!, ENDPOINT_TYPE);
   const members = (glob: string) => {
-    const snap = leds.collection?.(glob);
+    const snap = leds.collections?.collection(glob);
     return snap ? [...snap.members.values()].map((m) => decodeAny(m, LEDS_TYPE)) : [];
   };
   const factor = Number(

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { makeResource } from '../src/resources/resource.js';
 import { ResourceRegistry } from '../src/resources/registry.js';
-import type { ResourceType } from '../src/resources/resource-type.js';
+import type { ResourceType, Warms } from '../src/resources/resource-type.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 import { DeltaSession } from '../src/sessions/delta-session.js';
 import { handleNow } from '../src/sessions/session.js';
@@ -17,12 +17,7 @@ import { SotwSession } from '../src/sessions/sotw-session.js';
 import type { DeltaDiscoveryRequest, DiscoveryRequest } from '../src/wire/request.js';
 
 function registry(content: Map<string, string>): ResourceRegistry {
-  const type = (
-    typeUrl: string,
-    fullStateInSotw: boolean,
-    pushRank: number,
-    warms?: ResourceType['warms'],
-  ): ResourceType => ({
+  const type = (typeUrl: string, fullStateInSotw: boolean, pushRank: number, warms?: Warms['warms']): ResourceType => ({
     typeUrl,
     shortName: typeUrl,
     fullStateInSotw,
@@ -34,7 +29,7 @@ function registry(content: Map<string, string>): ResourceRegistry {
     },
     touchedBy: (s) => s,
     forget: () => {},
-    ...(warms ? { warms } : {}),
+    ...(warms ? { warming: { warms } } : {}),
   });
   return new ResourceRegistry([
     type(CLUSTER_TYPE, true, 0, (name) => [{ typeUrl: ENDPOINT_TYPE, names: [name] }]),

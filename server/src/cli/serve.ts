@@ -3,13 +3,8 @@
  * the file overrides the defaults. Both ports are checked free before the store is opened, so a busy
  * port fails with its flag named and nothing written.
  */
-import { readFile } from 'node:fs/promises';
 import net from 'node:net';
-import path from 'node:path';
 import { Command, Option } from 'commander';
-import type { Endpoint } from '../domain/service.js';
-import { serviceSpecToJson, endpointToJson } from '../domain/spec.js';
-import type { CanopyConfig } from '../domain/spec.js';
 import type { Canopy, KubeOptions } from '../main.js';
 import type { ServeSecurity } from './serve-security.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
@@ -157,7 +152,7 @@ export function registerServe(program: Command): void {
     const { canopy, note } = await runServe(cmd);
     process.stderr.write(`canopy: ready; the web view is at ${canopy.webView}\n`);
     const stopped = untilSignal(() => canopy.stop());
-    // After ready, with signals handled: the note may read the file again (config/config-start.ts).
+    // After ready, with signals handled: the note may read the file (config/config-source.ts, overrides).
     await note().catch(() => {});
     await stopped;
   });
@@ -245,7 +240,7 @@ async function runServe(cmd: Command): Promise<{ canopy: Canopy; note: () => Pro
     ...(await flagOptions(values)),
     ...(kube ? { kube } : {}),
   });
-  const note = (): Promise<void> => reportStoreOverrides(canopy, config, file, values.store ?? values.dataDir);
+  const note = (): Promise<void> => reportStoreOverrides(canopy, values.store ?? values.dataDir);
   return { canopy, note };
 }
 
@@ -333,56 +328,15 @@ async function assertPortFree(what: string, host: string, port: number, flags: s
 
 /**
  * Health or weight set through the API survives a restart while the file's entry is unchanged (the
- * ownership rule). Say so, so that a file that looks authoritative does not surprise the operator.
+ * ownership rule). Say so, so that a file that looks authoritative does not surprise the operator. What
+ * the store keeps is the config source's to tell (config/config-overrides.ts); this only words it.
  */
-async function reportStoreOverrides(
-  canopy: Canopy,
-  config: CanopyConfig,
-  configFile: string,
-  where: string,
-): Promise<void> {
-  let services = config.services;
-  if (canopy.started.unchangedFile) {
-    // The start skipped the parse; only when an API write changed a listed service is the file read for this note
-    // (after ready, off the event loop when big).
-    if (canopy.started.keptApiChanges.length === 0) return;
-    const { parseConfigTextAside } = await import('../config/config-file.js');
-    const text = await readFile(configFile, 'utf8').catch(() => undefined);
-    const parsed = text === undefined ? undefined : await parseConfigTextAside(text, path.basename(configFile));
-    if (!parsed?.ok) return;
-    const kept = new Set(canopy.started.keptApiChanges);
-    services = parsed.value.services.filter((s) => kept.has(s.name));
-  }
-  const overridden: string[] = [];
-  let endpoints = 0;
-  // What the start just wrote from the file holds no API change.
-  const written = new Set(canopy.started.replaced);
-  for (const spec of services) {
-    if (written.has(spec.name)) continue;
-    const stored = await canopy.store.get(spec.name);
-    if (!stored || stored.owner !== 'file') continue;
-    const { endpoints: storedEndpoints, ...storedHead } = serviceSpecToJson(stored.spec);
-    const { endpoints: fileEndpoints, ...fileHead } = serviceSpecToJson(spec);
-    void storedEndpoints;
-    void fileEndpoints;
-    // Endpoints compared by address and port: the store need not keep the file's order.
-    const fromFile = new Map(spec.endpoints.map((e) => [endpointKey(e), JSON.stringify(endpointToJson(e))]));
-    const differing = stored.spec.endpoints.filter(
-      (e) => fromFile.get(endpointKey(e)) !== JSON.stringify(endpointToJson(e)),
-    ).length;
-    const gone = spec.endpoints.length - stored.spec.endpoints.filter((e) => fromFile.has(endpointKey(e))).length;
-    if (differing + gone === 0 && JSON.stringify(storedHead) === JSON.stringify(fileHead)) continue;
-    endpoints += differing + gone;
-    overridden.push(spec.name);
-  }
-  if (overridden.length === 0) return;
+async function reportStoreOverrides(canopy: Canopy, where: string): Promise<void> {
+  const kept = await canopy.configSource.overrides();
+  if (!kept) return;
   process.stderr.write(
     `canopy: note: the store (${where}) keeps API changes over the unchanged config file: ` +
-      `${endpoints} endpoint(s) in ${overridden.length} service(s): ${overridden.join(', ')}. ` +
+      `${kept.endpoints} endpoint(s) in ${kept.services.length} service(s): ${kept.services.join(', ')}. ` +
       'Edit the file entry or PUT the service to replace them.\n',
   );
-}
-
-function endpointKey(e: Endpoint): string {
-  return `${e.address}:${e.port}`;
 }

@@ -25,8 +25,8 @@ export interface ConfigReloadDeps {
   readonly recordDir?: string;
   /** The digest of the content the start applied: the file is not read again now. */
   readonly initialDigest?: string;
-  /** Every reload's outcome (canopy_config_reloads_total). */
-  readonly loaded: (outcome: ReloadOutcome) => void;
+  /** Told every reload's outcome (canopy_config_reloads_total). */
+  readonly loads: { loaded(outcome: ReloadOutcome): void };
   /**
    * Asked before a parsed edit is applied: a reason to refuse it (the running config is then kept), or
    * undefined to apply it. `canopy serve` on etcd refuses a file other live replicas do not apply
@@ -55,7 +55,7 @@ export function reloadConfigOnEdit(deps: ConfigReloadDeps): () => void {
       onUnreadable: (why) => log.warn({ why }, `config file unreadable, running config kept: ${why}`),
       onWatchError: (err) => log.warn({ err }, 'config directory watch failed: edits are seen by polling only'),
       onInvalid: (errors, waitedMs) => {
-        deps.loaded('invalid');
+        deps.loads.loaded('invalid');
         log.error({ errors, waitedMs }, `config edit rejected, running config kept: ${formatFieldErrors(errors)}`);
       },
       onValid: (config, digest, waitedMs) => {
@@ -72,7 +72,7 @@ async function apply(deps: ConfigReloadDeps, config: CanopyConfig, digest: strin
   try {
     const why = await deps.refuse?.(digest);
     if (why !== undefined) {
-      deps.loaded('invalid');
+      deps.loads.loaded('invalid');
       log.error({ digest, waitedMs }, `config edit refused, running config kept: ${why}`);
       return;
     }
@@ -82,7 +82,7 @@ async function apply(deps: ConfigReloadDeps, config: CanopyConfig, digest: strin
       await recordConfig(deps.store, deps.recordDir, key, config);
     }
     await deps.applied?.(digest);
-    deps.loaded('success');
+    deps.loads.loaded('success');
     log.info(
       {
         replaced: applied.replaced.length,
@@ -93,7 +93,7 @@ async function apply(deps: ConfigReloadDeps, config: CanopyConfig, digest: strin
       'config reloaded',
     );
   } catch (err) {
-    deps.loaded('store_error');
+    deps.loads.loaded('store_error');
     log.error({ err }, 'config reload failed to write the store');
   }
 }

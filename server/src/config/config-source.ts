@@ -3,13 +3,19 @@
  * brings the store up to the file (config-start.ts: read once, or found
  * already recorded), then it watches the file and applies each valid edit
  * (config-reload.ts, config-watch.ts) under the ownership rule
- * (file-source.ts), recording what it applied (config-record.ts). The reading,
- * validating and applying stay in those modules; this class is the order
- * they run in, and the log and the reload count an operator reads.
+ * (file-source.ts), recording what it applied (config-record.ts), and it
+ * tells what the store keeps over the file (config-overrides.ts). The
+ * reading, validating and applying stay in those modules; this class is the
+ * order they run in, and the log and the reload count an operator reads.
+ * Nothing else in the server reads or parses the file once it started.
  */
 import type { Logger } from 'pino';
 import type { CanopyConfig } from '../domain/spec.js';
 import type { Store } from '../store/store.js';
+import path from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { parseConfigTextAside } from './config-file.js';
+import { storeOverrides, type StoreOverrides } from './config-overrides.js';
 import { reloadConfigOnEdit, type ReloadOutcome } from './config-reload.js';
 import { applyStartConfig, type StartApplied, type StartConfig } from './config-start.js';
 import { applyFileServices } from './file-source.js';
@@ -28,8 +34,8 @@ export interface ConfigSourceOptions {
   readonly startConfig?: StartConfig;
   /** The data directory that records each applied file, if any. */
   readonly recordDir?: string;
-  /** Told how each load (at start and on every edit) ended. */
-  readonly loaded: (outcome: ConfigLoadOutcome) => void;
+  /** Told how each load (at start and on every edit) ended (canopy_config_reloads_total). */
+  readonly loads: { loaded(outcome: ConfigLoadOutcome): void };
   /** On etcd, the replicas' agreement on one file (store/etcd/replica-files.ts). */
   readonly replicas?: {
     refuseEdit(digest: string): Promise<string | undefined>;
@@ -49,7 +55,7 @@ export class ConfigSource {
       ? await applyStartConfig(store, startConfig, recordDir)
       : { ...(await applyFileServices(store, this.opts.config.services)), unchangedFile: false, keptApiChanges: [] };
     this.started = initial;
-    this.opts.loaded('success');
+    this.opts.loads.loaded('success');
     if (this.opts.replicas && initial.digest !== undefined) await this.opts.replicas.applied(initial.digest);
     return initial;
   }
@@ -82,11 +88,35 @@ export class ConfigSource {
       ...(recordDir !== undefined ? { recordDir } : {}),
       // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
       ...(digest !== undefined ? { initialDigest: digest } : {}),
-      loaded: (outcome) => this.opts.loaded(outcome),
+      loads: this.opts.loads,
       ...(replicas
         ? { refuse: (d: string) => replicas.refuseEdit(d), applied: (d: string) => replicas.applied(d) }
         : {}),
     });
+  }
+
+  /**
+   * What the store keeps over the file at start (API changes to file-owned services, by the ownership rule),
+   * or undefined. When the start found the unchanged file already applied it parsed nothing; the file is then
+   * parsed here, once, and only when an API write changed a listed service (after ready, off the event loop
+   * when big).
+   */
+  async overrides(): Promise<StoreOverrides | undefined> {
+    const initial = this.started;
+    const { file, store } = this.opts;
+    if (!initial) return undefined;
+    const written = new Set(initial.replaced);
+    if (!initial.unchangedFile) return storeOverrides(store, this.opts.config.services, written);
+    if (initial.keptApiChanges.length === 0 || file === undefined) return undefined;
+    const text = await readFile(file, 'utf8').catch(() => undefined);
+    const parsed = text === undefined ? undefined : await parseConfigTextAside(text, path.basename(file));
+    if (!parsed?.ok) return undefined;
+    const kept = new Set(initial.keptApiChanges);
+    return storeOverrides(
+      store,
+      parsed.value.services.filter((s) => kept.has(s.name)),
+      written,
+    );
   }
 }
 

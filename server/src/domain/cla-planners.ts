@@ -1,7 +1,10 @@
 /**
  * One planner per balancing mode, each answering a client with the CLA
  * cache key and the CLA from the same match of the tree, so the two cannot
- * disagree: clients with equal keys are given equal CLAs. The CLA cache
+ * disagree: clients with equal keys are given equal CLAs. Each planner walks
+ * the tree once (`tree.matchPlacement`, inside `matchPlan`/`matchPolicy`),
+ * makes the key from that match at once (a cache hit costs this) and keeps
+ * the match for the CLA, built only on a miss. The CLA cache
  * (cla-cache.ts) and the explain view (explain.ts) ask `planCla`; neither
  * pairs key and CLA functions itself any more. The shape follows grpc-js-xds's
  * load-balancing policy registry: an ordered list of named planners, the
@@ -19,8 +22,8 @@ import { buildLoadCla } from './load/load-cla.js';
 import type { Placement } from './locality.js';
 import type { ServiceState } from './mesh.js';
 import { hasPolicy } from './policy.js';
-import { policyKeyFor, resolvePolicy } from './policy-cla.js';
-import { planFor, planKeyFor } from './priorities.js';
+import { matchPolicy, policyKey, policyOutcome } from './policy-cla.js';
+import { matchPlan, planKey, planOf } from './priorities.js';
 
 /** A client's CLA as a planner answers it. */
 export interface ClaPlan {
@@ -62,11 +65,8 @@ export const policyPlanner: ClaPlanner = {
   plan(service, client) {
     const lb = service.spec.loadBalancing;
     if (!hasPolicy(lb.policy)) return undefined;
-    return {
-      planner: 'policy',
-      key: policyKeyFor(service.tree, lb, client),
-      cla: () => resolvePolicy(service.name, service.tree, lb, client).cla,
-    };
+    const match = matchPolicy(service.tree, lb, client);
+    return { planner: 'policy', key: policyKey(match), cla: () => policyOutcome(service.name, match).cla };
   },
 };
 
@@ -74,10 +74,11 @@ export const failoverPlanner = {
   name: 'failover',
   plan(service: ServiceState, client: Placement): ClaPlan {
     const lb = service.spec.loadBalancing;
+    const match = matchPlan(service.tree, lb, client);
     return {
       planner: 'failover',
-      key: planKeyFor(service.tree, lb, client),
-      cla: () => buildCla(service.name, service.tree, lb, planFor(service.tree, lb, client)),
+      key: planKey(match),
+      cla: () => buildCla(service.name, service.tree, lb, planOf(match)),
     };
   },
 } satisfies ClaPlanner;

@@ -11,8 +11,14 @@ import { buildCla } from './cla.js';
 import { localityKey, pathOf, scopeValue, type Locality, type Placement, type Scope } from './locality.js';
 import { LocalityTree } from './locality-tree.js';
 import type { ServiceState } from './mesh.js';
-import { planFor, planKeyFor } from './priorities.js';
+import { matchPlan, planKey, planOf, type PlanMatch } from './priorities.js';
 import type { Endpoint } from './service.js';
+
+/** A client's LEDS plan: the cache key now, the pieces on a miss, from the same match. */
+export interface LedsPlan {
+  readonly key: string;
+  pieces(): LedsPiece[];
+}
 
 export interface LedsPiece {
   readonly locality: Locality;
@@ -77,15 +83,23 @@ export class LedsStructure {
     return changed;
   }
 
-  /** The plan key for a client: equal keys, equal pieces (at one version). */
-  keyFor(client: Placement): string {
-    return planKeyFor(this.tree, this.state.spec.loadBalancing, client);
+  /**
+   * The client's plan: its key (equal keys, equal pieces, at one version) and its pieces, both from one
+   * match of the tree; the pieces are built only when asked for (a cache miss).
+   */
+  planFor(client: Placement): LedsPlan {
+    const match = matchPlan(this.tree, this.state.spec.loadBalancing, client);
+    return { key: planKey(match), pieces: () => this.piecesOf(match) };
   }
 
   /** The client's pieces in priority order; within a priority, in tree order. */
   piecesFor(client: Placement): LedsPiece[] {
+    return this.planFor(client).pieces();
+  }
+
+  private piecesOf(match: PlanMatch): LedsPiece[] {
     const lb = this.state.spec.loadBalancing;
-    const cla = buildCla(this.state.name, this.tree, lb, planFor(this.tree, lb, client));
+    const cla = buildCla(this.state.name, this.tree, lb, planOf(match));
     const scopes = this.tree.scopes;
     const out: LedsPiece[] = [];
     for (const g of cla.groups) {

@@ -7,15 +7,16 @@
  * or the distribute rule, and are never 0 (gRPC skips weightless localities).
  *
  * The result depends on the client only through the tree node it matches and
- * the client attributes the policy reads, which is what `policyKeyFor` puts in
- * the cache key: distinct CLAs stay bounded by tree nodes × values read.
+ * the client attributes the policy reads, which is what `policyKey` puts in
+ * the cache key: distinct CLAs stay bounded by tree nodes × values read. The
+ * key and the CLA are both made from one `matchPolicy` of the tree.
  */
 import type { Cla } from './cla.js';
 import { scopeValue, type Locality, type Placement, type Scope } from './locality.js';
 import type { LocalityTree, TreeNode } from './locality-tree.js';
 import { acceptsValue, type LocalityPolicy, type PriorityLabel } from './policy.js';
 import { distributeRuleFor, groupsOf, note, type Working } from './policy-groups.js';
-import { planFor, planKeyFor, tierLeaves } from './priorities.js';
+import { ancestorAt, matchPlan, planKey, planOf, tierLeaves, type PlanMatch } from './priorities.js';
 import type { Endpoint, LoadBalancing } from './service.js';
 
 /** One endpoint's place in a client's CLA, or why it has none. */
@@ -38,28 +39,49 @@ export interface PolicyOutcome {
   readonly matched: TreeNode;
 }
 
+/**
+ * What a client's policy CLA depends on, found by one walk of the tree: the
+ * key (`policyKey`, on every lookup) and the CLA (`policyOutcome`, on a
+ * miss) are both made from it.
+ */
+export interface PolicyMatch {
+  readonly tree: LocalityTree;
+  readonly lb: LoadBalancing;
+  readonly client: Placement;
+  /** The deepest tree node the client matched. */
+  readonly matched: TreeNode;
+  /** The tree's own tiers, `reach` left to the final priorities (capToReach); none under trafficDistribution. */
+  readonly plan?: PlanMatch;
+}
+
+export function matchPolicy(tree: LocalityTree, lb: LoadBalancing, client: Placement): PolicyMatch {
+  const matched = tree.matchPlacement(client);
+  if (lb.policy?.trafficDistribution) return { tree, lb, client, matched };
+  return { tree, lb, client, matched, plan: matchPlan(tree, uncapped(lb), client, matched) };
+}
+
 /** The cache key: the tree part (as for a policy-free service) plus the client attributes the policy reads. */
-export function policyKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): string {
+export function policyKey(m: PolicyMatch): string {
+  const { tree, lb, client, matched } = m;
   const p = lb.policy ?? {};
   // `reach` cuts the final priorities (capToReach), not the tree's tiers: the key needs no tier count, as a
   // policy CLA is rebuilt on every change of the service.
-  const parts: string[] = [p.trafficDistribution ? trafficKey(tree, client) : planKeyFor(tree, uncapped(lb), client)];
+  const parts: string[] = [m.plan ? planKey(m.plan) : trafficKey(tree, client)];
   if (p.failover) {
-    const v = scopeValue(tree.scopes[0]!, client);
-    parts.push(`o${tree.root.children.get(v)?.id ?? '-'}:${applicableRules(p, v).join(',')}`);
+    // The client's own first-level node, as the match reached it.
+    const own = matched.depth >= 1 ? ancestorAt(matched, 1).id : '-';
+    parts.push(`o${own}:${applicableRules(p, scopeValue(tree.scopes[0]!, client)).join(',')}`);
   }
   if (p.failoverPriority) parts.push(`p${JSON.stringify(clientPriorityValues(p.failoverPriority, client))}`);
   if (p.affinity) {
-    const m = tree.matchPlacement(client);
-    parts.push(
-      `a${m.depth === tree.levels ? m.id : '-'}:${JSON.stringify(p.affinity.map((a) => scopeValue(a.scope, client)))}`,
-    );
+    const leaf = matched.depth === tree.levels ? matched.id : '-';
+    parts.push(`a${leaf}:${JSON.stringify(p.affinity.map((a) => scopeValue(a.scope, client)))}`);
   }
   if (p.distribute) parts.push(`d${distributeRuleFor(p, client)}`);
   return parts.join('|');
 }
 
-/** With `reasons`, every verdict says why (explain); without, reasons are empty (the CLA cache). */
+/** One match, then the outcome (explain and the tests; the CLA cache goes through cla-planners.ts). */
 export function resolvePolicy(
   name: string,
   tree: LocalityTree,
@@ -67,9 +89,14 @@ export function resolvePolicy(
   client: Placement,
   opts: { readonly reasons?: boolean } = {},
 ): PolicyOutcome {
+  return policyOutcome(name, matchPolicy(tree, lb, client), opts);
+}
+
+/** With `reasons`, every verdict says why (explain); without, reasons are empty (the CLA cache). */
+export function policyOutcome(name: string, m: PolicyMatch, opts: { readonly reasons?: boolean } = {}): PolicyOutcome {
+  const { tree, lb, client, matched } = m;
   const p: LocalityPolicy = lb.policy ?? {};
-  const matched = tree.matchPlacement(client);
-  const key = policyKeyFor(tree, lb, client);
+  const key = policyKey(m);
   const work: Working[] = [];
   for (const leaf of tree.root.leaves(tree.levels)) {
     const path = leaf.path();
@@ -88,8 +115,8 @@ export function resolvePolicy(
       work.push(opts.reasons ? { ...w, reasons: [] } : w);
     }
   }
-  if (p.trafficDistribution) rankByTrafficDistribution(tree, p, client, work);
-  else rankByTree(tree, uncapped(lb), client, work);
+  if (m.plan) rankByTree(m.plan, client, work);
+  else rankByTrafficDistribution(tree, p, client, work);
   if (p.failover) rankByFailoverOrder(tree, p, client, matched, work);
   if (p.failoverPriority) rankByLabels(p.failoverPriority, client, work);
   if (p.affinity) applyAffinity(tree, p, client, matched, work);
@@ -149,8 +176,9 @@ function commonPrefix(a: readonly string[], b: readonly string[]): number {
 }
 
 /** The tree's own tiers (the mode, routingPreference, network-first). */
-function rankByTree(tree: LocalityTree, lb: LoadBalancing, client: Placement, work: Working[]): void {
-  const plan = planFor(tree, lb, client);
+function rankByTree(m: PlanMatch, client: Placement, work: Working[]): void {
+  const { tree, lb } = m;
+  const plan = planOf(m);
   const tierOf = new Map<TreeNode, number>();
   plan.tiers.forEach((tier, i) => {
     for (const leaf of tierLeaves(tree, tier)) tierOf.set(leaf, i);

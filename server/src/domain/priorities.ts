@@ -1,7 +1,8 @@
 /**
  * Priorities from the tree: which endpoints a client gets at which priority,
  * for each load-balancing mode. A client's plan depends only on the tree
- * nodes its path reaches, so `key` names it for the CLA cache.
+ * nodes its path reaches (`matchPlan` walks to them once), so `planKey`
+ * names it for the CLA cache and `planOf` builds it, both from that match.
  */
 import { pathOf, type Placement } from './locality.js';
 import type { LocalityTree, TreeNode } from './locality-tree.js';
@@ -23,46 +24,84 @@ export interface Plan {
   readonly tiers: readonly Tier[];
 }
 
-export function planFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): Plan {
+/**
+ * What a client's plan depends on, found by one walk of the tree: the key
+ * (`planKey`, what a cache hit costs) and the tiers (`planOf`, on a miss)
+ * are both made from it, so they cannot come from two different matches.
+ */
+export interface PlanMatch {
+  readonly tree: LocalityTree;
+  readonly lb: LoadBalancing;
+  /** The deepest node on the client's path (the root when even the first level differs; random mode reads none). */
+  readonly node: TreeNode;
+  /** Network first: every other network's deepest node on the client's path below the network, in tree order. */
+  readonly foreign?: readonly TreeNode[];
+}
+
+/** `node`: the client's match when the caller already walked the tree (a policy reads it too). */
+export function matchPlan(tree: LocalityTree, lb: LoadBalancing, client: Placement, node?: TreeNode): PlanMatch {
+  if (tree.size === 0 || lb.mode === 'random') return { tree, lb, node: node ?? tree.root };
+  const at = node ?? tree.matchPlacement(client);
+  if (!networkFirst(tree, lb)) return { tree, lb, node: at };
+  const rest = pathOf(tree.scopes, client).slice(1);
+  const own = at.depth >= 1 ? ancestorAt(at, 1) : undefined;
+  const foreign: TreeNode[] = [];
+  for (const net of tree.root.orderedChildren()) if (net !== own) foreign.push(descend(net, rest));
+  return { tree, lb, node: at, foreign };
+}
+
+/**
+ * The plan's key alone, without building its tiers: what a cache hit costs.
+ * Equal to `planOf(m).key`.
+ */
+export function planKey(m: PlanMatch): string {
+  const { tree, lb, node } = m;
+  if (tree.size === 0) return 'empty';
+  switch (lb.mode) {
+    case 'random':
+      return 'random';
+    case 'strict':
+      return node.depth === tree.levels ? `s${node.id}` : 'none';
+    case 'failover': {
+      if (m.foreign) {
+        // The cut under `reach` depends on the foreign tiers, which only the plan has.
+        return lb.reach ? planOf(m).key : networkFirstKey(node, m.foreign);
+      }
+      return lb.reach ? `f${node.id}${reachSuffix(node, lb.reach.minEndpoints)}` : `f${node.id}`;
+    }
+  }
+}
+
+/** The client's tiers, from the match its key was made from. */
+export function planOf(m: PlanMatch): Plan {
+  const { tree, lb, node } = m;
   if (tree.size === 0) return { key: 'empty', tiers: [] };
-  const path = pathOf(tree.scopes, client);
   switch (lb.mode) {
     case 'random':
       return { key: 'random', tiers: [[{ node: tree.root }]] };
-    case 'strict': {
-      const m = tree.match(path);
-      return m.depth === tree.levels ? { key: `s${m.id}`, tiers: [[{ node: m }]] } : { key: 'none', tiers: [] };
-    }
+    case 'strict':
+      return node.depth === tree.levels ? { key: `s${node.id}`, tiers: [[{ node }]] } : { key: 'none', tiers: [] };
     case 'failover': {
-      const plan =
-        tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1
-          ? networkFirstPlan(tree, path)
-          : failoverPlan(tree, path);
+      const plan = m.foreign ? networkFirstPlan(tree, node, m.foreign) : failoverPlan(node);
       return lb.reach ? withinReach(plan, lb.reach.minEndpoints) : plan;
     }
   }
 }
 
-/**
- * The plan's key alone, without building its tiers: what a cache hit costs.
- * Equal to `planFor(...).key`.
- */
-export function planKeyFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): string {
-  if (tree.size === 0) return 'empty';
-  switch (lb.mode) {
-    case 'random':
-      return 'random';
-    case 'strict': {
-      const m = tree.matchPlacement(client);
-      return m.depth === tree.levels ? `s${m.id}` : 'none';
-    }
-    case 'failover': {
-      if (tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1)
-        return planFor(tree, lb, client).key;
-      const m = tree.matchPlacement(client);
-      return lb.reach ? `f${m.id}${reachSuffix(m, lb.reach.minEndpoints)}` : `f${m.id}`;
-    }
-  }
+/** One match, then the plan (for callers that need the tiers and no cache key). */
+export function planFor(tree: LocalityTree, lb: LoadBalancing, client: Placement): Plan {
+  return planOf(matchPlan(tree, lb, client));
+}
+
+function networkFirst(tree: LocalityTree, lb: LoadBalancing): boolean {
+  return lb.mode === 'failover' && tree.scopes[0] === 'network' && lb.crossNetworkFailover && tree.levels > 1;
+}
+
+/** The node's ancestor at `depth` (itself when it is no deeper). */
+export function ancestorAt(node: TreeNode, depth: number): TreeNode {
+  let n = node;
+  while (n.depth > depth && n.parent) n = n.parent;
+  return n;
 }
 
 /**
@@ -105,8 +144,7 @@ function tierCount(tier: Tier): number {
 }
 
 /** Priority = levels not matched; empty tiers compacted away. */
-function failoverPlan(tree: LocalityTree, path: readonly string[]): Plan {
-  const m = tree.match(path);
+function failoverPlan(m: TreeNode): Plan {
   return { key: `f${m.id}`, tiers: ancestorTiers(m, 0) };
 }
 
@@ -129,23 +167,11 @@ function ancestorTiers(m: TreeNode, top: number): Tier[] {
  * remaining levels; then every other network, ranked by the same remaining
  * levels as one group per match depth, below all of the client's network.
  */
-function networkFirstPlan(tree: LocalityTree, path: readonly string[]): Plan {
-  const own = tree.root.children.get(path[0] ?? '');
-  const rest = path.slice(1);
-  const tiers: Tier[] = [];
-  let key = 'n';
-  if (own) {
-    const m = descend(own, rest);
-    key += m.id;
-    tiers.push(...ancestorTiers(m, 1));
-  }
-  key += '|';
+function networkFirstPlan(tree: LocalityTree, node: TreeNode, foreign: readonly TreeNode[]): Plan {
+  const tiers: Tier[] = node.depth >= 1 ? ancestorTiers(node, 1) : [];
   // byDepth[d]: the segments of foreign networks whose best match is at depth d.
   const byDepth: Segment[][] = [];
-  for (const net of tree.root.orderedChildren()) {
-    if (net === own) continue;
-    const m = descend(net, rest);
-    key += `${m.id},`;
+  for (const m of foreign) {
     let prev: TreeNode | undefined;
     for (let n: TreeNode | undefined = m; n && n.depth >= 1; n = n.parent) {
       if (n.count > (prev?.count ?? 0)) (byDepth[n.depth] ??= []).push(prev ? { node: n, exclude: prev } : { node: n });
@@ -156,7 +182,14 @@ function networkFirstPlan(tree: LocalityTree, path: readonly string[]): Plan {
     const segs = byDepth[d];
     if (segs) tiers.push(segs);
   }
-  return { key, tiers };
+  return { key: networkFirstKey(node, foreign), tiers };
+}
+
+/** The nodes a network-first plan is made of: the client's own network's match, then each other's. */
+function networkFirstKey(node: TreeNode, foreign: readonly TreeNode[]): string {
+  let key = node.depth >= 1 ? `n${node.id}|` : 'n|';
+  for (const m of foreign) key += `${m.id},`;
+  return key;
 }
 
 function descend(from: TreeNode, path: readonly string[]): TreeNode {

@@ -20,7 +20,7 @@ import {
 import { encodeEnvoyCluster, envoyClusterShape } from './envoy-cluster.js';
 import { parseIncarnatedName, type Incarnations } from './incarnations.js';
 import { makeResource, type Resource } from './resource.js';
-import { proxylessShareGroup, type ResourceType } from './resource-type.js';
+import { proxylessShareGroup, type ResourceType, type Warms } from './resource-type.js';
 import { escapeSegment, LEDS_PREFIX } from './endpoint/leds-names.js';
 import { CLUSTER_TYPE, ENDPOINT_TYPE, LEDS_TYPE } from './type-urls.js';
 
@@ -59,10 +59,12 @@ export function clusterType(
     pushRank: 0,
     names: () => mesh.list().map((s) => s.name),
     // A hostname service's clusters carry the client's CLA: left to the placement.
-    shareGroup(name, client) {
-      if (parseDnsChildName(name)) return undefined;
-      const service = mesh.get(parseIncarnatedName(name).service);
-      return service && claCache && isDnsService(service) ? undefined : proxylessShareGroup(client);
+    shares: {
+      shareGroup(name, client) {
+        if (parseDnsChildName(name)) return undefined;
+        const service = mesh.get(parseIncarnatedName(name).service);
+        return service && claCache && isDnsService(service) ? undefined : proxylessShareGroup(client);
+      },
     },
     resolve(name, client) {
       const child = parseDnsChildName(name);
@@ -109,8 +111,23 @@ export function clusterType(
         const children = state && isDnsService(state) ? dnsChildNames(state) : [];
         return [...incarnations.clusterNames(s), ...children];
       }),
-    // Every cluster (an incarnation's too) reads the service's ClusterLoadAssignment; a new EDS cluster
-    // opens new LEDS watches for the collections it names (Envoy's EdsClusterImpl keeps them per cluster).
+    warming: clusterWarming(mesh, claCache),
+    forget: (service) => {
+      for (const n of incarnations.clusterNames(service)) {
+        held.delete(n);
+        held.delete(`${n}\u0000lrs`);
+      }
+      envoy.delete(service);
+    },
+  };
+}
+
+/**
+ * Every cluster (an incarnation's too) reads the service's ClusterLoadAssignment; a new EDS cluster opens
+ * new LEDS watches for the collections it names (Envoy's EdsClusterImpl keeps them per cluster).
+ */
+function clusterWarming(mesh: Mesh, claCache: ClaCache<Bytes> | undefined): Warms {
+  return {
     warms: (name) => {
       const { service } = parseIncarnatedName(name);
       // A DNS cluster (STRICT_DNS, LOGICAL_DNS, an aggregate) reads no CLA: nothing to wait for.
@@ -120,13 +137,6 @@ export function clusterType(
         { typeUrl: ENDPOINT_TYPE, names: [service] },
         { typeUrl: LEDS_TYPE, prefix: `${LEDS_PREFIX}${escapeSegment(service)}/` },
       ];
-    },
-    forget: (service) => {
-      for (const n of incarnations.clusterNames(service)) {
-        held.delete(n);
-        held.delete(`${n}\u0000lrs`);
-      }
-      envoy.delete(service);
     },
   };
 }

@@ -46,7 +46,7 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
     demandScoped: true,
     pushRank: 2,
     names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames(), VIRTUAL_OUTBOUND_NAME],
-    shareGroup: (_name, client) => proxylessShareGroup(client),
+    shares: { shareGroup: (_name, client) => proxylessShareGroup(client) },
     resolve(name, client) {
       if (kindOf(client) === 'envoy') {
         if (envoyVersion !== mesh.layoutVersion) {
@@ -63,10 +63,12 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
     touchedBy: (services) => layouts.touched(services, seen, [VIRTUAL_OUTBOUND_NAME]),
     // A listener warms until its RouteConfiguration arrives: proxyless, the service's; Envoy, its group's (none for
     // the virtual listener and TCP-only groups).
-    warms: (name, client) => {
-      if (kindOf(client) !== 'envoy') return [{ typeUrl: ROUTE_TYPE, names: [name] }];
-      const group = layouts.get(outboundModeOf(client)).groups.get(name);
-      return group && group.http.length > 0 ? [{ typeUrl: ROUTE_TYPE, names: [routeNameOf(group)] }] : [];
+    warming: {
+      warms: (name, client) => {
+        if (kindOf(client) !== 'envoy') return [{ typeUrl: ROUTE_TYPE, names: [name] }];
+        const group = layouts.get(outboundModeOf(client)).groups.get(name);
+        return group && group.http.length > 0 ? [{ typeUrl: ROUTE_TYPE, names: [routeNameOf(group)] }] : [];
+      },
     },
     forget: (service) => {
       held.delete(service);

@@ -76,19 +76,14 @@ export interface Collections {
 }
 
 /**
- * A resource type: the core, and whichever capabilities it has. A type with a capability has all of its
- * members (`hasCollections` checks the one with three); optional members keep the types' object literals
- * and the tests' fake types as they are.
+ * A resource type: the core, and whichever capabilities it has, each one object that is there whole or
+ * not at all (a type cannot have half of collections). Sessions ask `type.collections`, `type.warming`,
+ * `type.shares`; a type without one leaves it out.
  */
-export type ResourceType = ResourceTypeCore &
-  Partial<DemandScoped> &
-  Partial<SharesResponses> &
-  Partial<Warms> &
-  Partial<Collections>;
-
-/** Does the type serve xDS collections (all three members)? */
-export function hasCollections(type: ResourceType): type is ResourceType & Collections {
-  return type.collection !== undefined && type.isCollection !== undefined && type.collectionChanges !== undefined;
+export interface ResourceType extends ResourceTypeCore, Partial<DemandScoped> {
+  readonly shares?: SharesResponses;
+  readonly warming?: Warms;
+  readonly collections?: Collections;
 }
 
 /** What an updated resource waits for: names of `typeUrl`, and (xDS collections) every glob under `prefix`. */

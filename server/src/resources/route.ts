@@ -43,7 +43,7 @@ export function routeType(mesh: Mesh, incarnations: Incarnations, layouts = new 
     fullStateInSotw: false,
     pushRank: 3,
     names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames()],
-    shareGroup: (_name, client) => proxylessShareGroup(client),
+    shares: { shareGroup: (_name, client) => proxylessShareGroup(client) },
     resolve(name, client) {
       if (kindOf(client) === 'envoy') {
         if (envoyVersion !== mesh.layoutVersion) {

@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { ServerClaCache } from '../resources/endpoint/endpoint.js';
 import type { CanopyConfig } from '../domain/spec.js';
+import type { ConfigSource } from '../config/config-source.js';
 import type { StartApplied, StartConfig } from '../config/config-start.js';
 import type { MeshFeed, MeshView } from '../store/mesh-feed.js';
 import type { Store } from '../store/store.js';
@@ -84,5 +85,7 @@ export interface Canopy {
   readonly claCache: ServerClaCache;
   /** How the config file met the store at start. */
   readonly started: StartApplied;
+  /** The config file's one owner: what the store keeps over it (the note `canopy serve` prints). */
+  readonly configSource: Pick<ConfigSource, 'overrides'>;
   stop(): Promise<void>;
 }

@@ -13,7 +13,7 @@
  * Envoy's WatchMap::watchesInterestedIn matches a member to a glob by the
  * whole URN, context parameters included.
  */
-import type { CollectionSnapshot, Collections, ResourceType } from '../resources/resource-type.js';
+import type { CollectionSnapshot, Collections } from '../resources/resource-type.js';
 import { versionText } from '../resources/resource.js';
 import type { DeltaResource } from '../wire/envelope.js';
 import type { ResourceState } from './client-status.js';
@@ -38,8 +38,8 @@ export function splitContext(name: string): { readonly base: string; readonly co
 }
 
 /** Whether a name is a glob of this type, context parameters or not. */
-export function isGlob(type: ResourceType, name: string): boolean {
-  return type.isCollection?.(splitContext(name).base) === true;
+export function isGlob(collections: Collections, name: string): boolean {
+  return collections.isCollection(splitContext(name).base);
 }
 
 /** The same step for a glob with context parameters: every member and removal named with them. */
@@ -166,7 +166,7 @@ export class GlobResponse {
   private shareable = true;
 
   constructor(
-    private readonly type: ResourceType & Collections,
+    private readonly type: Collections,
     private readonly held: HeldGlobs,
   ) {}
 

@@ -24,7 +24,7 @@
  *   lost subscription change would never be repeated).
  */
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
-import { hasCollections, type ResourceType } from '../resources/resource-type.js';
+import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
 import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
@@ -93,7 +93,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (!state) {
       state = newState();
       const type = this.types.get(typeUrl);
-      if (type && hasCollections(type)) state.globs = new HeldGlobs();
+      if (type?.collections) state.globs = new HeldGlobs();
       for (const [name, version] of Object.entries(req.initialVersions)) state.held.set(name, version);
       this.subscriptions.set(typeUrl, state);
       outcome = { kind: 'initial', typeUrl };
@@ -194,7 +194,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (unsubscribe.includes('*')) state.wildcard = false;
     // Lazy xDS: on-demand names are in use while subscribed; an unsubscribed one starts its unused timeout.
     const demand = this.types.get(typeUrl)?.demandScoped ? this.placement.demand : undefined;
-    const collections = this.types.get(typeUrl);
+    const collections = this.types.get(typeUrl)?.collections;
     let grew = false;
     for (const n of named) {
       if (!first) {
@@ -207,7 +207,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       }
       if (state.names.has(n)) continue;
       state.names.add(n);
-      if (collections?.isCollection && isGlob(collections, n)) state.globs?.subscribe(n);
+      if (collections && isGlob(collections, n)) state.globs?.subscribe(n);
       if (demand) {
         grew ||= !demand.has(n, Date.now());
         demand.use([n]);
@@ -243,7 +243,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const versions = new Map<string, string | null>();
     const lazy = type?.demandScoped ? this.placement.demand : undefined;
     const now = Date.now();
-    const globs = type && state.globs && hasCollections(type) ? new GlobResponse(type, state.globs) : undefined;
+    const globs = type?.collections && state.globs ? new GlobResponse(type.collections, state.globs) : undefined;
     globs?.collect();
     // Globs were brought up to date above; with nothing but globs subscribed there is nothing else to look at.
     const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;
@@ -277,7 +277,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     }
     const count = resources.length + (steps?.count ?? 0);
     if (count === 0 && removed.length === 0 && !steps && !mustAnswer) return undefined;
-    if (type?.warms)
+    if (type?.warming)
       this.warmAfter(
         typeUrl,
         resources.map((r) => r.name),

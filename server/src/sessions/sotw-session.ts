@@ -289,7 +289,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     const changed: string[] = [];
     for (const r of resources) if (state.sent.get(r.name) !== r.hash) changed.push(r.name);
-    if (type?.warms) this.warmAfter(typeUrl, changed);
+    if (type?.warming) this.warmAfter(typeUrl, changed);
     state.sent = hashesOf(current);
     state.versionSent = version;
     state.nonceSent = String(++this.nonces);

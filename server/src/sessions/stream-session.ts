@@ -91,11 +91,11 @@ export abstract class StreamSession<State extends SubscriptionState> {
    * the name), so only the server can end the wait.
    */
   protected warmAfter(typeUrl: string, names: readonly string[]): void {
-    const warms = this.types.get(typeUrl)?.warms;
-    if (!warms || names.length === 0) return;
+    const warming = this.types.get(typeUrl)?.warming;
+    if (!warming || names.length === 0) return;
     const byType = new Map<string, { names: string[]; prefixes: string[] }>();
     for (const name of names) {
-      for (const t of warms(name, this.placement)) {
+      for (const t of warming.warms(name, this.placement)) {
         if (!this.subscriptions.has(t.typeUrl)) {
           this.owe(t.typeUrl, t.names);
           continue;
@@ -164,10 +164,10 @@ export abstract class StreamSession<State extends SubscriptionState> {
     let key = this.protocol;
     for (const [typeUrl, state] of this.subscriptions) {
       const type = this.types.get(typeUrl);
-      if (!type?.shareGroup || state.wildcard || state.names.size > MAX_GROUPED_NAMES) return this.placementKey();
+      if (!type?.shares || state.wildcard || state.names.size > MAX_GROUPED_NAMES) return this.placementKey();
       key += `\n${typeUrl}`;
       for (const name of state.names) {
-        const group = type.shareGroup(name, this.placement);
+        const group = type.shares.shareGroup(name, this.placement);
         if (group === undefined) return this.placementKey();
         key += `\n${name}\n${group}`;
       }

@@ -8,7 +8,7 @@
  */
 import { parseIncarnatedName } from '../resources/incarnations.js';
 import { parseLedsName } from '../resources/endpoint/leds-names.js';
-import type { ResourceType, ResourceTypes } from '../resources/resource-type.js';
+import type { Collections, ResourceType, ResourceTypes } from '../resources/resource-type.js';
 import { CLUSTER_TYPE, LEDS_TYPE } from '../resources/type-urls.js';
 import type { ReadGrant } from './read-access.js';
 
@@ -40,7 +40,6 @@ function readableType(type: ResourceType, grant: ReadGrant): ResourceType {
     const service = serviceOfName(type.typeUrl, name);
     return service !== undefined && grant.service(service);
   };
-  const { collection, isCollection, collectionChanges } = type;
   return {
     typeUrl: type.typeUrl,
     shortName: type.shortName,
@@ -51,8 +50,15 @@ function readableType(type: ResourceType, grant: ReadGrant): ResourceType {
     resolve: (name, client) => (readable(name) ? type.resolve(name, client) : undefined),
     touchedBy: (services) => type.touchedBy(services),
     forget: (service) => type.forget(service),
-    ...(collection ? { collection: (glob: string) => (readable(glob) ? collection.call(type, glob) : undefined) } : {}),
-    ...(isCollection ? { isCollection: (name: string) => isCollection.call(type, name) } : {}),
-    ...(collectionChanges ? { collectionChanges: (since: number) => collectionChanges.call(type, since) } : {}),
+    ...(type.collections ? { collections: readableCollections(type.collections, readable) } : {}),
+  };
+}
+
+/** A collection the grant does not cover has no snapshot; which names are globs, and what changed, stay as they are. */
+function readableCollections(collections: Collections, readable: (name: string) => boolean): Collections {
+  return {
+    collection: (glob) => (readable(glob) ? collections.collection(glob) : undefined),
+    isCollection: (name) => collections.isCollection(name),
+    collectionChanges: (since) => collections.collectionChanges(since),
   };
 }

@@ -27,7 +27,7 @@ export function oneEdsRegistry(body: (region: string) => Uint8Array, shareGroup 
       fullStateInSotw: false,
       pushRank: 1,
       names: () => ['svc'],
-      ...(shareGroup ? { shareGroup: (_name: string, client: Placement) => client.locality.region } : {}),
+      ...(shareGroup ? { shares: { shareGroup: (_name: string, client: Placement) => client.locality.region } } : {}),
       resolve: (name: string, client: Placement) => makeResource(name, ENDPOINT_TYPE, body(client.locality.region)),
       touchedBy: (services) => services,
       forget: () => {},

@@ -46,15 +46,17 @@ export function endpointType(mesh: Mesh, claCache: ServerClaCache, leds?: LedsCl
     fullStateInSotw: false,
     pushRank: 1,
     names: () => mesh.list().map((s) => s.name),
-    shareGroup(name, client) {
-      if (isLocalClusterRequest(name, client)) return undefined;
-      const service = mesh.get(name);
-      if (!service) return 'none';
-      if (client.leds === true && !service.load && leds) return undefined;
-      // An Envoy's bytes differ from the shared ones while some endpoint is not routable (resolve): then by placement.
-      const kind = kindOf(client);
-      if (kind === 'envoy' && hasUnroutable(service)) return undefined;
-      return `${kind}\n${claCache.keyFor(service, client)}`;
+    shares: {
+      shareGroup(name, client) {
+        if (isLocalClusterRequest(name, client)) return undefined;
+        const service = mesh.get(name);
+        if (!service) return 'none';
+        if (client.leds === true && !service.load && leds) return undefined;
+        // An Envoy's bytes differ from the shared ones while some endpoint is not routable (resolve): then by placement.
+        const kind = kindOf(client);
+        if (kind === 'envoy' && hasUnroutable(service)) return undefined;
+        return `${kind}\n${claCache.keyFor(service, client)}`;
+      },
     },
     resolve(name, client) {
       // An Envoy's local cluster for zone-aware routing (local-cluster.ts).

@@ -82,10 +82,11 @@ export class CountedClaCache {
       held.byKey.clear();
       held.generation = state.generation;
     }
-    const key = held.structure.keyFor(client);
+    const plan = held.structure.planFor(client);
+    const key = plan.key;
     let r = held.byKey.get(key);
     if (!r) {
-      const bytes = encodeCountedCla(state, held.structure.piecesFor(client));
+      const bytes = encodeCountedCla(state, plan.pieces());
       held.byKey.set(key, (r = makeResource(state.name, ENDPOINT_TYPE, bytes)));
     }
     return r;

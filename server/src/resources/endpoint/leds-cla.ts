@@ -92,14 +92,15 @@ export class LedsClaCache {
       held.byKey.clear();
       held.version = held.structure.version;
     }
-    const key = held.structure.keyFor(client);
+    const plan = held.structure.planFor(client);
+    const key = plan.key;
     const hit = held.byKey.get(key);
     if (hit) {
       this.hits++;
       return hit;
     }
     this.misses++;
-    const pieces = held.structure.piecesFor(client);
+    const pieces = plan.pieces();
     const r = makeResource(state.name, ENDPOINT_TYPE, this.encode(state, pieces));
     held.byKey.set(key, r);
     return r;

@@ -12,23 +12,21 @@ import { isCollectionName } from './leds-names.js';
 import type { ResourceType } from '../resource-type.js';
 import { LEDS_TYPE } from '../type-urls.js';
 
-export function ledsType(
-  mesh: Mesh,
-  collections = new LedsCollections(mesh),
-): ResourceType & { readonly collections: LedsCollections } {
+export function ledsType(mesh: Mesh, collections = new LedsCollections(mesh)): ResourceType {
   return {
     typeUrl: LEDS_TYPE,
     shortName: 'LEDS',
     fullStateInSotw: false,
     // Right after the CLAs that name the collections, before listeners and routes.
     pushRank: 1.5,
-    collections,
     // No wildcard: members are reached through their collections.
     names: () => [],
     resolve: (name) => collections.member(name),
-    collection: (glob) => collections.collection(glob),
-    collectionChanges: (since) => collections.changes(since),
-    isCollection: isCollectionName,
+    collections: {
+      collection: (glob) => collections.collection(glob),
+      collectionChanges: (since) => collections.changes(since),
+      isCollection: isCollectionName,
+    },
     touchedBy: (services) => collections.touchedBy(services),
     forget: (service) => collections.forget(service),
   };
