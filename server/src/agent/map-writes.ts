@@ -42,16 +42,18 @@ export function writeBatch(
   vs: number,
 ): number {
   if (count === 0) return 0;
-  try {
-    if (!batchUpdates) throw Object.assign(new Error('batch updates off'), { code: 'ENOTSUPP' });
-    bpf.mapUpdateBatch(fd, keys, values, count, BPF_ANY);
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code !== 'EINVAL' && code !== 'ENOTSUPP' && code !== 'ENOTSUP') throw err;
-    // A kernel without batch ops for this map type: one write per entry.
-    for (let i = 0; i < count; i++) {
-      bpf.mapUpdate(fd, keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs), BPF_ANY);
+  if (batchUpdates) {
+    try {
+      bpf.mapUpdateBatch(fd, keys, values, count, BPF_ANY);
+      return count;
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code !== 'EINVAL' && code !== 'ENOTSUPP' && code !== 'ENOTSUP') throw err;
     }
+  }
+  // Batch updates off, or a kernel without batch ops for this map type: one write per entry.
+  for (let i = 0; i < count; i++) {
+    bpf.mapUpdate(fd, keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs), BPF_ANY);
   }
   return count;
 }
