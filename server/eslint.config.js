@@ -44,9 +44,12 @@ export default tseslint.config(
   },
   { files: ['server/src/**/*.ts'], rules: { 'no-restricted-imports': layer('server/src', []) } },
   {
-    // Functions that fit on a screen (STYLE.md): blank lines and comments not counted.
+    // Functions that fit on a screen and files of one concern (STYLE.md): blank lines and comments not counted.
     files: ['server/src/**/*.ts'],
-    rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }] },
+    rules: {
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
+      'max-lines': ['error', { max: 400, skipBlankLines: true, skipComments: true }],
+    },
   },
   {
     // One coded error base (domain/errors.ts): a bare Error has no stable code for logs, scripts or the docs' tables.
@@ -68,23 +71,8 @@ export default tseslint.config(
     rules: { 'no-restricted-syntax': 'off' },
   },
   {
-    // The command line is being rewritten onto one grammar (one parser, the twin files merged); its functions
-    // are sized by that rewrite, not split here first.
-    files: ['server/src/cli/**/*.ts'],
-    rules: { 'max-lines-per-function': 'off' },
-  },
-  {
-    // Functions still over 80 lines, each to be split in its own change: editLayout (layout-edit.ts),
-    // plan (planner.ts), planLoad (load-plan.ts), readServiceEntry (istio-service-entry.ts), respondType
-    // (delta-session.ts), runDemo (run-demo.ts). New ones are refused.
-    files: [
-      'server/src/agent/layout-edit.ts',
-      'server/src/demo/run-demo.ts',
-      'server/src/agent/planner.ts',
-      'server/src/domain/load/load-plan.ts',
-      'server/src/policy/istio-service-entry.ts',
-      'server/src/sessions/delta-session.ts',
-    ],
+    // runDemo (run-demo.ts) is still over 80 lines: the demo is being rewritten, and sized by that rewrite.
+    files: ['server/src/demo/run-demo.ts'],
     rules: { 'max-lines-per-function': ['error', { max: 180, skipBlankLines: true, skipComments: true }] },
   },
 
