@@ -4,6 +4,7 @@
  * with the rest. Addresses and ports in network order, the rest host order.
  */
 import os from 'node:os';
+import { CodedError } from '../domain/errors.js';
 
 export const SVC_SPILL = 2;
 export const SPILL_TARGETS = 16;
@@ -84,7 +85,8 @@ export function readCountKey(b: Buffer): { target: SpillService & SpillNode; cli
 
 /** A canopy_spill value: targets (at most SPILL_TARGETS) with cumulative weights. */
 export function spillValue(targets: readonly (SpillNode & { readonly weight: number })[]): Buffer {
-  if (targets.length > SPILL_TARGETS) throw new RangeError(`${targets.length} spill targets, at most ${SPILL_TARGETS}`);
+  if (targets.length > SPILL_TARGETS)
+    throw new CodedError('CANOPY_BROKEN_INVARIANT', `${targets.length} spill targets, at most ${SPILL_TARGETS}`);
   const L = SPILL_LAYOUT;
   const b = Buffer.alloc(L.canopy_spill.size);
   let cum = 0;

@@ -7,6 +7,7 @@
  * bpf_sock_addr holds them); everything else is the host's order.
  */
 import os from 'node:os';
+import { CodedError } from '../domain/errors.js';
 
 export const MAX_DEPTH = 8;
 export const MAX_SCOPES = 16;
@@ -330,7 +331,8 @@ export function cgroupKey(id: bigint): Buffer {
 export function localityValue(values: ReadonlyMap<number, bigint>): Buffer {
   const b = Buffer.alloc(LAYOUT.canopy_locality.size);
   for (const [slot, v] of values) {
-    if (slot < 0 || slot >= MAX_SCOPES) throw new RangeError(`scope slot ${slot} is outside 0..${MAX_SCOPES - 1}`);
+    if (slot < 0 || slot >= MAX_SCOPES)
+      throw new CodedError('CANOPY_BROKEN_INVARIANT', `scope slot ${slot} is outside 0..${MAX_SCOPES - 1}`);
     u64(b, LAYOUT.canopy_locality.fields.value + slot * 8, v);
   }
   return b;

@@ -22,7 +22,7 @@ import {
 } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { assertCgroupDir, cgroupId, cgroupLevel } from './cgroups.js';
-import { deleteKeys, mapFds, servicesFd, writeBatch, writeInOrder, type Fds } from './map-writes.js';
+import { deleteKeys, mapFds, switchServices, writeFill, writeInOrder, type Fds } from './map-writes.js';
 import { uninstall } from './pins.js';
 import {
   plan,
@@ -228,44 +228,10 @@ export class Datapath {
         undo.push(() => this.writeWorkloads());
         writes += this.writeWorkloads(p.next.scopes);
       }
-      for (const f of p.fills) {
-        // The endpoint slots were free: only the node entries need undoing.
-        undo.push(() => deleteKeys(this.bpf, this.fds.nodes, f.nodes.keys, f.nodes.count, LAYOUT.canopy_node_key.size));
-        writes += this.batch(
-          this.fds.endpoints,
-          f.endpoints.keys,
-          f.endpoints.values,
-          f.endpoints.count,
-          4,
-          LAYOUT.canopy_backend.size,
-        );
-        writes += this.batch(
-          this.fds.nodes,
-          f.nodes.keys,
-          f.nodes.values,
-          f.nodes.count,
-          LAYOUT.canopy_node_key.size,
-          LAYOUT.canopy_node.size,
-        );
-      }
+      for (const f of p.fills) writes += writeFill(this.bpf, this.fds, this.batchUpdates, f, undo);
       // Edited in (layout-edit.ts): slots, then node entries, then the service entry, in order.
       for (const pt of p.patches) writes += writeInOrder(this.bpf, this.fds, this.batchUpdates, pt.writes, undo);
-      // The switch: one write per service.
-      for (const pub of p.publish) {
-        const fd = servicesFd(this.fds, pub.key);
-        this.bpf.mapUpdate(fd, pub.key, pub.value, BPF_ANY);
-        const previous = pub.previous;
-        undo.push(
-          previous ? () => this.bpf.mapUpdate(fd, pub.key, previous, BPF_ANY) : () => this.bpf.mapDelete(fd, pub.key),
-        );
-        writes++;
-      }
-      for (const u of p.unpublish) {
-        const fd = servicesFd(this.fds, u.key);
-        this.bpf.mapDelete(fd, u.key);
-        undo.push(() => this.bpf.mapUpdate(fd, u.key, u.previous, BPF_ANY));
-        writes++;
-      }
+      writes += switchServices(this.bpf, this.fds, p, undo);
     } catch (err) {
       for (const step of undo.reverse()) step();
       throw err;
@@ -376,10 +342,6 @@ export class Datapath {
 
   private writeWorkloads(scopes: ReadonlyMap<string, number> = this.state.scopes): number {
     return writeWorkloads(this.bpf, this.fds, this.workloads, this.workloadLevels, scopes);
-  }
-
-  private batch(fd: number, keys: Buffer, values: Buffer, count: number, ks: number, vs: number): number {
-    return writeBatch(this.bpf, this.batchUpdates, fd, keys, values, count, ks, vs);
   }
 
   private scheduleRetire(retire: readonly Published[], ranges: readonly Range[] = []): void {

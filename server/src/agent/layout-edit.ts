@@ -19,10 +19,11 @@ import {
   shapeOf,
   slotValue,
   u32,
+  type LayoutNode,
   type MapWrite,
   type ServiceLayout,
 } from './layout.js';
-import { membersOf, place } from './placement.js';
+import { membersOf, place, type PlacedNode } from './placement.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 import { weights } from './tree-shape.js';
 
@@ -57,10 +58,70 @@ export function editLayout(
 ): EditedLayout | string {
   if (shapeOf(t, mode, levelScope) !== old.shape) return 'the mode, scopes or family changed';
   const pl = place(t);
-  const v6 = old.v6;
-  const writes: MapWrite[] = [];
-  const retire: Range[] = [];
-  // Keys: IPv4 ip:port; IPv6 the slot of the address (a new address takes a fresh slot).
+  const d: Draft = {
+    old,
+    allocator,
+    writes: [],
+    nodeWrites: [],
+    deletes: [],
+    retire: [],
+    nodes: new Map(old.nodes),
+    nodeDelta: 0,
+    root: old.root,
+  };
+  const keyed = keyBackends(d, t);
+  if (typeof keyed === 'string') return keyed;
+  const owned = ownedOf(pl, keyed.keys, keyed.w);
+  const placed = new Map(pl.nodes.map((p) => [p.id, p]));
+  const perBucket = bucketEdits(old, placed, owned);
+  if (typeof perBucket === 'string') return perBucket;
+  const weighted = old.weighted || weights(t.backends).weighted;
+  const full = addNodes(d, pl.nodes, keyed, nodesFree);
+  if (full) return full;
+  dropGoneNodes(d, placed);
+  const bad = editBuckets(d, perBucket, placed, weighted);
+  if (bad) return bad;
+  const { addresses, addressRanges } = keyed;
+  const layout: ServiceLayout = { ...old, weighted, root: d.root, nodes: d.nodes, owned, addresses, addressRanges };
+  const value = layoutValue(layout);
+  const writes = d.writes;
+  writes.push(...d.nodeWrites);
+  if (!sameBucket(old.root, d.root) || weighted !== old.weighted)
+    writes.push({ map: 'services', key: serviceKey, value, previous: layoutValue(old) });
+  writes.push(...d.deletes);
+  return { layout, writes, retire: d.retire.filter((r) => r.length > 0), nodeDelta: d.nodeDelta, value };
+}
+
+/** What an edit builds up, step by step, before the layout is put together. */
+interface Draft {
+  readonly old: ServiceLayout;
+  readonly allocator: SlotAllocator;
+  /** Slot writes (first, so a count never covers an entry not yet written). */
+  readonly writes: MapWrite[];
+  /** Node entries, new or whose bucket changed (after the slots). */
+  readonly nodeWrites: MapWrite[];
+  /** Node entries of nodes that are gone (last). */
+  readonly deletes: MapWrite[];
+  readonly retire: Range[];
+  readonly nodes: Map<string, LayoutNode>;
+  nodeDelta: number;
+  root: Bucket;
+}
+
+/** The version's backends as keys and weights, and the IPv6 address slots they need. */
+interface KeyedBackends {
+  readonly keys: Float64Array;
+  readonly w: Float64Array;
+  readonly addresses: ReadonlyMap<string, number>;
+  readonly addressRanges: readonly Range[];
+}
+
+/**
+ * Each backend's key and weight. Keys: IPv4 ip:port; IPv6 the slot of the address (a new address takes a fresh
+ * slot, written here).
+ */
+function keyBackends(d: Draft, t: TreeMessage): KeyedBackends | string {
+  const { old, allocator } = d;
   let addresses = old.addresses as Map<string, number>;
   const addressRanges = [...old.addressRanges];
   const keys = new Float64Array(t.backends.length);
@@ -68,7 +129,7 @@ export function editLayout(
   for (let i = 0; i < t.backends.length; i++) {
     const b = t.backends[i]!;
     w[i] = b.weight;
-    if (!v6) {
+    if (!old.v6) {
       keys[i] = b.ipv4 * 65536 + b.port;
       continue;
     }
@@ -84,14 +145,19 @@ export function editLayout(
       addressRanges.push(r);
       const v = Buffer.alloc(VS);
       writeBackend(v, 0, 0, b.port, 0, b.ipv6);
-      writes.push({ map: 'endpoints', key: u32(slot), value: v, previous: null });
+      d.writes.push({ map: 'endpoints', key: u32(slot), value: v, previous: null });
     }
     keys[i] = slot;
   }
-  const owned = ownedOf(pl, keys, w);
+  return { keys, w, addresses, addressRanges };
+}
 
-  // Which buckets change: per owner, the backends that left or came (a changed weight is both).
-  const placed = new Map(pl.nodes.map((p) => [p.id, p]));
+/** Which buckets change: per owner, the backends that left or came (a changed weight is both). */
+function bucketEdits(
+  old: ServiceLayout,
+  placed: ReadonlyMap<string, PlacedNode>,
+  owned: ReadonlyMap<string, number[]>,
+): Map<string, Edits> | string {
   const perBucket = new Map<string, Edits>();
   let changes = 0;
   const note = (owner: string, key: number, weight: number, added: boolean) => {
@@ -124,16 +190,20 @@ export function editLayout(
     }
     if (changes > MAX_EDITS) return `more than ${MAX_EDITS} endpoints changed`;
   }
+  return perBucket;
+}
 
-  const weighted = old.weighted || weights(t.backends).weighted;
-  const nodes = new Map(old.nodes);
-  let nodeDelta = 0;
-  const nodeWrites: MapWrite[] = [];
-  const deletes: MapWrite[] = [];
-  // New nodes: fresh buckets, published by their node entry.
-  for (const p of pl.nodes) {
+/** New nodes: fresh buckets, published by their node entry. */
+function addNodes(
+  d: Draft,
+  placedNodes: readonly PlacedNode[],
+  { keys, w }: KeyedBackends,
+  nodesFree: number,
+): string | undefined {
+  const { old, allocator } = d;
+  for (const p of placedNodes) {
     if (old.nodes.has(p.id)) continue;
-    if (nodeDelta >= nodesFree) return 'node map full';
+    if (d.nodeDelta >= nodesFree) return 'node map full';
     const m = membersOf(p);
     const seg = allocator.allocate(m.length);
     if (!seg) return 'endpoint map full';
@@ -145,91 +215,97 @@ export function editLayout(
     }
     const bucket = freshBucket(seg, bk, bw);
     for (let i = 0; i < bucket.count; i++)
-      writes.push({
+      d.writes.push({
         map: 'endpoints',
         key: u32(slotOf(bucket, i)),
-        value: slotValue(v6, bk[i]!, bucket.fen[i]!),
+        value: slotValue(old.v6, bk[i]!, bucket.fen[i]!),
         previous: null,
       });
     const key = nodeKey(old.tree, p.level, p.hash);
-    nodeWrites.push({ map: 'nodes', key, value: nodeValue(bucketValue(bucket), p.index), previous: null });
-    nodes.set(p.id, { id: p.id, key, parent: p.parent, index: p.index, bucket });
-    nodeDelta++;
+    d.nodeWrites.push({ map: 'nodes', key, value: nodeValue(bucketValue(bucket), p.index), previous: null });
+    d.nodes.set(p.id, { id: p.id, key, parent: p.parent, index: p.index, bucket });
+    d.nodeDelta++;
   }
-  // Nodes that are gone: deleted (connects fall back to the parent), their slots freed later.
-  for (const [id, n] of old.nodes) {
+  return undefined;
+}
+
+/** Nodes that are gone: deleted (connects fall back to the parent), their slots freed later. */
+function dropGoneNodes(d: Draft, placed: ReadonlyMap<string, PlacedNode>): void {
+  for (const [id, n] of d.old.nodes) {
     if (placed.has(id)) continue;
-    deletes.push({ map: 'nodes', key: n.key, value: null, previous: nodeValue(bucketValue(n.bucket), n.index) });
-    retire.push(n.bucket.seg1, ...(n.bucket.seg2 ? [n.bucket.seg2] : []));
-    nodes.delete(id);
-    nodeDelta--;
+    d.deletes.push({ map: 'nodes', key: n.key, value: null, previous: nodeValue(bucketValue(n.bucket), n.index) });
+    d.retire.push(n.bucket.seg1, ...(n.bucket.seg2 ? [n.bucket.seg2] : []));
+    d.nodes.delete(id);
+    d.nodeDelta--;
   }
-  // Buckets on the changed endpoints' paths.
-  let root = old.root;
+}
+
+/** The buckets on the changed endpoints' paths, edited in place: their changed slots and node entries. */
+function editBuckets(
+  d: Draft,
+  perBucket: ReadonlyMap<string, Edits>,
+  placed: ReadonlyMap<string, PlacedNode>,
+  weighted: boolean,
+): string | undefined {
+  const { old } = d;
   for (const [id, edits] of perBucket) {
     const was = id === '' ? old.root : old.nodes.get(id)?.bucket;
     if (!was || (id !== '' && !placed.has(id))) continue; // new (filled whole) or gone
-    const rm: [number, number][] = [];
-    const add: [number, number][] = [];
-    const re: [number, number, number][] = [];
-    for (const [key, e] of edits) {
-      e.rm.sort((a, b) => a - b);
-      e.add.sort((a, b) => a - b);
-      // The same backend left and came: nothing here (a move under this node), or a new weight.
-      while (e.rm.length > 0 && e.add.length > 0) {
-        const from = e.rm.pop()!;
-        const to = e.add.pop()!;
-        if (from !== to) re.push([key, from, to]);
-      }
-      for (const x of e.rm) rm.push([key, x]);
-      for (const x of e.add) add.push([key, x]);
-    }
+    const { rm, add, re } = pairEdits(edits);
     if (rm.length + add.length + re.length === 0) continue;
     const b = editable(was);
-    const bad = edit(b, weighted, rm, add, re, allocator);
+    const bad = edit(b, weighted, rm, add, re, d.allocator);
     if (bad) return bad;
     for (const i of b.dirty) {
       if (i >= b.count) continue;
       const visible = !b.moved && i < was.count && slotOf(was, i) === slotOf(b, i);
-      writes.push({
+      d.writes.push({
         map: 'endpoints',
         key: u32(slotOf(b, i)),
-        value: slotValue(v6, b.keys[i]!, b.fen[i]!),
-        previous: visible ? slotValue(v6, was.keys[i]!, was.fen[i]!) : null,
+        value: slotValue(old.v6, b.keys[i]!, b.fen[i]!),
+        previous: visible ? slotValue(old.v6, was.keys[i]!, was.fen[i]!) : null,
       });
     }
-    retire.push(...b.dropped);
+    d.retire.push(...b.dropped);
     b.dirty = new Set();
     b.dropped = [];
     if (id === '') {
-      root = b;
+      d.root = b;
       continue;
     }
     const n = old.nodes.get(id)!;
-    nodes.set(id, { ...n, bucket: b });
+    d.nodes.set(id, { ...n, bucket: b });
     if (!sameBucket(was, b))
-      nodeWrites.push({
+      d.nodeWrites.push({
         map: 'nodes',
         key: n.key,
         value: nodeValue(bucketValue(b), n.index),
         previous: nodeValue(bucketValue(was), n.index),
       });
   }
-  const layout: ServiceLayout = {
-    ...old,
-    weighted,
-    root,
-    nodes,
-    owned,
-    addresses,
-    addressRanges,
-  };
-  const value = layoutValue(layout);
-  writes.push(...nodeWrites);
-  if (!sameBucket(old.root, root) || weighted !== old.weighted)
-    writes.push({ map: 'services', key: serviceKey, value, previous: layoutValue(old) });
-  writes.push(...deletes);
-  return { layout, writes, retire: retire.filter((r) => r.length > 0), nodeDelta, value };
+  return undefined;
+}
+
+/**
+ * One bucket's edits as removals, additions and re-weights: the same backend that left and came is nothing here
+ * (a move under this node) or a new weight.
+ */
+function pairEdits(edits: Edits): { rm: [number, number][]; add: [number, number][]; re: [number, number, number][] } {
+  const rm: [number, number][] = [];
+  const add: [number, number][] = [];
+  const re: [number, number, number][] = [];
+  for (const [key, e] of edits) {
+    e.rm.sort((a, b) => a - b);
+    e.add.sort((a, b) => a - b);
+    while (e.rm.length > 0 && e.add.length > 0) {
+      const from = e.rm.pop()!;
+      const to = e.add.pop()!;
+      if (from !== to) re.push([key, from, to]);
+    }
+    for (const x of e.rm) rm.push([key, x]);
+    for (const x of e.add) add.push([key, x]);
+  }
+  return { rm, add, re };
 }
 
 function editOf(per: Map<string, Edits>, id: string, key: number): { rm: number[]; add: number[] } {

@@ -1,10 +1,12 @@
 /**
  * The agent's maps by role, and the write primitives apply() and retirement
- * share: batch updates with a per-entry fallback, and key-by-key deletes.
+ * share: batch updates with a per-entry fallback, and key-by-key deletes; and
+ * the kernel side of an apply's steps: a fill and the switch of service entries.
  */
 import { LAYOUT, MAP } from './abi.js';
 import { BPF_ANY, type BpfAddon } from './bpf.js';
 import type { MapWrite } from './layout.js';
+import type { Fill, Plan } from './planner.js';
 
 export type Fds = Record<keyof typeof MAP, number>;
 
@@ -40,16 +42,18 @@ export function writeBatch(
   vs: number,
 ): number {
   if (count === 0) return 0;
-  try {
-    if (!batchUpdates) throw Object.assign(new Error('batch updates off'), { code: 'ENOTSUPP' });
-    bpf.mapUpdateBatch(fd, keys, values, count, BPF_ANY);
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code !== 'EINVAL' && code !== 'ENOTSUPP' && code !== 'ENOTSUP') throw err;
-    // A kernel without batch ops for this map type: one write per entry.
-    for (let i = 0; i < count; i++) {
-      bpf.mapUpdate(fd, keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs), BPF_ANY);
+  if (batchUpdates) {
+    try {
+      bpf.mapUpdateBatch(fd, keys, values, count, BPF_ANY);
+      return count;
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code !== 'EINVAL' && code !== 'ENOTSUPP' && code !== 'ENOTSUP') throw err;
     }
+  }
+  // Batch updates off, or a kernel without batch ops for this map type: one write per entry.
+  for (let i = 0; i < count; i++) {
+    bpf.mapUpdate(fd, keys.subarray(i * ks, (i + 1) * ks), values.subarray(i * vs, (i + 1) * vs), BPF_ANY);
   }
   return count;
 }
@@ -101,4 +105,40 @@ export function writeInOrder(
     i++;
   }
   return ws.length;
+}
+
+/** One service laid out afresh: its endpoint slots and node entries, in batches. Returns the map writes made. */
+export function writeFill(bpf: BpfAddon, fds: Fds, batchUpdates: boolean, f: Fill, undo: (() => void)[]): number {
+  // The endpoint slots were free: only the node entries need undoing.
+  undo.push(() => deleteKeys(bpf, fds.nodes, f.nodes.keys, f.nodes.count, LAYOUT.canopy_node_key.size));
+  const { endpoints: e, nodes: n } = f;
+  return (
+    writeBatch(bpf, batchUpdates, fds.endpoints, e.keys, e.values, e.count, 4, LAYOUT.canopy_backend.size) +
+    writeBatch(
+      bpf,
+      batchUpdates,
+      fds.nodes,
+      n.keys,
+      n.values,
+      n.count,
+      LAYOUT.canopy_node_key.size,
+      LAYOUT.canopy_node.size,
+    )
+  );
+}
+
+/** The switch: one service entry written per published service, one deleted per removed one. */
+export function switchServices(bpf: BpfAddon, fds: Fds, p: Plan, undo: (() => void)[]): number {
+  for (const pub of p.publish) {
+    const fd = servicesFd(fds, pub.key);
+    bpf.mapUpdate(fd, pub.key, pub.value, BPF_ANY);
+    const previous = pub.previous;
+    undo.push(previous ? () => bpf.mapUpdate(fd, pub.key, previous, BPF_ANY) : () => bpf.mapDelete(fd, pub.key));
+  }
+  for (const u of p.unpublish) {
+    const fd = servicesFd(fds, u.key);
+    bpf.mapDelete(fd, u.key);
+    undo.push(() => bpf.mapUpdate(fd, u.key, u.previous, BPF_ANY));
+  }
+  return p.publish.length + p.unpublish.length;
 }

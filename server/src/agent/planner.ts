@@ -144,149 +144,192 @@ export function keyString(k: SvcKey): string {
  * modified.
  */
 export function plan(state: AgentState, trees: readonly IncomingTree[], keep: ReadonlySet<string> = new Set()): Plan {
-  const rejected: Rejected[] = [];
-  const reject = (t: TreeMessage, detail: string, capacity = false) =>
-    rejected.push({ service: t.service, detail: `service ${t.service}: ${detail}`, ...(capacity ? { capacity } : {}) });
-
+  const d: Planning = {
+    state,
+    rejected: [],
+    services: new Map(state.services),
+    unpublish: [],
+    retire: [],
+    allocator: state.allocator.clone(),
+    scopes: new Map(state.scopes),
+    newScopes: [],
+    nextTree: state.nextTree,
+    nodesHeld: state.nodesHeld,
+    fills: [],
+    patches: [],
+    publish: [],
+    unchanged: 0,
+  };
   // 1. What each tree asks for, checked on its own.
+  const { accepted, claimed } = acceptTrees(d, trees);
+  // 2. Removals: held services no tree claims, unless rejected or kept.
+  planRemovals(d, claimed, new Set([...keep, ...d.rejected.map((r) => r.service)]));
+  // 3. Each accepted tree: scope slots, room, then its edits or its fill.
+  for (const it of accepted) planTree(d, it);
+  // 4. A dynamic scope no service uses any more gives its slot back.
+  const inUse = new Set([...d.services.values()].flatMap((s) => s.slots));
+  for (const [scope, slot] of d.scopes) if (!inUse.has(slot)) d.scopes.delete(scope);
+
+  const { services, allocator, nextTree, scopes, nodesHeld } = d;
+  return {
+    newScopes: d.newScopes,
+    fills: d.fills,
+    patches: d.patches,
+    publish: d.publish,
+    unpublish: d.unpublish,
+    retire: d.retire,
+    rejected: d.rejected,
+    unchanged: d.unchanged,
+    next: { services, allocator, nextTree, scopes, nodesHeld, limits: state.limits },
+  };
+}
+
+/** A plan as it is built: what it does so far and the state it leads to. `state` is the one planned from. */
+interface Planning {
+  readonly state: AgentState;
+  readonly rejected: Rejected[];
+  readonly services: Map<string, Published>;
+  readonly unpublish: { service: string; key: Buffer; previous: Buffer }[];
+  readonly retire: Published[];
+  allocator: SlotAllocator;
+  readonly scopes: Map<string, number>;
+  readonly newScopes: { scope: string; slot: number }[];
+  nextTree: number;
+  nodesHeld: number;
+  readonly fills: Fill[];
+  readonly patches: Patch[];
+  readonly publish: { service: string; key: Buffer; value: Buffer; previous?: Buffer }[];
+  unchanged: number;
+}
+
+function reject(d: Planning, t: TreeMessage, detail: string, capacity = false): void {
+  d.rejected.push({ service: t.service, detail: `service ${t.service}: ${detail}`, ...(capacity ? { capacity } : {}) });
+}
+
+/** The trees that can be loaded, each with a vip:port of its own; the others rejected. */
+function acceptTrees(
+  d: Planning,
+  trees: readonly IncomingTree[],
+): { accepted: IncomingTree[]; claimed: Map<string, string> } {
   const accepted: IncomingTree[] = [];
   const claimed = new Map<string, string>();
   // A service already holding a vip:port goes first, so it keeps it against a newcomer.
-  const holds = (it: IncomingTree) => (state.services.get(keyString(it.tree))?.name === it.tree.service ? 1 : 0);
+  const holds = (it: IncomingTree) => (d.state.services.get(keyString(it.tree))?.name === it.tree.service ? 1 : 0);
   for (const it of [...trees].sort((a, b) => holds(b) - holds(a))) {
     const bad = checkTree(it.tree);
     if (bad !== undefined) {
-      reject(it.tree, bad);
+      reject(d, it.tree, bad);
       continue;
     }
     const ks = keyString(it.tree);
     const other = claimed.get(ks);
     if (other !== undefined) {
-      reject(it.tree, `vip:port is also used by service ${other}`);
+      reject(d, it.tree, `vip:port is also used by service ${other}`);
       continue;
     }
     claimed.set(ks, it.tree.service);
     accepted.push(it);
   }
-  // 2. Removals: held services no tree claims, unless rejected or kept.
-  const keepNames = new Set([...keep, ...rejected.map((r) => r.service)]);
-  const services = new Map(state.services);
-  const unpublish: { service: string; key: Buffer; previous: Buffer }[] = [];
-  const retire: Published[] = [];
-  for (const [ks, held] of state.services) {
+  return { accepted, claimed };
+}
+
+/** Held services no tree claims, unpublished and retired (unless `keepNames` holds them). */
+function planRemovals(d: Planning, claimed: ReadonlyMap<string, string>, keepNames: ReadonlySet<string>): void {
+  for (const [ks, held] of d.state.services) {
     if (claimed.has(ks) || keepNames.has(held.name)) continue;
-    unpublish.push({ service: held.name, key: svcKey(held.key), previous: held.value });
-    retire.push(held);
-    services.delete(ks);
+    d.unpublish.push({ service: held.name, key: svcKey(held.key), previous: held.value });
+    d.retire.push(held);
+    d.services.delete(ks);
   }
+}
 
-  // 3. Each accepted tree: scope slots, room, then its edits or its fill.
-  let allocator = state.allocator.clone();
-  const scopes = new Map(state.scopes);
-  const newScopes: { scope: string; slot: number }[] = [];
-  let nextTree = state.nextTree;
-  let nodesHeld = state.nodesHeld;
-  const fills: Fill[] = [];
-  const patches: Patch[] = [];
-  const publish: { service: string; key: Buffer; value: Buffer; previous?: Buffer }[] = [];
-  let unchanged = 0;
-
-  for (const { tree: t, hash } of accepted) {
-    const ks = keyString(t);
-    const held = services.get(ks);
-    const slots = scopeSlots(t.scopes, scopes, services);
-    if (typeof slots === 'string') {
-      reject(t, slots);
-      continue;
-    }
-    if (held && held.hash === hash && held.name === t.service) {
-      unchanged++;
-      continue;
-    }
-    const { totalWeight } = weights(t.backends);
-    if (totalWeight > 0xffffffff) {
-      reject(t, `endpoint weights add up to ${totalWeight}, more than 2^32 - 1`);
-      continue;
-    }
-    const spill = spillFlag(t, held?.value); // a change of load awareness takes the full path
-    const clash = siblingClash(t);
-    if (clash !== undefined) {
-      reject(t, clash);
-      continue;
-    }
-    const networkFirst = isNetworkFirst(t);
-    const mode = networkFirst ? MODE.networkFirst : MODE[t.mode];
-    const key = svcKey(t);
-    if (held?.layout && held.name === t.service && spill.same) {
-      const a = allocator.clone();
-      const e = editLayout(held.layout, t, mode, slots.levels, a, state.limits.nodes - nodesHeld, key);
-      if (typeof e !== 'string') {
-        allocator = a;
-        nodesHeld += e.nodeDelta;
-        for (const [scope, slot] of slots.added) {
-          scopes.set(scope, slot);
-          newScopes.push({ scope, slot });
-        }
-        patches.push({ service: t.service, writes: e.writes, retire: e.retire });
-        services.set(ks, { ...held, ...held$(e.layout), hash, value: e.value, endpoints: t.backends.length });
-        continue;
-      }
-    }
-    if (!held && services.size >= state.limits.services) {
-      reject(t, `service map full: ${state.limits.services} services at most (--max-services)`);
-      continue;
-    }
-    const nodeCount = t.nodes.length - 1 + (networkFirst ? mergedTree(t).nodes.length : 0);
-    if (nodesHeld + nodeCount > state.limits.nodes) {
-      reject(
-        t,
-        `node map full: ${nodeCount} entries needed, ${state.limits.nodes - nodesHeld} free of ${state.limits.nodes} (--max-nodes; retired trees hold theirs for one grace period)`,
-        true,
-      );
-      continue;
-    }
-    const treeId = nextTree;
-    const f = fullLayout(t, treeId, mode, slots.levels, allocator);
-    if (typeof f === 'string') {
-      reject(t, `${f} (--max-endpoints; retired trees hold theirs for one grace period)`, true);
-      continue;
-    }
-    nextTree = nextTree >= 0xffffffff ? 1 : nextTree + 1;
-    for (const [scope, slot] of slots.added) {
-      scopes.set(scope, slot);
-      newScopes.push({ scope, slot });
-    }
-    nodesHeld += nodeCount;
-    fills.push({ service: t.service, endpoints: f.endpoints, nodes: f.nodes });
-    publish.push({ service: t.service, key, value: f.value, ...(held ? { previous: held.value } : {}) });
-    if (held) retire.push(held);
-    services.set(ks, {
-      endpoints: t.backends.length,
-      name: t.service,
-      key: { vip: t.vip, port: t.port, ...(t.vip6 ? { vip6: t.vip6 } : {}) },
-      tree: treeId,
-      value: f.value,
-      slots: slots.levels,
-      hash,
-      ...held$(f.layout),
-    });
+/** One accepted tree: unchanged, rejected, edited into its buckets, or laid out afresh. */
+function planTree(d: Planning, { tree: t, hash }: IncomingTree): void {
+  const held = d.services.get(keyString(t));
+  const slots = scopeSlots(t.scopes, d.scopes, d.services);
+  if (typeof slots === 'string') return reject(d, t, slots);
+  if (held && held.hash === hash && held.name === t.service) {
+    d.unchanged++;
+    return;
   }
+  const { totalWeight } = weights(t.backends);
+  if (totalWeight > 0xffffffff) return reject(d, t, `endpoint weights add up to ${totalWeight}, more than 2^32 - 1`);
+  const spill = spillFlag(t, held?.value); // a change of load awareness takes the full path
+  const clash = siblingClash(t);
+  if (clash !== undefined) return reject(d, t, clash);
+  const mode = isNetworkFirst(t) ? MODE.networkFirst : MODE[t.mode];
+  if (held?.layout && held.name === t.service && spill.same && planEdit(d, t, hash, held, mode, slots)) return;
+  planFull(d, t, hash, held, mode, slots);
+}
 
-  // 4. A dynamic scope no service uses any more gives its slot back.
-  const inUse = new Set([...services.values()].flatMap((s) => s.slots));
-  for (const [scope, slot] of scopes) if (!inUse.has(slot)) scopes.delete(scope);
+type ScopeSlots = { levels: number[]; added: Map<string, number> };
 
-  return {
-    newScopes,
-    fills,
-    patches,
-    publish,
-    unpublish,
-    retire,
-    rejected,
-    unchanged,
-    next: { services, allocator, nextTree, scopes, nodesHeld, limits: state.limits },
-  };
+function takeScopes(d: Planning, slots: ScopeSlots): void {
+  for (const [scope, slot] of slots.added) {
+    d.scopes.set(scope, slot);
+    d.newScopes.push({ scope, slot });
+  }
+}
+
+/** The version edited into the buckets the service holds; false if it must be laid out afresh. */
+function planEdit(
+  d: Planning,
+  t: TreeMessage,
+  hash: string,
+  held: Published,
+  mode: number,
+  slots: ScopeSlots,
+): boolean {
+  const a = d.allocator.clone();
+  const free = d.state.limits.nodes - d.nodesHeld;
+  const e = editLayout(held.layout!, t, mode, slots.levels, a, free, svcKey(t));
+  if (typeof e === 'string') return false;
+  d.allocator = a;
+  d.nodesHeld += e.nodeDelta;
+  takeScopes(d, slots);
+  d.patches.push({ service: t.service, writes: e.writes, retire: e.retire });
+  d.services.set(keyString(t), { ...held, ...held$(e.layout), hash, value: e.value, endpoints: t.backends.length });
+  return true;
+}
+
+/** The full way: room checked, a fresh range and tree id filled, published by one service write. */
+function planFull(
+  d: Planning,
+  t: TreeMessage,
+  hash: string,
+  held: Published | undefined,
+  mode: number,
+  slots: ScopeSlots,
+): void {
+  const { limits } = d.state;
+  if (!held && d.services.size >= limits.services)
+    return reject(d, t, `service map full: ${limits.services} services at most (--max-services)`);
+  const nodeCount = t.nodes.length - 1 + (isNetworkFirst(t) ? mergedTree(t).nodes.length : 0);
+  if (d.nodesHeld + nodeCount > limits.nodes) {
+    const free = limits.nodes - d.nodesHeld;
+    const detail = `node map full: ${nodeCount} entries needed, ${free} free of ${limits.nodes} (--max-nodes; retired trees hold theirs for one grace period)`;
+    return reject(d, t, detail, true);
+  }
+  const treeId = d.nextTree;
+  const f = fullLayout(t, treeId, mode, slots.levels, d.allocator);
+  if (typeof f === 'string')
+    return reject(d, t, `${f} (--max-endpoints; retired trees hold theirs for one grace period)`, true);
+  d.nextTree = d.nextTree >= 0xffffffff ? 1 : d.nextTree + 1;
+  takeScopes(d, slots);
+  d.nodesHeld += nodeCount;
+  d.fills.push({ service: t.service, endpoints: f.endpoints, nodes: f.nodes });
+  d.publish.push({ service: t.service, key: svcKey(t), value: f.value, ...(held ? { previous: held.value } : {}) });
+  if (held) d.retire.push(held);
+  d.services.set(keyString(t), {
+    endpoints: t.backends.length,
+    name: t.service,
+    key: { vip: t.vip, port: t.port, ...(t.vip6 ? { vip6: t.vip6 } : {}) },
+    tree: treeId,
+    value: f.value,
+    slots: slots.levels,
+    hash,
+    ...held$(f.layout),
+  });
 }
 
 /** What a Published keeps of its layout. */
@@ -304,7 +347,7 @@ function scopeSlots(
   levels: readonly string[],
   scopes: ReadonlyMap<string, number>,
   services: ReadonlyMap<string, Published>,
-): { levels: number[]; added: Map<string, number> } | string {
+): ScopeSlots | string {
   const added = new Map<string, number>();
   const out: number[] = [];
   for (const [i, scope] of levels.entries()) {

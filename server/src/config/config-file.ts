@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type { ValidationResult } from '../domain/errors.js';
+import { CodedError, type ValidationResult } from '../domain/errors.js';
 import { parseConfig, type CanopyConfig } from '../domain/spec.js';
 import { mayHoldPolicyDocuments } from '../policy/sniff.js';
 import { configFormatOf, parseConfigData } from './config-text.js';
@@ -58,7 +58,8 @@ export function parseConfigTextOffThread(text: string, name = 'config'): Promise
       reject(err);
     });
     worker.once('exit', (code) => {
-      if (!done) reject(new Error(`the config parser thread exited (code ${code}) without a result`));
+      if (!done)
+        reject(new CodedError('CANOPY_PEER_FAILED', `the config parser thread exited (code ${code}) without a result`));
     });
   });
 }

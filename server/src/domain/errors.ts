@@ -39,7 +39,7 @@ export type ErrorCode =
 /**
  * The codes of errors the server, the agent and the command line throw that never cross the admin API as
  * themselves (an admin request that meets one answers CANOPY_INTERNAL, as before). Stable: logs and
- * scripts may match them.
+ * scripts may match them. Documented in docs/operations.md's table.
  */
 export type InternalErrorCode =
   /** A flag or option given at start is not usable (`--store`, `--cgroup`, an admin API off loopback). */
@@ -62,8 +62,10 @@ export type InternalErrorCode =
   | 'CANOPY_BAD_CGROUP'
   /** Something the code relies on did not hold (an encoder's sizes, a slot's state): a bug. */
   | 'CANOPY_BROKEN_INVARIANT'
-  /** A peer (etcd, a replica, a CSDS server, the config parser thread) failed to answer. */
-  | 'CANOPY_PEER_FAILED';
+  /** A peer (etcd, a replica, a CSDS server, the Kubernetes API, the config parser thread) failed to answer. */
+  | 'CANOPY_PEER_FAILED'
+  /** The installed package lacks files it ships with (package.json beside proto/). */
+  | 'CANOPY_INSTALL_INCOMPLETE';
 
 /**
  * The one base of Canopy's errors: a stable `code` and, where input was at fault, the field paths

@@ -18,6 +18,7 @@
  * running process takes effect at the next collection.
  */
 import { setFlagsFromString } from 'node:v8';
+import { CodedError } from '../domain/errors.js';
 
 /** `canopy serve`'s default: the old generation may grow to twice what the last full collection kept. */
 export const DEFAULT_HEAP_GROWTH_PERCENT = 100;
@@ -26,7 +27,10 @@ export const MAX_HEAP_GROWTH_PERCENT = 1000;
 /** 0 gives V8 its own factor back. */
 export function setHeapGrowth(percent: number): void {
   if (!Number.isInteger(percent) || percent < 0 || percent > MAX_HEAP_GROWTH_PERCENT) {
-    throw new RangeError(`heap growth must be an integer from 0 to ${MAX_HEAP_GROWTH_PERCENT}, got ${percent}`);
+    throw new CodedError(
+      'CANOPY_BAD_OPTION',
+      `heap growth must be an integer from 0 to ${MAX_HEAP_GROWTH_PERCENT}, got ${percent}`,
+    );
   }
   setFlagsFromString(`--heap-growing-percent=${percent}`);
 }

@@ -5,6 +5,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CodedError } from '../domain/errors.js';
 
 let root: string | undefined;
 
@@ -15,7 +16,11 @@ export function packageRoot(): string {
   for (;;) {
     if (existsSync(path.join(dir, 'package.json')) && existsSync(path.join(dir, 'proto'))) return (root = dir);
     const up = path.dirname(dir);
-    if (up === dir) throw new Error('canopy: cannot find the package root (package.json beside proto/)');
+    if (up === dir)
+      throw new CodedError(
+        'CANOPY_INSTALL_INCOMPLETE',
+        'canopy: cannot find the package root (package.json beside proto/)',
+      );
     dir = up;
   }
 }

@@ -27,8 +27,8 @@ import { versionOf, versionText, type Resource } from '../resources/resource.js'
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
-import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
-import { GlobResponse, HeldGlobs, isGlob, type GlobStep } from './delta-collections.js';
+import { GlobResponse, HeldGlobs, isGlob } from './delta-collections.js';
+import { forget, newState, recordSent, resourceStatuses, type DeltaTypeState } from './delta-type-state.js';
 import {
   overLimits,
   type OutgoingResponse,
@@ -39,44 +39,6 @@ import {
   type TouchedNames,
 } from './session.js';
 import { StreamSession, type TypeVersions } from './stream-session.js';
-
-/** Responses not yet acknowledged that an ACK may still name, per type (older ones are forgotten). */
-const MAX_OUTSTANDING = 16;
-
-interface SentResponse {
-  readonly systemVersion: string;
-  /** name → version sent, or null for a name sent as removed. */
-  readonly versions: ReadonlyMap<string, string | null>;
-  /** The collection steps sent (each glob with the snapshot it brought the client to). */
-  readonly globs?: readonly GlobStep[];
-}
-
-interface DeltaTypeState {
-  wildcard: boolean;
-  names: Set<string>;
-  /** name → version the client holds: what it was sent, or what it said it held on reconnect. */
-  held: Map<string, string>;
-  /** Subscribed names reported as not existing; reported again only after they existed. */
-  absent: Set<string>;
-  /** name → version the client acknowledged. */
-  acked: Map<string, string>;
-  /**
-   * name → the response that sent the version held (CSDS last_updated); names
-   * the first response sent and that never changed since have `firstSent`, so
-   * a stream keeps entries only for what changed after it.
-   */
-  sentIn: Map<string, SentStamp>;
-  firstSent?: SentStamp;
-  /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
-  nacked: Set<string>;
-  outstanding: Map<string, SentResponse>;
-  systemVersionSent: string;
-  nonceSent: string;
-  systemVersionAcked: string;
-  lastNack?: NackRecord;
-  /** The collections held, for a type that has them. */
-  globs?: HeldGlobs;
-}
 
 export class DeltaSession extends StreamSession<DeltaTypeState> implements Session<DeltaDiscoveryRequest> {
   receive(req: DeltaDiscoveryRequest): Received {
@@ -237,35 +199,10 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     shared?: SharedResponses,
   ): OutgoingResponse | undefined {
     const type = this.types.get(typeUrl);
-    const current = new Map<string, Resource>();
-    const resources: DeltaResource[] = [];
-    const removed: string[] = [];
-    const versions = new Map<string, string | null>();
-    const lazy = type?.demandScoped ? this.placement.demand : undefined;
     const now = Date.now();
     const globs = type?.collections && state.globs ? new GlobResponse(type.collections, state.globs) : undefined;
     globs?.collect();
-    // Globs were brought up to date above; with nothing but globs subscribed there is nothing else to look at.
-    const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;
-    for (const name of plain ? this.wanted(type, state) : []) {
-      if (globs?.is(name)) continue;
-      // A held name that left the node's demand set is removed like a deleted one.
-      const dropped = lazy !== undefined && !state.names.has(name) && !lazy.has(name, now);
-      const r = dropped ? undefined : type?.resolve(name, this.placement);
-      if (r) {
-        current.set(name, r);
-        state.absent.delete(name);
-        const version = versionText(r.hash);
-        if (state.held.get(name) === version) continue;
-        state.held.set(name, version);
-        resources.push({ name, version, any: r.any });
-        versions.set(name, version);
-      } else if (state.held.delete(name) || (state.names.has(name) && !state.absent.has(name))) {
-        if (state.names.has(name)) state.absent.add(name);
-        removed.push(name);
-        versions.set(name, null);
-      }
-    }
+    const { current, resources, removed, versions } = this.diffType(type, state, globs, now);
     // Shared bytes are keyed by what makes them: each plain resource, and each collection step by name.
     let key: string | undefined =
       `delta\n${typeUrl}\n${resources.map((r) => `${r.name}=${r.version}`).join('\n')}\n-\n${removed.join('\n')}`;
@@ -285,25 +222,16 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     // Collections: the epoch of the collections as this stream now holds them (informational in delta).
     const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
     const nonce = String(++this.nonces);
-    state.nonceSent = nonce;
-    const stamp: SentStamp = { nonce: this.nonces, at: now };
-    if (state.firstSent) for (const r of resources) state.sentIn.set(r.name, stamp);
-    else if (resources.length > 0) state.firstSent = stamp;
-    for (const n of removed) state.sentIn.delete(n);
-    state.systemVersionSent = systemVersion;
-    state.outstanding.set(nonce, { systemVersion, versions, ...(globs ? { globs: globs.steps } : {}) });
-    if (state.outstanding.size > MAX_OUTSTANDING) state.outstanding.delete(state.outstanding.keys().next().value!);
-    const plainResources = resources;
-    const plainRemoved = removed;
+    recordSent(state, { nonce, at: now, nonces: this.nonces, systemVersion, versions, resources, removed, globs });
     let carried: DeltaResource[] | undefined;
-    const all = (): DeltaResource[] => (carried ??= steps ? plainResources.concat(steps.resources()) : plainResources);
+    const all = (): DeltaResource[] => (carried ??= steps ? resources.concat(steps.resources()) : resources);
     const encode = (): Buffer =>
       encodeDeltaDiscoveryResponse({
         systemVersionInfo: systemVersion,
         typeUrl,
         nonce,
         resources: all(),
-        removed: steps ? plainRemoved.concat(steps.removed()) : plainRemoved,
+        removed: steps ? removed.concat(steps.removed()) : removed,
       });
     let bytes: Buffer;
     if (shared && key !== undefined) {
@@ -324,6 +252,42 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
         return (names ??= all().map((r) => r.name));
       },
     };
+  }
+
+  /**
+   * The plain (non-collection) names against what the client holds: what exists now, what it lacks at that
+   * version, and what to send as removed (deleted, out of its demand set, or subscribed and not existing).
+   */
+  private diffType(
+    type: ResourceType | undefined,
+    state: DeltaTypeState,
+    globs: GlobResponse | undefined,
+    now: number,
+  ): TypeDiff {
+    const d: TypeDiff = { current: new Map(), resources: [], removed: [], versions: new Map() };
+    const lazy = type?.demandScoped ? this.placement.demand : undefined;
+    // Globs were brought up to date before; with nothing but globs subscribed there is nothing else to look at.
+    const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;
+    for (const name of plain ? this.wanted(type, state) : []) {
+      if (globs?.is(name)) continue;
+      // A held name that left the node's demand set is removed like a deleted one.
+      const dropped = lazy !== undefined && !state.names.has(name) && !lazy.has(name, now);
+      const r = dropped ? undefined : type?.resolve(name, this.placement);
+      if (r) {
+        d.current.set(name, r);
+        state.absent.delete(name);
+        const version = versionText(r.hash);
+        if (state.held.get(name) === version) continue;
+        state.held.set(name, version);
+        d.resources.push({ name, version, any: r.any });
+        d.versions.set(name, version);
+      } else if (state.held.delete(name) || (state.names.has(name) && !state.absent.has(name))) {
+        if (state.names.has(name)) state.absent.add(name);
+        d.removed.push(name);
+        d.versions.set(name, null);
+      }
+    }
+    return d;
   }
 
   protected resend(typeUrl: string, names: readonly string[], prefixes: readonly string[]): boolean {
@@ -347,41 +311,11 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
   }
 }
 
-function newState(): DeltaTypeState {
-  return {
-    wildcard: false,
-    names: new Set(),
-    held: new Map(),
-    absent: new Set(),
-    acked: new Map(),
-    sentIn: new Map(),
-    nacked: new Set(),
-    outstanding: new Map(),
-    systemVersionSent: '',
-    nonceSent: '',
-    systemVersionAcked: '',
-  };
-}
-
-function forget(state: DeltaTypeState, name: string): void {
-  state.globs?.forget(name);
-  state.held.delete(name);
-  state.acked.delete(name);
-  state.sentIn.delete(name);
-  state.nacked.delete(name);
-}
-
-function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
-  const out: ResourceStatus[] = [];
-  for (const [name, version] of s.held) {
-    const state = s.nacked.has(name) ? 'NACKED' : s.acked.get(name) === version ? 'ACKED' : 'REQUESTED';
-    out.push({ name, version, state, acked: s.acked.get(name) ?? '' });
-  }
-  for (const name of s.names) {
-    const glob = s.globs?.status(name);
-    if (glob) out.push({ name, ...glob });
-    if (s.held.has(name) || glob) continue;
-    out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
-  }
-  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+/** One type's plain names against what the client holds (DeltaSession.diffType). */
+interface TypeDiff {
+  readonly current: Map<string, Resource>;
+  readonly resources: DeltaResource[];
+  readonly removed: string[];
+  /** name → version sent, or null for a name sent as removed. */
+  readonly versions: Map<string, string | null>;
 }

@@ -8,6 +8,7 @@
  */
 import { ListWatch, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { ExponentialBackoff, type IBackoff } from 'cockatiel';
+import { CodedError } from '../domain/errors.js';
 
 export interface KubeWatchHandlers<T extends KubernetesObject> {
   upsert(obj: T): void;
@@ -80,7 +81,7 @@ export class KubeWatch<T extends KubernetesObject> {
 
   private failed(err: unknown): void {
     if (this.stopped) return; // the abort of stop()
-    this.opts.handlers.contact(err ?? new Error('the watch failed'));
+    this.opts.handlers.contact(err ?? new CodedError('CANOPY_PEER_FAILED', 'the watch failed'));
     this.backoff = (this.backoff ?? this.factory).next(undefined);
     clearTimeout(this.timer);
     this.timer = setTimeout(() => {

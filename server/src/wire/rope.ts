@@ -7,6 +7,7 @@
  * endpoint change then costs the parts on that endpoint's path, not a copy of
  * every CLA.
  */
+import { CodedError } from '../domain/errors.js';
 export interface Rope {
   readonly length: number;
   /** Copies the bytes into `dst` from `at`; returns the offset after them. */
@@ -36,7 +37,8 @@ export function flatten(b: Bytes): Uint8Array {
   // Every byte is written below (and checked): no zero-fill.
   const out = Buffer.allocUnsafeSlow(b.length);
   const end = b.copyTo(out, 0);
-  if (end !== out.length) throw new Error(`rope size mismatch: copied ${end} of ${out.length}`);
+  if (end !== out.length)
+    throw new CodedError('CANOPY_BROKEN_INVARIANT', `rope size mismatch: copied ${end} of ${out.length}`);
   return out;
 }
 

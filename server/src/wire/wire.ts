@@ -3,6 +3,7 @@
  * buffer. Used where bytes are assembled from pre-encoded parts.
  */
 import { copyBytes, type Bytes } from './rope.js';
+import { CodedError } from '../domain/errors.js';
 
 export function varintSize(n: number): number {
   let size = 1;
@@ -107,7 +108,8 @@ export class WireWriter {
   }
 
   finish(): Uint8Array {
-    if (this.pos !== this.buf.length) throw new Error(`wire size mismatch: wrote ${this.pos} of ${this.buf.length}`);
+    if (this.pos !== this.buf.length)
+      throw new CodedError('CANOPY_BROKEN_INVARIANT', `wire size mismatch: wrote ${this.pos} of ${this.buf.length}`);
     return this.buf;
   }
 }

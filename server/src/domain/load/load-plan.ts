@@ -6,9 +6,16 @@
  * previous state comes in, the next goes out.
  */
 import { dampShares, DEFAULT_DAMPING, DEFAULT_DRAIN, drained, sharesOf, type DampingOptions } from './load-damper.js';
-import { isLoadAware } from './load-aware-spec.js';
+import { isLoadAware, type LoadAware } from './load-aware-spec.js';
 import type { ServiceLoad } from './load-cla.js';
-import { spillTiers, spillWeights, waterfill, type SpillClient, type SpillLocality } from './load-spill.js';
+import {
+  spillTiers,
+  spillWeights,
+  waterfill,
+  type SpillClient,
+  type SpillLocality,
+  type SpillResult,
+} from './load-spill.js';
 import type { OfferedAt } from './load-aggregate.js';
 import { pathOf } from '../locality.js';
 import type { TreeNode } from '../locality-tree.js';
@@ -72,41 +79,11 @@ export function planLoad(
     };
   }
   const tree = service.tree;
-  const scopes = tree.scopes;
-  // Healthy and total endpoints per locality path: the tree holds only the healthy ones.
-  const totals = new Map<string, { all: number; healthy: number }>();
-  for (const e of service.endpoints.values()) {
-    const k = pathOf(scopes, e).join('/');
-    const t = totals.get(k) ?? { all: 0, healthy: 0 };
-    t.all++;
-    if (isRoutable(e)) t.healthy++;
-    totals.set(k, t);
-  }
+  const totals = endpointTotals(service);
   const leaves = tree.root.leaves(tree.levels);
   const pathOfLeaf = new Map<number, string>(leaves.map((l) => [l.id, l.path().join('/')]));
-  const drainedNow = new Set<string>();
-  const localities: SpillLocality[] = [];
-  for (const leaf of leaves) {
-    const path = pathOfLeaf.get(leaf.id)!;
-    const t = totals.get(path) ?? { all: leaf.count, healthy: leaf.count };
-    const fraction = t.all > 0 ? t.healthy / t.all : 0;
-    const isDrained =
-      la.drainBelow > 0 &&
-      drained(fraction, previous.drained.has(path), { ...DEFAULT_DRAIN, threshold: la.drainBelow });
-    if (isDrained) drainedNow.add(path);
-    localities.push({
-      id: String(leaf.id),
-      capacity: isDrained ? 0 : leaf.count * la.capacityRps * la.utilizationTarget,
-    });
-  }
-  // Offered load by the client node it comes from.
-  const byNode = new Map<number, { node: TreeNode; rps: number }>();
-  for (const o of offered) {
-    const node = tree.match(o.path);
-    const held = byNode.get(node.id);
-    if (held) held.rps += o.rps;
-    else byNode.set(node.id, { node, rps: o.rps });
-  }
+  const { localities, drainedNow } = leafCapacities(leaves, pathOfLeaf, totals, la, previous);
+  const byNode = offeredByNode(service, offered);
   const clients: SpillClient[] = [...byNode.values()].map(({ node, rps }) => ({
     id: String(node.id),
     offered: rps,
@@ -121,22 +98,11 @@ export function planLoad(
   let changed = previous.load === undefined && byNode.size > 0;
   for (const c of clients) {
     const id = Number(c.id);
-    const firstTier = (c.tiers[0] ?? []).map((lid) => capacityOf.get(lid)!).filter((l) => l.capacity > 0);
-    const target = sharesOf(spillWeights(result.placed.get(c.id)!, firstTier, WEIGHT_SCALE));
-    // A node seen for the first time starts from where it is without load awareness: its first tier.
-    const held = previous.shares.get(id);
-    const before = held ? stringKeys(held) : sharesOf(spillWeights(new Map(), firstTier, WEIGHT_SCALE));
-    const next = new Map<number, number>();
-    for (const [lid, share] of dampShares(before, target, damping)) next.set(Number(lid), share);
+    const { next, w, spill } = clientShares(c, result, capacityOf, previous.shares.get(id), damping);
     shares.set(id, next);
-    const w = new Map<number, number>();
-    for (const [lid, share] of next) if (share > 0) w.set(lid, Math.max(1, Math.round(share * WEIGHT_SCALE)));
     weights.set(id, w);
     const was = previous.load?.weights.get(id);
     if (!was || !sameWeights(was, w)) changed = true;
-    const nearest = new Set(c.tiers[0] ?? []);
-    let spill = 0;
-    for (const [lid, share] of next) if (!nearest.has(String(lid))) spill += share;
     clientNodes.push({
       path: byNode.get(id)!.node.path().join('/'),
       offeredRps: c.offered,
@@ -167,6 +133,87 @@ export function planLoad(
     clientNodes,
   };
   return { state: { epoch, shares, drained: drainedNow, load }, changed, report };
+}
+
+type Totals = ReadonlyMap<string, { all: number; healthy: number }>;
+
+/** Healthy and total endpoints per locality path: the tree holds only the healthy ones. */
+function endpointTotals(service: ServiceState): Totals {
+  const totals = new Map<string, { all: number; healthy: number }>();
+  for (const e of service.endpoints.values()) {
+    const k = pathOf(service.tree.scopes, e).join('/');
+    const t = totals.get(k) ?? { all: 0, healthy: 0 };
+    t.all++;
+    if (isRoutable(e)) t.healthy++;
+    totals.set(k, t);
+  }
+  return totals;
+}
+
+/** Each leaf locality's capacity: healthy endpoints × capacity × utilisation, none once drained. */
+function leafCapacities(
+  leaves: readonly TreeNode[],
+  pathOfLeaf: ReadonlyMap<number, string>,
+  totals: Totals,
+  la: LoadAware,
+  previous: LoadPlanState,
+): { localities: SpillLocality[]; drainedNow: Set<string> } {
+  const drainedNow = new Set<string>();
+  const localities: SpillLocality[] = [];
+  for (const leaf of leaves) {
+    const path = pathOfLeaf.get(leaf.id)!;
+    const t = totals.get(path) ?? { all: leaf.count, healthy: leaf.count };
+    const fraction = t.all > 0 ? t.healthy / t.all : 0;
+    const isDrained =
+      la.drainBelow > 0 &&
+      drained(fraction, previous.drained.has(path), { ...DEFAULT_DRAIN, threshold: la.drainBelow });
+    if (isDrained) drainedNow.add(path);
+    localities.push({
+      id: String(leaf.id),
+      capacity: isDrained ? 0 : leaf.count * la.capacityRps * la.utilizationTarget,
+    });
+  }
+  return { localities, drainedNow };
+}
+
+/** Offered load by the client tree node it comes from. */
+function offeredByNode(
+  service: ServiceState,
+  offered: readonly OfferedAt[],
+): Map<number, { node: TreeNode; rps: number }> {
+  const byNode = new Map<number, { node: TreeNode; rps: number }>();
+  for (const o of offered) {
+    const node = service.tree.match(o.path);
+    const held = byNode.get(node.id);
+    if (held) held.rps += o.rps;
+    else byNode.set(node.id, { node, rps: o.rps });
+  }
+  return byNode;
+}
+
+/**
+ * One client node's shares: the waterfill's target, damped against last interval's (`held`); its weights; and the
+ * share its weights send past its nearest tier.
+ */
+function clientShares(
+  c: SpillClient,
+  result: SpillResult,
+  capacityOf: ReadonlyMap<string, SpillLocality>,
+  held: ReadonlyMap<number, number> | undefined,
+  damping: DampingOptions,
+): { next: Map<number, number>; w: Map<number, number>; spill: number } {
+  const firstTier = (c.tiers[0] ?? []).map((lid) => capacityOf.get(lid)!).filter((l) => l.capacity > 0);
+  const target = sharesOf(spillWeights(result.placed.get(c.id)!, firstTier, WEIGHT_SCALE));
+  // A node seen for the first time starts from where it is without load awareness: its first tier.
+  const before = held ? stringKeys(held) : sharesOf(spillWeights(new Map(), firstTier, WEIGHT_SCALE));
+  const next = new Map<number, number>();
+  for (const [lid, share] of dampShares(before, target, damping)) next.set(Number(lid), share);
+  const w = new Map<number, number>();
+  for (const [lid, share] of next) if (share > 0) w.set(lid, Math.max(1, Math.round(share * WEIGHT_SCALE)));
+  const nearest = new Set(c.tiers[0] ?? []);
+  let spill = 0;
+  for (const [lid, share] of next) if (!nearest.has(String(lid))) spill += share;
+  return { next, w, spill };
 }
 
 function stringKeys(m: ReadonlyMap<number, number>): Map<string, number> {

@@ -1,6 +1,7 @@
 /**
  * How the etcd store lays services out under its key prefix, and how one
- * watched transaction becomes store events (see etcd-store.ts).
+ * watched transaction (or a fresh read after a gap in the watch) becomes store
+ * events (see etcd-store.ts).
  *
  *   <prefix>s/<name>          { head, owner, fileDigest?, op: 'put' | 'patch' }
  *   <prefix>b/<name>/<nn>     one of 64 buckets of endpoints (buckets.ts), a JSON list
@@ -35,6 +36,37 @@ export class EtcdLayout {
     const bucket = Number(rest.slice(slash + 1));
     return slash < 0 || !Number.isInteger(bucket) ? undefined : { kind: 'b', name: rest.slice(2, slash), bucket };
   }
+}
+
+/** A watch response's events grouped by the transaction (revision) that made them, oldest first. */
+export function transactionsOf(res: IWatchResponse): [number, IWatchResponse['events']][] {
+  const byRevision = new Map<number, IWatchResponse['events']>();
+  for (const e of res.events) {
+    const rev = Number(e.kv.mod_revision);
+    // A delete's kv carries the deletion revision as mod_revision.
+    let list = byRevision.get(rev);
+    if (!list) byRevision.set(rev, (list = []));
+    list.push(e);
+  }
+  return [...byRevision].sort((a, b) => a[0] - b[0]);
+}
+
+/** After a gap in the watch: what changed from the services `held` to those a fresh read found, as events. */
+export function resyncEvents(
+  held: ReadonlyMap<string, HeldService>,
+  fresh: ReadonlyMap<string, HeldService>,
+  revision: number,
+): StoreEvent[] {
+  const events: StoreEvent[] = [];
+  for (const name of held.keys()) {
+    if (!fresh.has(name)) events.push({ kind: 'delete', revision, name });
+  }
+  for (const [name, service] of fresh) {
+    if (held.get(name)?.revision !== service.revision) {
+      events.push({ kind: 'put', revision, service: toStored(service) });
+    }
+  }
+  return events;
 }
 
 export function applyTransaction(

@@ -21,7 +21,7 @@ import {
   retry,
 } from 'cockatiel';
 import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
-import { CanopyError } from '../../domain/errors.js';
+import { CanopyError, CodedError } from '../../domain/errors.js';
 import type { EtcdLayout } from './etcd-layout.js';
 import type { Op } from './etcd-writes.js';
 
@@ -108,7 +108,7 @@ export async function commitTxn(
 ): Promise<{ succeeded: boolean; revision: number }> {
   const result = await withinBudget('commit the write', budget, attemptMs, ({ deadline }) => {
     const [first, ...rest] = guards;
-    if (!first) throw new Error('a transaction without a service to guard it');
+    if (!first) throw new CodedError('CANOPY_BROKEN_INVARIANT', 'a transaction without a service to guard it');
     let txn = client.if(layout.serviceKey(first[0]), 'Mod', '==', first[1]);
     for (const [name, revision] of rest) txn = txn.and(layout.serviceKey(name), 'Mod', '==', revision);
     return txn

@@ -16,7 +16,7 @@
  */
 import type { Etcd3, IWatchResponse, Watcher } from 'etcd3';
 import type { Endpoint, ServiceSpec } from '../../domain/service.js';
-import { applyTransaction, EtcdLayout, readAll } from './etcd-layout.js';
+import { applyTransaction, EtcdLayout, readAll, resyncEvents, transactionsOf } from './etcd-layout.js';
 import { toStored, type HeldService } from '../held-service.js';
 import {
   StoreConflict,
@@ -342,15 +342,7 @@ export class EtcdStore implements Store {
    */
   private async resync(): Promise<void> {
     const { revision, services } = await readAll(this.client, this.layout);
-    const events: StoreEvent[] = [];
-    for (const name of this.services.keys()) {
-      if (!services.has(name)) events.push({ kind: 'delete', revision, name });
-    }
-    for (const [name, held] of services) {
-      if (this.services.get(name)?.revision !== held.revision) {
-        events.push({ kind: 'put', revision, service: toStored(held) });
-      }
-    }
+    const events = resyncEvents(this.services, services, revision);
     this.services.clear();
     for (const [name, held] of services) this.services.set(name, held);
     this.revision = revision;
@@ -383,16 +375,8 @@ export class EtcdStore implements Store {
 
   /** One watch response → one StoreEvent per transaction (events of one revision). */
   private applyWatch(res: IWatchResponse): void {
-    const byRevision = new Map<number, IWatchResponse['events']>();
-    for (const e of res.events) {
-      const rev = Number(e.kv.mod_revision);
-      // A delete's kv carries the deletion revision as mod_revision.
-      let list = byRevision.get(rev);
-      if (!list) byRevision.set(rev, (list = []));
-      list.push(e);
-    }
     const events: StoreEvent[] = [];
-    for (const [revision, txn] of [...byRevision].sort((a, b) => a[0] - b[0])) {
+    for (const [revision, txn] of transactionsOf(res)) {
       if (revision <= this.revision) continue;
       events.push(...applyTransaction(this.services, this.layout, revision, txn));
       this.revision = revision;

@@ -60,5 +60,5 @@ export function storeError(dir: string, err: unknown): Error {
         'Writes resume, without a restart, once there is space again',
     );
   }
-  return err instanceof Error ? err : new Error(String(err));
+  return err instanceof Error ? err : new CodedError('CANOPY_STORE_UNAVAILABLE', String(err));
 }

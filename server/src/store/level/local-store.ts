@@ -26,6 +26,7 @@ import {
 } from '../store.js';
 import { toStored, type HeldService, type Journal, type JournalBatch, type JournalPut } from '../held-service.js';
 import { WatchHistory } from '../watch-history.js';
+import { JournalHealth } from './journal-health.js';
 import { CodedError } from '../../domain/errors.js';
 
 /** One write while a group is being built: how to stage it, undo it, and what it announces. */
@@ -42,9 +43,6 @@ interface PendingWrite {
   readonly reject: (err: unknown) => void;
 }
 
-/** How often a journal that failed a write is probed. */
-const PROBE_MS = 1000;
-
 export class LocalStore implements Store {
   private readonly services = new Map<string, HeldService>();
   /** Each service's endpoint weight sum, kept as writes land (a PATCH checks it against uint32). */
@@ -59,14 +57,21 @@ export class LocalStore implements Store {
   private flushing = false;
   private flushed: Promise<void> = Promise.resolve();
   private closed = false;
-  /** False from a failed commit until a write (a client's, or the probe's) succeeds. */
-  private healthy = true;
-  private probeTimer: NodeJS.Timeout | undefined;
+  /** Readiness: not ready from a failed commit until a write succeeds (journal-health.ts). */
+  private readonly health: JournalHealth;
 
   protected constructor(
     private readonly journal: Journal | undefined,
     private readonly maxGroup: number,
-  ) {}
+  ) {
+    this.health = new JournalHealth(
+      journal,
+      () => this.flushing || this.closed,
+      (healthy) => {
+        for (const w of this.watchers) w.onHealth?.(healthy);
+      },
+    );
+  }
 
   /**
    * Opens the store over `journal` (loading what it holds), or memory-only
@@ -242,13 +247,13 @@ export class LocalStore implements Store {
   watch(fromRevision: number, handlers: WatchHandlers): () => void {
     this.history.replay(fromRevision, this.durable, handlers);
     this.watchers.add(handlers);
-    if (!this.healthy) handlers.onHealth?.(false);
+    if (!this.health.ready) handlers.onHealth?.(false);
     return () => this.watchers.delete(handlers);
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    clearInterval(this.probeTimer);
+    this.health.stop();
     await this.settled();
     this.watchers.clear();
     await this.journal?.close();
@@ -328,39 +333,15 @@ export class LocalStore implements Store {
         group.batch?.rollback();
         for (const u of group.undo.reverse()) u();
         for (const { write } of applied) write.reject(err);
-        this.setHealthy(false);
+        this.health.set(false);
         continue;
       }
-      this.setHealthy(true);
+      this.health.set(true);
       if (group.events.length > 0) this.announce(group.events);
       for (const { write, result } of applied) write.resolve(result);
     }
     // In the same turn as the last check of `pending`: a write queued after it starts a new flush.
     this.flushing = false;
-  }
-
-  /**
-   * Readiness follows the journal: not ready from a failed commit (a full
-   * disk) until a write succeeds. While not ready the journal is probed every
-   * second, so readiness comes back with free space even if no client writes.
-   */
-  private setHealthy(healthy: boolean): void {
-    if (this.healthy === healthy) return;
-    this.healthy = healthy;
-    clearInterval(this.probeTimer);
-    this.probeTimer = undefined;
-    const probe = this.journal?.probe?.bind(this.journal);
-    if (!healthy && probe) {
-      this.probeTimer = setInterval(() => {
-        if (this.flushing || this.closed) return;
-        probe().then(
-          () => !this.flushing && this.setHealthy(true),
-          () => {},
-        );
-      }, PROBE_MS);
-      this.probeTimer.unref();
-    }
-    for (const w of this.watchers) w.onHealth?.(healthy);
   }
 
   /** Resolves once no group commit is in flight. */

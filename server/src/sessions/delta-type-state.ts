@@ -1,0 +1,109 @@
+/**
+ * What a delta stream keeps per resource type (delta-session.ts): the names subscribed, the versions the client
+ * holds and acknowledged, and the responses not yet acknowledged; and the record of a response as it is sent.
+ */
+import type { DeltaResource } from '../wire/envelope.js';
+import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
+import type { GlobResponse, GlobStep, HeldGlobs } from './delta-collections.js';
+
+/** Responses not yet acknowledged that an ACK may still name, per type (older ones are forgotten). */
+export const MAX_OUTSTANDING = 16;
+
+interface SentResponse {
+  readonly systemVersion: string;
+  /** name → version sent, or null for a name sent as removed. */
+  readonly versions: ReadonlyMap<string, string | null>;
+  /** The collection steps sent (each glob with the snapshot it brought the client to). */
+  readonly globs?: readonly GlobStep[];
+}
+
+export interface DeltaTypeState {
+  wildcard: boolean;
+  names: Set<string>;
+  /** name → version the client holds: what it was sent, or what it said it held on reconnect. */
+  held: Map<string, string>;
+  /** Subscribed names reported as not existing; reported again only after they existed. */
+  absent: Set<string>;
+  /** name → version the client acknowledged. */
+  acked: Map<string, string>;
+  /**
+   * name → the response that sent the version held (CSDS last_updated); names
+   * the first response sent and that never changed since have `firstSent`, so
+   * a stream keeps entries only for what changed after it.
+   */
+  sentIn: Map<string, SentStamp>;
+  firstSent?: SentStamp;
+  /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
+  nacked: Set<string>;
+  outstanding: Map<string, SentResponse>;
+  systemVersionSent: string;
+  nonceSent: string;
+  systemVersionAcked: string;
+  lastNack?: NackRecord;
+  /** The collections held, for a type that has them. */
+  globs?: HeldGlobs;
+}
+
+export function newState(): DeltaTypeState {
+  return {
+    wildcard: false,
+    names: new Set(),
+    held: new Map(),
+    absent: new Set(),
+    acked: new Map(),
+    sentIn: new Map(),
+    nacked: new Set(),
+    outstanding: new Map(),
+    systemVersionSent: '',
+    nonceSent: '',
+    systemVersionAcked: '',
+  };
+}
+
+export function forget(state: DeltaTypeState, name: string): void {
+  state.globs?.forget(name);
+  state.held.delete(name);
+  state.acked.delete(name);
+  state.sentIn.delete(name);
+  state.nacked.delete(name);
+}
+
+export function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
+  const out: ResourceStatus[] = [];
+  for (const [name, version] of s.held) {
+    const state = s.nacked.has(name) ? 'NACKED' : s.acked.get(name) === version ? 'ACKED' : 'REQUESTED';
+    out.push({ name, version, state, acked: s.acked.get(name) ?? '' });
+  }
+  for (const name of s.names) {
+    const glob = s.globs?.status(name);
+    if (glob) out.push({ name, ...glob });
+    if (s.held.has(name) || glob) continue;
+    out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
+  }
+  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** A response about to go out, as the stream records it: what an ACK or NACK of its nonce will settle. */
+export interface Sending {
+  readonly nonce: string;
+  readonly nonces: number;
+  readonly at: number;
+  readonly systemVersion: string;
+  readonly versions: ReadonlyMap<string, string | null>;
+  readonly resources: readonly DeltaResource[];
+  readonly removed: readonly string[];
+  readonly globs: GlobResponse | undefined;
+}
+
+/** Records a response as sent: its nonce, what it sent when (CSDS), and what it leaves outstanding. */
+export function recordSent(state: DeltaTypeState, s: Sending): void {
+  state.nonceSent = s.nonce;
+  const stamp: SentStamp = { nonce: s.nonces, at: s.at };
+  if (state.firstSent) for (const r of s.resources) state.sentIn.set(r.name, stamp);
+  else if (s.resources.length > 0) state.firstSent = stamp;
+  for (const n of s.removed) state.sentIn.delete(n);
+  state.systemVersionSent = s.systemVersion;
+  const globs = s.globs ? { globs: s.globs.steps } : {};
+  state.outstanding.set(s.nonce, { systemVersion: s.systemVersion, versions: s.versions, ...globs });
+  if (state.outstanding.size > MAX_OUTSTANDING) state.outstanding.delete(state.outstanding.keys().next().value!);
+}
