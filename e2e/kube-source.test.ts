@@ -25,8 +25,9 @@ describe('Kubernetes source, real API server, real gRPC clients (own network nam
   it('passes every scenario test', { skip: kubeSkip() || netnsSkip(), timeout: 240_000 }, async () => {
     const child = spawn(
       'unshare',
-      ['--net', '--', 'sh', '-c', `${SETUP} && exec "$0" "$1"`, process.execPath, SCENARIO],
-      // Without the runner's marker, the scenario runs its tests itself (TAP on stdout), not as a nested runner.
+      ['--net', '--', 'sh', '-c', `${SETUP} && exec "$0" --test-reporter=tap "$1"`, process.execPath, SCENARIO],
+      // Without the runner's marker, the scenario runs its tests itself, not as a nested runner; TAP on stdout
+      // by name (Node 20 picks TAP for a pipe, Node 24 its spec reporter).
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_TEST_CONTEXT: undefined } },
     );
     let out = '';
