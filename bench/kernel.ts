@@ -182,16 +182,16 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const only = process.argv.includes('--program');
   const agentOnly = process.argv.includes('--agent');
   const writesOnly = process.argv.includes('--writes');
-  // --object FILE: the program rows for another build of the BPF object (to compare builds).
-  const object = process.argv[process.argv.indexOf('--object') + 1];
+  // --object FILE: the program rows for another build of the BPF object (to compare builds);
+  // --against FILE: both builds in the same rounds, interleaved, and their picks compared.
+  const arg = (flag: string) =>
+    process.argv.includes(flag) ? process.argv[process.argv.indexOf(flag) + 1] : undefined;
   // --program: the program rows only; --agent: the agent-work rows only; --writes: the map writes per change kind only.
   const run = async () =>
     writesOnly
       ? { changeWrites: await runChangeWritesBench(quick) }
       : {
-          ...(agentOnly
-            ? {}
-            : { program: await runProgramBench(quick, process.argv.includes('--object') ? object : undefined) }),
+          ...(agentOnly ? {} : { program: await runProgramBench(quick, arg('--object'), arg('--against')) }),
           ...(only ? {} : { agentWork: await runAgentWorkBench(quick) }),
           ...(only || agentOnly ? {} : { changeWrites: await runChangeWritesBench(quick) }),
           ...(only || agentOnly ? {} : await runKernelBench(quick)),

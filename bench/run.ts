@@ -216,8 +216,11 @@ async function main() {
       const mmap = arg('malloc-mmap-threshold');
       // --heap-growth=0: both servers with V8's own heap growth factor (default: canopy serve's, on both).
       const heapGrowth = arg('heap-growth');
+      // --server-pairs=N: N interleaved pairs instead of 5 (one pair per run when runs themselves are interleaved).
+      const pairs = arg('server-pairs');
       macro = await serverMacro({
         ...shape,
+        ...(pairs ? { pairs: Number(pairs) } : {}),
         modes: serverModes,
         ...(window ? { pushWindow: Number(window) } : {}),
         ...(mmap ? { mallocMmapThreshold: Number(mmap) } : {}),

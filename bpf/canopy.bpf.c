@@ -4,13 +4,14 @@
  * compiled locality tree with the caller's locality and send the connection
  * to a backend of the deepest matched node.
  *
- * Map lookups per VIP connect: 1 service + 1 workload locality (the
- * cgroup's own entry; else the ancestors' at the levels that have entries,
- * then the node default) + the tree levels looked up deepest first (1 when
+ * Map lookups per VIP connect: 1 service + the caller's locality (the
+ * workload config, an array read; then the cgroup's own entry, else the
+ * ancestors' at the levels that have entries, only when some cgroup has one;
+ * then the node default, an array read) + the tree levels looked up deepest first (1 when
  * the caller's own leaf has backends, depth at most; a network-first service
  * whose caller's network has none adds depth - 1 in the merged tree)
  * + 1 entry of the chosen node's bucket (weighted: log2(count) + 1; IPv6: + 1
- * for the address) + 1 stats.
+ * for the address) + 1 stats (+ the canopy_revnat slot, an array read).
  * A connect to anything else costs 1 lookup. There is no loop over endpoints.
  */
 #include <linux/bpf.h>
@@ -355,19 +356,12 @@ __attribute__((noinline)) int canopy_walk(const struct canopy_svc *svc, const st
  * The locality of the nearest ancestor cgroup with a workload entry, looking
  * only at the levels where the agent has put entries (canopy_config).
  */
-static __always_inline struct canopy_locality *canopy_ancestor_locality(__u64 own, struct canopy_result *res)
+static __always_inline struct canopy_locality *canopy_ancestor_locality(__u64 own, __u32 levels, struct canopy_result *res)
 {
-	struct canopy_config *cfg;
 	struct canopy_locality *loc;
-	__u32 zero = 0, levels;
 	__u64 id;
 	int l;
 
-	res->lookups++;
-	cfg = bpf_map_lookup_elem(&canopy_config, &zero);
-	if (!cfg || cfg->workload_levels == 0)
-		return 0;
-	levels = cfg->workload_levels;
 	for (l = 31; l >= 0; l--) {
 		if (!(levels & (1u << l)))
 			continue;
@@ -383,13 +377,44 @@ static __always_inline struct canopy_locality *canopy_ancestor_locality(__u64 ow
 }
 
 /*
+ * The caller's locality on a live connect: its cgroup's workload entry, else
+ * its nearest ancestor's, else the node's. canopy_config is read first (an
+ * inlined array read): with no workload entries at all (workload_levels 0,
+ * an agent without --workload, where every pod has the node's locality) the
+ * cgroup id is not read and the workload map not looked up.
+ */
+static __always_inline struct canopy_locality *canopy_caller_locality(struct canopy_result *res)
+{
+	struct canopy_locality *loc;
+	struct canopy_config *cfg;
+	__u32 zero = 0, levels;
+	__u64 cgroup;
+
+	res->lookups++;
+	cfg = bpf_map_lookup_elem(&canopy_config, &zero);
+	levels = cfg ? cfg->workload_levels : 0;
+	if (levels) {
+		cgroup = bpf_get_current_cgroup_id();
+		res->lookups++;
+		loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
+		if (!loc)
+			loc = canopy_ancestor_locality(cgroup, levels, res);
+		if (loc)
+			return loc;
+	}
+	res->lookups++;
+	return bpf_map_lookup_elem(&canopy_nodeloc, &zero);
+}
+
+/*
  * The selection, shared by the connect4 program and the test-run harness.
  * Returns an enum canopy_verdict; on CANOPY_REWRITE, res holds the backend.
  *
- * `live` is a compile-time constant: connect4 passes 1 (2: with the tree
- * walk inlined) and the cgroup id and the random number are read only once
- * the destination is known to be a service VIP, so a connect to anything else
- * costs one map lookup and no helper call. The test harness passes 0 and
+ * `live` is a compile-time constant: the IPv6 hooks pass 1, connect4 and
+ * sendmsg4 2 (the tree walk inlined, and `rnd` given: their socket cookie
+ * mixed, canopy_mix), and the cgroup id and the random number are read only
+ * once the destination is known to be a service VIP, so a connect to anything
+ * else costs one map lookup and no helper call. The test harness passes 0 and
  * supplies both.
  */
 static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgroup, __u32 rnd, const int live,
@@ -404,15 +429,15 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	__builtin_memcpy(&svc, svcp, sizeof(svc));
 
 	if (svc.mode != CANOPY_MODE_RANDOM && svc.depth > 0) {
-		if (live)
-			cgroup = bpf_get_current_cgroup_id();
-		res->lookups++;
-		loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
-		if (!loc && live)
-			loc = canopy_ancestor_locality(cgroup, res);
-		if (!loc && cgroup != 0) {
+		if (live) {
+			loc = canopy_caller_locality(res);
+		} else {
 			res->lookups++;
-			loc = bpf_map_lookup_elem(&canopy_nodeloc, &zero);
+			loc = bpf_map_lookup_elem(&canopy_workloads, &cgroup);
+			if (!loc && cgroup != 0) {
+				res->lookups++;
+				loc = bpf_map_lookup_elem(&canopy_nodeloc, &zero);
+			}
 		}
 	}
 
@@ -441,7 +466,8 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 			if (io.picked) {
 				__builtin_memcpy(&w.b, &io.b, sizeof(w.b));
 				w.matched = w.matched ? w.matched : 1; /* keep the spill pick from the root fallback below */
-				rnd = io.rnd_next;
+				if (!live)
+					rnd = io.rnd_next; /* a live pick has a number of its own */
 			}
 		}
 	}
@@ -453,7 +479,7 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	if (w.b.count == 0)
 		return CANOPY_REFUSE;
 
-	if (live)
+	if (live == 1)
 		rnd = bpf_get_prandom_u32();
 	if (svc.flags & CANOPY_SVC_WEIGHTED) {
 		__u64 picked = canopy_weighted(&w.b, rnd);
@@ -516,24 +542,38 @@ static __always_inline int canopy_select(__u32 vip, __u16 port, __u64 cgroup, __
 	return canopy_select_in(svcp, cgroup, rnd, live, res);
 }
 
-/* This socket's reverse-translation slot (canopy_revnat), and its cookie. */
-static __always_inline struct canopy_revnat *canopy_revnat_slot(struct bpf_sock_addr *ctx, __u64 *cookie)
+/* The reverse-translation slot (canopy_revnat) of a socket's cookie. */
+static __always_inline struct canopy_revnat *canopy_revnat_slot(__u64 cookie)
 {
-	__u32 key;
+	__u32 key = (__u32)cookie & (CANOPY_REVNAT_SLOTS - 1);
 
-	*cookie = bpf_get_socket_cookie(ctx);
-	key = (__u32)*cookie & (CANOPY_REVNAT_SLOTS - 1);
 	return bpf_map_lookup_elem(&canopy_revnat, &key);
 }
 
+/*
+ * The random number of an IPv4 pick: the socket's cookie (read anyway for
+ * canopy_revnat) through a 64-bit finalizer (MurmurHash3's fmix64), where
+ * bpf_get_prandom_u32 was a helper call more per connect. Cookies are unique
+ * per socket and the mix spreads consecutive ones over the whole range, so a
+ * pick by rnd % count stays uniform; one socket that connects again to the
+ * same VIP gets the same backend.
+ */
+static __always_inline __u32 canopy_mix(__u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return (__u32)x;
+}
+
 /* Remembers that this socket's VIP is sent to the backend: the cookie is written last. */
-static __always_inline void canopy_remember(struct bpf_sock_addr *ctx, const __u32 *vip, __u16 port, const __u32 *backend,
-					    __u16 bport)
+static __always_inline void canopy_remember(__u64 cookie, const __u32 *vip, __u16 port, const __u32 *backend, __u16 bport)
 {
 	struct canopy_revnat *e;
-	__u64 cookie;
 
-	e = canopy_revnat_slot(ctx, &cookie);
+	e = canopy_revnat_slot(cookie);
 	if (!e)
 		return;
 	*(volatile __u64 *)&e->cookie = 0;
@@ -551,12 +591,11 @@ static __always_inline void canopy_remember(struct bpf_sock_addr *ctx, const __u
 }
 
 /* This socket's entry, copied; 0 when it has none (or another socket took its slot meanwhile). */
-static __always_inline int canopy_recall(struct bpf_sock_addr *ctx, struct canopy_revnat *out)
+static __always_inline int canopy_recall(__u64 cookie, struct canopy_revnat *out)
 {
 	struct canopy_revnat *e;
-	__u64 cookie;
 
-	e = canopy_revnat_slot(ctx, &cookie);
+	e = canopy_revnat_slot(cookie);
 	if (!e || *(volatile __u64 *)&e->cookie != cookie)
 		return 0;
 	__builtin_memcpy(out, e, sizeof(*out));
@@ -586,26 +625,34 @@ static __always_inline __u32 canopy_mapped4(const __u32 *ip6)
 	return 0;
 }
 
-static __always_inline void canopy_remember4(struct bpf_sock_addr *ctx, __u32 vip, __u16 port, __u32 ip, __u16 bport)
+static __always_inline void canopy_remember4(__u64 cookie, __u32 vip, __u16 port, __u32 ip, __u16 bport)
 {
 	__u32 v[4] = { vip, 0, 0, 0 }, b[4] = { ip, 0, 0, 0 };
 
-	canopy_remember(ctx, v, port, b, bport);
+	canopy_remember(cookie, v, port, b, bport);
 }
 
 SEC("cgroup/connect4")
 int canopy_connect4(struct bpf_sock_addr *ctx)
 {
-	struct canopy_result res = {};
+	struct canopy_svc_key skey = { .vip = ctx->user_ip4, .port = (__u16)ctx->user_port, .pad = 0 };
+	struct canopy_result res = { .lookups = 1 };
+	struct canopy_svc *svcp;
+	__u64 cookie;
 	int verdict;
 
-	verdict = canopy_select(ctx->user_ip4, (__u16)ctx->user_port, 0, 0, 2, &res);
-	if (verdict == CANOPY_PASS)
+	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
+	if (!svcp)
 		return 1;
+	cookie = bpf_get_socket_cookie(ctx);
+	res.vip[0] = skey.vip;
+	res.vport = skey.port;
+	res.family = 4;
+	verdict = canopy_select_in(svcp, 0, canopy_mix(cookie), 2, &res);
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* connect() fails with EPERM */
-	canopy_remember4(ctx, ctx->user_ip4, (__u16)ctx->user_port, res.ip, res.port);
+	canopy_remember4(cookie, skey.vip, skey.port, res.ip, res.port);
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
 	return 1;
@@ -616,7 +663,7 @@ static __always_inline void canopy_peer4(struct bpf_sock_addr *ctx)
 {
 	struct canopy_revnat e;
 
-	if (canopy_recall(ctx, &e) && e.backend[0] == ctx->user_ip4 && e.bport == (__u16)ctx->user_port &&
+	if (canopy_recall(bpf_get_socket_cookie(ctx), &e) && e.backend[0] == ctx->user_ip4 && e.bport == (__u16)ctx->user_port &&
 	    (e.backend[1] | e.backend[2] | e.backend[3]) == 0) {
 		ctx->user_ip4 = e.vip[0];
 		ctx->user_port = e.port;
@@ -628,7 +675,7 @@ static __always_inline void canopy_peer6(struct bpf_sock_addr *ctx)
 	struct canopy_revnat e;
 	__u32 v4;
 
-	if (!canopy_recall(ctx, &e) || e.bport != (__u16)ctx->user_port)
+	if (!canopy_recall(bpf_get_socket_cookie(ctx), &e) || e.bport != (__u16)ctx->user_port)
 		return;
 	if (e.backend[0] == ctx->user_ip6[0] && e.backend[1] == ctx->user_ip6[1] && e.backend[2] == ctx->user_ip6[2] &&
 	    e.backend[3] == ctx->user_ip6[3]) {
@@ -663,12 +710,14 @@ int canopy_sendmsg4(struct bpf_sock_addr *ctx)
 	struct canopy_result res = { .lookups = 1 };
 	struct canopy_revnat had;
 	struct canopy_svc *svcp;
+	__u64 cookie;
 	int verdict;
 
 	svcp = bpf_map_lookup_elem(&canopy_services, &skey);
 	if (!svcp)
 		return 1;
-	if (canopy_recall(ctx, &had) && had.vip[0] == skey.vip && (had.vip[1] | had.vip[2] | had.vip[3]) == 0 &&
+	cookie = bpf_get_socket_cookie(ctx);
+	if (canopy_recall(cookie, &had) && had.vip[0] == skey.vip && (had.vip[1] | had.vip[2] | had.vip[3]) == 0 &&
 	    had.port == skey.port && had.backend[0]) {
 		ctx->user_ip4 = had.backend[0];
 		ctx->user_port = had.bport;
@@ -677,11 +726,11 @@ int canopy_sendmsg4(struct bpf_sock_addr *ctx)
 	res.vip[0] = skey.vip;
 	res.vport = skey.port;
 	res.family = 4;
-	verdict = canopy_select_in(svcp, 0, 0, 2, &res);
+	verdict = canopy_select_in(svcp, 0, canopy_mix(cookie), 2, &res);
 	canopy_count(verdict, res.lookups);
 	if (verdict == CANOPY_REFUSE)
 		return 0; /* sendmsg() fails with EPERM */
-	canopy_remember4(ctx, skey.vip, skey.port, res.ip, res.port);
+	canopy_remember4(cookie, skey.vip, skey.port, res.ip, res.port);
 	ctx->user_ip4 = res.ip;
 	ctx->user_port = res.port;
 	return 1;
@@ -730,6 +779,7 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 	__u32 backend[4], v4;
 	__u16 bport;
 	__u32 slot;
+	__u64 cookie;
 	int verdict;
 
 	skey.vip[0] = ctx->user_ip6[0];
@@ -747,10 +797,11 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 	}
 	if (!svcp)
 		return 1;
+	cookie = bpf_get_socket_cookie(ctx);
 	if (sticky) {
 		struct canopy_revnat had;
 
-		if (canopy_recall(ctx, &had) && had.vip[0] == skey.vip[0] && had.vip[1] == skey.vip[1] &&
+		if (canopy_recall(cookie, &had) && had.vip[0] == skey.vip[0] && had.vip[1] == skey.vip[1] &&
 		    had.vip[2] == skey.vip[2] && had.vip[3] == skey.vip[3] && had.port == skey.port && had.bport) {
 			ctx->user_ip6[0] = had.backend[0];
 			ctx->user_ip6[1] = had.backend[1];
@@ -805,7 +856,7 @@ static __always_inline int canopy_v6(struct bpf_sock_addr *ctx, const int sticky
 	canopy_count(verdict, res.lookups);
 	if (verdict != CANOPY_REWRITE)
 		return 0; /* connect() fails with EPERM */
-	canopy_remember(ctx, skey.vip, skey.port, backend, bport);
+	canopy_remember(cookie, skey.vip, skey.port, backend, bport);
 	ctx->user_ip6[0] = backend[0];
 	ctx->user_ip6[1] = backend[1];
 	ctx->user_ip6[2] = backend[2];

@@ -169,7 +169,10 @@ struct canopy_config {
 	/* Bit l set: some workload entry is a cgroup at level l of the hierarchy
 	 * (the root is level 0). A connect from a cgroup without an entry of its
 	 * own looks up its ancestors at these levels, deepest first, so a pod's
-	 * locality applies to its containers. */
+	 * locality applies to its containers. 0 only when no cgroup has an entry
+	 * (one deeper than level 31 sets bit 31): a connect then takes the
+	 * node's locality (canopy_nodeloc) without reading its cgroup id or
+	 * looking it up. */
 	__u32 workload_levels;
 	__u32 pad;
 };

@@ -25,8 +25,9 @@ export function netnsSkip(): string | false {
 export async function runInNetns(scenario: string, passes: number): Promise<void> {
   const child = spawn(
     'unshare',
-    ['--net', '--', 'sh', '-c', `${SETUP} && exec "$0" "$1"`, process.execPath, scenario],
-    // Without the runner's marker, the scenario runs its tests itself (TAP on stdout), not as a nested runner.
+    ['--net', '--', 'sh', '-c', `${SETUP} && exec "$0" --test-reporter=tap "$1"`, process.execPath, scenario],
+    // Without the runner's marker, the scenario runs its tests itself, not as a nested runner; TAP on stdout by
+    // name (Node 20 picks TAP for a pipe, Node 24 its spec reporter).
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_TEST_CONTEXT: undefined } },
   );
   let out = '';

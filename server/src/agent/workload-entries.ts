@@ -37,8 +37,9 @@ export function resolveWorkloads(node: Placement, workloads: readonly Workload[]
   for (const w of workloads) {
     try {
       entries.push({ id: cgroupId(w.cgroup), placement: w.placement });
-      const level = cgroupLevel(w.cgroup);
-      if (level < 32) levels |= 1 << level;
+      // Any entry sets a bit: with none set the kernel skips the cgroup lookup (canopy_config). A cgroup
+      // deeper than 31 levels is found by its own entry; its descendants do not inherit it.
+      levels |= 1 << Math.min(cgroupLevel(w.cgroup), 31);
     } catch (err) {
       skipped.push({ cgroup: w.cgroup, reason: (err as Error).message });
     }
