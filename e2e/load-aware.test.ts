@@ -39,17 +39,20 @@ interface Served {
   readonly backend: string;
 }
 
-/** Sends `rps` requests a second (in ticks of 50 ms) until stopped; bounded by `maxMs`. */
+/**
+ * Sends `rps` requests a second (in ticks of 50 ms) until stopped; bounded by `maxMs`. Open loop by the clock: a
+ * tick that fires late sends what the time since the start owes, so a busy machine delays requests a little
+ * instead of offering less load (which the weights would rightly follow).
+ */
 function offer(client: XdsEchoClient, rps: number, maxMs: number) {
   const served: Served[] = [];
   let failures = 0;
-  const perTick = rps / 20;
-  let owed = 0;
+  let sent = 0;
   const started = Date.now();
   const timer = setInterval(() => {
-    if (Date.now() - started > maxMs) return clearInterval(timer);
-    owed += perTick;
-    for (; owed >= 1; owed--) {
+    const elapsed = Date.now() - started;
+    if (elapsed > maxMs) return clearInterval(timer);
+    for (const owed = Math.floor((rps * elapsed) / 1000); sent < owed; sent++) {
       client.who(2000).then(
         (r) => served.push({ at: Date.now(), backend: r.backend_id }),
         () => failures++,
