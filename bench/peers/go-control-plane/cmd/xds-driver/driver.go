@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"math"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,8 @@ type stream struct {
 
 type driver struct {
 	target  string
+	delta   bool
+	sources []net.IP // client source addresses, stream i dials from sources[i mod len] (none: the kernel's)
 	streams []*stream
 	started time.Time
 	mu      sync.Mutex
@@ -44,8 +47,12 @@ type driver struct {
 	lastAny time.Time
 }
 
-func newDriver(target string, n int, localities [][3]string) *driver {
-	d := &driver{target: target, started: time.Now()}
+func newDriver(target string, n int, localities [][3]string, delta bool, sources int) *driver {
+	d := &driver{target: target, delta: delta, started: time.Now()}
+	// 127.0.0.2, 127.0.0.3, …: each its own set of ephemeral ports towards the one server address.
+	for k := 0; k < sources; k++ {
+		d.sources = append(d.sources, net.IPv4(127, 0, byte(k/250), byte(2+k%250)))
+	}
 	seen := map[[3]string]bool{}
 	for i := 0; i < n; i++ {
 		l := localities[i%len(localities)]
