@@ -304,9 +304,12 @@ export async function peerSection(
   arg: (name: string) => string | undefined,
   log: (text: string) => void,
 ): Promise<PeerFigures | { skipped: string }> {
-  const streams = (arg('peer-streams') ?? (quick ? '200' : '2000,10000')).split(',').map(Number);
+  const streams = (arg('peer-streams') ?? (quick ? '200' : '2000,10000'))
+    .split(',')
+    .map(Number)
+    .filter((n) => n > 0);
   const shape = quick ? { endpoints: 1000, localities: 100 } : { endpoints: 10000, localities: 1000 };
-  const delta = (arg('peer-delta') ?? String(streams[0]))
+  const delta = (arg('peer-delta') ?? String(streams[0] ?? 0))
     .split(',')
     .map(Number)
     .filter((n) => n > 0);
