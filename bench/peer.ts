@@ -255,6 +255,8 @@ async function row(
     passes.canopy.push(await onePass(canopy, binary, fx, cp));
     passes.go.push(await onePass(go, binary, fx, gp));
     checked = compareAssignments(cp.checkFile, gp.checkFile, tag);
+    // Each pair as it ends, checked, one JSON line: a run stopped early (a shared machine, a deadline) keeps its pairs.
+    opts.log(`   pair ${JSON.stringify({ tag, canopy: passes.canopy.at(-1), go: passes.go.at(-1) })}`);
   }
   return peerRow(streams, passes, rss0, checked, delta ? 'delta' : 'sotw');
 }
