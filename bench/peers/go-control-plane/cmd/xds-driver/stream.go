@@ -72,6 +72,8 @@ func (d *driver) serve(i int, s *stream) {
 // open dials the server for stream i (from its own source address when the driver spreads them) and
 // opens one ADS stream at path, its bytes counted on s.
 func (d *driver) open(i int, s *stream, path string) (*grpc.ClientConn, grpc.ClientStream, error) {
+	d.opening <- struct{}{}
+	defer func() { <-d.opening }()
 	dialer := &net.Dialer{}
 	if len(d.sources) > 0 {
 		dialer.LocalAddr = &net.TCPAddr{IP: d.sources[i%len(d.sources)]}
