@@ -26,6 +26,8 @@ export interface PeerPass {
   readonly windowLate: number;
   readonly windowMissing: number;
   readonly windowBytesPerS: number;
+  /** The machine's 1-minute load average as the pass began (shared machines: what else ran). */
+  readonly load1: number;
 }
 
 /** Figure name → median (min–max) over passes. */
@@ -33,6 +35,8 @@ export type SideSpread = Record<keyof PeerPass | 'rssPerStreamKB' | 'peakPerStre
 
 export interface PeerRow {
   readonly streams: number;
+  /** SotW rows have every figure; delta rows the initial sync and one flip (no window). */
+  readonly protocol: 'sotw' | 'delta';
   readonly canopy: SideSpread;
   readonly go: SideSpread;
   /** Canopy ÷ go-control-plane pair by pair, per figure. */
@@ -92,12 +96,23 @@ export function peerRow(
   passes: { canopy: readonly PeerPass[]; go: readonly PeerPass[] },
   rss0: { canopy: number; go: number },
   checkedLocalities: number,
+  protocol: 'sotw' | 'delta' = 'sotw',
 ): PeerRow {
   const c = passes.canopy.map((p) => derive(p, rss0.canopy, streams));
   const g = passes.go.map((p) => derive(p, rss0.go, streams));
+  // A figure the row did not measure (a delta row's window) is NaN on every pass: no ratio.
+  const measured = RATIO_FIGURES.filter((k) => c.every((p, i) => Number.isFinite(p[k] + g[i]![k])));
   const ratios = Object.fromEntries(
-    RATIO_FIGURES.map((k) => [k, spread(c.map((p, i) => floor(k, p[k]) / floor(k, g[i]![k])))]),
+    measured.map((k) => [k, spread(c.map((p, i) => floor(k, p[k]) / floor(k, g[i]![k])))]),
   );
   const oneP99LessDebounce = spread(c.map((p, i) => (p.oneP99Ms - DEBOUNCE_MS) / g[i]!.oneP99Ms));
-  return { streams, canopy: sideSpread(c), go: sideSpread(g), ratios, oneP99LessDebounce, checkedLocalities };
+  return {
+    streams,
+    protocol,
+    canopy: sideSpread(c),
+    go: sideSpread(g),
+    ratios,
+    oneP99LessDebounce,
+    checkedLocalities,
+  };
 }

@@ -23,6 +23,7 @@ const LABELS: Record<(typeof RATIO_FIGURES)[number], string> = {
 function table(r: PeerRow): Record<string, Record<string, string>> {
   const out: Record<string, Record<string, string>> = {};
   for (const k of RATIO_FIGURES) {
+    if (!r.ratios[k]) continue; // not measured in this row (a delta row's window)
     out[LABELS[k]] = {
       canopy: show(r.canopy[k]),
       'go-control-plane': show(r.go[k]),
@@ -34,6 +35,7 @@ function table(r: PeerRow): Record<string, Record<string, string>> {
     'go-control-plane': '',
     'canopy ÷ go': show(r.oneP99LessDebounce),
   };
+  if (r.protocol === 'delta') return out;
   const late = (s: SideSpread) => `${show(s.windowLate)} late, ${show(s.windowMissing)} missing`;
   out['a flip a second: share of deliveries > 1 s'] = {
     canopy: late(r.canopy),
@@ -54,8 +56,9 @@ export function printPeer(p: PeerFigures | { skipped: string }): void {
       `   one flip, then a flip a second for ${p.windowS} s; median (min–max) of passes, ratios pair by pair`,
   );
   for (const r of p.rows) {
+    const kind = r.protocol === 'delta' ? 'delta ADS, initial sync and one flip' : 'SotW ADS';
     console.log(
-      `   ${r.streams} streams (CLAs checked equal for all ${r.checkedLocalities} client localities, every pair)`,
+      `   ${r.streams} streams, ${kind} (CLAs checked equal for all ${r.checkedLocalities} client localities, every pair)`,
     );
     console.table(table(r));
   }
@@ -66,16 +69,17 @@ const PER_STREAM = ['initialCpuMs', 'oneCpuMs', 'windowCpuPerS', 'rssPerStreamKB
 export function peerGoals(p: PeerFigures): Goal[] {
   const out: Goal[] = [];
   for (const r of p.rows) {
-    const ratios = RATIO_FIGURES.map((k) => [k, r.ratios[k]!] as const);
+    const ratios = RATIO_FIGURES.filter((k) => r.ratios[k]).map((k) => [k, r.ratios[k]!] as const);
     const lost = ratios.filter(([, s]) => decided(s) > 1);
     out.push({
-      goal: `every ratio Canopy ÷ go-control-plane ≤ 1.0 at ${r.streams} streams`,
+      goal: `every ratio Canopy ÷ go-control-plane ≤ 1.0 at ${r.streams} streams${r.protocol === 'delta' ? ', delta' : ''}`,
       figure: ratios.map(([k, s]) => `${k} ${show(s)}`).join('; '),
       met: lost.length === 0 ? 'met' : `NOT met: ${lost.map(([k]) => k).join(', ')}`,
     });
   }
-  const small = p.rows.find((r) => r.streams === 2000) ?? p.rows[0];
-  const big = p.rows.find((r) => r.streams === 10000);
+  const sotw = p.rows.filter((r) => r.protocol === 'sotw');
+  const small = sotw.find((r) => r.streams === 2000) ?? sotw[0];
+  const big = sotw.find((r) => r.streams === 10000);
   if (small && big && small !== big) {
     const per = (r: PeerRow, k: (typeof PER_STREAM)[number]): number => {
       const s: Spread = r.canopy[k];

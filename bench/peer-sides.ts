@@ -7,7 +7,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Child, start } from './server-procs.js';
+import { withFdLimit } from './peer-limits.js';
+import { Child } from './server-procs.js';
 
 const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url));
 
@@ -26,16 +27,24 @@ export function startBinary(file: string, args: string[], what: string): Child {
   return new Child(proc, what);
 }
 
-export async function startCanopy(config: string): Promise<PeerSide> {
+/** Open files a server holding `streams` connections needs: one each, and a margin for everything else. */
+const fdsFor = (streams: number): number => streams + 1024;
+
+/** `streams`: the most it will hold at once (its soft limit on open files is raised to fit). */
+export async function startCanopy(config: string, streams: number): Promise<PeerSide> {
   // An empty data directory: flips persist in the embedded store.
   const dataDir = mkdtempSync(path.join(path.dirname(config), 'canopy-data-'));
-  const server = start([CLI, 'serve', '--config', config, '--data-dir', dataDir, '--log-level', 'info'], 'canopy');
+  const args = [CLI, 'serve', '--config', config, '--data-dir', dataDir, '--log-level', 'info'];
+  const [file, wrapped] = withFdLimit(process.execPath, args, fdsFor(streams));
+  const server = new Child(spawn(file, wrapped, { stdio: ['pipe', 'pipe', 'inherit'] }), 'canopy');
   const ready = await server.next('canopy ready');
   return { name: 'canopy', server, xds: String(ready['xds']), admin: String(ready['admin']), mainThread: true };
 }
 
-export async function startGoPeer(binary: string, config: string, plan: string): Promise<PeerSide> {
-  const server = startBinary(binary, ['--config', config, '--plan', plan], 'go-control-plane peer');
+export async function startGoPeer(binary: string, config: string, plan: string, streams: number): Promise<PeerSide> {
+  // Go raises its soft limit on open files to the hard one itself; the wrapper checks the hard one.
+  const [file, args] = withFdLimit(binary, ['--config', config, '--plan', plan], fdsFor(streams));
+  const server = startBinary(file, args, 'go-control-plane peer');
   const ready = await server.next('ready');
   return {
     name: 'go-control-plane',

@@ -21,12 +21,15 @@ import { failoverService, makeClients, makeEndpoints, median, percentile } from 
 import { buildPeer } from './peer-build.js';
 import { peerPlan, writePeerPlan } from './peer-plan.js';
 import { setHealth, startBinary, startCanopy, startGoPeer, type PeerSide } from './peer-sides.js';
+import { MemoryFloor, MemoryGuard } from './peer-limits.js';
 import type { PeerFigures, PeerPass, PeerRow } from './peer-figures.js';
 import { peerRow } from './peer-figures.js';
 import { cpuMs, mainCpuMs, resetPeak, sleep, statusKB, type Child } from './server-procs.js';
 
 const SERVICE = 'svc';
 const SETTLE_MS = 2000;
+/** Connections per client source address (127.0.0.2, …): well inside one address's ephemeral ports. */
+const STREAMS_PER_SOURCE = 4000;
 
 export interface PeerOptions {
   readonly streams: readonly number[];
@@ -35,6 +38,10 @@ export interface PeerOptions {
   readonly pairs: number;
   /** Seconds of the flip-a-second phase. */
   readonly windowS: number;
+  /** Stream counts of the delta rows (initial sync and one flip; no window). */
+  readonly delta: readonly number[];
+  /** A pass stops (and the section with it) when the machine's available memory falls under this. */
+  readonly memFloorMB: number;
   readonly log: (line: string) => void;
 }
 
@@ -86,76 +93,106 @@ async function flip(side: PeerSide, driver: Child, e: Endpoint): Promise<void> {
 
 const delivered = (s: Settled): number[] => s.delivered.flat().filter((t) => t >= 0);
 
-async function onePass(
-  side: PeerSide,
-  binary: string,
-  fx: Fixture,
-  streams: number,
-  pass: number,
-  windowS: number,
-  checkFile: string,
-): Promise<PeerPass> {
+/** What one pass runs: its streams and protocol, its flip-a-second window, the endpoints it flips from. */
+interface PassPlan {
+  readonly streams: number;
+  readonly delta: boolean;
+  readonly windowS: number;
+  /** Index of its first endpoint to flip: it flips 1 + windowS from here, the same on both sides. */
+  readonly flip0: number;
+  readonly checkFile: string;
+  readonly memFloorMB: number;
+}
+
+function startDriver(binary: string, side: PeerSide, fx: Fixture, plan: PassPlan) {
+  const args = ['--target', side.xds, '--streams', String(plan.streams), '--localities', fx.localities];
+  args.push('--sources', String(Math.ceil(plan.streams / STREAMS_PER_SOURCE)));
+  if (plan.delta) args.push('--delta');
+  return startBinary(binary, args, `driver ${side.name}`);
+}
+
+async function onePass(side: PeerSide, binary: string, fx: Fixture, plan: PassPlan): Promise<PeerPass> {
   const pid = side.server.proc.pid!;
   await sleep(300);
+  const load1 = os.loadavg()[0]!;
   resetPeak(pid);
   const c0 = cpuMs(pid);
   const m0 = mainCpuMs(pid);
-  const driver = startBinary(
-    binary,
-    ['--target', side.xds, '--streams', String(streams), '--localities', fx.localities],
-    `driver ${side.name}`,
-  );
+  const driver = startDriver(binary, side, fx, plan);
+  const guard = new MemoryGuard(plan.memFloorMB, `${side.name}, ${plan.streams} streams`, () => driver.proc.kill());
   try {
-    const ready = await driver.next('ready', 900_000);
-    const initialCpuMs = cpuMs(pid) - c0;
-    const initialMainCpuMs = side.mainThread ? mainCpuMs(pid) - m0 : initialCpuMs;
-    await sleep(SETTLE_MS);
-    const rssKB = statusKB(pid, 'VmRSS');
-    // Pass p flips its own endpoints, the same on both sides: 1 + window of them, in distinct leaves.
-    const base = pass * (1 + windowS);
-    const one0 = cpuMs(pid);
-    const oneMain0 = mainCpuMs(pid);
-    await flip(side, driver, fx.endpoints[base]!);
-    const one = await settle(driver, 120_000);
-    const oneCpuMs = cpuMs(pid) - one0;
-    const oneMainCpuMs = side.mainThread ? mainCpuMs(pid) - oneMain0 : oneCpuMs;
-    const w0 = cpuMs(pid);
-    const started = performance.now();
-    for (let k = 0; k < windowS; k++) {
-      const due = started + k * 1000;
-      await sleep(Math.max(0, due - performance.now()));
-      await flip(side, driver, fx.endpoints[base + 1 + k]!);
-    }
-    const window = await settle(driver, 300_000);
-    const windowCpuMs = cpuMs(pid) - w0;
-    const peakKB = statusKB(pid, 'VmHWM');
-    driver.send(`check ${checkFile}`);
-    await driver.next('checked', 300_000);
-    const oneTimes = delivered(one);
-    const windowTimes = delivered(window);
-    return {
-      initialCpuMs,
-      initialMainCpuMs,
-      initialWallMs: Number(ready['ms']),
-      initialBytes: Number(ready['recvBytes']),
-      rssKB,
-      peakKB,
-      oneCpuMs,
-      oneMainCpuMs,
-      oneP50Ms: median(oneTimes),
-      oneP99Ms: percentile(oneTimes, 99),
-      oneLastMs: Math.max(...oneTimes),
-      oneBytes: median(one.recvBytes),
-      oneMissing: one.missing,
-      windowCpuPerS: windowCpuMs / windowS,
-      windowP99Ms: percentile(windowTimes, 99),
-      windowLate: windowTimes.filter((t) => t > 1000).length / Math.max(1, windowTimes.length),
-      windowMissing: window.missing,
-      windowBytesPerS: median(window.recvBytes) / windowS,
-    };
+    return { ...(await guard.race(measurePass(side, driver, fx, plan, guard, { c0, m0 }))), load1 };
   } finally {
+    guard.close();
     await driver.stop();
   }
+}
+
+async function measurePass(
+  side: PeerSide,
+  driver: Child,
+  fx: Fixture,
+  plan: PassPlan,
+  guard: MemoryGuard,
+  at: { c0: number; m0: number },
+): Promise<Omit<PeerPass, 'load1'>> {
+  const pid = side.server.proc.pid!;
+  const { c0, m0 } = at;
+  const { windowS, flip0: base } = plan;
+  const ready = await driver.next('ready', 900_000);
+  const initialCpuMs = cpuMs(pid) - c0;
+  const initialMainCpuMs = side.mainThread ? mainCpuMs(pid) - m0 : initialCpuMs;
+  await sleep(SETTLE_MS);
+  const rssKB = statusKB(pid, 'VmRSS');
+  // A pass flips its own endpoints, the same on both sides: 1 + window of them, in distinct leaves.
+  const one0 = cpuMs(pid);
+  const oneMain0 = mainCpuMs(pid);
+  await flip(side, driver, fx.endpoints[base]!);
+  const one = await settle(driver, 120_000);
+  const oneCpuMs = cpuMs(pid) - one0;
+  const oneMainCpuMs = side.mainThread ? mainCpuMs(pid) - oneMain0 : oneCpuMs;
+  const w0 = cpuMs(pid);
+  const started = performance.now();
+  for (let k = 0; k < windowS; k++) {
+    const due = started + k * 1000;
+    await sleep(Math.max(0, due - performance.now()));
+    await guard.race(flip(side, driver, fx.endpoints[base + 1 + k]!));
+  }
+  const window = windowS > 0 ? await settle(driver, 300_000) : undefined;
+  const windowCpuMs = cpuMs(pid) - w0;
+  const peakKB = statusKB(pid, 'VmHWM');
+  driver.send(`check ${plan.checkFile}`);
+  await driver.next('checked', 300_000);
+  const oneTimes = delivered(one);
+  const windowTimes = window ? delivered(window) : [];
+  return {
+    initialCpuMs,
+    initialMainCpuMs,
+    initialWallMs: Number(ready['ms']),
+    initialBytes: Number(ready['recvBytes']),
+    rssKB,
+    peakKB,
+    oneCpuMs,
+    oneMainCpuMs,
+    oneP50Ms: median(oneTimes),
+    oneP99Ms: percentile(oneTimes, 99),
+    oneLastMs: Math.max(...oneTimes),
+    oneBytes: median(one.recvBytes),
+    oneMissing: one.missing,
+    ...windowFigures(window, windowTimes, windowCpuMs, windowS),
+  };
+}
+
+function windowFigures(window: Settled | undefined, times: number[], cpuMsTotal: number, windowS: number) {
+  if (!window)
+    return { windowCpuPerS: NaN, windowP99Ms: NaN, windowLate: NaN, windowMissing: NaN, windowBytesPerS: NaN };
+  return {
+    windowCpuPerS: cpuMsTotal / windowS,
+    windowP99Ms: percentile(times, 99),
+    windowLate: times.filter((t) => t > 1000).length / Math.max(1, times.length),
+    windowMissing: window.missing,
+    windowBytesPerS: median(window.recvBytes) / windowS,
+  };
 }
 
 /** Both servers' CLAs decode to different assignments: the comparison is void, and the run fails. */
@@ -164,7 +201,7 @@ export class AssignmentMismatch extends Error {
 }
 
 /** The assignments both sides' CLAs decode to, locality by locality: equal, or the run fails. */
-export function compareAssignments(canopyFile: string, goFile: string, pass: number): number {
+export function compareAssignments(canopyFile: string, goFile: string, pass: number | string): number {
   type A = Record<string, { digest: string; endpoints: number; priorities: string[] }>;
   const c = JSON.parse(readFileSync(canopyFile, 'utf8')) as A;
   const g = JSON.parse(readFileSync(goFile, 'utf8')) as A;
@@ -184,28 +221,44 @@ export function compareAssignments(canopyFile: string, goFile: string, pass: num
   return keys.length;
 }
 
+/** The endpoints flipped so far in the run: each pair flips the next ones, so that every flip is a change. */
+interface FlipCursor {
+  next: number;
+}
+
 async function row(
-  canopy: PeerSide,
-  go: PeerSide,
+  sides: { canopy: PeerSide; go: PeerSide },
   binary: string,
   fx: Fixture,
-  streams: number,
+  shape: { streams: number; delta: boolean; windowS: number },
   opts: PeerOptions,
-  pass0: number,
+  cursor: FlipCursor,
 ): Promise<PeerRow> {
+  const { canopy, go } = sides;
+  const { streams, delta } = shape;
   const passes = { canopy: [] as PeerPass[], go: [] as PeerPass[] };
   const rss0 = { canopy: statusKB(canopy.server.proc.pid!, 'VmRSS'), go: statusKB(go.server.proc.pid!, 'VmRSS') };
   let checked = 0;
   for (let i = 0; i < opts.pairs; i++) {
-    const pass = pass0 + i;
-    opts.log(`   ${streams} streams, pair ${i + 1} of ${opts.pairs}…`);
-    const cf = path.join(fx.dir, `check-canopy-${pass}.json`);
-    const gf = path.join(fx.dir, `check-go-${pass}.json`);
-    passes.canopy.push(await onePass(canopy, binary, fx, streams, pass, opts.windowS, cf));
-    passes.go.push(await onePass(go, binary, fx, streams, pass, opts.windowS, gf));
-    checked = compareAssignments(cf, gf, pass);
+    const flip0 = cursor.next;
+    cursor.next += 1 + shape.windowS;
+    opts.log(`   ${streams} streams${delta ? ', delta' : ''}, pair ${i + 1} of ${opts.pairs}…`);
+    const tag = `${delta ? 'delta' : 'sotw'}-${streams}-${i}`;
+    const plan = (side: string): PassPlan => ({
+      ...shape,
+      flip0,
+      checkFile: path.join(fx.dir, `check-${side}-${tag}.json`),
+      memFloorMB: opts.memFloorMB,
+    });
+    const cp = plan('canopy');
+    const gp = plan('go');
+    passes.canopy.push(await onePass(canopy, binary, fx, cp));
+    passes.go.push(await onePass(go, binary, fx, gp));
+    checked = compareAssignments(cp.checkFile, gp.checkFile, tag);
+    // Each pair as it ends, checked, one JSON line: a run stopped early (a shared machine, a deadline) keeps its pairs.
+    opts.log(`   pair ${JSON.stringify({ tag, canopy: passes.canopy.at(-1), go: passes.go.at(-1) })}`);
   }
-  return peerRow(streams, passes, rss0, checked);
+  return peerRow(streams, passes, rss0, checked, delta ? 'delta' : 'sotw');
 }
 
 export async function peerBench(opts: PeerOptions): Promise<PeerFigures> {
@@ -214,14 +267,18 @@ export async function peerBench(opts: PeerOptions): Promise<PeerFigures> {
   let canopy: PeerSide | undefined;
   let go: PeerSide | undefined;
   try {
-    canopy = await startCanopy(fx.config);
-    go = await startGoPeer(bin.peer, fx.config, fx.plan);
+    const most = Math.max(...opts.streams, ...opts.delta);
+    canopy = await startCanopy(fx.config, most);
+    go = await startGoPeer(bin.peer, fx.config, fx.plan, most);
     await sleep(500);
     const rows: PeerRow[] = [];
-    let pass0 = 0;
+    const cursor: FlipCursor = { next: 0 };
+    const sides = { canopy, go };
     for (const streams of opts.streams) {
-      rows.push(await row(canopy, go, bin.driver, fx, streams, opts, pass0));
-      pass0 += opts.pairs;
+      rows.push(await row(sides, bin.driver, fx, { streams, delta: false, windowS: opts.windowS }, opts, cursor));
+    }
+    for (const streams of opts.delta) {
+      rows.push(await row(sides, bin.driver, fx, { streams, delta: true, windowS: 0 }, opts, cursor));
     }
     return {
       endpoints: opts.endpoints,
@@ -240,15 +297,24 @@ export async function peerBench(opts: PeerOptions): Promise<PeerFigures> {
 
 /**
  * Section P. `--peer-streams=2000,10000` (default; --quick: 200), `--peer-pairs=5`, `--peer-window=S`
- * (the flip-a-second phase; default 60 s, --quick 10 s).
+ * (the flip-a-second phase; default 60 s, --quick 10 s), `--peer-delta=2000` (the delta rows' streams;
+ * default the first SotW count; 0: none), `--peer-mem-floor=MB` (default 2048: a pass stops when the
+ * machine's available memory falls below it).
  */
 export async function peerSection(
   quick: boolean,
   arg: (name: string) => string | undefined,
   log: (text: string) => void,
 ): Promise<PeerFigures | { skipped: string }> {
-  const streams = (arg('peer-streams') ?? (quick ? '200' : '2000,10000')).split(',').map(Number);
+  const streams = (arg('peer-streams') ?? (quick ? '200' : '2000,10000'))
+    .split(',')
+    .map(Number)
+    .filter((n) => n > 0);
   const shape = quick ? { endpoints: 1000, localities: 100 } : { endpoints: 10000, localities: 1000 };
+  const delta = (arg('peer-delta') ?? String(streams[0] ?? 0))
+    .split(',')
+    .map(Number)
+    .filter((n) => n > 0);
   log(`P. against go-control-plane: ${streams.join(', ')} streams, ${shape.endpoints} endpoints…`);
   try {
     return await peerBench({
@@ -256,10 +322,13 @@ export async function peerSection(
       streams,
       pairs: Number(arg('peer-pairs') ?? 5),
       windowS: Number(arg('peer-window') ?? (quick ? 10 : 60)),
+      delta,
+      memFloorMB: Number(arg('peer-mem-floor') ?? 2048),
       log,
     });
   } catch (err) {
     if (err instanceof AssignmentMismatch) throw err; // not a section that cannot run: a failed check
+    if (err instanceof MemoryFloor) log(`P. stopped: ${err.message}`);
     return { skipped: (err as Error).message };
   }
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"math"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,11 @@ type stream struct {
 
 type driver struct {
 	target  string
+	delta   bool
+	sources []net.IP // client source addresses, stream i dials from sources[i mod len] (none: the kernel's)
+	// Connections being opened at once (a slot from the dial until its stream is open): a server that
+	// accepts on a busy event loop is not sent more handshakes than it takes, on both sides alike.
+	opening chan struct{}
 	streams []*stream
 	started time.Time
 	mu      sync.Mutex
@@ -44,8 +50,12 @@ type driver struct {
 	lastAny time.Time
 }
 
-func newDriver(target string, n int, localities [][3]string) *driver {
-	d := &driver{target: target, started: time.Now()}
+func newDriver(target string, n int, localities [][3]string, delta bool, sources int) *driver {
+	d := &driver{target: target, delta: delta, started: time.Now(), opening: make(chan struct{}, dialWindow)}
+	// 127.0.0.2, 127.0.0.3, …: each its own set of ephemeral ports towards the one server address.
+	for k := 0; k < sources; k++ {
+		d.sources = append(d.sources, net.IPv4(127, 0, byte(k/250), byte(2+k%250)))
+	}
 	seen := map[[3]string]bool{}
 	for i := 0; i < n; i++ {
 		l := localities[i%len(localities)]
@@ -55,7 +65,11 @@ func newDriver(target string, n int, localities [][3]string) *driver {
 	return d
 }
 
-// run opens the streams in batches, so the server's accept queue and this process keep up.
+// dialWindow is how many connections are opened at once: within Node's listen backlog (511), which
+// ten thousand dials at once overflow (the kernel then drops or resets them, and clients time out).
+const dialWindow = 128
+
+// run starts every stream; they open their connections dialWindow at a time.
 func (d *driver) run() {
 	for i, s := range d.streams {
 		go d.serve(i, s)

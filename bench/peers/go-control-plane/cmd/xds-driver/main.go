@@ -1,8 +1,10 @@
 // The stream driver of Canopy's peer benchmark: one binary for every server it is pointed at. K ADS
-// streams (SotW), each on its own connection, each with a node in one of the given localities: each
-// subscribes to CDS, then to the CLA its cluster names, and ACKs every response at once.
+// streams (SotW, or delta with --delta), each on its own connection, each with a node in one of the
+// given localities: each subscribes to CDS, then to the CLA its cluster names, and ACKs every response
+// at once. --sources N spreads the connections over N source addresses (127.0.0.2…), so that ten
+// thousand of them, opened pass after pass, never run short of ephemeral ports.
 //
-//	xds-driver --target HOST:PORT --streams K --localities FILE
+//	xds-driver --target HOST:PORT --streams K --localities FILE [--delta] [--sources N]
 //
 // FILE: a JSON array of [region, zone, subzone]; stream i takes entry i mod len.
 //
@@ -33,13 +35,15 @@ func main() {
 	target := flag.String("target", "", "the server's xDS address")
 	streams := flag.Int("streams", 100, "streams, one connection each")
 	localitiesFile := flag.String("localities", "", "JSON array of [region, zone, subzone]")
+	delta := flag.Bool("delta", false, "delta ADS instead of SotW")
+	sources := flag.Int("sources", 0, "spread connections over this many source addresses 127.0.0.2… (0: the kernel's choice)")
 	flag.Parse()
 	var localities [][3]string
 	if b, err := os.ReadFile(*localitiesFile); err != nil || json.Unmarshal(b, &localities) != nil || len(localities) == 0 || *target == "" {
 		fmt.Fprintln(os.Stderr, "usage: xds-driver --target HOST:PORT --streams K --localities FILE")
 		os.Exit(2)
 	}
-	d := newDriver(*target, *streams, localities)
+	d := newDriver(*target, *streams, localities, *delta, *sources)
 	go d.run()
 	commands(d)
 }

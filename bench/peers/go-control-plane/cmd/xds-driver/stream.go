@@ -58,15 +58,28 @@ func (c countingConn) Write(b []byte) (int, error) {
 func (d *driver) serve(i int, s *stream) {
 	counted := false
 	for reopen := 0; reopen <= maxReopens; reopen++ {
-		err := d.exchange(i, s, &counted)
+		var err error
+		if d.delta {
+			err = d.exchangeDelta(i, s, &counted)
+		} else {
+			err = d.exchange(i, s, &counted)
+		}
 		say(map[string]any{"event": "error", "stream": i, "detail": err.Error()})
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-func (d *driver) exchange(i int, s *stream, counted *bool) error {
+// open dials the server for stream i (from its own source address when the driver spreads them) and
+// opens one ADS stream at path, its bytes counted on s.
+func (d *driver) open(i int, s *stream, path string) (*grpc.ClientConn, grpc.ClientStream, error) {
+	d.opening <- struct{}{}
+	defer func() { <-d.opening }()
+	dialer := &net.Dialer{}
+	if len(d.sources) > 0 {
+		dialer.LocalAddr = &net.TCPAddr{IP: d.sources[i%len(d.sources)]}
+	}
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		c, err := dialer.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
@@ -78,13 +91,38 @@ func (d *driver) exchange(i int, s *stream, counted *bool) error {
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20)),
 	)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer conn.Close()
-	st, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, adsPath)
+	st, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, path)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, st, nil
+}
+
+func (d *driver) node(i int, s *stream) *core.Node {
+	return &core.Node{
+		Id:       fmt.Sprintf("bench-%d", i),
+		Locality: &core.Locality{Region: s.locality[0], Zone: s.locality[1], SubZone: s.locality[2]},
+	}
+}
+
+// holds records stream s's CLA and, the first time, that the stream holds one.
+func (d *driver) holds(s *stream, cla []byte, size int, counted *bool) {
+	d.received(s, cla, size)
+	if !*counted {
+		*counted = true
+		d.first()
+	}
+}
+
+func (d *driver) exchange(i int, s *stream, counted *bool) error {
+	conn, st, err := d.open(i, s, adsPath)
 	if err != nil {
 		return err
 	}
+	defer conn.Close()
 	send := func(r *discovery.DiscoveryRequest) error {
 		b, err := proto.Marshal(r)
 		if err != nil {
@@ -92,11 +130,7 @@ func (d *driver) exchange(i int, s *stream, counted *bool) error {
 		}
 		return st.SendMsg(&b)
 	}
-	node := &core.Node{
-		Id:       fmt.Sprintf("bench-%d", i),
-		Locality: &core.Locality{Region: s.locality[0], Zone: s.locality[1], SubZone: s.locality[2]},
-	}
-	if err := send(&discovery.DiscoveryRequest{Node: node, TypeUrl: clusterType}); err != nil {
+	if err := send(&discovery.DiscoveryRequest{Node: d.node(i, s), TypeUrl: clusterType}); err != nil {
 		return err
 	}
 	claName := ""
@@ -125,11 +159,7 @@ func (d *driver) exchange(i int, s *stream, counted *bool) error {
 			if err := send(&discovery.DiscoveryRequest{TypeUrl: claType, ResourceNames: []string{claName}, VersionInfo: env.version, ResponseNonce: env.nonce}); err != nil {
 				return err
 			}
-			d.received(s, env.resource, len(b))
-			if !*counted {
-				*counted = true
-				d.first()
-			}
+			d.holds(s, env.resource, len(b), counted)
 		}
 	}
 }
@@ -207,8 +237,13 @@ func edsName(b []byte) (string, error) {
 	if len(r.Resources) == 0 {
 		return "", fmt.Errorf("a CDS response without clusters")
 	}
+	return clusterEdsName(r.Resources[0].GetValue())
+}
+
+// clusterEdsName is the CLA an encoded Cluster names.
+func clusterEdsName(b []byte) (string, error) {
 	var c cluster.Cluster
-	if err := r.Resources[0].UnmarshalTo(&c); err != nil {
+	if err := proto.Unmarshal(b, &c); err != nil {
 		return "", err
 	}
 	if n := c.GetEdsClusterConfig().GetServiceName(); n != "" {
