@@ -1,9 +1,11 @@
 /**
- * Real Envoy 1.40 on delta ADS with LEDS, as `canopy bootstrap envoy` writes it:
- * - a service's mode changed from `failover` to `random` over the admin API: Envoy moves every host of
- *   its LEDS cluster to priority 0 (what /debug/explain says), as it does on plain EDS;
- * - a service created by a PUT after the Envoy started (Canopy began with none): the Envoy reaches LIVE
- *   and routes to it.
+ * Real Envoy 1.40 on delta ADS with LEDS, as `canopy bootstrap envoy` writes it, with zones whose subzone is
+ * empty (as Kubernetes gives): collection names with an escaped segment, which Envoy must subscribe to as
+ * the CLA spells them (docs/envoy.md, "Checked against a real Envoy").
+ * - a service's mode changed from `failover` (a PreferSameZone policy: full CLAs) to `random` (LEDS
+ *   collections) over the admin API: Envoy moves every host to priority 0, what /debug/explain says;
+ * - a service PUT while the Envoy starts (Canopy holding no other): the Envoy is LIVE without waiting out an
+ *   initial fetch timeout, and routes to it.
  * Each case ends asserting no xDS update was rejected.
  */
 import assert from 'node:assert/strict';
@@ -13,9 +15,11 @@ import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process
 import { sendRequests, startHttpBackend, type HttpBackend } from './support/http-backends.js';
 
 const skip = envoySkip();
+/** Each Envoy's outbound listener address. */
 const LISTEN = '127.0.71.1';
+const LATE_LISTEN = '127.0.71.2';
 const PORT = 20086;
-/** The second case's service: its own port, apart from the first one's draining listener. */
+/** The second case's service: a port of its own, apart from the first one's draining listener. */
 const API_PORT = 20088;
 const near = { region: 'r1', zone: 'z1', subzone: '' };
 
@@ -51,7 +55,7 @@ describe('real Envoy on delta + LEDS: a mode change and a service created after 
   const backends: HttpBackend[] = [];
 
   before(async () => {
-    for (const h of ['127.0.72.1', '127.0.72.2', '127.0.72.3', '127.0.72.4']) backends.push(await startHttpBackend(h));
+    for (const h of ['127.0.76.1', '127.0.76.2', '127.0.76.3', '127.0.76.4']) backends.push(await startHttpBackend(h));
     canopy = await startCanopyProcess({
       server: { debounceMs: 20 },
       services: [entry('web', backends.slice(0, 3), 'failover', { trafficDistribution: 'PreferSameZone' })],
@@ -74,7 +78,7 @@ describe('real Envoy on delta + LEDS: a mode change and a service created after 
           outboundAddress: LISTEN,
         });
         envoys.push(envoy);
-        const want0 = '127.0.72.1@0 127.0.72.2@1 127.0.72.3@1';
+        const want0 = '127.0.76.1@0 127.0.76.2@1 127.0.76.3@1';
         await envoy.until(async () => (await priorities(envoy, 'web')) === want0, 5000, `web at ${want0}`);
         const put = await canopy.admin('PUT', '/api/v1/services/web', entry('web', backends.slice(0, 3), 'random'));
         assert.equal(put.status, 200, JSON.stringify(put.body));
@@ -85,7 +89,7 @@ describe('real Envoy on delta + LEDS: a mode change and a service created after 
           [0, 0, 0],
           JSON.stringify(ex),
         );
-        const want1 = '127.0.72.1@0 127.0.72.2@0 127.0.72.3@0';
+        const want1 = '127.0.76.1@0 127.0.76.2@0 127.0.76.3@0';
         await envoy.until(async () => (await priorities(envoy, 'web')) === want1, 5000, `web at ${want1}`);
         assert.ok((await envoy.stat('cluster.web.leds.update_success'))! >= 1, 'web endpoints came over LEDS');
         assert.deepEqual([...(await envoy.initFetchTimeouts())], []);
@@ -107,12 +111,12 @@ describe('real Envoy on delta + LEDS: a mode change and a service created after 
         const live = Date.now() - t0;
         console.log(`# LEDS Envoy LIVE ${live} ms after its start, its service PUT meanwhile (loaded machine)`);
         await envoy.until(
-          async () => (await sendRequests(`${LISTEN}:${API_PORT}`, 1, { concurrency: 1 })).by.has('127.0.72.4'),
+          async () => (await sendRequests(`${LATE_LISTEN}:${API_PORT}`, 1, { concurrency: 1 })).by.has('127.0.76.4'),
           5000,
           'api routes to its endpoint',
         );
-        const t = await sendRequests(`${LISTEN}:${API_PORT}`, 4, { concurrency: 1 });
-        assert.deepEqual([...t.by], [['127.0.72.4', 4]], JSON.stringify([...t.failed]));
+        const t = await sendRequests(`${LATE_LISTEN}:${API_PORT}`, 4, { concurrency: 1 });
+        assert.deepEqual([...t.by], [['127.0.76.4', 4]], JSON.stringify([...t.failed]));
         assert.ok((await envoy.stat('cluster.api.leds.update_success'))! >= 1, 'api endpoints came over LEDS');
         assert.deepEqual([...(await envoy.initFetchTimeouts())], [], 'no subscription waited out its initial fetch');
         assert.ok(live < 10_000, `LIVE in ${live} ms: not after Envoy's 15 s initial fetch timeout`);
@@ -127,7 +131,7 @@ function startEnvoyLate(canopy: CanopyProcess, envoys: EnvoyProcess[]): Promise<
     xds: canopy.xdsUri,
     nodeId: 'leds-late',
     locality: near,
-    outboundAddress: LISTEN,
+    outboundAddress: LATE_LISTEN,
   }).then((e) => {
     envoys.push(e);
     return e;
