@@ -24,11 +24,19 @@ import { ep, lb, service } from './support/builders.js';
 import { envoyType } from './support/envoy-protos.js';
 import { endpoints, setup, unpack, type Obj } from './support/leds-fixtures.js';
 
+/**
+ * What Envoy's xdstp encoder (XdsResourceIdentifier::encodeIdPath) percent-encodes in an id path: bytes
+ * below ' ', from '~' (0x7e) up, and `%:?#[]`. A collection name must hold none, or Envoy subscribes to
+ * another spelling of it (Envoy 1.40 asked for `…/%7E/*` when the CLA said `…/~/*`).
+ */
+const ENVOY_ENCODES = /[\u0000-\u001f\u007e-\uffff%:?#[\]]/;
+
 describe('LEDS names', () => {
-  for (const value of ['', '.', '..', 'us-east-1a', 'a b', 'ü/ß', '~x', 'a:b', '50%', 'z_1.2']) {
-    it(`escapes ${JSON.stringify(value)} to [A-Za-z0-9._~-] and back`, () => {
+  for (const value of ['', '.', '..', 'us-east-1a', 'a b', 'ü/ß', '~x', '!x', 'a:b', '50%', 'z_1.2']) {
+    it(`escapes ${JSON.stringify(value)} to [A-Za-z0-9._!-] and back`, () => {
       const e = escapeSegment(value);
-      assert.match(e, /^[A-Za-z0-9._~-]+$/);
+      assert.match(e, /^[A-Za-z0-9._!-]+$/);
+      assert.doesNotMatch(e, ENVOY_ENCODES, 'Envoy would percent-encode it');
       assert.notEqual(e, '.');
       assert.notEqual(e, '..');
       assert.equal(unescapeSegment(e), value);
@@ -38,14 +46,15 @@ describe('LEDS names', () => {
   it('parses collection and member names back', () => {
     const leaf = ['r 1', '', 'z/1'];
     const glob = collectionName('my svc', leaf);
-    assert.ok(glob.startsWith('xdstp://canopy/envoy.config.endpoint.v3.LbEndpoint/my~20svc/r~201/~/z~2f1/'));
+    assert.ok(glob.startsWith('xdstp://canopy/envoy.config.endpoint.v3.LbEndpoint/my!20svc/r!201/!/z!2f1/'));
     assert.ok(glob.endsWith('/*'));
+    assert.doesNotMatch(glob.slice('xdstp://'.length), ENVOY_ENCODES, 'the name Envoy subscribes to is the same');
     assert.deepEqual(parseLedsName(glob), { service: 'my svc', leaf });
     const v6 = memberName(collectionStem('my svc', leaf), 'fd00::1', 8080);
     assert.ok(v6.endsWith('/fd00::1:8080'));
     assert.deepEqual(parseLedsName(v6), { service: 'my svc', leaf, member: { address: 'fd00::1', port: 8080 } });
     assert.equal(parseLedsName('xdstp://other/envoy.config.endpoint.v3.LbEndpoint/a/b/*'), undefined);
-    assert.equal(parseLedsName(`${collectionStem('s', ['a'])}~zz:80`), undefined);
+    assert.equal(parseLedsName(`${collectionStem('s', ['a'])}!zz:80`), undefined);
   });
 });
 

@@ -8,12 +8,15 @@
  * `<leaf…>` is the endpoint's scope values in the service's routingPreference
  * order, then its region, zone and subzone values that are not scopes, so a
  * collection never spans two Envoy localities. Every segment keeps
- * [A-Za-z0-9._-] and writes any other UTF-8 byte as `~` and two lower-case hex
- * digits; an empty segment is a lone `~`, and a segment of dots has its dots
- * escaped (no `.` or `..` path segment). Envoy's xdstp parser then has nothing
- * to percent-encode, so a name round-trips through it unchanged and its glob
- * matching (last segment replaced by `*`) finds the collection. The member's
- * address is escaped the same way except that `:` is kept. Pure.
+ * [A-Za-z0-9._-] and writes any other UTF-8 byte as `!` and two lower-case hex
+ * digits; an empty segment is a lone `!`, and a segment of dots has its dots
+ * escaped (no `.` or `..` path segment). Envoy's xdstp encoder percent-encodes
+ * in an id path any byte below ' ', from '~' up, and `%:?#[]`: none of those
+ * is in a collection name, so the name Envoy subscribes to is the CLA's, byte
+ * for byte (with `~` as the mark, Envoy 1.40 asked for `%7E` and the
+ * collection was never answered). Its glob matching (last segment replaced by
+ * `*`) then finds the collection. The member's address is escaped the same
+ * way except that `:` is kept (the glob never holds it). Pure.
  */
 export { leafPathOf } from '../../domain/leds-structure.js';
 
@@ -21,6 +24,8 @@ export const LEDS_AUTHORITY = 'canopy';
 export const LEDS_RESOURCE_TYPE = 'envoy.config.endpoint.v3.LbEndpoint';
 export const LEDS_PREFIX = `xdstp://${LEDS_AUTHORITY}/${LEDS_RESOURCE_TYPE}/`;
 
+/** The escape mark: a character Envoy's xdstp encoder leaves as it is (see above). */
+const MARK = '!';
 const PLAIN = /^[A-Za-z0-9._-]$/;
 const PLAIN_SEGMENT = /^[A-Za-z0-9._-]+$/;
 const ALL_DOTS = /^\.+$/;
@@ -28,25 +33,25 @@ const encoder = new TextEncoder();
 
 /** One path segment, escaped; `keep` lists extra characters kept as they are (':' in addresses). */
 export function escapeSegment(value: string, keep = ''): string {
-  if (value === '') return '~';
+  if (value === '') return MARK;
   if (PLAIN_SEGMENT.test(value) && !ALL_DOTS.test(value)) return value;
-  if (ALL_DOTS.test(value)) return '~2e'.repeat(value.length);
+  if (ALL_DOTS.test(value)) return `${MARK}2e`.repeat(value.length);
   let out = '';
   for (const ch of value) {
     if (PLAIN.test(ch) || keep.includes(ch)) out += ch;
-    else for (const b of encoder.encode(ch)) out += `~${b.toString(16).padStart(2, '0')}`;
+    else for (const b of encoder.encode(ch)) out += `${MARK}${b.toString(16).padStart(2, '0')}`;
   }
   return out;
 }
 
 /** The inverse of escapeSegment; undefined for text no escaped segment can be. */
 export function unescapeSegment(text: string): string | undefined {
-  if (text === '~') return '';
-  if (!text.includes('~')) return text;
+  if (text === MARK) return '';
+  if (!text.includes(MARK)) return text;
   const bytes: number[] = [];
   for (let i = 0; i < text.length;) {
     const ch = text[i]!;
-    if (ch === '~') {
+    if (ch === MARK) {
       const hex = text.slice(i + 1, i + 3);
       if (!/^[0-9a-f]{2}$/.test(hex)) return undefined;
       bytes.push(parseInt(hex, 16));
