@@ -113,9 +113,17 @@ describe('real Envoy: warming negative control (a server that never sends the CL
       () => envoys,
       async () => {
         relay.drop(undefined);
-        const key = `${backends[1]!.host}:${backends[1]!.port}`;
-        const patch = await canopy.admin('PATCH', `/api/v1/services/late/endpoints/${key}`, { weight: 2 });
-        assert.equal(patch.status, 200, JSON.stringify(patch.body));
+        // Both services change. The dropped responses left Canopy's last EDS nonce ahead of the last one Envoy
+        // saw, so Envoy's requests since then are stale to Canopy (the xDS rule: a newer response is on its
+        // way) and its subscription to `late` may never have been read. The first response Envoy now receives
+        // is ACKed with the nonce Canopy expects and the names Envoy wants, which Canopy answers in full.
+        for (const i of [0, 1]) {
+          const key = `${backends[i]!.host}:${backends[i]!.port}`;
+          const patch = await canopy.admin('PATCH', `/api/v1/services/${['web', 'late'][i]}/endpoints/${key}`, {
+            weight: 2,
+          });
+          assert.equal(patch.status, 200, JSON.stringify(patch.body));
+        }
         await envoy().until(
           async () => (await sendRequests(`${ADDR}:${LATE_PORT}`, 5)).by.get('127.0.74.2') === 5,
           5000,

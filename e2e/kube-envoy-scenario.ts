@@ -93,9 +93,9 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
     });
     for (const zone of ['z-a', 'z-b']) {
       const locality = { region: 'r1', zone, subzone: '' };
-      // Plain EDS, not LEDS: with LEDS, Envoy 1.40 kept the old priorities after the strategy turned the
-      // service's mode from failover to random (a shape change; see the kube-rest closing note).
-      const metadata = { 'canopy.leds': 'false' };
+      // z-a's Envoy on delta with LEDS (the bootstrap's default; its collection names hold the empty subzone,
+      // see e2e/envoy-leds.test.ts), z-b's on SotW: both protocols read the same Kubernetes source.
+      const ads = zone === 'z-a' ? ('delta' as const) : ('sotw' as const);
       const xds = canopy.xdsAddress;
       envoys.set(
         zone,
@@ -103,7 +103,7 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
           xds,
           nodeId: `envoy-${zone}`,
           locality,
-          metadata,
+          ads,
           outboundAddress: OUTBOUND[zone]!,
         }),
       );
@@ -155,6 +155,11 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
       // Locality awareness off: every zone's backend, from either Envoy.
       await landsOn('z-a', ['b-z-a', 'b-z-b', 'b-z-c']);
       await landsOn('z-b', ['b-z-a', 'b-z-b', 'b-z-c']);
+      // Without a locality policy the service is served over LEDS to z-a's delta Envoy (its collection names
+      // hold the empty subzone), in the assignment to z-b's SotW Envoy.
+      const leds = (zone: string) => envoys.get(zone)!.stat('cluster.web.default.leds.update_success');
+      assert.ok(((await leds('z-a')) ?? 0) >= 1, 'z-a took the endpoints over LEDS');
+      assert.equal(await leds('z-b'), undefined);
       await custom.deleteNamespacedCustomObject({ ...mlbs, name: 'web-lb' });
       await landsOn('z-a', ['b-z-a']);
       await landsOn('z-b', ['b-z-b']);
