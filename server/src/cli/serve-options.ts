@@ -5,7 +5,7 @@
 import { Command, Option } from 'commander';
 import { intIn } from './common.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT, MAX_HEAP_GROWTH_PERCENT } from '../platform/heap-growth.js';
-import { addKubeOptions } from './serve-kube.js';
+import { addKubeOptions, type KubeValues } from './serve-kube.js';
 import { SECURITY_FLAGS } from './serve-security.js';
 
 /** The server's defaults (main.ts), repeated for the help text without loading the server. */
@@ -176,14 +176,8 @@ function addSecurityOptions(serve: Command): void {
   }
 }
 
-export interface ServeValues {
+export interface ServeValues extends KubeValues {
   config?: string;
-  kubeconfig?: string;
-  kubeInCluster?: boolean;
-  kubeNamespace?: string[];
-  kubeSubzoneLabel: string;
-  kubeUnreachableMs: number;
-  kubeCrdCheckMs: number;
   dataDir: string;
   store?: string;
   host?: string;

@@ -78,3 +78,12 @@ export class CrdDiscovery {
     this.timer.unref();
   }
 }
+
+/**
+ * An object's creation time as text that sorts by time (ISO 8601), for "the older policy wins": the client
+ * library hands `creationTimestamp` over as a Date, whose own string form starts with the weekday.
+ */
+export function createdAt(o: KubernetesObject): string {
+  const t = o.metadata?.creationTimestamp as unknown;
+  return t instanceof Date ? t.toISOString() : String(t ?? '');
+}

@@ -8,7 +8,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { destinationRuleTarget, type LiveDestinationRule } from '../policy/k8s-live.js';
 import type { Obj } from '../policy/documents.js';
-import type { LivePolicies } from './kube-crds.js';
+import { createdAt, type LivePolicies } from './kube-crds.js';
 
 export const ISTIO_GROUP = 'networking.istio.io';
 
@@ -53,7 +53,7 @@ export class DestinationRules implements LivePolicies {
       id,
       at: `DestinationRule ${id}`,
       spec: o.spec ?? {},
-      created: String(o.metadata?.creationTimestamp ?? ''),
+      created: createdAt(o),
     };
     const list = [...(this.byService.get(key) ?? []), held].sort((a, b) => a.created.localeCompare(b.created));
     this.byService.set(key, list);

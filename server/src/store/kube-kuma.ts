@@ -8,7 +8,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { LiveMeshStrategy } from '../policy/k8s-live.js';
 import { EVERY_SERVICE, KUMA_GROUP, readLiveStrategy, type LiveStrategy } from '../policy/kuma-live.js';
-import type { LivePolicies } from './kube-crds.js';
+import { createdAt, type LivePolicies } from './kube-crds.js';
 
 interface Held extends LiveStrategy {
   readonly at: string;
@@ -41,16 +41,11 @@ export class MeshStrategies implements LivePolicies {
     this.held = this.held.filter(([i]) => i !== id);
     if (present) {
       const at = `MeshLoadBalancingStrategy ${id}`;
-      const h: Held = { ...readLiveStrategy(o.spec, ns, at), at, created: created(o) };
+      const h: Held = { ...readLiveStrategy(o.spec, ns, at), at, created: createdAt(o) };
       for (const t of h.targets) touched.add(t.key);
       this.held.push([id, h]);
       this.held.sort(([, a], [, b]) => a.created.localeCompare(b.created));
     }
     return [...touched];
   }
-}
-
-function created(o: KubernetesObject): string {
-  const t = o.metadata?.creationTimestamp as unknown;
-  return t instanceof Date ? t.toISOString() : String(t ?? '');
 }
