@@ -29,6 +29,9 @@ const BACKENDS: [id: string, host: string, locality: string][] = [
   ['a2', '127.0.30.2', 'r1/za/s'],
   ['b1', '127.0.30.3', 'r1/zb/s'],
   ['b2', '127.0.30.4', 'r1/zb/s'],
+  // Zone B holds more than zone A's excess at twice A's capacity (90 against 60 rps): with exactly the excess,
+  // a load a little over the offered rate is rightly spilled on to zone C, and the test would sit on that edge.
+  ['b3', '127.0.30.7', 'r1/zb/s'],
   ['c1', '127.0.30.5', 'r2/zc/s'],
   ['c2', '127.0.30.6', 'r2/zc/s'],
 ];
@@ -177,7 +180,7 @@ describe('load-aware locality with real xDS clients reporting load', { timeout: 
       cli.stdout,
       /^ {2}r1\/za\/s full: \d+ of 60 rps; \d+% of this node's load goes to r1\/zb\/s, the nearest with room$/m,
     );
-    assert.match(cli.stdout, /^ {2}tier 1 r1\/zb\/s: reported \d+ rps, assigned \d+ of 60, weight \d+/m);
+    assert.match(cli.stdout, /^ {2}tier 1 r1\/zb\/s: reported \d+ rps, assigned \d+ of 90, weight \d+/m);
   };
 
   before(async () => {
