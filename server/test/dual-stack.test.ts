@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import protobuf from 'protobufjs';
 import type { FieldError, ValidationResult } from '../src/domain/errors.js';
 import { Mesh } from '../src/domain/mesh.js';
-import { parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
+import { parseConfig, parseServiceSpec, serviceSpecToJson } from '../src/domain/spec.js';
 import { localityTreeType } from '../src/resources/locality-tree.js';
 import type { ResourceType } from '../src/resources/resource-type.js';
 import { decodeLocalityTree, intToIpv4, ipv6String, type TreeMessage } from '../src/resources/tree-codec.js';
@@ -82,6 +82,21 @@ describe('vips', () => {
       assert.ok(errors[0]!.message.includes(fragment), `"${errors[0]!.message}" should include "${fragment}"`);
     });
   }
+  it('refuses two services sharing a secondary VIP and port, at the field of the later', () => {
+    const errors = errorsOf(
+      parseConfig({
+        services: [
+          { name: 'a', port: 80, vips: ['10.96.0.10', 'fd00:c::10'] },
+          { name: 'b', port: 80, vips: ['10.96.0.11', 'fd00:c::10'] },
+        ],
+      }),
+    );
+    assert.deepEqual(
+      errors.map((e) => e.path),
+      ['services[1].vips'],
+    );
+    assert.match(errors[0]!.message, /fd00:c::10:80 is also service "a"'s/);
+  });
 });
 
 describe('LocalityTree of a dual-stack service', () => {
