@@ -85,26 +85,23 @@ export function ipv6String(bytes: Uint8Array): string {
 
 /** The VIPs the kernel datapath intercepts (IPv4 or IPv6 literals), primary first; none without a port. */
 export function kernelVips(spec: ServiceSpec): readonly string[] {
-  if (spec.port === undefined) return [];
-  return serviceVips(spec).filter((v) => ipv4ToInt(v) !== undefined || ipv6Bytes(v) !== undefined);
+  const ok = (v: string) => ipv4ToInt(v) !== undefined || ipv6Bytes(v) !== undefined;
+  return spec.port === undefined ? [] : serviceVips(spec).filter(ok);
 }
 
 /** Can the kernel datapath serve this service? It needs an IPv4 or IPv6 VIP and a port. */
-export function kernelServable(spec: ServiceSpec): boolean {
-  return kernelVips(spec).length > 0;
-}
+export const kernelServable = (spec: ServiceSpec): boolean => kernelVips(spec).length > 0;
 
 function backendBodySize(ip: number | Uint8Array, port: number, weight: number): number {
   return (typeof ip === 'number' ? 5 : 18) + varintFieldSize(2, port) + (weight > 1 ? varintFieldSize(3, weight) : 0);
 }
 
 /**
- * Encodes one service's tree. A service has the family of its VIP (connect4
- * sees IPv4 destinations, connect6 IPv6 ones): backends of the other family
- * are left out and every node's range is renumbered around them; a node left
- * with no backends stays, with an empty range, and the kernel treats it as
- * unmatched. A dual-stack service has one tree per VIP (`address`, default
- * the primary `vip`), each with its family's backends.
+ * Encodes one service's tree over one VIP (`address`, default `vip`; a dual-stack
+ * service has a tree per VIP). connect4 sees IPv4 destinations, connect6 IPv6
+ * ones: backends of the other family are left out and every node's range is
+ * renumbered around them; a node left with no backends stays, with an empty
+ * range, and the kernel treats it as unmatched.
  */
 export function encodeLocalityTree(
   spec: ServiceSpec,
