@@ -3,7 +3,8 @@
  * node's spill (the leaves and weights its tree carries) splits the random
  * numbers by cumulative weight, one draw, then an endpoint in the chosen
  * leaf; a chosen leaf without backends is the plain pick; a service that is
- * no longer load aware is the plain pick again.
+ * no longer load aware is the plain pick again. A dual-stack service's two
+ * trees (one per VIP) keep each its own spill entries.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -15,7 +16,13 @@ import { SpillTable } from '../server/src/agent/spill-table.js';
 import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
 import { contentHash } from '../server/src/resources/resource.js';
-import { decodeLocalityTree, encodeLocalityTree, intToIpv4, ipv4ToInt } from '../server/src/resources/tree-codec.js';
+import {
+  decodeLocalityTree,
+  encodeLocalityTree,
+  intToIpv4,
+  ipv4ToInt,
+  kernelVips,
+} from '../server/src/resources/tree-codec.js';
 import type { TreeSpill } from '../server/src/resources/tree-spill.js';
 import { counts, kernelEnv, testCgroup } from './support/kernel.js';
 import { placementOf, spec } from './support/kernel-fixtures.js';
@@ -71,8 +78,11 @@ describe('the load-aware pick in the kernel (BPF_PROG_TEST_RUN)', { skip: env.re
           },
         ]
       : [];
-    const bytes = encodeLocalityTree(st.spec, compiled, spills);
-    const trees = [{ tree: decodeLocalityTree(bytes), hash: contentHash(bytes) }];
+    // A tree per VIP, as the server sends a dual-stack service.
+    const trees = kernelVips(st.spec).map((vip) => {
+      const bytes = encodeLocalityTree(st.spec, compiled, spills, vip);
+      return { tree: decodeLocalityTree(bytes), hash: contentHash(bytes) };
+    });
     const r = dp.apply(trees);
     assert.deepEqual(r.rejected, []);
     const before = spill.mapWrites;
@@ -132,6 +142,17 @@ describe('the load-aware pick in the kernel (BPF_PROG_TEST_RUN)', { skip: env.re
     const gone = loadAware();
     load({ ...gone, endpoints: gone.endpoints.filter((e) => e.address !== '127.0.5.3') }, {}, { syncSpill: false });
     assert.deepEqual(zones(1000), { a: 1000 });
+  });
+
+  it("a dual-stack service's two trees keep each its spill entries", () => {
+    const s = loadAware();
+    const v6 = s.endpoints.map((e, i) => ({ ...e, address: `fd00:e::${i + 1}` }));
+    const dual = { ...s, vips: [VIP, 'fd00:e::100'], endpoints: [...s.endpoints, ...v6] };
+    // The IPv6 tree is synced after the IPv4 one: it must not take the IPv4 VIP's entries away.
+    load(dual, { 'r1/za/s': 600, 'r1/zb/s': 300, 'r2/zc/s': 100 });
+    assert.deepEqual(zones(1000), { a: 600, b: 300, c: 100 });
+    load(loadAware(), { 'r1/za/s': 600, 'r1/zb/s': 300, 'r2/zc/s': 100 });
+    assert.deepEqual(zones(1000), { a: 600, b: 300, c: 100 }, 'single-stack again: the IPv4 entries stay');
   });
 
   it('a service no longer load aware drops its entries and picks plainly', () => {

@@ -218,9 +218,12 @@ describe('real Envoys in front of a Kubernetes Service', { skip: kubeSkip() || e
       }
       const held = (await (await fetch(`http://${canopy.adminAddress}/api/v1/services/dual.${NS}`)).json()) as {
         vip?: string;
+        vips?: string[];
       };
-      // Canopy's service has one VIP: the Service's first cluster IP (docs/kubernetes.md).
+      // Canopy's service has both cluster IPs, the primary first (docs/kubernetes.md).
       assert.equal(held.vip, svc.spec?.clusterIPs?.[0]);
+      assert.deepEqual(held.vips, svc.spec?.clusterIPs);
+      assert.notEqual(held.vips?.[0]?.includes(':'), held.vips?.[1]?.includes(':'), 'one VIP per family');
     }));
 
   it('no Envoy rejected an update', async () => {

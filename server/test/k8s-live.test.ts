@@ -152,6 +152,19 @@ describe('live Kubernetes mapping', () => {
     assert.equal(td.errors[0]!.path, 'Service shop/web: spec.trafficDistribution');
   });
 
+  it('a dual-stack Service has both cluster IPs as VIPs, the primary first; a single-stack one, its one', () => {
+    const dual = mapService(
+      service({ clusterIP: 'fd00:10:96::a', clusterIPs: ['fd00:10:96::a', '10.96.0.5'], ports: [{ port: 80 }] }),
+      [],
+      ctx,
+    ).specs[0]!;
+    assert.equal(dual.vip, 'fd00:10:96::a');
+    assert.deepEqual(dual.vips, ['fd00:10:96::a', '10.96.0.5']);
+    const single = mapService(service({ clusterIP: '10.96.0.5', ports: [{ port: 80 }] }), [], ctx).specs[0]!;
+    assert.equal(single.vip, '10.96.0.5');
+    assert.equal(single.vips, undefined);
+  });
+
   it('ExternalName and port-less Services have no Canopy service; foreign hints are counted', () => {
     assert.equal(mapService(service({ type: 'ExternalName' }), [], ctx).specs.length, 0);
     assert.equal(mapService(service({ clusterIP: 'None' }), [], ctx).specs.length, 0);

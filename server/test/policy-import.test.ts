@@ -303,6 +303,15 @@ describe('Kubernetes importer', () => {
     assert.ok(notes.includes('in.yaml[0].spec.selector'));
   });
 
+  it("imports a dual-stack Service's two cluster IPs as its VIPs", () => {
+    const dual = K8S.replace('clusterIPs: [10.96.0.30]', 'clusterIPs: [10.96.0.30, "fd00:10:96::30"]');
+    const r = imp('k8s', dual);
+    assert.ok(r.result.ok, JSON.stringify(!r.result.ok && r.result.errors));
+    const [s] = r.result.value.services;
+    assert.equal(s!.vip, '10.96.0.30');
+    assert.deepEqual(s!.vips, ['10.96.0.30', 'fd00:10:96::30']);
+  });
+
   it('reports bad input with its path', () => {
     const bad = K8S.replace('trafficDistribution: PreferClose', 'trafficDistribution: PreferFar').replace(
       'kubernetes.io/service-name: web',

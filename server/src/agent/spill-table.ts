@@ -24,8 +24,8 @@ export interface ConnectCount {
 }
 
 export class SpillTable {
-  /** service → key hex → value hex, as written. */
-  private readonly written = new Map<string, Map<string, string>>();
+  /** serviceId (VIP and port: a dual-stack service has two) → its name and key hex → value hex, as written. */
+  private readonly written = new Map<string, { service: string; entries: Map<string, string> }>();
   /** Load-aware trees by serviceId, for reading the counts. */
   private readonly trees = new Map<string, { tree: TreeMessage; localities: Map<string, CountedLocality> }>();
   private first = true;
@@ -65,8 +65,9 @@ export class SpillTable {
     const live = new Map<string, { tree: TreeMessage; localities: Map<string, CountedLocality> }>();
     for (const { tree } of trees) {
       if (skip.has(tree.service)) continue;
-      seen.add(tree.service);
-      const held = this.written.get(tree.service) ?? new Map<string, string>();
+      const id = serviceId(tree);
+      seen.add(id);
+      const held = this.written.get(id)?.entries ?? new Map<string, string>();
       const next = new Map<string, string>();
       for (const e of spillEntries(tree)) {
         const k = e.key.toString('hex');
@@ -78,22 +79,22 @@ export class SpillTable {
         }
       }
       for (const k of held.keys()) if (!next.has(k)) this.delete(k);
-      if (next.size > 0) this.written.set(tree.service, next);
-      else this.written.delete(tree.service);
+      if (next.size > 0) this.written.set(id, { service: tree.service, entries: next });
+      else this.written.delete(id);
       if (tree.loadAware) {
         const prev = this.trees.get(serviceId(tree));
         live.set(serviceId(tree), prev?.tree === tree ? prev : { tree, localities: localitiesOf(tree) });
       }
     }
-    for (const [service, held] of this.written) {
-      if (seen.has(service) || skip.has(service)) continue;
-      for (const k of held.keys()) this.delete(k);
-      this.written.delete(service);
+    for (const [id, held] of this.written) {
+      if (seen.has(id) || skip.has(held.service)) continue;
+      for (const k of held.entries.keys()) this.delete(k);
+      this.written.delete(id);
     }
     // After a restart: entries a previous agent left that no tree asks for.
     if (this.first) {
       this.first = false;
-      const wanted = new Set([...this.written.values()].flatMap((m) => [...m.keys()]));
+      const wanted = new Set([...this.written.values()].flatMap((m) => [...m.entries.keys()]));
       for (const k of this.keys(this.spillFd, ks)) if (!wanted.has(k.toString('hex'))) this.delete(k.toString('hex'));
     }
     for (const [id, t] of this.trees) if (!live.has(id) && !skip.has(t.tree.service)) this.forgetCounts(id);

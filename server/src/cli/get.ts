@@ -15,6 +15,7 @@ interface ServiceJson {
   name: string;
   port?: number;
   vip?: string;
+  vips?: string[];
   loadBalancing?: { mode?: string };
   endpoints: EndpointJson[];
 }
@@ -50,7 +51,7 @@ export function registerGet(program: Command): void {
             String(s.endpoints.filter((e) => (e.health ?? 'healthy') === 'healthy').length),
             s.loadBalancing?.mode ?? 'failover',
             s.port !== undefined ? String(s.port) : '-',
-            s.vip ?? '-',
+            (s.vips ?? (s.vip !== undefined ? [s.vip] : [])).join(',') || '-',
           ]),
         ),
       );

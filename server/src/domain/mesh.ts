@@ -216,6 +216,7 @@ function sameShape(a: ServiceSpec, b: ServiceSpec): boolean {
   return (
     a.port === b.port &&
     a.vip === b.vip &&
+    String(a.vips) === String(b.vips) &&
     la.mode === lb.mode &&
     la.crossNetworkFailover === lb.crossNetworkFailover &&
     la.overprovisioningFactor === lb.overprovisioningFactor &&

@@ -22,6 +22,7 @@ import type { FieldError } from './errors.js';
 import { isIp } from './ip.js';
 import type { ServiceSpec } from './service.js';
 import { upstreamOf } from './upstream.js';
+import { serviceVips } from './vips.js';
 
 export type OutboundMode = 'transparent' | 'local';
 
@@ -103,16 +104,18 @@ function place(mode: OutboundMode, port: number, specs: readonly ServiceSpec[]):
     return { group: { mode, port, http, tcpByVip, ...(tcp ? { tcp } : {}) }, refused };
   }
   for (const s of specs) {
-    const other = s.vip !== undefined ? byVip.get(s.vip) : undefined;
-    if (other) {
+    // Every VIP of a dual-stack service: the node agent keys its maps by each.
+    const vips = serviceVips(s);
+    const shared = vips.find((v) => byVip.has(v));
+    if (shared !== undefined) {
       refused.push({
         spec: s,
-        field: 'vip',
-        message: `${s.vip}:${port} is also service "${other.name}"'s; a sidecar could not tell them apart`,
+        field: s.vips !== undefined ? 'vips' : 'vip',
+        message: `${shared}:${port} is also service "${byVip.get(shared)!.name}"'s; a sidecar could not tell them apart`,
       });
       continue;
     }
-    if (s.vip !== undefined) byVip.set(s.vip, s);
+    for (const v of vips) byVip.set(v, s);
     if (!isTcp(s)) http.push(s);
     else if (s.vip !== undefined) tcpByVip.push(s);
     else if (tcp === undefined) tcp = s;

@@ -69,7 +69,10 @@ export const MAX_REACH = 1_000_000;
 export interface ServiceSpec {
   readonly name: string;
   readonly port?: number;
+  /** The primary VIP; `vips` too when the service has one per family (domain/vips.ts). */
   readonly vip?: string;
+  /** Both VIPs of a dual-stack service, `vip` first (one per family); absent with one VIP. */
+  readonly vips?: readonly string[];
   readonly loadBalancing: LoadBalancing;
   readonly endpoints: readonly Endpoint[];
   // Sidecar (Envoy) settings; absent means the defaults of upstream.ts.

@@ -18,6 +18,7 @@ export function serviceSpecToJson(spec: ServiceSpec): Obj {
     name: spec.name,
     ...(spec.port !== undefined ? { port: spec.port } : {}),
     ...(spec.vip !== undefined ? { vip: spec.vip } : {}),
+    ...(spec.vips !== undefined ? { vips: spec.vips } : {}),
     loadBalancing: {
       mode: lb.mode,
       routingPreference: [...lb.routingPreference],

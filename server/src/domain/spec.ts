@@ -37,6 +37,7 @@ import type { LazySettings } from './demand.js';
 import { isLoadAware, readLoadAware } from './load/load-aware-spec.js';
 import { outboundConflicts } from './outbound.js';
 import { readLazy, readSidecarSettings, SIDECAR_KEYS } from './sidecar-spec.js';
+import { readVips, vipFields } from './vips.js';
 
 // Kept importable from here: the readers and IP helpers moved to their own modules.
 export { canonicalIp, isIp, isUnspecified } from './ip.js';
@@ -71,7 +72,7 @@ const MAX_OVERPROVISIONING = 100_000;
 const MAX_DEBOUNCE_MS = 60_000;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
-const SERVICE_KEYS = ['name', 'port', 'vip', 'loadBalancing', 'endpoints', 'dns', ...SIDECAR_KEYS];
+const SERVICE_KEYS = ['name', 'port', 'vip', 'vips', 'loadBalancing', 'endpoints', 'dns', ...SIDECAR_KEYS];
 const LB_KEYS = [
   'mode',
   'routingPreference',
@@ -198,7 +199,7 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
     );
   }
   const port = r.optional(o, 'port', path, (x, p) => r.int(x, p, 1, 65535));
-  const vip = r.optional(o, 'vip', path, r.ip);
+  const vips = readVips(r, o, path);
   const loadBalancing = readLoadBalancing(r, o['loadBalancing'], join(path, 'loadBalancing'));
   const endpoints = r.optional(o, 'endpoints', path, (x, p) => readEndpoints(r, x, p)) ?? [];
   const totalWeight = endpoints.reduce((n, e) => n + e.weight, 0);
@@ -217,7 +218,7 @@ function readService(r: Reader, v: unknown, path: string): ServiceSpec | undefin
   return {
     name,
     ...(port !== undefined ? { port } : {}),
-    ...(vip !== undefined ? { vip } : {}),
+    ...vipFields(vips ?? []),
     loadBalancing,
     endpoints,
     ...(dns ? { dns } : {}),

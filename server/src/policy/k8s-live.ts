@@ -134,7 +134,8 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
   if (spec.type === 'ExternalName' || !spec.ports?.length) return { specs: [], errors: [], foreignHints: 0 };
   const lb = loadBalancingOf(svc, at, ctx.destinationRule?.(base), ctx.meshStrategy?.(base));
   if ('errors' in lb) return { specs: [], errors: lb.errors, foreignHints: 0 };
-  const vip = spec.clusterIP && spec.clusterIP !== 'None' && isIp(spec.clusterIP) ? spec.clusterIP : undefined;
+  // A dual-stack Service's clusterIPs: one per family, the primary (clusterIP) first.
+  const vips = (spec.clusterIPs ?? (spec.clusterIP ? [spec.clusterIP] : [])).filter((ip) => ip !== 'None' && isIp(ip));
   const sliceList = [...slices];
   const specs: ServiceSpec[] = [];
   const errors: FieldError[] = [];
@@ -145,7 +146,7 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
     const head = parseServiceSpec({
       name: canopyName,
       port: p.port,
-      ...(vip !== undefined ? { vip } : {}),
+      ...(vips.length === 1 ? { vip: vips[0] } : vips.length > 1 ? { vips } : {}),
       ...(protocol !== undefined ? { protocol } : {}),
       loadBalancing: lb.value,
       endpoints: [],

@@ -27,7 +27,6 @@ import { istioTrafficDistribution, TRAFFIC_DISTRIBUTION_ANNOTATION } from './ist
 const SERVICE_IGNORED: Readonly<Record<string, string>> = {
   selector: 'Canopy takes endpoints from the EndpointSlices',
   type: 'only the cluster-internal VIP is imported',
-  clusterIPs: 'only the first cluster IP is imported',
   ipFamilies: 'address families follow the endpoints',
   ipFamilyPolicy: 'address families follow the endpoints',
   sessionAffinity: 'session affinity is not supported',
@@ -116,13 +115,21 @@ export function importKubernetes(docs: readonly PolicyDocument[], f: Findings): 
 }
 
 function readService(f: Findings, spec: Obj, path: string, name: string, slices: readonly Slice[]): Obj {
-  f.keys(spec, path, ['ports', 'clusterIP', 'trafficDistribution', 'internalTrafficPolicy'], SERVICE_IGNORED);
+  f.keys(
+    spec,
+    path,
+    ['ports', 'clusterIP', 'clusterIPs', 'trafficDistribution', 'internalTrafficPolicy'],
+    SERVICE_IGNORED,
+  );
   const ports = spec['ports'] === undefined ? [] : (list(f, spec['ports'], join(path, 'ports')) ?? []);
   const first = ports[0];
   const port = isObject(first) && typeof first['port'] === 'number' ? first['port'] : undefined;
   if (ports.length > 1) f.note(join(path, 'ports'), `only the first port (${port}) is imported`);
   const ip = spec['clusterIP'];
   const vip = typeof ip === 'string' && ip !== 'None' && ip !== '' ? ip : undefined;
+  // A dual-stack Service's cluster IPs (the primary first): both are the service's VIPs.
+  const ips = spec['clusterIPs'] === undefined ? undefined : strings(f, spec['clusterIPs'], join(path, 'clusterIPs'));
+  const vips = vip !== undefined && ips !== undefined && ips.length > 1 ? ips : undefined;
   const td = spec['trafficDistribution'];
   const itp = spec['internalTrafficPolicy'];
   if (itp === 'Local' && td !== undefined)
@@ -134,7 +141,7 @@ function readService(f: Findings, spec: Obj, path: string, name: string, slices:
   const loadBalancing = 'error' in lb ? { mode: 'random', routingPreference: ['zone'] } : lb.loadBalancing;
   return {
     name,
-    ...(vip !== undefined ? { vip } : {}),
+    ...(vips !== undefined ? { vips } : vip !== undefined ? { vip } : {}),
     ...(port !== undefined ? { port } : {}),
     loadBalancing,
     endpoints: slices.flatMap((s) => s.endpoints),

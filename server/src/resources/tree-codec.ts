@@ -13,6 +13,7 @@ import { isLoadAware } from '../domain/load/load-aware-spec.js';
 import type { CompiledTree } from '../domain/locality-tree.js';
 import { KERNEL_HOSTNAMES, kernelUnsupported } from '../domain/policy.js';
 import type { LbMode, ServiceSpec } from '../domain/service.js';
+import { serviceVips } from '../domain/vips.js';
 import { packagePath } from '../platform/paths.js';
 import { fieldSize, utf8Bytes, varintFieldSize, varintSize, WireWriter } from '../wire/wire.js';
 import type { TreeSpill } from './tree-spill.js';
@@ -82,33 +83,34 @@ export function ipv6String(bytes: Uint8Array): string {
   return ipaddr.fromByteArray([...bytes]).toString();
 }
 
-/** Can the kernel datapath serve this service? It needs an IPv4 or IPv6 VIP and a port. */
-export function kernelServable(spec: ServiceSpec): boolean {
-  return (
-    spec.vip !== undefined &&
-    spec.port !== undefined &&
-    (ipv4ToInt(spec.vip) !== undefined || ipv6Bytes(spec.vip) !== undefined)
-  );
+/** The VIPs the kernel datapath intercepts (IPv4 or IPv6 literals), primary first; none without a port. */
+export function kernelVips(spec: ServiceSpec): readonly string[] {
+  const ok = (v: string) => ipv4ToInt(v) !== undefined || ipv6Bytes(v) !== undefined;
+  return spec.port === undefined ? [] : serviceVips(spec).filter(ok);
 }
+
+/** Can the kernel datapath serve this service? It needs an IPv4 or IPv6 VIP and a port. */
+export const kernelServable = (spec: ServiceSpec): boolean => kernelVips(spec).length > 0;
 
 function backendBodySize(ip: number | Uint8Array, port: number, weight: number): number {
   return (typeof ip === 'number' ? 5 : 18) + varintFieldSize(2, port) + (weight > 1 ? varintFieldSize(3, weight) : 0);
 }
 
 /**
- * Encodes one service's tree. A service has the family of its VIP (connect4
- * sees IPv4 destinations, connect6 IPv6 ones): backends of the other family
- * are left out and every node's range is renumbered around them; a node left
- * with no backends stays, with an empty range, and the kernel treats it as
- * unmatched.
+ * Encodes one service's tree over one VIP (`address`, default `vip`; a dual-stack
+ * service has a tree per VIP). connect4 sees IPv4 destinations, connect6 IPv6
+ * ones: backends of the other family are left out and every node's range is
+ * renumbered around them; a node left with no backends stays, with an empty
+ * range, and the kernel treats it as unmatched.
  */
 export function encodeLocalityTree(
   spec: ServiceSpec,
   tree: CompiledTree,
   spills: readonly TreeSpill[] = [],
+  address: string | undefined = spec.vip,
 ): Uint8Array {
-  const vip = spec.vip !== undefined ? ipv4ToInt(spec.vip) : undefined;
-  const vip6 = spec.vip !== undefined && vip === undefined ? ipv6Bytes(spec.vip) : undefined;
+  const vip = address !== undefined ? ipv4ToInt(address) : undefined;
+  const vip6 = address !== undefined && vip === undefined ? ipv6Bytes(address) : undefined;
   if ((vip === undefined && vip6 === undefined) || spec.port === undefined) {
     throw new CodedError(
       'CANOPY_INVALID_TREE',
