@@ -1,7 +1,6 @@
 /**
- * The TypeScript mirror of bpf/canopy_abi.h: every map's key and value, as
- * offsets into a Buffer. server/test/bpf-abi.test.ts compiles the header and
- * checks these sizes and offsets against it. Change both together.
+ * The TypeScript mirror of bpf/canopy_abi.h: every map's key and value, as offsets into a Buffer.
+ * server/test/bpf-abi.test.ts compiles the header and checks them against it. Change both together.
  *
  * Byte order: addresses and ports are network order (as the kernel's
  * bpf_sock_addr holds them); everything else is the host's order.
