@@ -100,6 +100,8 @@ export async function startGrpcTransport(opts: {
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.http2.min_ping_interval_without_data_ms': 5_000,
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
+    // Canopy serves no channelz; its per-connection and per-call tracking costs every stream's start.
+    'grpc.enable_channelz': 0,
     // A backstop above the limit counted per connection, so that one is what clients normally meet (with its message).
     'grpc.max_concurrent_streams': budget.limits.maxStreamsPerConnection * 2 + 16,
   });
