@@ -24,7 +24,8 @@ int main(void)
 	BEGIN(canopy_bucket); FIELD(canopy_bucket, base); FIELD(canopy_bucket, split); FIELD(canopy_bucket, base2);
 	FIELD(canopy_bucket, count); FIELD(canopy_bucket, total); END();
 	BEGIN(canopy_svc); FIELD(canopy_svc, tree); FIELD(canopy_svc, mode); FIELD(canopy_svc, depth);
-	FIELD(canopy_svc, flags); FIELD(canopy_svc, level_scope); FIELD(canopy_svc, root); END();
+	FIELD(canopy_svc, flags); FIELD(canopy_svc, level_scope); FIELD(canopy_svc, root);
+	FIELD(canopy_svc, here_level); FIELD(canopy_svc, here); END();
 	BEGIN(canopy_node_key); FIELD(canopy_node_key, tree); FIELD(canopy_node_key, level); FIELD(canopy_node_key, value); END();
 	BEGIN(canopy_node); FIELD(canopy_node, b); FIELD(canopy_node, id); END();
 	BEGIN(canopy_backend); FIELD(canopy_backend, ip); FIELD(canopy_backend, port); FIELD(canopy_backend, pad); FIELD(canopy_backend, wsum); FIELD(canopy_backend, ip6); END();

@@ -7,7 +7,8 @@
  * Map lookups per VIP connect: 1 service + the caller's locality (the
  * workload config, an array read; then the cgroup's own entry, else the
  * ancestors' at the levels that have entries, only when some cgroup has one;
- * then the node default, an array read) + the tree levels looked up deepest first (1 when
+ * then the node default, an array read) + the tree levels looked up deepest first (none
+ * for a caller with the node's locality: the service value holds its bucket; 1 when
  * the caller's own leaf has backends, depth at most; a network-first service
  * whose caller's network has none adds depth - 1 in the merged tree)
  * + 1 entry of the chosen node's bucket (weighted: log2(count) + 1; IPv6: + 1
@@ -117,6 +118,7 @@ struct canopy_result {
 	__u32 matched;
 	__u32 lookups;
 	__u32 slot; /* the chosen endpoint slot */
+	__u32 here; /* the caller's locality is the node's (canopy_nodeloc) */
 	/* The service's VIP (canopy_spill_key): set by the caller before the pick. */
 	__u32 vip[4];
 	__u16 vport;
@@ -403,6 +405,7 @@ static __always_inline struct canopy_locality *canopy_caller_locality(struct can
 			return loc;
 	}
 	res->lookups++;
+	res->here = 1;
 	return bpf_map_lookup_elem(&canopy_nodeloc, &zero);
 }
 
@@ -425,8 +428,10 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	struct canopy_walk w = {};
 	__u32 zero = 0;
 
-	/* One copy: later reads see this version even if the entry is replaced meanwhile. */
-	__builtin_memcpy(&svc, svcp, sizeof(svc));
+	/* One copy: later reads see this version even if the entry is replaced meanwhile.
+	 * The node's bucket (here) is read from the entry only when it is used: a
+	 * replaced entry is freed after RCU, so it still holds this version. */
+	__builtin_memcpy(&svc, svcp, __builtin_offsetof(struct canopy_svc, here_level));
 
 	if (svc.mode != CANOPY_MODE_RANDOM && svc.depth > 0) {
 		if (live) {
@@ -442,10 +447,15 @@ static __always_inline int canopy_pick(const struct canopy_svc *svcp, __u64 cgro
 	}
 
 	if (loc) {
-		if (live == 2)
+		if (live && res->here && svcp->here_level) {
+			/* The node's own locality: its deepest bucket is in the service value. */
+			__builtin_memcpy(&w.b, &svcp->here, sizeof(w.b));
+			w.matched = svcp->here_level;
+		} else if (live == 2) {
 			canopy_walk_body(&svc, loc, &w);
-		else
+		} else {
 			canopy_walk(&svc, loc, &w);
+		}
 		res->lookups += w.lookups;
 		res->matched = w.matched;
 		if (svc.flags & CANOPY_SVC_SPILL) {

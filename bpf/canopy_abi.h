@@ -8,7 +8,8 @@
  *
  * The compiled locality tree of one service lives in three maps:
  *
- *   canopy_services  (vip, port)               -> tree id, mode, levels, the root's bucket
+ *   canopy_services  (vip, port)               -> tree id, mode, levels, the root's bucket,
+ *                                                 the node's own deepest bucket
  *                    (canopy_services6: the same for IPv6 VIPs)
  *   canopy_nodes     (tree, level, path hash)   -> the node's bucket
  *   canopy_endpoints slot                       -> backend ip:port (and a Fenwick partial sum)
@@ -103,6 +104,13 @@ struct canopy_svc {
 	__u16 flags;    /* CANOPY_SVC_* */
 	__u8 level_scope[CANOPY_MAX_DEPTH]; /* scope slot of level i */
 	struct canopy_bucket root;          /* every endpoint of the service */
+	/* The node's own locality projected (the agent rewrites it with every change
+	 * along the node's path, and when the node's locality changes): the level of
+	 * the deepest node on its path with backends, 0 when none (then a connect
+	 * walks), and that node's bucket. A caller with the node's locality takes
+	 * it without a canopy_nodes lookup. */
+	__u32 here_level;
+	struct canopy_bucket here;
 };
 
 /* canopy_services6: BPF_MAP_TYPE_HASH, no prealloc: IPv6 VIPs (cgroup/connect6), value struct canopy_svc. */

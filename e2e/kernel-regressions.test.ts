@@ -182,7 +182,8 @@ describe('kernel regressions', { skip: env.reason }, () => {
     // Someone else fills the service map behind the agent's back: two more entries, the map is full.
     const bpf = loadAddon();
     const fd = bpf.objGet(path.join(cg.pinDir, MAP.services));
-    const { svcKey, svcValue } = await import('../server/src/agent/abi.js');
+    const { svcKey } = await import('../server/src/agent/abi.js');
+    const { svcValue } = await import('../server/src/agent/abi-svc.js');
     const junk = [svcKey({ vip: 0x7f640199, port: 1 }), svcKey({ vip: 0x7f640199, port: 2 })];
     const empty = svcValue({
       tree: 0,

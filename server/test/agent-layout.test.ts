@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { LAYOUT, readNode, readSvcValue, type BucketValue } from '../src/agent/abi.js';
+import { LAYOUT, readNode, type BucketValue } from '../src/agent/abi.js';
+import { readSvcValue } from '../src/agent/abi-svc.js';
 import { nodePaths } from '../src/agent/tree-shape.js';
 import { plan, type AgentState, type Plan } from '../src/agent/planner.js';
 import { SlotAllocator } from '../src/agent/slot-allocator.js';

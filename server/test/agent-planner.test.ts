@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { LAYOUT, pathHash, readNode, readSvcValue, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
+import { LAYOUT, pathHash, readNode, SCOPE_FIRST_DYNAMIC, valueHash } from '../src/agent/abi.js';
+import { readSvcValue } from '../src/agent/abi-svc.js';
 import { plan, type AgentState, type IncomingTree } from '../src/agent/planner.js';
 import { SlotAllocator } from '../src/agent/slot-allocator.js';
 import type { TreeMessage } from '../src/resources/tree-codec.js';

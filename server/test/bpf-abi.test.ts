@@ -11,6 +11,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { CONSTANTS, LAYOUT, MAX_DEPTH } from '../src/agent/abi.js';
 import { SPILL_CONSTANTS, SPILL_LAYOUT } from '../src/agent/abi-spill.js';
+import { SVC_LAYOUT } from '../src/agent/abi-svc.js';
 import { MAX_SCOPES } from '../src/domain/locality.js';
 import { packagePath } from '../src/platform/paths.js';
 
@@ -35,7 +36,7 @@ describe(
 
     it('every struct has the same size and field offsets', () => {
       const c = JSON.parse(printed) as { layout: Record<string, { size: number; fields: Record<string, number> }> };
-      assert.deepEqual(c.layout, { ...LAYOUT, ...SPILL_LAYOUT });
+      assert.deepEqual(c.layout, { ...LAYOUT, ...SVC_LAYOUT, ...SPILL_LAYOUT });
     });
 
     it('every constant has the same value', () => {

@@ -71,7 +71,6 @@ export const LAYOUT = {
   canopy_svc_key: { size: 8, fields: { vip: 0, port: 4, pad: 6 } },
   canopy_svc_key6: { size: 20, fields: { vip: 0, port: 16, pad: 18 } },
   canopy_bucket: { size: 20, fields: { base: 0, split: 4, base2: 8, count: 12, total: 16 } },
-  canopy_svc: { size: 36, fields: { tree: 0, mode: 4, depth: 5, flags: 6, level_scope: 8, root: 16 } },
   canopy_node_key: { size: 16, fields: { tree: 0, level: 4, value: 8 } },
   canopy_node: { size: 24, fields: { b: 0, id: 20 } },
   canopy_backend: { size: 28, fields: { ip: 0, port: 4, pad: 6, wsum: 8, ip6: 12 } },
@@ -167,18 +166,7 @@ export interface BucketValue {
   readonly total: number;
 }
 
-export interface SvcValue {
-  readonly tree: number;
-  readonly mode: number;
-  readonly depth: number;
-  readonly levelScope: readonly number[];
-  /** SVC_WEIGHTED: pick by weight. */
-  readonly flags?: number;
-  /** Every endpoint of the service. */
-  readonly root: BucketValue;
-}
-
-function writeBucket(b: Buffer, off: number, v: BucketValue): void {
+export function writeBucket(b: Buffer, off: number, v: BucketValue): void {
   const f = LAYOUT.canopy_bucket.fields;
   u32(b, off + f.base, v.base);
   u32(b, off + f.split, v.split);
@@ -226,32 +214,6 @@ export function readSvcKey(b: Buffer): SvcKey {
   }
   const f = LAYOUT.canopy_svc_key.fields;
   return { vip: b.readUInt32BE(f.vip), port: b.readUInt16BE(f.port) };
-}
-
-export function svcValue(v: SvcValue): Buffer {
-  const f = LAYOUT.canopy_svc.fields;
-  const b = Buffer.alloc(LAYOUT.canopy_svc.size);
-  u32(b, f.tree, v.tree);
-  b.writeUInt8(v.mode, f.mode);
-  b.writeUInt8(v.depth, f.depth);
-  if (LE) b.writeUInt16LE(v.flags ?? 0, f.flags);
-  else b.writeUInt16BE(v.flags ?? 0, f.flags);
-  v.levelScope.forEach((s, i) => b.writeUInt8(s, f.level_scope + i));
-  writeBucket(b, f.root, v.root);
-  return b;
-}
-
-export function readSvcValue(b: Buffer): SvcValue {
-  const f = LAYOUT.canopy_svc.fields;
-  const depth = b.readUInt8(f.depth);
-  return {
-    tree: readU32(b, f.tree),
-    mode: b.readUInt8(f.mode),
-    depth,
-    levelScope: Array.from({ length: depth }, (_, i) => b.readUInt8(f.level_scope + i)),
-    flags: LE ? b.readUInt16LE(f.flags) : b.readUInt16BE(f.flags),
-    root: readBucket(b, f.root),
-  };
 }
 
 // --------------------------------------------------------------------- nodes

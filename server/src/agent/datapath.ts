@@ -15,6 +15,7 @@ import {
   PROGRAM,
   RETIRED_MAPS,
   sumStats,
+  svcKey,
   u32Key,
   u64Value,
   valueHash,
@@ -22,7 +23,8 @@ import {
 } from './abi.js';
 import { BPF_ANY, kernelTooOld, loadAddon, objectPath, type BpfAddon, type Hook } from './bpf.js';
 import { assertCgroupDir, cgroupId, cgroupLevel } from './cgroups.js';
-import { deleteKeys, mapFds, switchServices, writeFill, writeInOrder, type Fds } from './map-writes.js';
+import { reproject, samePlacement } from './here-bucket.js';
+import { deleteKeys, mapFds, servicesFd, switchServices, writeFill, writeInOrder, type Fds } from './map-writes.js';
 import { uninstall } from './pins.js';
 import {
   plan,
@@ -199,7 +201,24 @@ export class Datapath {
     this.workloadLevels = levels;
     this.adoptRecoveredScopes(placementScopes(entries));
     this.writeWorkloads();
+    this.projectNode(node);
     return skipped;
+  }
+
+  /**
+   * The node's own deepest bucket in every service value (here-bucket.ts),
+   * once canopy_nodeloc holds its new locality; a connect in between picks
+   * from the old locality's bucket, as it did a moment before.
+   */
+  private projectNode(node: Placement): void {
+    if (samePlacement(this.state.node, node)) return;
+    this.state.node = node;
+    for (const [ks, p] of this.state.services) {
+      const [w] = reproject([{ key: svcKey(p.key), value: p.value, layout: p.layout }], node);
+      if (!w) continue;
+      this.bpf.mapUpdate(servicesFd(this.fds, w.key), w.key, w.value, BPF_ANY);
+      this.state.services.set(ks, { ...p, value: w.value });
+    }
   }
 
   /**

@@ -7,6 +7,7 @@
  * Writes go slots first, then node entries, then the service entry, so a
  * count never covers an entry not yet written. Pure.
  */
+import type { Placement as NodePlacement } from '../domain/locality.js';
 import type { TreeMessage } from '../resources/tree-codec.js';
 import { LAYOUT, writeBackend } from './abi.js';
 import { bucketValue, capacity, edit, editable, freshBucket, slotOf, type Bucket } from './bucket.js';
@@ -55,6 +56,7 @@ export function editLayout(
   allocator: SlotAllocator,
   nodesFree: number,
   serviceKey: Buffer,
+  node?: NodePlacement,
 ): EditedLayout | string {
   if (shapeOf(t, mode, levelScope) !== old.shape) return 'the mode, scopes or family changed';
   const pl = place(t);
@@ -83,11 +85,12 @@ export function editLayout(
   if (bad) return bad;
   const { addresses, addressRanges } = keyed;
   const layout: ServiceLayout = { ...old, weighted, root: d.root, nodes: d.nodes, owned, addresses, addressRanges };
-  const value = layoutValue(layout);
+  const value = layoutValue(layout, node);
+  const previous = layoutValue(old, node);
   const writes = d.writes;
   writes.push(...d.nodeWrites);
-  if (!sameBucket(old.root, d.root) || weighted !== old.weighted)
-    writes.push({ map: 'services', key: serviceKey, value, previous: layoutValue(old) });
+  // The root, the weighting, or the node's own deepest bucket (canopy_svc.here) changed.
+  if (!value.equals(previous)) writes.push({ map: 'services', key: serviceKey, value, previous });
   writes.push(...d.deletes);
   return { layout, writes, retire: d.retire.filter((r) => r.length > 0), nodeDelta: d.nodeDelta, value };
 }

@@ -11,12 +11,13 @@
  *   can read holds a backend of the old version or of the new one, and each
  *   node's count and segments change in one value write.
  */
+import type { Placement as NodePlacement } from '../domain/locality.js';
 import type { TreeMessage } from '../resources/tree-codec.js';
 import { SVC_SPILL } from './abi-spill.js';
+import { svcValue } from './abi-svc.js';
 import {
   LAYOUT,
   SVC_WEIGHTED,
-  svcValue,
   writeAddressRef,
   writeBackend,
   writeNode,
@@ -25,6 +26,7 @@ import {
   type BucketValue,
 } from './abi.js';
 import { bucketValue, freshBucket, slotOf, type Bucket } from './bucket.js';
+import { hereOf } from './here-bucket.js';
 import { membersOf, place, type Placement } from './placement.js';
 import type { Range, SlotAllocator } from './slot-allocator.js';
 import { weights } from './tree-shape.js';
@@ -43,6 +45,8 @@ export interface ServiceLayout {
   readonly tree: number;
   readonly mode: number;
   readonly levelScope: readonly number[];
+  /** The tree's scope per level (the node's own path, canopy_svc.here). */
+  readonly scopes: readonly string[];
   readonly depth: number;
   /** Picks by weight (once weighted, until the next full layout). */
   readonly weighted: boolean;
@@ -116,14 +120,17 @@ export function heldRanges(l: ServiceLayout): Range[] {
   return out.filter((r) => r.length > 0);
 }
 
-export function layoutValue(l: ServiceLayout, tree = l.tree): Buffer {
+/** The service value; with the node's placement, its deepest bucket projected (here-bucket.ts). */
+export function layoutValue(l: ServiceLayout, node: NodePlacement | undefined): Buffer {
+  const here = hereOf(l, node);
   return svcValue({
-    tree,
+    tree: l.tree,
     mode: l.mode,
     depth: l.depth,
     levelScope: l.levelScope,
     flags: (l.weighted ? SVC_WEIGHTED : 0) | (l.spill ? SVC_SPILL : 0),
     root: bucketValue(l.root),
+    ...(here ? { here } : {}),
   });
 }
 
@@ -142,6 +149,7 @@ export function fullLayout(
   mode: number,
   levelScope: readonly number[],
   allocator: SlotAllocator,
+  node?: NodePlacement,
 ): FullLayout | string {
   const pl = place(t);
   const v6 = !!t.vip6;
@@ -196,6 +204,7 @@ export function fullLayout(
     tree,
     mode,
     levelScope,
+    scopes: t.scopes,
     depth: t.scopes.length,
     weighted: weights(t.backends).weighted,
     spill: t.loadAware === true,
@@ -210,7 +219,7 @@ export function fullLayout(
     layout,
     endpoints: { keys: epKeys, values: epValues, count: total },
     nodes: { keys: nodeKeys, values: nodeValues, count: pl.nodes.length },
-    value: layoutValue(layout),
+    value: layoutValue(layout, node),
   };
 }
 

@@ -17,6 +17,7 @@
  * Every capacity is checked here, so executing a plan fails only on a kernel
  * error, and then the Datapath rolls it back.
  */
+import type { Placement } from '../domain/locality.js';
 import type { TreeMessage } from '../resources/tree-codec.js';
 import {
   MAX_SCOPES,
@@ -79,6 +80,8 @@ export interface AgentState {
   /** canopy_nodes entries held by live and retiring trees. */
   nodesHeld: number;
   readonly limits: Limits;
+  /** The node's own placement (canopy_nodeloc): its deepest bucket goes into each service value. */
+  node?: Placement;
 }
 
 export interface IncomingTree {
@@ -180,7 +183,15 @@ export function plan(state: AgentState, trees: readonly IncomingTree[], keep: Re
     retire: d.retire,
     rejected: d.rejected,
     unchanged: d.unchanged,
-    next: { services, allocator, nextTree, scopes, nodesHeld, limits: state.limits },
+    next: {
+      services,
+      allocator,
+      nextTree,
+      scopes,
+      nodesHeld,
+      limits: state.limits,
+      ...(state.node ? { node: state.node } : {}),
+    },
   };
 }
 
@@ -282,7 +293,7 @@ function planEdit(
 ): boolean {
   const a = d.allocator.clone();
   const free = d.state.limits.nodes - d.nodesHeld;
-  const e = editLayout(held.layout!, t, mode, slots.levels, a, free, svcKey(t));
+  const e = editLayout(held.layout!, t, mode, slots.levels, a, free, svcKey(t), d.state.node);
   if (typeof e === 'string') return false;
   d.allocator = a;
   d.nodesHeld += e.nodeDelta;
@@ -311,7 +322,7 @@ function planFull(
     return reject(d, t, detail, true);
   }
   const treeId = d.nextTree;
-  const f = fullLayout(t, treeId, mode, slots.levels, d.allocator);
+  const f = fullLayout(t, treeId, mode, slots.levels, d.allocator, d.state.node);
   if (typeof f === 'string')
     return reject(d, t, `${f} (--max-endpoints; retired trees hold theirs for one grace period)`, true);
   d.nextTree = d.nextTree >= 0xffffffff ? 1 : d.nextTree + 1;

@@ -10,13 +10,13 @@ import {
   readNodeKey,
   readSlotRef,
   readSvcKey,
-  readSvcValue,
   readU64At,
   SCOPE_FIRST_DYNAMIC,
   u32Key,
   valueHash,
   type BucketValue,
 } from './abi.js';
+import { readSvcValue, SVC_LAYOUT } from './abi-svc.js';
 import type { BpfAddon } from './bpf.js';
 import type { Fds } from './map-writes.js';
 import { FIXED_SCOPES, keyString, type AgentState } from './planner.js';
@@ -28,7 +28,7 @@ import type { Range } from './slot-allocator.js';
  * scope's name (names are not in the maps).
  */
 export function recoverState(bpf: BpfAddon, fds: Fds, state: AgentState): Map<bigint, number> {
-  const svcVal = Buffer.alloc(LAYOUT.canopy_svc.size);
+  const svcVal = Buffer.alloc(SVC_LAYOUT.canopy_svc.size);
   const live = new Map<
     number,
     { key: ReturnType<typeof readSvcKey>; value: ReturnType<typeof readSvcValue>; raw: Buffer }

@@ -8,7 +8,7 @@
  * whichever tree version it read.
  */
 import type { TreeMessage } from '../resources/tree-codec.js';
-import { readSvcValue } from './abi.js';
+import { readSvcValue } from './abi-svc.js';
 import { SPILL_TARGETS, SVC_SPILL, spillKey, spillValue, type SpillNode } from './abi-spill.js';
 import { nodePaths } from './tree-shape.js';
 
