@@ -10,7 +10,7 @@
 //	peer --config FILE [--plan FILE] [--host 127.0.0.1]
 //
 // stdout, one JSON line once it serves, after it has read the file and built every CLA:
-// {"event":"ready","xds":HOST:PORT,"admin":HOST:PORT}.
+// {"event":"ready","xds":HOST:PORT,"admin":HOST:PORT,"parseMs":…,"buildMs":…}.
 package main
 
 import (
@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -41,12 +42,14 @@ func main() {
 }
 
 func run(config, planFile, host string) error {
+	t0 := time.Now()
 	m, err := loadMesh(config, planFile)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	endpoints := cachev3.NewLinearCache(resourcev3.EndpointType, cachev3.WithInitialResources(m.allClas()))
+	built := time.Since(t0)
 	clusters := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
 	mux := &cachev3.MuxCache{
 		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
@@ -75,7 +78,13 @@ func run(config, planFile, host string) error {
 		return err
 	}
 	go func() { _ = http.Serve(al, adminHandler(m, endpoints)) }()
-	ready, _ := json.Marshal(map[string]string{"event": "ready", "xds": xl.Addr().String(), "admin": al.Addr().String()})
+	ready, _ := json.Marshal(map[string]any{
+		"event": "ready", "xds": xl.Addr().String(), "admin": al.Addr().String(),
+		// Where the time to ready went: the file's read and decode, then everything until the CLAs were built.
+		"parseMs": ms(m.parsed), "buildMs": ms(built - m.parsed),
+	})
 	fmt.Println(string(ready))
 	return g.Serve(xl)
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -54,6 +55,7 @@ type mesh struct {
 	groups    []*endpoint.LocalityLbEndpoints // nil: no healthy endpoint left
 	groupClas [][]int                         // plan group → CLAs holding it
 	tree      *treeNode                       // computing mode: a client's CLA is its deepest match's
+	parsed    time.Duration                   // reading and decoding the config file
 }
 
 func readJSON(file string, into any) error {
@@ -66,10 +68,12 @@ func readJSON(file string, into any) error {
 
 // loadMesh reads the config file and either the bench's plan (planFile set) or computes it (planFile "").
 func loadMesh(configFile, planFile string) (*mesh, error) {
+	t0 := time.Now()
 	f, err := readFixture(configFile)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	parsed := time.Since(t0)
 	if planFile == "" {
 		p, root, err := computePlan(f)
 		if err != nil {
@@ -77,7 +81,7 @@ func loadMesh(configFile, planFile string) (*mesh, error) {
 		}
 		m, err := newMesh(f, p)
 		if m != nil {
-			m.tree = root
+			m.tree, m.parsed = root, parsed
 		}
 		return m, err
 	}
@@ -85,7 +89,11 @@ func loadMesh(configFile, planFile string) (*mesh, error) {
 	if err := readJSON(planFile, &p); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	return newMesh(f, p)
+	m, err := newMesh(f, p)
+	if m != nil {
+		m.parsed = parsed
+	}
+	return m, err
 }
 
 // newMesh builds every plan group's and so every CLA's protos from the fixture's endpoints.
