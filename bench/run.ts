@@ -37,6 +37,7 @@ import { goalReport, scaleGoals } from './goals.js';
 import { peerSection } from './peer.js';
 import type { PeerFigures } from './peer-figures.js';
 import { peerGoals, printPeer } from './peer-report.js';
+import { peerConfigGoals, peerConfigSection, printPeerConfig } from './peer-config-report.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv
@@ -236,6 +237,8 @@ async function main() {
     peer = await peerSection(quick, arg, log);
     results['peer'] = peer;
   }
+  const peerConfig = wantsProcesses('peer-config') ? await peerConfigSection(quick, arg, log) : undefined;
+  if (peerConfig) results['peerConfig'] = peerConfig;
   results['seconds'] = Math.round((Date.now() - started) / 1000);
 
   // ------------------------------------------------------------ report
@@ -319,6 +322,7 @@ async function main() {
   }
   if (macro) printServerMacro(macro);
   if (peer) printPeer(peer);
+  if (peerConfig) printPeerConfig(peerConfig);
   if (incremental) {
     console.log(
       `\n2. Incremental update: ${incremental.endpoints} endpoints, ${incremental.clients} clients over ${incremental.localities} localities, ${incremental.claEntries} CLAs; µs until every CLA is ready (${incremental.rounds} rounds)`,
@@ -369,6 +373,7 @@ async function main() {
     ...goalReport(cla, incremental, fanout, wire),
     ...scaleGoals(memo, configs, macro, reload),
     ...(peer && !('skipped' in peer) ? peerGoals(peer) : []),
+    ...peerConfigGoals(peerConfig),
   ];
   results['goals'] = goals;
   console.log('\nGoals');

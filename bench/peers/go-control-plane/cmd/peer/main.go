@@ -1,13 +1,16 @@
 // The go-control-plane peer of Canopy's benchmarks (docs/benchmarks.md, "Against go-control-plane"):
 // the same mesh from the same config file, served over ADS (SotW and delta) by go-control-plane's
-// server. ClusterLoadAssignments, one per distinct client locality's assignment, come from a
+// server. Each client locality's assignment either comes from the bench (--plan: worked out by
+// Canopy's domain code) or, without --plan, is computed here from the config file, JSON or YAML, as a
+// hand-rolled server would compute it for the one mode the bench's fixture uses (compute.go). ClusterLoadAssignments, one per distinct client locality's assignment, come from a
 // LinearCache (each resource serialised once, however many streams get it); each node's Cluster,
 // naming its locality's CLA, from a SnapshotCache keyed by node id. Changes arrive as Canopy's do:
 // an HTTP PATCH of one endpoint's health.
 //
-//	peer --config FILE --plan FILE [--host 127.0.0.1]
+//	peer --config FILE [--plan FILE] [--host 127.0.0.1]
 //
-// stdout, one JSON line once it serves: {"event":"ready","xds":HOST:PORT,"admin":HOST:PORT}.
+// stdout, one JSON line once it serves, after it has read the file and built every CLA:
+// {"event":"ready","xds":HOST:PORT,"admin":HOST:PORT,"parseMs":…,"buildMs":…}.
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -28,7 +32,7 @@ import (
 
 func main() {
 	config := flag.String("config", "", "Canopy's config file (the fixture)")
-	planFile := flag.String("plan", "", "the per-locality assignments, from the bench")
+	planFile := flag.String("plan", "", "the per-locality assignments, from the bench (none: computed from the config file)")
 	host := flag.String("host", "127.0.0.1", "address to listen on (ports are ephemeral)")
 	flag.Parse()
 	if err := run(*config, *planFile, *host); err != nil {
@@ -38,12 +42,14 @@ func main() {
 }
 
 func run(config, planFile, host string) error {
+	t0 := time.Now()
 	m, err := loadMesh(config, planFile)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	endpoints := cachev3.NewLinearCache(resourcev3.EndpointType, cachev3.WithInitialResources(m.allClas()))
+	built := time.Since(t0)
 	clusters := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
 	mux := &cachev3.MuxCache{
 		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
@@ -72,7 +78,13 @@ func run(config, planFile, host string) error {
 		return err
 	}
 	go func() { _ = http.Serve(al, adminHandler(m, endpoints)) }()
-	ready, _ := json.Marshal(map[string]string{"event": "ready", "xds": xl.Addr().String(), "admin": al.Addr().String()})
+	ready, _ := json.Marshal(map[string]any{
+		"event": "ready", "xds": xl.Addr().String(), "admin": al.Addr().String(),
+		// Where the time to ready went: the file's read and decode, then everything until the CLAs were built.
+		"parseMs": ms(m.parsed), "buildMs": ms(built - m.parsed),
+	})
 	fmt.Println(string(ready))
 	return g.Serve(xl)
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

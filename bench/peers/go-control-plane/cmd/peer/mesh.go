@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -13,23 +14,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// fixture is the part of Canopy's config file the peer reads: the service's endpoints.
-type fixture struct {
-	Services []struct {
-		Name      string `json:"name"`
-		Endpoints []struct {
-			Address string `json:"address"`
-			Port    uint32 `json:"port"`
-			Health  string `json:"health"`
-			Weight  uint32 `json:"weight"`
-		} `json:"endpoints"`
-	} `json:"services"`
-}
-
 type locality struct {
-	Region  string `json:"region"`
-	Zone    string `json:"zone"`
-	Subzone string `json:"subzone"`
+	Region  string `json:"region" yaml:"region"`
+	Zone    string `json:"zone" yaml:"zone"`
+	Subzone string `json:"subzone" yaml:"subzone"`
 }
 
 // plan is the bench's per-locality assignment, worked out from the fixture: which endpoints each
@@ -66,6 +54,8 @@ type mesh struct {
 	endpoints map[string]*endpointState
 	groups    []*endpoint.LocalityLbEndpoints // nil: no healthy endpoint left
 	groupClas [][]int                         // plan group → CLAs holding it
+	tree      *treeNode                       // computing mode: a client's CLA is its deepest match's
+	parsed    time.Duration                   // reading and decoding the config file
 }
 
 func readJSON(file string, into any) error {
@@ -76,22 +66,46 @@ func readJSON(file string, into any) error {
 	return json.Unmarshal(b, into)
 }
 
+// loadMesh reads the config file and either the bench's plan (planFile set) or computes it (planFile "").
 func loadMesh(configFile, planFile string) (*mesh, error) {
-	var f fixture
-	if err := readJSON(configFile, &f); err != nil {
+	t0 := time.Now()
+	f, err := readFixture(configFile)
+	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	m := &mesh{endpoints: map[string]*endpointState{}}
-	if err := readJSON(planFile, &m.plan); err != nil {
+	parsed := time.Since(t0)
+	if planFile == "" {
+		p, root, err := computePlan(f)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		m, err := newMesh(f, p)
+		if m != nil {
+			m.tree, m.parsed = root, parsed
+		}
+		return m, err
+	}
+	var p plan
+	if err := readJSON(planFile, &p); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
+	m, err := newMesh(f, p)
+	if m != nil {
+		m.parsed = parsed
+	}
+	return m, err
+}
+
+// newMesh builds every plan group's and so every CLA's protos from the fixture's endpoints.
+func newMesh(f *fixture, p plan) (*mesh, error) {
+	m := &mesh{endpoints: map[string]*endpointState{}, plan: p}
 	for _, s := range f.Services {
 		if s.Name != m.plan.Service {
 			continue
 		}
 		for _, e := range s.Endpoints {
 			m.endpoints[endpointKey(e.Address, e.Port)] = &endpointState{
-				address: e.Address, port: e.Port, weight: e.Weight, healthy: e.Health == "healthy",
+				address: e.Address, port: e.Port, weight: e.weight(), healthy: e.healthy(),
 			}
 		}
 	}
@@ -211,6 +225,9 @@ var errNoEndpoint = errors.New("no such endpoint")
 
 // claFor names the CLA a node in this locality gets, if the plan has the locality.
 func (m *mesh) claFor(l *core.Locality) (string, bool) {
+	if m.tree != nil {
+		return m.claName(m.tree.match(l).cla), true
+	}
 	c, ok := m.plan.Clients[l.GetRegion()+"|"+l.GetZone()+"|"+l.GetSubZone()]
 	if !ok {
 		return "", false
