@@ -19,9 +19,10 @@
  * of against V8's fixed 64 MB allowance of array buffers past the last full
  * collection, which started a full collection for every 64 MB of responses
  * whatever the heap: an initial sync to 2,000 streams ran about 14 of them.
- * Counted in the global limit, the same sync costs about 30% less CPU, and
- * its settled RSS is about 45 KB per stream higher (docs/benchmarks.md,
- * section P, "The initial sync").
+ * Counted in the global limit, against go-control-plane at 2,000 streams
+ * (docs/benchmarks.md, section P, run AB against run AA) the initial sync
+ * cost 40% less CPU, a flip half, and RSS was 150 KB per stream higher
+ * (340 KB settled, still a quarter of the peer's).
  *
  * Both flags are read each time V8 works out a limit, so setting them in a
  * running process takes effect at the next collection.
