@@ -35,7 +35,7 @@ function table(r: PeerRow): Record<string, Record<string, string>> {
     'go-control-plane': '',
     'canopy ÷ go': show(r.oneP99LessDebounce),
   };
-  if (r.protocol === 'delta') return out;
+  if (r.protocol === 'delta' || !r.ratios.windowCpuPerS) return out; // no flip-a-second window in this row
   const late = (s: SideSpread) => `${show(s.windowLate)} late, ${show(s.windowMissing)} missing`;
   out['a flip a second: share of deliveries > 1 s'] = {
     canopy: late(r.canopy),
@@ -50,10 +50,11 @@ export function printPeer(p: PeerFigures | { skipped: string }): void {
     console.log(`\nP. Against go-control-plane: skipped: ${p.skipped}`);
     return;
   }
+  const window = p.windowS > 0 && p.rows.some((r) => r.protocol === 'sotw');
   console.log(
     `\nP. Against go-control-plane (${p.go}): the same mesh (${p.endpoints} endpoints, failover) from the same config file,\n` +
-      `   streams over ${p.localities} client localities from one Go driver, SotW CDS then EDS, all ACKed; ${p.pairs} interleaved pairs;\n` +
-      `   one flip, then a flip a second for ${p.windowS} s; median (min–max) of passes, ratios pair by pair`,
+      `   streams over ${p.localities} client localities from one Go driver, CDS then EDS, all ACKed; ${p.pairs} interleaved pairs;\n` +
+      `   one flip${window ? `, then (SotW) a flip a second for ${p.windowS} s` : ''}; median (min–max) of passes, ratios pair by pair`,
   );
   for (const r of p.rows) {
     const kind = r.protocol === 'delta' ? 'delta ADS, initial sync and one flip' : 'SotW ADS';

@@ -315,7 +315,9 @@ export async function peerSection(
     .split(',')
     .map(Number)
     .filter((n) => n > 0);
-  log(`P. against go-control-plane: ${streams.join(', ')} streams, ${shape.endpoints} endpoints…`);
+  log(
+    `P. against go-control-plane: ${[...streams, ...delta.map((n) => `${n} delta`)].join(', ')} streams, ${shape.endpoints} endpoints…`,
+  );
   try {
     return await peerBench({
       ...shape,

@@ -15,31 +15,18 @@ import type { Endpoint, ServiceSpec } from '../server/src/domain/service.js';
 import { contentHash } from '../server/src/resources/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
 import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
-import { placementOf } from './support/kernel-fixtures.js';
+import { backendEndpoint, bulkEndpoints, editBackends, placementOf } from './support/kernel-fixtures.js';
 
 const env = kernelEnv();
 const VIP = '127.100.12.1';
 const PORT = 8112;
 /** Real backends: [id, ip, locality]. */
-const REAL = [
-  ['a1', '127.0.12.1', 'r1/z1/s1'],
-  ['a2', '127.0.12.2', 'r1/z1/s1'],
-  ['a3', '127.0.12.3', 'r1/z1/s1'],
-  ['m1', '127.0.12.11', 'r1/z1/s2'],
-  ['n1', '127.0.12.21', 'r9/z9/s9'],
-] as const;
+const REAL = editBackends(12);
 /** Bulk endpoints in 100 other leaves: the service is big, the change is not. */
-const BULK: Endpoint[] = Array.from({ length: 2000 }, (_, i) => ({
-  address: `10.12.${i >> 8}.${i & 255}`,
-  port: PORT,
-  health: 'healthy',
-  weight: 1,
-  ...placementOf(`r${2 + (i % 4)}/z${i % 5}/s${i % 100}`),
-}));
+const BULK = bulkEndpoints(12, PORT, 2000, 100);
 
 function ep(id: string, over: Partial<Endpoint> = {}): Endpoint {
-  const [, address, locality] = REAL.find(([x]) => x === id)!;
-  return { address, port: PORT, health: 'healthy', weight: 1, ...placementOf(locality), ...over };
+  return { ...backendEndpoint(REAL, id, PORT), ...over };
 }
 
 function service(endpoints: readonly Endpoint[], extra: Partial<ServiceSpec> = {}): ServiceSpec {

@@ -15,38 +15,23 @@ import { readSvcValue, SVC_LAYOUT } from '../server/src/agent/abi-svc.js';
 import { loadAddon } from '../server/src/agent/bpf.js';
 import { Datapath } from '../server/src/agent/datapath.js';
 import { Mesh } from '../server/src/domain/mesh.js';
-import type { Endpoint, ServiceSpec } from '../server/src/domain/service.js';
+import type { ServiceSpec } from '../server/src/domain/service.js';
 import { contentHash } from '../server/src/resources/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
 import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
-import { placementOf } from './support/kernel-fixtures.js';
+import { backendEndpoint, bulkEndpoints, editBackends, placementOf } from './support/kernel-fixtures.js';
 
 const env = kernelEnv();
 const VIP = '127.100.13.1';
 const VIP_N = 0x7f640d01;
 const PORT = 8113;
 /** Real backends: [id, ip, locality]. */
-const REAL = [
-  ['a1', '127.0.13.1', 'r1/z1/s1'],
-  ['a2', '127.0.13.2', 'r1/z1/s1'],
-  ['a3', '127.0.13.3', 'r1/z1/s1'],
-  ['m1', '127.0.13.11', 'r1/z1/s2'],
-  ['n1', '127.0.13.21', 'r9/z9/s9'],
-] as const;
+const REAL = editBackends(13);
 /** Other leaves, never connected to: the edits stay edits of a big tree. */
-const BULK: Endpoint[] = Array.from({ length: 500 }, (_, i) => ({
-  address: `10.13.${i >> 8}.${i & 255}`,
-  port: PORT,
-  health: 'healthy',
-  weight: 1,
-  ...placementOf(`r${2 + (i % 4)}/z${i % 5}/s${i % 50}`),
-}));
+const BULK = bulkEndpoints(13, PORT, 500, 50);
 
 function service(ids: readonly string[]): ServiceSpec {
-  const eps = ids.map((id): Endpoint => {
-    const [, address, locality] = REAL.find(([x]) => x === id)!;
-    return { address, port: PORT, health: 'healthy', weight: 1, ...placementOf(locality) };
-  });
+  const eps = ids.map((id) => backendEndpoint(REAL, id, PORT));
   return {
     name: 'here',
     vip: VIP,

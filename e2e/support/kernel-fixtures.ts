@@ -33,3 +33,31 @@ export function spec(
     })),
   };
 }
+
+/** The edit tests' five real backends on 127.0.N.x as [id, ip, locality]: three in r1/z1/s1, one in r1/z1/s2, one far. */
+export function editBackends(n: number) {
+  return [
+    ['a1', `127.0.${n}.1`, 'r1/z1/s1'],
+    ['a2', `127.0.${n}.2`, 'r1/z1/s1'],
+    ['a3', `127.0.${n}.3`, 'r1/z1/s1'],
+    ['m1', `127.0.${n}.11`, 'r1/z1/s2'],
+    ['n1', `127.0.${n}.21`, 'r9/z9/s9'],
+  ] as const;
+}
+
+/** One of `backends` by id, as a healthy endpoint of weight 1 on `port`. */
+export function backendEndpoint(backends: ReturnType<typeof editBackends>, id: string, port: number): Endpoint {
+  const [, address, locality] = backends.find(([x]) => x === id)!;
+  return { address, port, health: 'healthy', weight: 1, ...placementOf(locality) };
+}
+
+/** `count` endpoints on 10.N.x.y over `leaves` subzones of regions r2–r5, never connected to: the tree is big, an edit is not. */
+export function bulkEndpoints(n: number, port: number, count: number, leaves: number): Endpoint[] {
+  return Array.from({ length: count }, (_, i) => ({
+    address: `10.${n}.${i >> 8}.${i & 255}`,
+    port,
+    health: 'healthy',
+    weight: 1,
+    ...placementOf(`r${2 + (i % 4)}/z${i % 5}/s${i % leaves}`),
+  }));
+}
