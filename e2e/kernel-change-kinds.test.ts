@@ -15,7 +15,7 @@ import type { Endpoint, ServiceSpec } from '../server/src/domain/service.js';
 import { contentHash } from '../server/src/resources/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
 import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
-import { backendEndpoint, bulkEndpoints, editBackends, placementOf } from './support/kernel-fixtures.js';
+import { backendEndpoint, bulkEndpoints, editBackends, failoverSpec, placementOf } from './support/kernel-fixtures.js';
 
 const env = kernelEnv();
 const VIP = '127.100.12.1';
@@ -30,19 +30,7 @@ function ep(id: string, over: Partial<Endpoint> = {}): Endpoint {
 }
 
 function service(endpoints: readonly Endpoint[], extra: Partial<ServiceSpec> = {}): ServiceSpec {
-  return {
-    name: 'kinds',
-    vip: VIP,
-    port: PORT,
-    loadBalancing: {
-      mode: 'failover',
-      routingPreference: ['region', 'zone', 'subzone'],
-      crossNetworkFailover: false,
-      overprovisioningFactor: 140,
-    },
-    endpoints: [...endpoints, ...BULK],
-    ...extra,
-  };
+  return { ...failoverSpec('kinds', VIP, PORT, [...endpoints, ...BULK]), ...extra };
 }
 
 describe('every kind of one-endpoint change is edited in, in the kernel', { skip: env.reason }, () => {

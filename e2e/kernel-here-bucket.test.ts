@@ -19,7 +19,7 @@ import type { ServiceSpec } from '../server/src/domain/service.js';
 import { contentHash } from '../server/src/resources/resource.js';
 import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
 import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
-import { backendEndpoint, bulkEndpoints, editBackends, placementOf } from './support/kernel-fixtures.js';
+import { backendEndpoint, bulkEndpoints, editBackends, failoverSpec, placementOf } from './support/kernel-fixtures.js';
 
 const env = kernelEnv();
 const VIP = '127.100.13.1';
@@ -31,19 +31,7 @@ const REAL = editBackends(13);
 const BULK = bulkEndpoints(13, PORT, 500, 50);
 
 function service(ids: readonly string[]): ServiceSpec {
-  const eps = ids.map((id) => backendEndpoint(REAL, id, PORT));
-  return {
-    name: 'here',
-    vip: VIP,
-    port: PORT,
-    loadBalancing: {
-      mode: 'failover',
-      routingPreference: ['region', 'zone', 'subzone'],
-      crossNetworkFailover: false,
-      overprovisioningFactor: 140,
-    },
-    endpoints: [...eps, ...BULK],
-  };
+  return failoverSpec('here', VIP, PORT, [...ids.map((id) => backendEndpoint(REAL, id, PORT)), ...BULK]);
 }
 
 describe("the node's deepest bucket in the service value follows every change", { skip: env.reason }, () => {

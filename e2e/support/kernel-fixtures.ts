@@ -61,3 +61,19 @@ export function bulkEndpoints(n: number, port: number, count: number, leaves: nu
     ...placementOf(`r${2 + (i % 4)}/z${i % 5}/s${i % leaves}`),
   }));
 }
+
+/** A 3-level failover service on vip:port with these endpoints, as the edit tests build it. */
+export function failoverSpec(name: string, vip: string, port: number, endpoints: readonly Endpoint[]): ServiceSpec {
+  return {
+    name,
+    vip,
+    port,
+    loadBalancing: {
+      mode: 'failover',
+      routingPreference: ['region', 'zone', 'subzone'],
+      crossNetworkFailover: false,
+      overprovisioningFactor: 140,
+    },
+    endpoints: [...endpoints],
+  };
+}
