@@ -10,12 +10,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Datapath } from '../server/src/agent/datapath.js';
 import type { Placement } from '../server/src/domain/locality.js';
-import { Mesh } from '../server/src/domain/mesh.js';
 import type { Endpoint, ServiceSpec } from '../server/src/domain/service.js';
-import { contentHash } from '../server/src/resources/resource.js';
-import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
 import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
-import { backendEndpoint, bulkEndpoints, editBackends, failoverSpec, placementOf } from './support/kernel-fixtures.js';
+import {
+  backendEndpoint,
+  bulkEndpoints,
+  editBackends,
+  failoverSpec,
+  placementOf,
+  treeUpdate,
+} from './support/kernel-fixtures.js';
 
 const env = kernelEnv();
 const VIP = '127.100.12.1';
@@ -41,11 +45,7 @@ describe('every kind of one-endpoint change is edited in, in the kernel', { skip
   const servers: Awaited<ReturnType<typeof idBackend>>[] = [];
 
   const load = (s: ServiceSpec) => {
-    const mesh = new Mesh();
-    mesh.put(s);
-    const st = mesh.get(s.name)!;
-    const bytes = encodeLocalityTree(st.spec, st.tree.compile());
-    const r = dp.apply([{ tree: decodeLocalityTree(bytes), hash: contentHash(bytes) }]);
+    const r = dp.apply([treeUpdate(s)]);
     assert.deepEqual(r.rejected, []);
     return r;
   };

@@ -14,12 +14,16 @@ import { MAP, svcKey } from '../server/src/agent/abi.js';
 import { readSvcValue, SVC_LAYOUT } from '../server/src/agent/abi-svc.js';
 import { loadAddon } from '../server/src/agent/bpf.js';
 import { Datapath } from '../server/src/agent/datapath.js';
-import { Mesh } from '../server/src/domain/mesh.js';
 import type { ServiceSpec } from '../server/src/domain/service.js';
-import { contentHash } from '../server/src/resources/resource.js';
-import { decodeLocalityTree, encodeLocalityTree } from '../server/src/resources/tree-codec.js';
 import { Connector, counts, idBackend, kernelEnv, testCgroup } from './support/kernel.js';
-import { backendEndpoint, bulkEndpoints, editBackends, failoverSpec, placementOf } from './support/kernel-fixtures.js';
+import {
+  backendEndpoint,
+  bulkEndpoints,
+  editBackends,
+  failoverSpec,
+  placementOf,
+  treeUpdate,
+} from './support/kernel-fixtures.js';
 
 const env = kernelEnv();
 const VIP = '127.100.13.1';
@@ -42,11 +46,7 @@ describe("the node's deepest bucket in the service value follows every change", 
   const servers: Awaited<ReturnType<typeof idBackend>>[] = [];
 
   const load = (s: ServiceSpec) => {
-    const mesh = new Mesh();
-    mesh.put(s);
-    const st = mesh.get(s.name)!;
-    const bytes = encodeLocalityTree(st.spec, st.tree.compile());
-    assert.deepEqual(dp.apply([{ tree: decodeLocalityTree(bytes), hash: contentHash(bytes) }]).rejected, []);
+    assert.deepEqual(dp.apply([treeUpdate(s)]).rejected, []);
   };
   const seen = async (n = 60) => {
     const r = await plain.connect(VIP, PORT, n);

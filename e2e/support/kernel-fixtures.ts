@@ -1,6 +1,9 @@
 /** Small builders for the kernel tests: services and placements from short strings. */
 import { parseLocality, type Placement } from '../../server/src/domain/locality.js';
+import { Mesh } from '../../server/src/domain/mesh.js';
 import type { Endpoint, LbMode, ServiceSpec } from '../../server/src/domain/service.js';
+import { contentHash } from '../../server/src/resources/resource.js';
+import { decodeLocalityTree, encodeLocalityTree } from '../../server/src/resources/tree-codec.js';
 
 export function placementOf(locality: string, labels: Record<string, string> = {}): Placement {
   return { locality: parseLocality(locality), network: '', node: '', cluster: '', labels };
@@ -76,4 +79,13 @@ export function failoverSpec(name: string, vip: string, port: number, endpoints:
     },
     endpoints: [...endpoints],
   };
+}
+
+/** The tree a node agent is sent for `s`, as the datapath takes it: compiled, encoded, decoded and hashed. */
+export function treeUpdate(s: ServiceSpec) {
+  const mesh = new Mesh();
+  mesh.put(s);
+  const st = mesh.get(s.name)!;
+  const bytes = encodeLocalityTree(st.spec, st.tree.compile());
+  return { tree: decodeLocalityTree(bytes), hash: contentHash(bytes) };
 }
