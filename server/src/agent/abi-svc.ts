@@ -4,8 +4,7 @@
  * root's bucket, and the node's own deepest bucket (`here`). Checked by
  * server/test/bpf-abi.test.ts with the rest of the header.
  */
-import os from 'node:os';
-import { LAYOUT, readBucket, writeBucket, type BucketValue } from './abi.js';
+import { LAYOUT, LE, readBucket, readU32, u32, writeBucket, type BucketValue } from './abi.js';
 
 export const SVC_LAYOUT = {
   canopy_svc: {
@@ -13,8 +12,6 @@ export const SVC_LAYOUT = {
     fields: { tree: 0, mode: 4, depth: 5, flags: 6, level_scope: 8, root: 16, here_level: 36, here: 40 },
   },
 } as const;
-
-const LE = os.endianness() === 'LE';
 
 /** The node's own locality projected: its deepest node with backends (level >= 1) and that node's bucket. */
 export interface HereValue {
@@ -34,13 +31,6 @@ export interface SvcValue {
   /** None: a connect with the node's locality walks the tree. */
   readonly here?: HereValue;
 }
-
-function u32(b: Buffer, off: number, v: number): void {
-  if (LE) b.writeUInt32LE(v >>> 0, off);
-  else b.writeUInt32BE(v >>> 0, off);
-}
-
-const readU32 = (b: Buffer, off: number): number => (LE ? b.readUInt32LE(off) : b.readUInt32BE(off));
 
 export function svcValue(v: SvcValue): Buffer {
   const f = SVC_LAYOUT.canopy_svc.fields;

@@ -3,13 +3,8 @@
  * bpf/canopy_abi.h, laid out in abi.ts's LAYOUT): the selection run with a
  * given cgroup and random number, for tests.
  */
-import os from 'node:os';
-import { LAYOUT } from './abi.js';
+import { LAYOUT, readU32, u32, u64 } from './abi.js';
 
-const LE = os.endianness() === 'LE';
-const u32 = (b: Buffer, off: number, v: number) => (LE ? b.writeUInt32LE(v >>> 0, off) : b.writeUInt32BE(v >>> 0, off));
-const u64 = (b: Buffer, off: number, v: bigint) => (LE ? b.writeBigUInt64LE(v, off) : b.writeBigUInt64BE(v, off));
-const readU32 = (b: Buffer, off: number) => (LE ? b.readUInt32LE(off) : b.readUInt32BE(off));
 /** host-order IPv4 written in network order */
 const ipNet = (b: Buffer, off: number, ip: number) => b.writeUInt32BE(ip >>> 0, off);
 

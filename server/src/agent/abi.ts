@@ -122,18 +122,19 @@ export const CONSTANTS = {
   CANOPY_REFUSE: VERDICT.refuse,
 } as const;
 
-const LE = os.endianness() === 'LE';
+/** Map values are in host byte order (keys that the program compares as addresses are not). */
+export const LE = os.endianness() === 'LE';
 
-function u32(b: Buffer, off: number, v: number): void {
+export function u32(b: Buffer, off: number, v: number): void {
   if (LE) b.writeUInt32LE(v >>> 0, off);
   else b.writeUInt32BE(v >>> 0, off);
 }
 
-function readU32(b: Buffer, off: number): number {
+export function readU32(b: Buffer, off: number): number {
   return LE ? b.readUInt32LE(off) : b.readUInt32BE(off);
 }
 
-function u64(b: Buffer, off: number, v: bigint): void {
+export function u64(b: Buffer, off: number, v: bigint): void {
   if (LE) b.writeBigUInt64LE(v, off);
   else b.writeBigUInt64BE(v, off);
 }

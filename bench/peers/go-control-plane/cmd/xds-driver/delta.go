@@ -3,7 +3,6 @@ package main
 import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
 
 const deltaPath = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
@@ -16,13 +15,7 @@ func (d *driver) exchangeDelta(i int, s *stream, counted *bool) error {
 		return err
 	}
 	defer conn.Close()
-	send := func(r *discovery.DeltaDiscoveryRequest) error {
-		b, err := proto.Marshal(r)
-		if err != nil {
-			return err
-		}
-		return st.SendMsg(&b)
-	}
+	send := func(r *discovery.DeltaDiscoveryRequest) error { return sendProto(st, r) }
 	if err := send(&discovery.DeltaDiscoveryRequest{Node: d.node(i, s), TypeUrl: clusterType}); err != nil {
 		return err
 	}

@@ -117,19 +117,22 @@ func (d *driver) holds(s *stream, cla []byte, size int, counted *bool) {
 	}
 }
 
+// sendProto marshals m and sends its bytes (the stream's codec passes raw bytes through).
+func sendProto(st grpc.ClientStream, m proto.Message) error {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return st.SendMsg(&b)
+}
+
 func (d *driver) exchange(i int, s *stream, counted *bool) error {
 	conn, st, err := d.open(i, s, adsPath)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	send := func(r *discovery.DiscoveryRequest) error {
-		b, err := proto.Marshal(r)
-		if err != nil {
-			return err
-		}
-		return st.SendMsg(&b)
-	}
+	send := func(r *discovery.DiscoveryRequest) error { return sendProto(st, r) }
 	if err := send(&discovery.DiscoveryRequest{Node: d.node(i, s), TypeUrl: clusterType}); err != nil {
 		return err
 	}
