@@ -7,7 +7,10 @@
  * nothing of their meaning.
  *
  * Errors are thrown as JS Errors whose message names the operation and the
- * errno, and whose `code` is the errno name (e.g. "ENOENT").
+ * errno, and whose `code` is the errno name (e.g. "ENOENT"). A key or value
+ * Buffer whose size is not the map's (the kernel copies the map's whole key
+ * and value, whatever the Buffer holds) is refused before any syscall touches
+ * it: `code` CANOPY_BPF_BUFFER, the message naming the map and both sizes.
  */
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -119,6 +122,68 @@ static int get_buffer(napi_env env, napi_value v, void **data, size_t *len)
 		return -1;
 	}
 	return 0;
+}
+
+/* A map as the kernel describes it: its name and the bytes of one key and one value. */
+struct map_shape {
+	char name[BPF_OBJ_NAME_LEN];
+	__u32 key_size;
+	/* A per-CPU map's value is one 8-byte-aligned slot per possible CPU. */
+	size_t value_size;
+};
+
+static bool per_cpu(__u32 type)
+{
+	return type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+	       type == BPF_MAP_TYPE_LRU_PERCPU_HASH || type == BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE;
+}
+
+static int get_map_shape(napi_env env, int fd, struct map_shape *shape)
+{
+	struct bpf_map_info minfo;
+	__u32 len = sizeof(minfo);
+	int cpus;
+
+	memset(&minfo, 0, sizeof(minfo));
+	if (bpf_obj_get_info_by_fd(fd, &minfo, &len)) {
+		throw_errno(env, errno, "map info of fd %d", fd);
+		return -1;
+	}
+	memcpy(shape->name, minfo.name, sizeof(shape->name));
+	shape->name[sizeof(shape->name) - 1] = '\0';
+	shape->key_size = minfo.key_size;
+	shape->value_size = minfo.value_size;
+	if (per_cpu(minfo.type)) {
+		cpus = libbpf_num_possible_cpus();
+		if (cpus < 0) {
+			throw_errno(env, cpus, "count possible CPUs");
+			return -1;
+		}
+		shape->value_size = (((size_t)minfo.value_size + 7) / 8) * 8 * (size_t)cpus;
+	}
+	return 0;
+}
+
+/*
+ * Refuses a Buffer of `got` bytes where the map needs `want`: the kernel reads
+ * (keys, values in) or writes (values out) exactly `want`, so a shorter Buffer
+ * would be overrun and a longer one says the caller's layout is not the map's.
+ */
+static int check_size(napi_env env, const struct map_shape *shape, int fd, const char *op, const char *what,
+		      size_t got, size_t want)
+{
+	char msg[256];
+	napi_value code, message, error;
+
+	if (got == want)
+		return 0;
+	snprintf(msg, sizeof(msg), "%s of map %s (fd %d): the %s Buffer has %zu bytes, the map's need %zu", op,
+		 shape->name[0] ? shape->name : "(unnamed)", fd, what, got, want);
+	napi_create_string_utf8(env, "CANOPY_BPF_BUFFER", NAPI_AUTO_LENGTH, &code);
+	napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &message);
+	napi_create_range_error(env, code, message, &error);
+	napi_throw(env, error);
+	return -1;
 }
 
 static napi_value make_i32(napi_env env, int32_t v)
@@ -475,13 +540,16 @@ static napi_value close_fd(napi_env env, napi_callback_info info)
 /* mapUpdate(fd, key, value, flags) */
 static napi_value map_update(napi_env env, napi_callback_info info)
 {
+	struct map_shape shape;
 	napi_value argv[4];
 	void *key, *value;
 	size_t klen, vlen;
 	int32_t fd, flags;
 
 	if (get_args(env, info, 4, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &key, &klen) ||
-	    get_buffer(env, argv[2], &value, &vlen) || get_i32(env, argv[3], &flags))
+	    get_buffer(env, argv[2], &value, &vlen) || get_i32(env, argv[3], &flags) || get_map_shape(env, fd, &shape) ||
+	    check_size(env, &shape, fd, "update", "key", klen, shape.key_size) ||
+	    check_size(env, &shape, fd, "update", "value", vlen, shape.value_size))
 		return NULL;
 	if (bpf_map_update_elem(fd, key, value, (__u64)flags))
 		return throw_errno(env, errno, "map update (fd %d)", fd);
@@ -491,13 +559,16 @@ static napi_value map_update(napi_env env, napi_callback_info info)
 /* mapLookup(fd, key, valueOut) -> found */
 static napi_value map_lookup(napi_env env, napi_callback_info info)
 {
+	struct map_shape shape;
 	napi_value argv[3];
 	void *key, *value;
 	size_t klen, vlen;
 	int32_t fd;
 
 	if (get_args(env, info, 3, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &key, &klen) ||
-	    get_buffer(env, argv[2], &value, &vlen))
+	    get_buffer(env, argv[2], &value, &vlen) || get_map_shape(env, fd, &shape) ||
+	    check_size(env, &shape, fd, "lookup", "key", klen, shape.key_size) ||
+	    check_size(env, &shape, fd, "lookup", "value", vlen, shape.value_size))
 		return NULL;
 	if (bpf_map_lookup_elem(fd, key, value)) {
 		if (errno == ENOENT)
@@ -510,12 +581,14 @@ static napi_value map_lookup(napi_env env, napi_callback_info info)
 /* mapDelete(fd, key) -> deleted */
 static napi_value map_delete(napi_env env, napi_callback_info info)
 {
+	struct map_shape shape;
 	napi_value argv[2];
 	void *key;
 	size_t klen;
 	int32_t fd;
 
-	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &key, &klen))
+	if (get_args(env, info, 2, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[1], &key, &klen) ||
+	    get_map_shape(env, fd, &shape) || check_size(env, &shape, fd, "delete", "key", klen, shape.key_size))
 		return NULL;
 	if (bpf_map_delete_elem(fd, key)) {
 		if (errno == ENOENT)
@@ -528,16 +601,19 @@ static napi_value map_delete(napi_env env, napi_callback_info info)
 /* mapNextKey(fd, key | null, keyOut) -> found */
 static napi_value map_next_key(napi_env env, napi_callback_info info)
 {
+	struct map_shape shape;
 	napi_value argv[3];
 	napi_valuetype t;
 	void *key = NULL, *out;
 	size_t klen, olen;
 	int32_t fd;
 
-	if (get_args(env, info, 3, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[2], &out, &olen))
+	if (get_args(env, info, 3, argv) || get_i32(env, argv[0], &fd) || get_buffer(env, argv[2], &out, &olen) ||
+	    get_map_shape(env, fd, &shape) || check_size(env, &shape, fd, "next key", "key out", olen, shape.key_size))
 		return NULL;
 	napi_typeof(env, argv[1], &t);
-	if (t != napi_null && t != napi_undefined && get_buffer(env, argv[1], &key, &klen))
+	if (t != napi_null && t != napi_undefined &&
+	    (get_buffer(env, argv[1], &key, &klen) || check_size(env, &shape, fd, "next key", "key", klen, shape.key_size)))
 		return NULL;
 	if (bpf_map_get_next_key(fd, key, out)) {
 		if (errno == ENOENT)
@@ -550,6 +626,7 @@ static napi_value map_next_key(napi_env env, napi_callback_info info)
 /* mapUpdateBatch(fd, keys, values, count, flags) -> entries written */
 static napi_value map_update_batch(napi_env env, napi_callback_info info)
 {
+	struct map_shape shape;
 	napi_value argv[5];
 	void *keys, *values;
 	size_t klen, vlen;
@@ -561,6 +638,10 @@ static napi_value map_update_batch(napi_env env, napi_callback_info info)
 		return NULL;
 	if (count <= 0)
 		return make_i32(env, 0);
+	if (get_map_shape(env, fd, &shape) ||
+	    check_size(env, &shape, fd, "batch update", "keys", klen, (size_t)count * shape.key_size) ||
+	    check_size(env, &shape, fd, "batch update", "values", vlen, (size_t)count * shape.value_size))
+		return NULL;
 	n = (__u32)count;
 	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = (__u64)flags);
 	if (bpf_map_update_batch(fd, keys, values, &n, &opts))
@@ -571,6 +652,7 @@ static napi_value map_update_batch(napi_env env, napi_callback_info info)
 /* mapDeleteBatch(fd, keys, count) -> entries deleted */
 static napi_value map_delete_batch(napi_env env, napi_callback_info info)
 {
+	struct map_shape shape;
 	napi_value argv[3];
 	void *keys;
 	size_t klen;
@@ -582,6 +664,9 @@ static napi_value map_delete_batch(napi_env env, napi_callback_info info)
 		return NULL;
 	if (count <= 0)
 		return make_i32(env, 0);
+	if (get_map_shape(env, fd, &shape) ||
+	    check_size(env, &shape, fd, "batch delete", "keys", klen, (size_t)count * shape.key_size))
+		return NULL;
 	n = (__u32)count;
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	if (bpf_map_delete_batch(fd, keys, &n, &opts))

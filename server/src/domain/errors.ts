@@ -58,6 +58,8 @@ export type InternalErrorCode =
   | 'CANOPY_INVALID_TREE'
   /** The kernel datapath is not available (not Linux, the addon or the BPF object not built, a map missing). */
   | 'CANOPY_DATAPATH_UNAVAILABLE'
+  /** A key or value Buffer handed to the BPF addon is not its map's key or value size (thrown by the addon). */
+  | 'CANOPY_BPF_BUFFER'
   /** A cgroup is not a cgroup v2 directory. */
   | 'CANOPY_BAD_CGROUP'
   /** Something the code relies on did not hold (an encoder's sizes, a slot's state): a bug. */
