@@ -52,6 +52,18 @@ describe('Store: the LevelDB backend keeps everything across a reopen', () => {
     await second.close();
   });
 
+  it('keeps its state values (the load-aware plan) across a reopen', async () => {
+    const dir = tmpDir();
+    const first = await LocalStore.open(await LevelJournal.open(dir));
+    await first.put(service('a', ['10.0.0.1']), { owner: 'api' });
+    await first.putState('load-plan', '{"format":1,"services":{}}');
+    await first.close();
+    const second = await LocalStore.open(await LevelJournal.open(dir));
+    assert.equal(await second.getState('load-plan'), '{"format":1,"services":{}}');
+    assert.equal((await second.list()).services.length, 1);
+    await second.close();
+  });
+
   it('keeps a many-service write across a reopen; a stale one writes nothing', async () => {
     const dir = tmpDir();
     const first = await LocalStore.open(await LevelJournal.open(dir));

@@ -29,6 +29,9 @@ export interface Journal {
   begin(): JournalBatch;
   /** A durable write that changes nothing: succeeds once the journal can write again after a failure. */
   probe?(): Promise<void>;
+  /** Small state beside the services (Store.getState); a journal without it keeps it in memory. */
+  getState?(key: string): Promise<string | undefined>;
+  putState?(key: string, value: string): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -130,6 +130,14 @@ export interface Store {
   delete(name: string, opts?: { readonly ifRevision?: number }): Promise<number | undefined>;
   /** Reports every write after `fromRevision`; returns a function that stops the watch. */
   watch(fromRevision: number, handlers: WatchHandlers): () => void;
+  /**
+   * Small server state kept beside the services, by key: the last value put, or undefined. Not watched,
+   * without a revision, not synced on its own (it survives a killed process, not always a power cut): what
+   * a restarted `canopy serve` may pick up, such as the load-aware plan (serve/load-keep.ts). Whoever reads
+   * it validates it: another version or replica may have written it.
+   */
+  getState(key: string): Promise<string | undefined>;
+  putState(key: string, value: string): Promise<void>;
   close(): Promise<void>;
 }
 

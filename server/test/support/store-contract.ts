@@ -28,6 +28,29 @@ export async function eventually(cond: () => boolean | Promise<boolean>, timeout
 
 export function storeContract(name: string, open: () => Promise<Store>): void {
   describe(`Store contract: ${name}`, () => {
+    it('keeps small state by key: the last value put; no revision, no watch event', async () => {
+      const store = await open();
+      const events: StoreEvent[] = [];
+      const before = (await store.list()).revision;
+      const stop = store.watch(before, { onEvents: (e) => events.push(...e) });
+      assert.equal(await store.getState('load-plan'), undefined);
+      await store.putState('load-plan', '{"format":1}');
+      await store.putState('load-plan', '{"format":2}');
+      await store.putState('other', 'x');
+      assert.equal(await store.getState('load-plan'), '{"format":2}');
+      assert.equal(await store.getState('other'), 'x');
+      await store.put(service('after-state', ['10.0.0.9']), { owner: 'api' });
+      await eventually(() => events.length > 0);
+      stop();
+      assert.deepEqual(
+        events.map((e) => e.kind === 'put' && e.service.spec.name),
+        ['after-state'],
+        'state writes are not store events',
+      );
+      assert.equal((await store.list()).services.filter((s) => s.spec.name === 'after-state').length, 1);
+      await store.close();
+    });
+
     it('puts, gets, lists, patches and deletes with increasing revisions', async () => {
       const store = await open();
       const r1 = await store.put(service('a', ['10.0.0.1', '10.0.0.2']), { owner: 'api' });

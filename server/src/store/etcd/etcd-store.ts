@@ -7,6 +7,7 @@
  * Layout under the key prefix (service names cannot contain "/"):
  *   <prefix>s/<name>          { head, owner, fileDigest?, op: 'put' | 'patch' }
  *   <prefix>b/<name>/<nn>     one of 64 buckets of endpoints (buckets.ts), a JSON list
+ *   <prefix>x/<key>           Store.putState's values (the load-aware plan), last write wins
  * Every write rewrites the `s/` key, so its mod revision is the service's
  * revision, and `op` tells a watcher whether the transaction replaced the
  * service or patched some endpoints. With 64 buckets a PUT of any size is at
@@ -199,6 +200,23 @@ export class EtcdStore implements Store {
     this.watchers.add(handlers);
     handlers.onHealth?.(this.health.healthy);
     return () => this.watchers.delete(handlers);
+  }
+
+  async getState(key: string): Promise<string | undefined> {
+    const value = await this.client
+      .get(`${this.prefix}x/${key}`)
+      .options({ deadline: Date.now() + ATTEMPT_MS })
+      .string();
+    return value ?? undefined;
+  }
+
+  async putState(key: string, value: string): Promise<void> {
+    if (this.closed) throw new CodedError('CANOPY_STORE_CLOSED', 'the store is closed');
+    await this.client
+      .put(`${this.prefix}x/${key}`)
+      .value(value)
+      .options({ deadline: Date.now() + ATTEMPT_MS })
+      .exec();
   }
 
   async close(): Promise<void> {

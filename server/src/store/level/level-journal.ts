@@ -18,6 +18,7 @@
  *   rev                        the store revision
  *   s NUL <name>               { head, owner, fileDigest?, revision, buckets? } (no buckets: 256)
  *   b NUL <name> NUL <bucket>  the bucket's endpoints (endpoint-rows.ts: format 2; a plain JSON list is format 1)
+ *   x NUL <key>                Store.putState's values (the load-aware plan), written without a sync of their own
  *
  * Which keys each bucket holds is known from a service's endpoints and its
  * bucket count. It is worked out when the service is first patched, not at
@@ -127,6 +128,21 @@ export class LevelJournal implements Journal {
 
   begin(): JournalBatch {
     return new LevelBatch(this);
+  }
+
+  async getState(key: string): Promise<string | undefined> {
+    await this.usable();
+    return this.db.get(`x${SEP}${key}`);
+  }
+
+  /** Not synced: the next synced commit or probe carries it to the disk; a killed process loses nothing. */
+  async putState(key: string, value: string): Promise<void> {
+    await this.usable();
+    try {
+      await this.db.put(`x${SEP}${key}`, value);
+    } catch (err) {
+      throw await this.failed(err);
+    }
   }
 
   async close(): Promise<void> {

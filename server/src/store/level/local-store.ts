@@ -59,6 +59,8 @@ export class LocalStore implements Store {
   private closed = false;
   /** Readiness: not ready from a failed commit until a write succeeds (journal-health.ts). */
   private readonly health: JournalHealth;
+  /** Store.getState's values, when the journal keeps none (memory only). */
+  private readonly state = new Map<string, string>();
 
   protected constructor(
     private readonly journal: Journal | undefined,
@@ -249,6 +251,16 @@ export class LocalStore implements Store {
     this.watchers.add(handlers);
     if (!this.health.ready) handlers.onHealth?.(false);
     return () => this.watchers.delete(handlers);
+  }
+
+  async getState(key: string): Promise<string | undefined> {
+    return this.journal?.getState ? this.journal.getState(key) : this.state.get(key);
+  }
+
+  async putState(key: string, value: string): Promise<void> {
+    if (this.closed) throw new CodedError('CANOPY_STORE_CLOSED', 'the store is closed');
+    if (this.journal?.putState) await this.journal.putState(key, value);
+    else this.state.set(key, value);
   }
 
   async close(): Promise<void> {
