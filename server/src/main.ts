@@ -49,7 +49,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const feed = await MeshFeed.open(store);
   const xds = buildXds(opts, feed, registry, logger);
   const reloads = configReloadMetrics(registry);
-  const load = await startLoad(opts, feed.mesh, xds.pipeline, registry, logger);
+  const load = await startLoad(opts, feed.mesh, xds.pipeline, registry, logger, store);
 
   // A health flip or any other change: logged, then pushed to the streams it touches (after the debounce).
   const stopLogging = logMeshChanges(feed, logger);

@@ -10,6 +10,8 @@ import { LoadController } from '../sessions/load-controller.js';
 import type { PushPipeline } from '../sessions/push-pipeline.js';
 import type { MeshView } from '../store/mesh-feed.js';
 import { parseEtcdUrl } from '../store/open-store.js';
+import type { Store } from '../store/store.js';
+import { LoadPlanKeeper, restoreLoadPlans } from './load-keep.js';
 import type { CanopyOptions } from './options.js';
 
 export const DEFAULT_LOAD_REPORTING_INTERVAL_MS = 10_000;
@@ -26,14 +28,18 @@ export async function startLoad(
   pipeline: PushPipeline,
   registry: Registry,
   logger: Logger,
+  store: Store,
 ): Promise<Load> {
   const intervalMs = opts.config.server.loadReportingIntervalMs ?? DEFAULT_LOAD_REPORTING_INTERVAL_MS;
   const loadShare = opts.storeUrl !== undefined ? await openLoadShare(opts.storeUrl, intervalMs) : undefined;
   let shareFailing = false;
+  // The controller is read when an interval's plan is done, after it is built.
+  const keeper = new LoadPlanKeeper(store, () => controller.planRecord(), logger);
   const controller = new LoadController({
     mesh,
     intervalMs,
     notify: (services) => pipeline.notify(services),
+    onPlanned: () => keeper.planned(),
     ...(loadShare
       ? {
           share: loadShare,
@@ -48,12 +54,15 @@ export async function startLoad(
       : {}),
   });
   if (loadShare) logger.info({ replica: loadShare.replica }, 'load reports shared with the other replicas');
+  // Before any client connects: a restarted replica serves the weights it served (load-keep.ts).
+  await restoreLoadPlans(store, controller, logger);
   controller.start();
   registerLoadMetrics(registry, controller);
   return {
     controller,
     stop: async () => {
       controller.stop();
+      await keeper.settled();
       await loadShare?.close();
     },
   };

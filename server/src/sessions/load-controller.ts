@@ -24,7 +24,20 @@ import {
   type ServiceAggregate,
 } from '../domain/load/load-aggregate.js';
 import { isLoadAware } from '../domain/load/load-aware-spec.js';
-import { EMPTY_LOAD_PLAN, planLoad, type LoadPlanReport, type LoadPlanState } from '../domain/load/load-plan.js';
+import {
+  EMPTY_LOAD_PLAN,
+  planLoad,
+  WEIGHT_SCALE,
+  type LoadPlanReport,
+  type LoadPlanState,
+} from '../domain/load/load-plan.js';
+import {
+  PLAN_RECORD_FORMAT,
+  planRecordOf,
+  restorePlan,
+  type PlanRecord,
+  type ServicePlanRecord,
+} from '../domain/load/load-plan-record.js';
 import { LoadView, type ServiceLoadReport } from '../domain/load/load-view.js';
 import { pathOf, type Placement } from '../domain/locality.js';
 import type { ServiceState } from '../domain/mesh.js';
@@ -41,6 +54,8 @@ export interface LoadControllerOptions {
   readonly share?: LoadShare;
   /** Each publish's outcome (undefined: written). On a failure planning goes on from what is known. */
   readonly onPublished?: (err: unknown) => void;
+  /** After every interval's plan: where the plans are kept for a restart (serve/load-keep.ts). */
+  readonly onPlanned?: () => void;
 }
 
 /** With replicas: the interval planned, each replica's offered load in it, and whose plan state was followed. */
@@ -69,6 +84,10 @@ interface PlanInputs {
   readonly shared?: SharedInterval;
 }
 
+/** How long a plan kept from before a restart is served while no client reports (see `holding`). */
+const HOLD_INTERVALS = 5;
+const HOLD_MIN_MS = 30_000;
+
 export class LoadController {
   readonly view: LoadView;
   private readonly plans = new Map<string, LoadPlanState>();
@@ -78,6 +97,10 @@ export class LoadController {
   /** Shared mode: this replica's record of the current period, and the first period it published. */
   private own: ReplicaLoad | undefined;
   private since: number | undefined;
+  /** Plans kept from before a restart, by service, not yet taken up (a service the mesh does not hold yet). */
+  private kept = new Map<string, ServicePlanRecord>();
+  /** Services serving a kept plan unchanged: since when, and the first interval that had reports for them. */
+  private readonly held = new Map<string, { readonly since: number; reported?: number }>();
 
   constructor(private readonly opts: LoadControllerOptions) {
     this.now = opts.now ?? Date.now;
@@ -209,9 +232,11 @@ export class LoadController {
   private planAll(now: number, inputs: (service: ServiceState) => PlanInputs): string[] {
     const changed: string[] = [];
     for (const service of this.opts.mesh.list()) {
+      if (this.takeKept(service, now)) changed.push(service.name);
       const previous = this.plans.get(service.name);
       if (!isLoadAware(service.spec.loadBalancing.loadAware) && !previous) continue;
       const input = inputs(service);
+      if (this.holding(service, input.offered, now)) continue;
       // A re-created service (a new state object) starts from its plain CLAs.
       const own =
         previous && service.load === previous.load ? previous : { ...EMPTY_LOAD_PLAN, epoch: previous?.epoch ?? 0 };
@@ -236,10 +261,66 @@ export class LoadController {
       if (!this.opts.mesh.get(name)) {
         this.plans.delete(name);
         this.reports.delete(name);
+        this.held.delete(name);
       }
     }
     if (changed.length > 0) this.opts.notify(changed);
+    this.opts.onPlanned?.();
     return changed;
+  }
+
+  /**
+   * Takes up the plans kept before a restart: each load-aware service the mesh holds serves its kept
+   * weights at once, before any client has reported again (a service that appears later takes its plan
+   * when it does). Returns the services whose weights were set.
+   */
+  restore(record: PlanRecord): string[] {
+    this.kept = new Map(Object.entries(record.services));
+    const now = this.now();
+    return this.opts.mesh.list().flatMap((s) => (this.takeKept(s, now) ? [s.name] : []));
+  }
+
+  /** What to keep for a restart: every load-aware service's plan that gives weights. */
+  planRecord(): PlanRecord {
+    const services: Record<string, ServicePlanRecord> = {};
+    for (const service of this.opts.mesh.list()) {
+      const plan = this.plans.get(service.name);
+      if (!plan?.load || plan.load !== service.load || !isLoadAware(service.spec.loadBalancing.loadAware)) continue;
+      services[service.name] = planRecordOf(service.tree, plan);
+    }
+    return { format: PLAN_RECORD_FORMAT, at: this.now(), services };
+  }
+
+  private takeKept(service: ServiceState, now: number): boolean {
+    const kept = this.kept.get(service.name);
+    if (!kept) return false;
+    this.kept.delete(service.name);
+    if (this.plans.has(service.name) || !isLoadAware(service.spec.loadBalancing.loadAware)) return false;
+    const state = restorePlan(service.tree, kept, WEIGHT_SCALE);
+    if (!state) return false;
+    this.plans.set(service.name, state);
+    this.held.set(service.name, { since: now });
+    service.setLoad(state.load);
+    return true;
+  }
+
+  /**
+   * A kept plan is served unchanged until the service's clients have reported again for a whole interval
+   * (a plan from one partial interval of reports, or from none, would move every weight). Clients take a
+   * few seconds to open their load report streams again (Envoy's backoff), so the hold lasts up to
+   * HOLD_INTERVALS intervals, and at least HOLD_MIN_MS, when no report comes.
+   */
+  private holding(service: ServiceState, offered: readonly OfferedAt[], now: number): boolean {
+    const hold = this.held.get(service.name);
+    if (!hold) return false;
+    const interval = this.opts.intervalMs;
+    if (offered.length > 0) hold.reported ??= now;
+    const done =
+      service.load !== this.plans.get(service.name)?.load ||
+      now - hold.since >= Math.max(HOLD_INTERVALS * interval, HOLD_MIN_MS) ||
+      (hold.reported !== undefined && now - hold.reported >= interval);
+    if (done) this.held.delete(service.name);
+    return !done;
   }
 
   /** The last interval's view of one service (debug and explain). */

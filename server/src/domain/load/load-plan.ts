@@ -60,7 +60,8 @@ export interface LoadPlanReport {
   readonly spillFraction: number;
 }
 
-const WEIGHT_SCALE = 1000;
+/** Priority 0's weights sum to about this. */
+export const WEIGHT_SCALE = 1000;
 
 export function planLoad(
   service: ServiceState,
