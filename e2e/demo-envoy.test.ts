@@ -93,9 +93,11 @@ async function demo(interruptAt?: string): Promise<{ out: string; code: number |
   const timer = setTimeout(() => child.kill('SIGKILL'), 150_000);
   try {
     const code = await exited;
-    await new Promise((r) => setTimeout(r, 200));
-    const dirs = scratch().filter((d) => !before.has(d));
-    return { out, code, left: [...groupLeft(child.pid!), ...dirs] };
+    // The demo's children go with it: give a busy machine time to reap them, then report what is left.
+    const left = () => [...groupLeft(child.pid!), ...scratch().filter((d) => !before.has(d))];
+    for (const end = Date.now() + 15_000; left().length > 0 && Date.now() < end;)
+      await new Promise((r) => setTimeout(r, 100));
+    return { out, code, left: left() };
   } finally {
     clearTimeout(timer);
     // A test that failed half-way must not leave the demo's processes behind.

@@ -138,14 +138,14 @@ describe('real Envoy on delta: on-demand CDS, the wildcard, re-subscribe, reconn
       async () => {
         const put = await canopy.admin('PUT', '/api/v1/services/third', service('third', backends[2]!));
         assert.equal(put.status, 201, JSON.stringify(put.body));
-        await envoy.until(async () => (await clusters()).includes('third'), 5000, 'cluster third over the wildcard');
+        await envoy.until(async () => (await clusters()).includes('third'), 30_000, 'cluster third over the wildcard');
         const t = await ask('third', 5);
         assert.deepEqual([...t.by], [['127.0.69.3', 5]], JSON.stringify([...t.failed]));
         // And web, held by the on-demand subscription, follows its changes.
         await canopy.admin('PUT', '/api/v1/services/web', service('web', backends[0]!, { connectTimeoutMs: 2200 }));
         await envoy.until(
           async () => JSON.stringify(await envoy.configDump()).includes('"connect_timeout":"2.200s"'),
-          5000,
+          30_000,
           'web updated',
         );
       },
@@ -156,11 +156,11 @@ describe('real Envoy on delta: on-demand CDS, the wildcard, re-subscribe, reconn
       () => [envoy],
       async () => {
         assert.equal((await canopy.admin('DELETE', '/api/v1/services/web')).status, 204);
-        await envoy.until(async () => !(await clusters()).includes('web'), 5000, 'web removed');
+        await envoy.until(async () => !(await clusters()).includes('web'), 30_000, 'web removed');
         // Envoy keeps the name in its on-demand subscription (a later request subscribes nothing new):
         // Canopy pushes the re-created Cluster to it unasked.
         assert.equal((await canopy.admin('PUT', '/api/v1/services/web', service('web', backends[0]!))).status, 201);
-        await envoy.until(async () => (await clusters()).includes('web'), 5000, 'web pushed again');
+        await envoy.until(async () => (await clusters()).includes('web'), 30_000, 'web pushed again');
         assert.deepEqual([...(await ask('web')).by], [['127.0.69.1', 1]]);
       },
     ));
@@ -189,16 +189,20 @@ describe('real Envoy on delta: on-demand CDS, the wildcard, re-subscribe, reconn
             async () =>
               JSON.stringify(await envoy.configDump()).includes('"connect_timeout":"3.300s"') &&
               (await envoy.stat('cluster_manager.warming_clusters')) === 0,
-            8000,
+            30_000,
             'other updated and warm after the reconnect',
           );
-          await new Promise((r) => setTimeout(r, 300));
-          const resent = ledsLines().slice(ledsBefore);
           // The updated cluster is a new EDS cluster with its own LEDS watches: without its members it stays warming.
-          assert.ok(
-            resent.some((l) => l.includes('] other: add')),
+          // Envoy logs the members as it applies them: wait for the line rather than for a moment.
+          await envoy.until(
+            () =>
+              ledsLines()
+                .slice(ledsBefore)
+                .some((l) => l.includes('] other: add')),
+            30_000,
             'the updated cluster got its LEDS members',
           );
+          const resent = ledsLines().slice(ledsBefore);
           console.log(
             `# after the reconnect Envoy logged ${resent.length} LEDS member update(s):\n#   ${resent.join('\n#   ')}`,
           );

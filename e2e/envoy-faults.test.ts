@@ -89,8 +89,8 @@ describe('real Envoy keeps routing through Canopy faults', { skip, timeout: 150_
       outboundAddress: '127.0.94.1',
     });
     client = new DirectEchoClient(`127.0.94.1:${PORT}`);
-    await client.who(5000);
-    await untilSynced(() => canopy.adminUrl, 'envoy-faults', TYPES, 10_000);
+    await client.who(30_000);
+    await untilSynced(() => canopy.adminUrl, 'envoy-faults', TYPES, 30_000);
     load = pacedLoad(client, RPS, 140_000);
   });
   after(async () => {
@@ -108,7 +108,12 @@ describe('real Envoy keeps routing through Canopy faults', { skip, timeout: 150_
     else await canopy.stop();
     const stopped = Date.now();
     await sleep(1000);
-    assert.equal(await envoy.stat('control_plane.connected_state'), 0, 'Envoy saw the control plane go');
+    // Down for about a second; Envoy notices when its stream breaks, which a busy machine may delay.
+    await envoy.until(
+      async () => (await envoy.stat('control_plane.connected_state')) === 0,
+      30_000,
+      'Envoy saw the control plane go',
+    );
     const starting = Date.now();
     canopy = await serve();
     const ready = Date.now();
@@ -126,8 +131,9 @@ describe('real Envoy keeps routing through Canopy faults', { skip, timeout: 150_
     assert.deepEqual(served['b'] ?? 0, 0, `still in zone A: ${JSON.stringify(served)}`);
     assert.equal(await envoy.stat('control_plane.connected_state'), 1);
     assert.deepEqual([...(await envoy.rejected())], []);
-    // The bootstrap's reconnect backoff is at most 4 s (jittered): re-synced within it, plus slack for a loaded host.
-    assert.ok(resync < 8000, `re-synced ${resync} ms after Canopy was back`);
+    // The bootstrap's reconnect backoff is at most 4 s (jittered): re-synced within it, plus slack for a host
+    // whose cores are busy (8 s was exceeded there).
+    assert.ok(resync < 15_000, `re-synced ${resync} ms after Canopy was back`);
   };
 
   it('SIGKILL, then started again: 0 failed requests, Envoy reconnects and re-syncs', () =>
@@ -215,7 +221,7 @@ describe(
         outboundAddress: '127.0.94.2',
       });
       client = new DirectEchoClient(`127.0.94.2:${PORT}`);
-      await client.who(5000);
+      await client.who(30_000);
       load = pacedLoad(client, RPS, 80_000);
     });
     after(async () => {
@@ -241,7 +247,7 @@ describe(
               for (let i = 0; i < 2; i++) if (await on(replicas[i]!)) at = i;
               return at >= 0;
             },
-            10_000,
+            30_000,
             'on a replica',
           );
           const survivor = replicas[1 - at]!;

@@ -79,7 +79,7 @@ describe('real Envoy on delta + LEDS: a mode change and a service created after 
         });
         envoys.push(envoy);
         const want0 = '127.0.76.1@0 127.0.76.2@1 127.0.76.3@1';
-        await envoy.until(async () => (await priorities(envoy, 'web')) === want0, 5000, `web at ${want0}`);
+        await envoy.until(async () => (await priorities(envoy, 'web')) === want0, 30_000, `web at ${want0}`);
         const put = await canopy.admin('PUT', '/api/v1/services/web', entry('web', backends.slice(0, 3), 'random'));
         assert.equal(put.status, 200, JSON.stringify(put.body));
         const q = 'service=web&region=r1&zone=z1&subzone=s1';
@@ -90,7 +90,7 @@ describe('real Envoy on delta + LEDS: a mode change and a service created after 
           JSON.stringify(ex),
         );
         const want1 = '127.0.76.1@0 127.0.76.2@0 127.0.76.3@0';
-        await envoy.until(async () => (await priorities(envoy, 'web')) === want1, 5000, `web at ${want1}`);
+        await envoy.until(async () => (await priorities(envoy, 'web')) === want1, 30_000, `web at ${want1}`);
         assert.ok((await envoy.stat('cluster.web.leds.update_success'))! >= 1, 'web endpoints came over LEDS');
         assert.deepEqual([...(await envoy.initFetchTimeouts())], []);
         await noRejections(envoy);
@@ -112,7 +112,7 @@ describe('real Envoy on delta + LEDS: a mode change and a service created after 
         console.log(`# LEDS Envoy LIVE ${live} ms after its start, its service PUT meanwhile (loaded machine)`);
         await envoy.until(
           async () => (await sendRequests(`${LATE_LISTEN}:${API_PORT}`, 1, { concurrency: 1 })).by.has('127.0.76.4'),
-          5000,
+          30_000,
           'api routes to its endpoint',
         );
         const t = await sendRequests(`${LATE_LISTEN}:${API_PORT}`, 4, { concurrency: 1 });

@@ -143,7 +143,7 @@ describe('real Envoy: requests land in the nearest healthy locality', { skip }, 
       () => envoys,
       async () => {
         for (const e of envoys) {
-          await e.until(async () => (await sendRequests(listener(e), 1)).by.size === 1, 10_000, 'listener up');
+          await e.until(async () => (await sendRequests(listener(e), 1)).by.size === 1, 30_000, 'listener up');
           const t = await sendRequests(listener(e), 200);
           assert.equal(failures(t), 0, JSON.stringify([...t.failed]));
           assert.deepEqual([...t.by], [['127.0.60.1', 200]], e.nodeId);
@@ -214,7 +214,7 @@ describe('real Envoy: requests land in the nearest healthy locality', { skip }, 
           const r = await canopy.admin('PATCH', `/api/v1/services/echo/endpoints/${key}`, { health: 'unhealthy' });
           assert.equal(r.status, 200);
           for (const [i, c] of clients.entries())
-            await envoys[i]!.until(async () => (await land(c)).join() === '127.0.60.12', 3000, 'gRPC failover');
+            await envoys[i]!.until(async () => (await land(c)).join() === '127.0.60.12', 30_000, 'gRPC failover');
           await canopy.admin('PATCH', `/api/v1/services/echo/endpoints/${key}`, { health: 'healthy' });
         } finally {
           for (const c of clients) c.close();
@@ -279,7 +279,7 @@ describe('real Envoy: requests land in the nearest healthy locality', { skip }, 
           });
           assert.equal(put.status, 201, JSON.stringify(put.body));
           for (const e of envoys) {
-            await e.until(async () => (await e.stat('listener_manager.lds.update_rejected')) === 1, 5000, 'LDS NACK');
+            await e.until(async () => (await e.stat('listener_manager.lds.update_rejected')) === 1, 30_000, 'LDS NACK');
             const res = await csds.fetch({ node_matchers: [{ node_id: { exact: e.nodeId } }] });
             const lds = res.config[0]!.generic_xds_configs.filter((r) => r.type_url === `${T}.listener.v3.Listener`);
             const errors = lds.filter((r) => r.config_status === 'ERROR');

@@ -113,7 +113,7 @@ async function sendCalls(target: string, n: number, concurrency: number): Promis
     while (sent < n) {
       sent++;
       try {
-        const id = (await client.who(5000)).backend_id;
+        const id = (await client.who(30_000)).backend_id;
         by.set(id, (by.get(id) ?? 0) + 1);
       } catch (err) {
         const m = (err as Error).message.slice(0, 140);
@@ -218,7 +218,7 @@ describe('real Envoy: the split it makes is what canopy explain says', { skip },
           assert.equal(put.status, 200, JSON.stringify(put.body));
           const expected = await explainShares();
           c.expect(expected);
-          for (const e of envoys) await e.until(() => caught(e, c), 5000, `${c.title}: the health states`);
+          for (const e of envoys) await e.until(() => caught(e, c), 30_000, `${c.title}: the health states`);
           // The CLA (priorities) and LEDS members may come in separate responses: let both land.
           await new Promise((r) => setTimeout(r, 300));
           const n = c.n ?? N;

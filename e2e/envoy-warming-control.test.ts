@@ -69,7 +69,7 @@ describe('real Envoy: warming negative control (a server that never sends the CL
         const e = envoy();
         await e.until(
           async () => (await sendRequests(`${ADDR}:${WEB_PORT}`, 5)).by.get('127.0.74.1') === 5,
-          5000,
+          30_000,
           'web',
         );
         relay.drop(EDS);
@@ -126,7 +126,7 @@ describe('real Envoy: warming negative control (a server that never sends the CL
         }
         await envoy().until(
           async () => (await sendRequests(`${ADDR}:${LATE_PORT}`, 5)).by.get('127.0.74.2') === 5,
-          5000,
+          30_000,
           'late served',
         );
       },

@@ -53,7 +53,7 @@ export interface PacedLoad {
 }
 
 /** Sends `rps` requests a second through `client` until stopped, or for `maxMs` at most. */
-export function pacedLoad(client: EchoCaller, rps: number, maxMs: number, deadlineMs = 2000): PacedLoad {
+export function pacedLoad(client: EchoCaller, rps: number, maxMs: number, deadlineMs = 5000): PacedLoad {
   const served: Served[] = [];
   const errors: { at: number; message: string }[] = [];
   const inFlight = new Set<Promise<void>>();
