@@ -1,7 +1,8 @@
 /** `canopy get services|endpoints|clients`: what a running server holds, from its admin API. */
 import { Argument, type Command } from 'commander';
 import ipaddr from 'ipaddr.js';
-import { adminJson, adminOptions, CliError, serverError, table, type AdminTarget } from './common.js';
+import { adminJson } from './admin-client.js';
+import { adminOptions, CliError, serverError, table, type AdminTarget } from './common.js';
 import { outputOption, print, type OutputFormat } from './output.js';
 
 interface EndpointJson {

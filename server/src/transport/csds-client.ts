@@ -21,15 +21,27 @@ export interface CsdsClientConfig {
   readonly generic_xds_configs: readonly CsdsResource[];
 }
 
+/** PEM material for a TLS channel (the CA for the server's certificate; a client certificate for mTLS). */
+export interface CsdsClientTls {
+  readonly ca?: Buffer;
+  readonly cert?: Buffer;
+  readonly key?: Buffer;
+}
+
 const METHOD = '/envoy.service.status.v3.ClientStatusDiscoveryService/FetchClientStatus';
 
 export async function fetchClientStatus(
   address: string,
-  opts: { token?: string; credentials?: grpc.ChannelCredentials; deadlineMs?: number } = {},
+  opts: { token?: string; credentials?: grpc.ChannelCredentials; tls?: CsdsClientTls; deadlineMs?: number } = {},
 ): Promise<CsdsClientConfig[]> {
   const request = messageType('envoy.service.status.v3.ClientStatusRequest');
   const response = messageType('envoy.service.status.v3.ClientStatusResponse');
-  const client = new grpc.Client(address, opts.credentials ?? grpc.credentials.createInsecure());
+  const credentials =
+    opts.credentials ??
+    (opts.tls
+      ? grpc.credentials.createSsl(opts.tls.ca ?? null, opts.tls.key ?? null, opts.tls.cert ?? null)
+      : grpc.credentials.createInsecure());
+  const client = new grpc.Client(address, credentials);
   const metadata = new grpc.Metadata();
   if (opts.token !== undefined) metadata.set('authorization', `Bearer ${opts.token}`);
   try {
