@@ -216,7 +216,11 @@ describe('canopy: one grammar', () => {
     const cases: [string[], string][] = [
       [['canopy', 'agent', 'un'], 'uninstall'],
       [['canopy', 'agent', 'uninstall', '--pi'], '--pin-dir'],
-      [['canopy', 'get', '-o', ''], 'table json yaml'],
+      [['canopy', 'get', '-o', ''], 'table wide name json yaml'],
+      [['canopy', 'get', 's'], 'services service svc'],
+      [['canopy', 'delete', 's'], 'services service svc'],
+      [['canopy', 'ps', '--x'], '--xds'],
+      [['canopy', 'ver'], 'version'],
       [['canopy', 'serve', '--log-format', ''], 'pretty json'],
       [['canopy', 'explain', '--output', 'y'], 'yaml'],
       [['canopy', 'bootstrap', 'e'], 'envoy'],

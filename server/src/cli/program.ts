@@ -9,6 +9,7 @@ import { registerAgent } from './agent.js';
 import { registerApply } from './apply.js';
 import { registerBootstrap } from './bootstrap.js';
 import { registerCompletion } from './completion.js';
+import { registerDelete } from './delete.js';
 import { registerDemo } from './demo.js';
 import { CliError, EXIT_USAGE, packageVersion } from './common.js';
 import { registerExplain } from './explain.js';
@@ -19,6 +20,7 @@ import { registerProxyStatus } from './proxy-status.js';
 import { registerSchema } from './schema.js';
 import { registerServe } from './serve.js';
 import { registerValidate } from './validate.js';
+import { registerVersion } from './version.js';
 
 export function buildProgram(): Command {
   const program = new Command('canopy')
@@ -34,6 +36,7 @@ export function buildProgram(): Command {
     registerServe,
     registerGet,
     registerApply,
+    registerDelete,
     registerHealth,
     registerProxyStatus,
     registerValidate,
@@ -44,6 +47,7 @@ export function buildProgram(): Command {
     registerAgent,
     registerDemo,
     registerCompletion,
+    registerVersion,
   ])
     register(program);
   program.commands.forEach(exitOverrideDeep);
