@@ -119,6 +119,13 @@ describe('the CLI against a TLS server', { skip }, () => {
     const plain = await runCanopyCli(['proxy-status', ...xds]);
     assert.equal(plain.code, 1);
     assert.match(plain.stderr, /if the server has TLS on, give --ca-file FILE/);
+    const noCert = await runCanopyCli(['proxy-status', ...xds, '--ca-file', ca.caFile]);
+    assert.equal(noCert.code, 1);
+    assert.match(
+      noCert.stderr,
+      /the server requires a client certificate: give --cert-file FILE and --key-file FILE\n$/,
+    );
+    assert.doesNotMatch(noCert.stderr, /Resolution note/);
     const half = await runCanopyCli(['proxy-status', ...xds, '--cert-file', client.certFile]);
     assert.equal(half.code, 2);
     assert.match(half.stderr, /--cert-file and --key-file go together/);

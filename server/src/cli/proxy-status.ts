@@ -72,7 +72,13 @@ export function registerProxyStatus(program: Command): void {
 /** Why CSDS failed, with the fix: the flag for the xDS port, the CA, the client certificate or the token. */
 function csdsFailure(opts: Options, err: unknown, token: string | undefined): CliError {
   const e = err as { code?: number; details?: string; message: string };
-  const details = e.details ?? e.message;
+  // grpc-js appends an empty "Resolution note:" and OpenSSL's source position: neither helps an operator.
+  const details = (e.details ?? e.message)
+    .replace(/\s*\(?\d{4}-\d\d-\d\dT[\d:.]+Z\)?/g, '')
+    .replace(/\s*Resolution note:.*$/s, '')
+    .replace(/:\.\.\/deps\/openssl\S*/g, '')
+    .replace(/\s+/g, ' ')
+    .trim();
   const where = `cannot read client status (CSDS) from ${opts.xds}`;
   // A missing token is UNAUTHENTICATED; a wrong one PERMISSION_DENIED (docs/security.md, CSDS).
   if (e.code === UNAUTHENTICATED || (e.code === PERMISSION_DENIED && token !== undefined && /token/i.test(details)))
