@@ -6,6 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { messageType } from '../wire/protos.js';
 import { CodedError } from '../domain/errors.js';
+import { channelCredentials, type ClientTlsMaterial } from './client-credentials.js';
 
 export interface CsdsResource {
   readonly type_url: string;
@@ -21,12 +22,7 @@ export interface CsdsClientConfig {
   readonly generic_xds_configs: readonly CsdsResource[];
 }
 
-/** PEM material for a TLS channel (the CA for the server's certificate; a client certificate for mTLS). */
-export interface CsdsClientTls {
-  readonly ca?: Buffer;
-  readonly cert?: Buffer;
-  readonly key?: Buffer;
-}
+export type CsdsClientTls = ClientTlsMaterial;
 
 const METHOD = '/envoy.service.status.v3.ClientStatusDiscoveryService/FetchClientStatus';
 
@@ -36,11 +32,7 @@ export async function fetchClientStatus(
 ): Promise<CsdsClientConfig[]> {
   const request = messageType('envoy.service.status.v3.ClientStatusRequest');
   const response = messageType('envoy.service.status.v3.ClientStatusResponse');
-  const credentials =
-    opts.credentials ??
-    (opts.tls
-      ? grpc.credentials.createSsl(opts.tls.ca ?? null, opts.tls.key ?? null, opts.tls.cert ?? null)
-      : grpc.credentials.createInsecure());
+  const credentials = opts.credentials ?? channelCredentials(opts.tls);
   const client = new grpc.Client(address, credentials);
   const metadata = new grpc.Metadata();
   if (opts.token !== undefined) metadata.set('authorization', `Bearer ${opts.token}`);
