@@ -89,11 +89,11 @@ describe('canopy: one grammar', () => {
     const ok = await canopy(['get', 'services', '--admin', hostPort()]);
     assert.equal(ok.status, 0, ok.stderr);
     assert.match(ok.stdout, /^NAME/);
-    for (const bad of ['http://', 'ftp://127.0.0.1:1', 'user@', '127.0.0.1:99999']) {
+    for (const bad of ['http://', 'ftp://127.0.0.1:1', 'user@', '127.0.0.1:99999', 'ht!tp://x y', 'a b:80', 'h/x']) {
       const r = await canopy(['get', 'services', '--admin', bad]);
       assert.equal(r.status, 2, `${bad}: ${r.stderr}`);
       assert.match(r.stderr, /--admin <url>/);
-      assert.match(r.stderr, /expected a URL like http:\/\/HOST:PORT/);
+      assert.match(r.stderr, /not a valid URL: expected http\[s\]:\/\/HOST:PORT/);
     }
     const env = await canopy(['explain', '--service', 'echo'], { env: { CANOPY_ADMIN_URL: 'not a url' } });
     assert.equal(env.status, 2, env.stderr);
@@ -104,7 +104,7 @@ describe('canopy: one grammar', () => {
     const admin = ['--admin', locked.adminUrl];
     const refused = await canopy(['explain', '--service', 'echo', ...admin]);
     assert.equal(refused.status, 1);
-    assert.match(refused.stderr, /CANOPY_UNAUTHORIZED/);
+    assert.match(refused.stderr, /needs the admin token \(401\): give --token-file FILE, or set CANOPY_ADMIN_TOKEN/);
     const file = await canopy([
       'explain',
       '--service',
@@ -216,7 +216,11 @@ describe('canopy: one grammar', () => {
     const cases: [string[], string][] = [
       [['canopy', 'agent', 'un'], 'uninstall'],
       [['canopy', 'agent', 'uninstall', '--pi'], '--pin-dir'],
-      [['canopy', 'get', '-o', ''], 'table json yaml'],
+      [['canopy', 'get', '-o', ''], 'table wide name json yaml'],
+      [['canopy', 'get', 's'], 'services service svc'],
+      [['canopy', 'delete', 's'], 'services service svc'],
+      [['canopy', 'ps', '--x'], '--xds'],
+      [['canopy', 'ver'], 'version'],
       [['canopy', 'serve', '--log-format', ''], 'pretty json'],
       [['canopy', 'explain', '--output', 'y'], 'yaml'],
       [['canopy', 'bootstrap', 'e'], 'envoy'],

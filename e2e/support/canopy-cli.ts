@@ -13,9 +13,15 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-export function runCanopyCli(args: readonly string[], timeoutMs = 20_000): Promise<CliResult> {
+/** `env` adds to (or, with undefined, removes from) this process's environment for the command. */
+export function runCanopyCli(
+  args: readonly string[],
+  timeoutMs = 20_000,
+  env: Readonly<Record<string, string | undefined>> = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [CLI, ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
+    const options = { timeout: timeoutMs, env: { ...process.env, ...env } };
+    execFile(process.execPath, [CLI, ...args], options, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
       if (code === null) reject(err ?? new Error('canopy did not exit'));
       else resolve({ code, stdout, stderr });

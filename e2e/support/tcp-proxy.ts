@@ -12,7 +12,11 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+/** `onClientData` sees each chunk a client sends, before it is passed on (a test can act on a request). */
+export async function startTcpProxy(
+  target: { host: string; port: number },
+  onClientData?: (chunk: Buffer) => void,
+): Promise<TcpProxy> {
   let open = true;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -26,6 +30,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
         upstream.destroy();
       });
     }
+    if (onClientData) client.on('data', onClientData);
     client.pipe(upstream).pipe(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

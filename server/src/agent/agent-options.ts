@@ -4,6 +4,7 @@
  * for it.
  */
 import type { Placement } from '../domain/locality.js';
+import type { ClientTlsMaterial } from '../transport/client-credentials.js';
 import type { Workload } from './datapath.js';
 
 export const DEFAULT_PIN_DIR = '/sys/fs/bpf/canopy';
@@ -11,6 +12,8 @@ export const DEFAULT_PIN_DIR = '/sys/fs/bpf/canopy';
 export interface AgentOptions {
   /** host:port of Canopy's ADS server */
   readonly server: string;
+  /** TLS to it (--ca-file, --cert-file, --key-file); absent: plaintext. */
+  readonly tls?: ClientTlsMaterial;
   readonly nodeId: string;
   readonly placement: Placement;
   readonly cgroup: string;

@@ -45,7 +45,14 @@ export async function startAgent(opts: AgentOptions): Promise<RunningAgent> {
 
   // Kernel connects as load (LRS), from the caller's node: the server counts them as offered load.
   const lrs = spill
-    ? new LoadReporter({ server: opts.server, nodeId: opts.nodeId, placement: opts.placement, spill, log })
+    ? new LoadReporter({
+        server: opts.server,
+        ...(opts.tls ? { tls: opts.tls } : {}),
+        nodeId: opts.nodeId,
+        placement: opts.placement,
+        spill,
+        log,
+      })
     : undefined;
   lrs?.start();
 

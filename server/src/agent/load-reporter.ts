@@ -10,12 +10,14 @@
 import type { Logger } from 'pino';
 import type { Placement } from '../domain/locality.js';
 import { AgentLrsClient } from '../transport/agent-lrs-client.js';
+import type { ClientTlsMaterial } from '../transport/client-credentials.js';
 import { ConnectDeltas } from './load-report.js';
 import type { CountedLocality } from './spill-plan.js';
 import type { ConnectCount, SpillTable } from './spill-table.js';
 
 export interface LoadReporterOptions {
   readonly server: string;
+  readonly tls?: ClientTlsMaterial;
   readonly nodeId: string;
   readonly placement: Placement;
   readonly spill: SpillTable;
@@ -56,6 +58,7 @@ export class LoadReporter {
     const deltas = new ConnectDeltas(counts().filter(mine));
     const client = new AgentLrsClient({
       server: this.opts.server,
+      ...(this.opts.tls ? { tls: this.opts.tls } : {}),
       node: { id: nodeId, cluster: 'canopy-agent', locality, userAgent: 'canopy-agent' },
       collect: (clusters) => {
         const now = counts();

@@ -50,6 +50,7 @@ export class TreeLoader {
   client(opts: AgentOptions): AgentAdsClient {
     return new AgentAdsClient({
       server: opts.server,
+      ...(opts.tls ? { tls: opts.tls } : {}),
       node: { id: opts.nodeId, cluster: 'canopy-agent', locality: opts.placement.locality, userAgent: 'canopy-agent' },
       typeUrl: TREE_TYPE,
       onResponse: (version, resources, again) => this.onResponse(version, resources, again),

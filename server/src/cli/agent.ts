@@ -7,12 +7,13 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULT_PIN_DIR, type AgentOptions } from '../agent/agent-options.js';
 import { keyValue, parseWorkload, WorkloadSpecError } from '../agent/workload-spec.js';
 import type { Placement } from '../domain/locality.js';
-import { intIn } from './common.js';
+import { readClientTls } from './admin-client.js';
+import { intIn, tlsOptions, type ClientTlsFlags } from './common.js';
 import { untilSignal } from '../platform/signals.js';
 
 const PLACEMENT_FLAGS = ['region', 'zone', 'subzone', 'network', 'cluster'] as const;
 
-interface AgentValues extends Partial<Record<(typeof PLACEMENT_FLAGS)[number], string>> {
+interface AgentValues extends Partial<Record<(typeof PLACEMENT_FLAGS)[number], string>>, ClientTlsFlags {
   server: string;
   nodeId: string;
   cgroup: string;
@@ -72,6 +73,8 @@ function agentFlags(cmd: Command, mandatory = true): Command {
       ),
     );
   for (const flag of PLACEMENT_FLAGS) cmd.addOption(new Option(`--${flag} <value>`, `this node's ${flag}`));
+  // TLS to --server when given a CA or a client certificate (its SPIFFE ID names --node-id under mTLS).
+  for (const o of tlsOptions()) cmd.addOption(o);
   return cmd
     .addOption(new Option('--label <key=value>', 'a node label (repeatable)').argParser(collectLabel).default([]))
     .addOption(
@@ -125,7 +128,17 @@ function agentOptions(v: AgentValues): AgentOptions {
     maxEndpoints: v.maxEndpoints,
   };
   const set = Object.fromEntries(Object.entries(optional).filter(([, x]) => x !== undefined));
-  return { server: v.server, nodeId: v.nodeId, placement, cgroup: v.cgroup, workloads, pinDir: v.pinDir, ...set };
+  const tls = v.caFile !== undefined || v.certFile !== undefined ? { tls: readClientTls(v) } : {};
+  return {
+    ...tls,
+    server: v.server,
+    nodeId: v.nodeId,
+    placement,
+    cgroup: v.cgroup,
+    workloads,
+    pinDir: v.pinDir,
+    ...set,
+  };
 }
 
 /** Parses the agent's flags alone (compose files and tests); a bad one throws, naming the flag. */

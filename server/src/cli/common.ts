@@ -27,18 +27,23 @@ export const DEFAULT_ADMIN_URL = 'http://127.0.0.1:18080';
 
 /**
  * `--admin`'s value: a URL (http:// or https://), or HOST:PORT as kubectl's --server and etcdctl's
- * --endpoints take it, meaning http://HOST:PORT. Anything else is a usage error naming the flag.
+ * --endpoints take it, meaning http://HOST:PORT. Read by the WHATWG URL parser; anything it does not
+ * read back as given (a space, a stray character before "://") is a usage error naming the flag.
  */
 export function adminUrl(raw: string): string {
-  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;
-  let url: URL | undefined;
+  const bad = new InvalidArgumentError(
+    'not a valid URL: expected http[s]://HOST:PORT (or HOST:PORT, meaning http://HOST:PORT).',
+  );
+  const hasScheme = raw.includes('://');
+  let url: URL;
   try {
-    url = new URL(withScheme);
+    url = new URL(hasScheme ? raw : `http://${raw}`);
   } catch {
-    url = undefined;
+    throw bad;
   }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.username)
-    throw new InvalidArgumentError('expected a URL like http://HOST:PORT (or HOST:PORT, meaning http://).');
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.username) throw bad;
+  // HOST:PORT is only a host and a port: "x/y" or "a b" would be read as a path or refused above.
+  if (!hasScheme && url.host !== raw.toLowerCase().replace(/\/$/, '')) throw bad;
   return url.href;
 }
 
@@ -53,6 +58,19 @@ export function adminOptions(defaultUrl: string | undefined = DEFAULT_ADMIN_URL)
       '--token-file <file>',
       'a file holding the admin token, sent as Authorization: Bearer (or the token itself in env CANOPY_ADMIN_TOKEN)',
     ).env('CANOPY_ADMIN_TOKEN_FILE'),
+    ...tlsOptions(),
+  ];
+}
+
+export function tlsOptions(): Option[] {
+  return [
+    new Option('--ca-file <file>', "the CA certificate (PEM) that signed the server's certificate").env(
+      'CANOPY_CA_FILE',
+    ),
+    new Option('--cert-file <file>', 'a client certificate (PEM), for a server that requires one (--client-ca)').env(
+      'CANOPY_CERT_FILE',
+    ),
+    new Option('--key-file <file>', "the client certificate's private key (PEM)").env('CANOPY_KEY_FILE'),
   ];
 }
 
@@ -73,7 +91,14 @@ export async function writeOutput(file: string, text: string, flag: string): Pro
   }
 }
 
-export interface AdminTarget {
+/** The TLS flags of every command that talks to Canopy, admin API or xDS port. */
+export interface ClientTlsFlags {
+  readonly caFile?: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
+}
+
+export interface AdminTarget extends ClientTlsFlags {
   readonly admin: string;
   readonly tokenFile?: string;
 }
@@ -88,49 +113,6 @@ export function adminToken(opts: { tokenFile?: string }): string | undefined {
     }
   }
   return process.env['CANOPY_ADMIN_TOKEN'];
-}
-
-/** Why a request never reached the server, from undici's error cause (ECONNREFUSED, ENOTFOUND, a timeout). */
-function unreachable(url: URL, err: unknown): CliError {
-  type Cause = { code?: string; message?: string; errors?: Cause[] };
-  const outer = (err as { cause?: Cause }).cause;
-  // Node tries each address of a name in turn: the first attempt's error says why.
-  const cause = outer?.code === undefined && outer?.errors?.[0] ? outer.errors[0] : outer;
-  const why = cause?.code
-    ? `${cause.code}${cause.message ? `: ${cause.message}` : ''}`
-    : (cause?.message ?? (err as Error).message);
-  return new CliError(
-    `cannot reach the Canopy admin API at ${url.href}: ${why} (is \`canopy serve\` running? --admin URL)`,
-  );
-}
-
-/** fetch against the admin API; a server that is down or unreachable is a CliError naming the URL and why. */
-export async function adminFetch(url: URL, init: RequestInit = {}, token?: string): Promise<Response> {
-  const headers = new Headers(init.headers);
-  if (token !== undefined) headers.set('authorization', `Bearer ${token}`);
-  try {
-    return await fetch(url, { ...init, headers, signal: init.signal ?? AbortSignal.timeout(10_000) });
-  } catch (err) {
-    throw unreachable(url, err);
-  }
-}
-
-/** GET a JSON document from the admin API; an error answer is a CliError with the server's message. */
-export async function adminJson<T>(
-  target: AdminTarget,
-  path: string,
-  init: RequestInit = {},
-): Promise<{ status: number; body: T }> {
-  const url = new URL(path, target.admin);
-  const res = await adminFetch(url, init, adminToken(target));
-  const text = await res.text();
-  let body: unknown;
-  try {
-    body = text ? JSON.parse(text) : undefined;
-  } catch {
-    throw new CliError(`${url.href} answered ${res.status} with a body that is not JSON`);
-  }
-  return { status: res.status, body: body as T };
 }
 
 /** The server's error shape, `{ error: { code, message, fields? } }`, as lines for the operator. */
@@ -154,12 +136,13 @@ export function intIn(min: number, max: number): (raw: string) => number {
 }
 
 /** Rows as an aligned text table (kubectl's shape: upper-case headers, two spaces between columns). */
-export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+export function table(headers: readonly string[], rows: readonly (readonly string[])[], withHeaders = true): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]) =>
     cells
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
       .join('  ')
       .trimEnd();
-  return [line(headers), ...rows.map(line)].join('\n') + '\n';
+  const lines = [...(withHeaders ? [line(headers)] : []), ...rows.map(line)];
+  return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
 }

@@ -55,7 +55,7 @@ function valueArms(specs: readonly CommandSpec[]): string[] {
 function wordArms(specs: readonly CommandSpec[]): string[] {
   return specs.map(({ path, cmd }) => {
     const words = [
-      ...cmd.commands.map((c) => c.name()),
+      ...cmd.commands.flatMap((c) => [c.name(), ...c.aliases()]),
       ...visible(cmd).flatMap(names),
       ...cmd.registeredArguments.flatMap((a: Argument) => a.argChoices ?? []),
       '--help',
@@ -67,11 +67,13 @@ function wordArms(specs: readonly CommandSpec[]): string[] {
 
 export function completionScript(program: Command, shell: 'bash' | 'zsh'): string {
   const specs = walk(program, '');
+  // A subcommand typed by its name or an alias (`ps`) is known by its name from then on.
   const subcommandArms = specs
     .filter((s) => s.path !== '')
     .map((s) => {
       const parent = s.path.includes(' ') ? s.path.slice(0, s.path.lastIndexOf(' ')) : '';
-      return quote(`${parent}/${s.cmd.name()}`);
+      const typed = [s.cmd.name(), ...s.cmd.aliases()].map((n) => quote(`${parent}/${n}`)).join('|');
+      return `      ${typed}) cmd="\${cmd:+$cmd }${s.cmd.name()}" ;;`;
     });
   const body = `_canopy() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" prev="" cmd="" words="" i w
@@ -80,7 +82,7 @@ export function completionScript(program: Command, shell: 'bash' | 'zsh'): strin
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="\${COMP_WORDS[i]}"
     case "$cmd/$w" in
-      ${subcommandArms.join('|')}) cmd="\${cmd:+$cmd }$w" ;;
+${subcommandArms.join('\n')}
     esac
   done
   # The value of the flag just typed.

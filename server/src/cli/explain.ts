@@ -7,7 +7,8 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { ExplainView, SettingChange, explainChange } from '../domain/explain.js';
 import type { LoadExplain } from '../domain/load/load-explain.js';
 import type { Placement } from '../domain/locality.js';
-import { adminJson, adminOptions, CliError, EXIT_USAGE, serverError, type AdminTarget } from './common.js';
+import { adminJson } from './admin-client.js';
+import { adminOptions, CliError, EXIT_USAGE, serverError, type AdminTarget } from './common.js';
 import { outputOption, print, type OutputFormat } from './output.js';
 
 const PLACEMENT_FLAGS = ['region', 'zone', 'subzone', 'network', 'node', 'cluster'] as const;

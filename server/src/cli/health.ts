@@ -6,7 +6,8 @@
 import { Option, type Command } from 'commander';
 import { endpointKey, HEALTH_VALUES, type Health } from '../domain/service.js';
 import { parseEndpointKey } from '../domain/spec.js';
-import { adminJson, adminOptions, CliError, EXIT_USAGE, serverError, type AdminTarget } from './common.js';
+import { adminJson } from './admin-client.js';
+import { adminOptions, CliError, EXIT_USAGE, serverError, type AdminTarget } from './common.js';
 
 interface EndpointJson {
   address: string;

@@ -4,7 +4,8 @@
  */
 import { Option, type Command } from 'commander';
 import type { CsdsClientConfig } from '../transport/csds-client.js';
-import { adminToken, CliError, table } from './common.js';
+import { readClientTls, tlsFix, unauthorized } from './admin-client.js';
+import { adminToken, CliError, table, tlsOptions, type ClientTlsFlags } from './common.js';
 import { outputOption, print, type OutputFormat } from './output.js';
 
 /** Column order and names, as istioctl shows them. */
@@ -26,8 +27,10 @@ export interface ProxyStatus {
   readonly types: Record<string, SyncState>;
 }
 
+type Options = ClientTlsFlags & { xds: string; tokenFile?: string; output: OutputFormat };
+
 export function registerProxyStatus(program: Command): void {
-  program
+  const cmd = program
     .command('proxy-status')
     .alias('ps')
     .description('every connected client with SYNCED / STALE / NACKED per type (from CSDS on the xDS port)')
@@ -38,29 +41,64 @@ export function registerProxyStatus(program: Command): void {
       new Option('--token-file <file>', 'a file holding the admin token (sent as authorization: Bearer)').env(
         'CANOPY_ADMIN_TOKEN_FILE',
       ),
-    )
-    .addOption(outputOption())
-    .action(async (opts: { xds: string; tokenFile?: string; output: OutputFormat }) => {
-      const token = adminToken(opts);
-      const { fetchClientStatus } = await import('../transport/csds-client.js');
-      let configs: CsdsClientConfig[];
-      try {
-        configs = await fetchClientStatus(opts.xds, token !== undefined ? { token } : {});
-      } catch (err) {
-        const e = err as { code?: number; details?: string; message: string };
-        throw new CliError(
-          `cannot read client status (CSDS) from ${opts.xds}: ${e.details ?? e.message} (--xds HOST:PORT)`,
-        );
-      }
-      const rows = proxyStatus(configs);
-      print(opts.output, { proxies: rows }, () =>
-        table(
-          ['NODE', 'CLUSTER', 'LOCALITY', ...TYPES.map(([, short]) => short)],
-          rows.map((r) => [r.node, r.cluster || '-', r.locality || '-', ...TYPES.map(([, short]) => r.types[short]!)]),
-        ),
-      );
-    });
+    );
+  for (const o of tlsOptions()) cmd.addOption(o);
+  cmd.addOption(outputOption()).action(async (opts: Options) => {
+    const token = adminToken(opts);
+    // TLS when the command is given a CA or a client certificate: the xDS port is plaintext or TLS, not both.
+    const tls = opts.caFile !== undefined || opts.certFile !== undefined ? readClientTls(opts) : undefined;
+    // grpc-js names the server by its address in TLS's SNI, which Node warns about for an IP on every call.
+    if (tls) process.noDeprecation = true;
+    const { fetchClientStatus } = await import('../transport/csds-client.js');
+    let configs: CsdsClientConfig[];
+    try {
+      configs = await fetchClientStatus(opts.xds, {
+        ...(token !== undefined ? { token } : {}),
+        ...(tls ? { tls } : {}),
+      });
+    } catch (err) {
+      throw csdsFailure(opts, err, token);
+    }
+    const rows = proxyStatus(configs);
+    print(opts.output, { proxies: rows }, () =>
+      table(
+        ['NODE', 'CLUSTER', 'LOCALITY', ...TYPES.map(([, short]) => short)],
+        rows.map((r) => [r.node, r.cluster || '-', r.locality || '-', ...TYPES.map(([, short]) => r.types[short]!)]),
+      ),
+    );
+  });
 }
+
+/** Why CSDS failed, with the fix: the flag for the xDS port, the CA, the client certificate or the token. */
+function csdsFailure(opts: Options, err: unknown, token: string | undefined): CliError {
+  const e = err as { code?: number; details?: string; message: string };
+  // grpc-js appends an empty "Resolution note:" and OpenSSL's source position: neither helps an operator.
+  const details = (e.details ?? e.message)
+    .replace(/\s*\(?\d{4}-\d\d-\d\dT[\d:.]+Z\)?/g, '')
+    .replace(/\s*Resolution note:.*$/s, '')
+    .replace(/:\.\.\/deps\/openssl\S*/g, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+  const where = `cannot read client status (CSDS) from ${opts.xds}`;
+  // A missing token is UNAUTHENTICATED; a wrong one PERMISSION_DENIED (docs/security.md, CSDS).
+  if (e.code === UNAUTHENTICATED || (e.code === PERMISSION_DENIED && token !== undefined && /token/i.test(details)))
+    return unauthorized(`the xDS port ${opts.xds}`, opts, token);
+  // An HTTP/1 server (the admin port, a web server) answers gRPC's HTTP/2 preface with bytes that are no frame.
+  if (/Protocol error|Received HTTP status code|HTTP\/1|no application protocol|alert number 120/i.test(details))
+    return new CliError(
+      `${where}: it does not speak gRPC (is it the admin port?); give the xDS port with --xds HOST:PORT (default 127.0.0.1:18000, env CANOPY_XDS_ADDRESS)`,
+    );
+  const code = /\b([A-Z][A-Z_]{6,})\b/.exec(details)?.[1];
+  const fix = tlsFix(code, details, opts);
+  if (fix !== undefined) return new CliError(`${where}: ${details}; ${fix}`);
+  if (opts.caFile === undefined && /Failed to connect|Connection dropped|ECONNRESET|socket hang up/i.test(details))
+    return new CliError(`${where}: ${details} (if the server has TLS on, give --ca-file FILE; --xds HOST:PORT)`);
+  return new CliError(`${where}: ${details} (--xds HOST:PORT)`);
+}
+
+/** gRPC's status code for a missing or refused token. */
+const UNAUTHENTICATED = 16;
+const PERMISSION_DENIED = 7;
 
 /**
  * Per node and type: NACKED if the client rejected any resource, STALE if any was sent and not yet

@@ -6,6 +6,7 @@
  * handler's detail). The only gRPC the agent touches lives here.
  */
 import * as grpc from '@grpc/grpc-js';
+import { channelCredentials, type ClientTlsMaterial } from './client-credentials.js';
 import { messageType } from '../wire/protos.js';
 
 const ADS_METHOD = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
@@ -38,6 +39,8 @@ export const MAX_RETRIES = 5;
 export interface AgentAdsClientOptions {
   /** host:port */
   readonly server: string;
+  /** TLS to the server (absent: plaintext). */
+  readonly tls?: ClientTlsMaterial;
   readonly node: AdsNode;
   readonly typeUrl: string;
   /** Loads one response; the client ACKs or NACKs it by the verdict. */
@@ -69,7 +72,7 @@ export class AgentAdsClient {
   private readonly Response = messageType('envoy.service.discovery.v3.DiscoveryResponse');
 
   constructor(private readonly opts: AgentAdsClientOptions) {
-    this.client = new grpc.Client(opts.server, grpc.credentials.createInsecure());
+    this.client = new grpc.Client(opts.server, channelCredentials(opts.tls));
     this.backoff = new grpc.experimental.BackoffTimeout(() => this.connect(), {
       initialDelay: 250,
       multiplier: 2,

@@ -8,6 +8,7 @@
  * requests. Reopened with jittered backoff until stop().
  */
 import * as grpc from '@grpc/grpc-js';
+import { channelCredentials, type ClientTlsMaterial } from './client-credentials.js';
 import { messageType } from '../wire/protos.js';
 import type { AdsNode } from './agent-ads-client.js';
 
@@ -25,6 +26,8 @@ export interface ClusterLoad {
 export interface AgentLrsClientOptions {
   /** host:port */
   readonly server: string;
+  /** TLS to the server (absent: plaintext). */
+  readonly tls?: ClientTlsMaterial;
   readonly node: AdsNode;
   /** The load since the last call, for these clusters (or every cluster with load: 'all'). */
   readonly collect: (clusters: readonly string[] | 'all') => readonly ClusterLoad[];
@@ -48,7 +51,7 @@ export class AgentLrsClient {
   private readonly Response = messageType('envoy.service.load_stats.v3.LoadStatsResponse');
 
   constructor(private readonly opts: AgentLrsClientOptions) {
-    this.client = new grpc.Client(opts.server, grpc.credentials.createInsecure());
+    this.client = new grpc.Client(opts.server, channelCredentials(opts.tls));
     this.backoff = new grpc.experimental.BackoffTimeout(() => this.connect(), {
       initialDelay: 250,
       multiplier: 2,

@@ -6,6 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { messageType } from '../wire/protos.js';
 import { CodedError } from '../domain/errors.js';
+import { channelCredentials, type ClientTlsMaterial } from './client-credentials.js';
 
 export interface CsdsResource {
   readonly type_url: string;
@@ -21,15 +22,18 @@ export interface CsdsClientConfig {
   readonly generic_xds_configs: readonly CsdsResource[];
 }
 
+export type CsdsClientTls = ClientTlsMaterial;
+
 const METHOD = '/envoy.service.status.v3.ClientStatusDiscoveryService/FetchClientStatus';
 
 export async function fetchClientStatus(
   address: string,
-  opts: { token?: string; credentials?: grpc.ChannelCredentials; deadlineMs?: number } = {},
+  opts: { token?: string; credentials?: grpc.ChannelCredentials; tls?: CsdsClientTls; deadlineMs?: number } = {},
 ): Promise<CsdsClientConfig[]> {
   const request = messageType('envoy.service.status.v3.ClientStatusRequest');
   const response = messageType('envoy.service.status.v3.ClientStatusResponse');
-  const client = new grpc.Client(address, opts.credentials ?? grpc.credentials.createInsecure());
+  const credentials = opts.credentials ?? channelCredentials(opts.tls);
+  const client = new grpc.Client(address, credentials);
   const metadata = new grpc.Metadata();
   if (opts.token !== undefined) metadata.set('authorization', `Bearer ${opts.token}`);
   try {
