@@ -57,7 +57,7 @@ export function registerKubeMetrics(registry: Registry, stats: () => KubeStats):
   );
   gauge(
     'canopy_kube_foreign_hints',
-    'Endpoints whose hints name another zone than their own (Canopy places them at their own)',
+    'Endpoints hinted for zones other than (or beside) their own (followed under trafficDistribution)',
     (s) => s.foreignHints,
   );
 }

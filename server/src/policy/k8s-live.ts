@@ -15,6 +15,7 @@ import { NO_LABELS } from '../domain/locality.js';
 import { canonicalIp, isIp } from '../domain/ip.js';
 import type { Endpoint, Health, ServiceSpec } from '../domain/service.js';
 import { parseServiceSpec } from '../domain/spec.js';
+import { forZonesLabel } from '../domain/zone-hints.js';
 import { Findings, isObject, type Obj } from './documents.js';
 import { readDestinationRule, type IstioTrafficDistribution } from './istio.js';
 import { kubeLoadBalancing } from './k8s.js';
@@ -80,7 +81,7 @@ export function nodePlace(labels: Readonly<Record<string, string>> | undefined, 
 export interface MappedServices {
   readonly specs: readonly ServiceSpec[];
   readonly errors: readonly FieldError[];
-  /** Endpoints whose hints name another zone than their own: Canopy places them at their own. */
+  /** Endpoints whose hints name zones other than (or beside) their own: followed under trafficDistribution. */
   readonly foreignHints: number;
 }
 
@@ -246,7 +247,13 @@ function endpointsOf(
       const node = e.nodeName ?? '';
       const place = node ? ctx.node(node) : undefined;
       const zone = place?.zone || e.zone || '';
-      if (e.hints?.forZones?.some((z) => z.name !== zone)) foreignHints++;
+      const hinted = e.hints?.forZones
+        ? forZonesLabel(
+            e.hints.forZones.map((z) => z.name),
+            zone,
+          )
+        : undefined;
+      if (hinted) foreignHints++;
       const ep: Endpoint = {
         address,
         port,
@@ -256,7 +263,7 @@ function endpointsOf(
         network: '',
         node,
         cluster: '',
-        labels: NO_LABELS,
+        labels: hinted ?? NO_LABELS,
       };
       const key = `${address}|${port}`;
       const held = byKey.get(key);
