@@ -25,6 +25,7 @@ export const LOAD_BALANCING_ANNOTATION = 'canopy.dev/load-balancing';
 export const REGION_LABEL = 'topology.kubernetes.io/region';
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 export const DEFAULT_SUBZONE_LABEL = 'topology.istio.io/subzone';
+export const NETWORK_LABEL = 'topology.istio.io/network';
 
 /** The fields of the Kubernetes objects read here (a subset of client-node's V1Service etc.). */
 export interface KubeMeta {
@@ -92,6 +93,8 @@ export interface MapContext {
   readonly destinationRule?: (key: string) => LiveDestinationRule | undefined;
   /** The Kuma MeshLoadBalancingStrategy entry for a Service, when Kuma's CRDs are installed. */
   readonly meshStrategy?: (key: string) => LiveMeshStrategy | undefined;
+  /** The cluster the objects come from (its `cluster` scope), and its network unless a slice names one. */
+  readonly cluster?: { readonly name: string; readonly network: string };
 }
 
 export interface LiveMeshStrategy {
@@ -237,6 +240,9 @@ function endpointsOf(
   let foreignHints = 0;
   for (const slice of slices) {
     if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue; // FQDN: kube-proxy ignores it too
+    // Istio's network label: the slice carries the Service's labels (the EndpointSlice controller copies them).
+    const network = slice.metadata?.labels?.[NETWORK_LABEL] ?? ctx.cluster?.network ?? '';
+    const cluster = ctx.cluster?.name ?? '';
     const port = slice.ports?.find((sp) => (sp.name ?? '') === portName)?.port;
     if (port === undefined) continue;
     for (const e of slice.endpoints ?? []) {
@@ -260,9 +266,9 @@ function endpointsOf(
         health: healthOf(e.conditions),
         weight: 1,
         locality: ctx.locality({ region: place?.region ?? '', zone, subzone: place?.subzone ?? '' }),
-        network: '',
+        network,
         node,
-        cluster: '',
+        cluster,
         labels: hinted ?? NO_LABELS,
       };
       const key = `${address}|${port}`;
