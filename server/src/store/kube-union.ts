@@ -124,17 +124,23 @@ export class ClusterUnion {
 
   /** Writes the union of `name` as the clusters now have it; `gone` is a cluster whose stored endpoints go. */
   private async compose(name: string, gone?: string): Promise<void> {
+    const spec = await this.composite(name, gone);
+    if ((this.specs.get(name)?.size ?? 0) === 0) this.specs.delete(name);
+    if (spec === undefined) return this.writer.remove(name);
+    // After a conflict the other clusters' stored endpoints are read again: another replica's write stays.
+    await this.writer.write(spec, async () => (await this.composite(name, gone)) ?? spec);
+  }
+
+  /** The union of `name`, or undefined when no cluster has it any more. */
+  private async composite(name: string, gone?: string): Promise<ServiceSpec | undefined> {
     const by = this.specs.get(name) ?? new Map<string, ServiceSpec>();
     const waiting = this.order.filter((c) => !this.synced.has(c) && !by.has(c) && c !== gone);
-    const kept = waiting.length > 0 ? await this.storedOf(name, new Set(waiting)) : [];
+    const stored = waiting.length > 0 ? await this.storedOf(name, new Set(waiting)) : undefined;
+    const kept = stored?.endpoints ?? [];
     const ranked = [...by].sort(([a], [b]) => this.rank(a) - this.rank(b));
-    const head = ranked[0]?.[1];
-    if (!head) {
-      if (kept.length === 0) await this.writer.remove(name);
-      else await this.keepStored(name, kept);
-      if (by.size === 0) this.specs.delete(name);
-      return;
-    }
+    const head = ranked[0]?.[1] ?? (kept.length > 0 ? stored?.spec : undefined);
+    if (!head) return undefined;
+    if (ranked.length === 1 && kept.length === 0) return head;
     const seen = new Set<string>();
     const endpoints: Endpoint[] = [];
     for (const e of [...ranked.flatMap(([, s]) => s.endpoints), ...kept]) {
@@ -143,7 +149,7 @@ export class ClusterUnion {
       seen.add(k);
       endpoints.push(e);
     }
-    await this.writer.write(ranked.length === 1 && kept.length === 0 ? head : { ...head, endpoints });
+    return { ...head, endpoints };
   }
 
   private rank(cluster: string): number {
@@ -151,16 +157,13 @@ export class ClusterUnion {
     return i < 0 ? this.order.length : i;
   }
 
-  /** The stored endpoints of clusters that have not synced yet. */
-  private async storedOf(name: string, clusters: ReadonlySet<string>): Promise<Endpoint[]> {
+  /** The stored service and its endpoints of clusters that have not synced yet. */
+  private async storedOf(
+    name: string,
+    clusters: ReadonlySet<string>,
+  ): Promise<{ spec: ServiceSpec; endpoints: Endpoint[] } | undefined> {
     const s = await this.store.get(name);
-    if (!s || s.owner !== 'kube') return [];
-    return s.spec.endpoints.filter((e) => clusters.has(e.cluster));
-  }
-
-  /** No synced cluster has the service, but waiting ones do: keep it with their stored endpoints only. */
-  private async keepStored(name: string, kept: readonly Endpoint[]): Promise<void> {
-    const s = await this.store.get(name);
-    if (s && s.spec.endpoints.length !== kept.length) await this.writer.write({ ...s.spec, endpoints: [...kept] });
+    if (!s || s.owner !== 'kube') return undefined;
+    return { spec: s.spec, endpoints: s.spec.endpoints.filter((e) => clusters.has(e.cluster)) };
   }
 }
