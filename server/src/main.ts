@@ -79,6 +79,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const parts = {
     ...{ store, feed, xds, load: load.controller, registry, logger, ready: () => ready },
     ...(kube ? { notReady: () => (ready ? kube.notReady() : undefined) } : {}),
+    ...(kube?.clusters ? { clusters: kube.clusters } : {}),
   };
   const admin = await startAdmin(parts, at, security);
   const stopWatching = config.watch();

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { localityInterner } from '../src/domain/locality.js';
+import { FOR_ZONES_LABEL } from '../src/domain/zone-hints.js';
 import {
   destinationRuleTarget,
   healthOf,
@@ -165,7 +166,7 @@ describe('live Kubernetes mapping', () => {
     assert.equal(single.vips, undefined);
   });
 
-  it('ExternalName and port-less Services have no Canopy service; foreign hints are counted', () => {
+  it('ExternalName and port-less Services have no Canopy service; hints for other zones are counted and carried', () => {
     assert.equal(mapService(service({ type: 'ExternalName' }), [], ctx).specs.length, 0);
     assert.equal(mapService(service({ clusterIP: 'None' }), [], ctx).specs.length, 0);
     const hinted = mapService(
@@ -180,6 +181,8 @@ describe('live Kubernetes mapping', () => {
       ctx,
     );
     assert.equal(hinted.foreignHints, 1);
+    // Followed, as kube-proxy does: the endpoint carries the zones it is hinted for.
+    assert.equal(hinted.specs[0]!.endpoints[0]!.labels[FOR_ZONES_LABEL], 'z2');
   });
 
   it("a DestinationRule's host names the Service it applies to", () => {

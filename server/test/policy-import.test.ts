@@ -7,6 +7,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { load as parse } from 'js-yaml';
+import { FOR_ZONES_LABEL } from '../src/domain/zone-hints.js';
 import { importDocuments, type PolicySystem } from '../src/policy/import.js';
 import { loadConfigFile, parseConfigText } from '../src/config/config-file.js';
 
@@ -299,7 +300,12 @@ describe('Kubernetes importer', () => {
     );
     const notes = r.notes.map((n) => n.path);
     assert.ok(notes.includes('in.yaml[0].spec.trafficDistribution'), 'PreferClose is said to be deprecated');
-    assert.ok(notes.includes('in.yaml[1].endpoints[2].hints.forZones'), 'a hint for another zone is reported');
+    // A hint for another zone is followed (kube-proxy): the endpoint carries the zones it is hinted for.
+    assert.ok(!notes.includes('in.yaml[1].endpoints[2].hints.forZones'));
+    assert.deepEqual(
+      s!.endpoints.map((e) => e.labels[FOR_ZONES_LABEL]),
+      [undefined, undefined, 'zone-a'],
+    );
     assert.ok(notes.includes('in.yaml[0].spec.selector'));
   });
 

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ClaCache } from '../domain/cla-cache.js';
 import type { MeshView } from '../store/mesh-feed.js';
+import type { ClusterStatus } from '../store/kube-clusters.js';
 import type { Store } from '../store/store.js';
 import type { ClientStatus } from '../sessions/client-status.js';
 import type { LoadReport } from '../sessions/load-controller.js';
@@ -28,6 +29,8 @@ export interface AdminDeps {
   readonly ready: () => boolean;
   /** Why not ready, when a source knows (the Kubernetes source's sync and API server reachability). */
   readonly notReady?: () => string | undefined;
+  /** Several Kubernetes clusters: each one's state (GET /api/v1/clusters). */
+  readonly clusters?: () => readonly ClusterStatus[];
   /** Tokens and allowed Host names (access.ts); without it everything is open, as on loopback by default. */
   readonly access?: AccessPolicy;
   /** Largest request body in bytes (default 16 MiB: a 100k-endpoint PUT is about 15 MB). */

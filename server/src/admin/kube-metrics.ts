@@ -5,6 +5,7 @@
  * services it refuses or leaves to another owner.
  */
 import { Gauge, type Registry } from 'prom-client';
+import type { ClusterStatus } from '../store/kube-clusters.js';
 import type { KubeStats } from '../store/kube-source.js';
 
 export function registerKubeMetrics(registry: Registry, stats: () => KubeStats): void {
@@ -57,7 +58,30 @@ export function registerKubeMetrics(registry: Registry, stats: () => KubeStats):
   );
   gauge(
     'canopy_kube_foreign_hints',
-    'Endpoints whose hints name another zone than their own (Canopy places them at their own)',
+    'Endpoints hinted for zones other than (or beside) their own (followed under trafficDistribution)',
     (s) => s.foreignHints,
   );
+}
+
+/** Several clusters: per cluster, whether its first list is written and how long its API server has not answered. */
+export function registerClusterMetrics(registry: Registry, clusters: () => readonly ClusterStatus[]): void {
+  const per = (name: string, help: string, value: (c: ClusterStatus) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['cluster'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const c of clusters()) this.set({ cluster: c.name }, value(c));
+      },
+    });
+  per('canopy_kube_cluster_synced', "1 once the cluster's first full list is written", (c) => (c.synced ? 1 : 0));
+  per('canopy_kube_cluster_connected', "1 while the cluster's API server answers", (c) => (c.connected ? 1 : 0));
+  per(
+    'canopy_kube_cluster_stale_seconds',
+    "How long the cluster's API server has not answered (0 while it does); its endpoints are its last state",
+    (c) => c.staleSeconds,
+  );
+  per('canopy_kube_cluster_endpoints', 'Endpoints the cluster gives the mesh', (c) => c.endpoints);
 }

@@ -18,6 +18,7 @@ import { acceptsValue, type LocalityPolicy, type PriorityLabel } from './policy.
 import { distributeRuleFor, groupsOf, note, type Working } from './policy-groups.js';
 import { ancestorAt, matchPlan, planKey, planOf, tierLeaves, type PlanMatch } from './priorities.js';
 import type { Endpoint, LoadBalancing } from './service.js';
+import { servesZone, zonesHintedIn } from './zone-hints.js';
 
 /** One endpoint's place in a client's CLA, or why it has none. */
 export interface EndpointVerdict {
@@ -234,7 +235,7 @@ function trafficKey(tree: LocalityTree, client: Placement): string {
     tree.scopes.map((s, i) => {
       const v = scopeValue(s, client);
       if (values[i]!.has('')) return null;
-      return values[i]!.has(v) ? v : '-';
+      return values[i]!.has(v) || (s === 'zone' && zonesHintedIn(tree).has(v)) ? v : '-';
     }),
   )}`;
 }
@@ -260,7 +261,8 @@ function rankByTrafficDistribution(tree: LocalityTree, p: LocalityPolicy, client
     const same: Scope[] = [];
     for (let i = 0; i < tree.levels; i++) {
       if (!applies[i]) continue;
-      if (w.path[i] !== clientPath[i]) break;
+      const zone = tree.scopes[i] === 'zone';
+      if (zone ? !servesZone(w.endpoint, w.path[i]!, clientPath[i]!) : w.path[i] !== clientPath[i]) break;
       same.push(tree.scopes[i]!);
     }
     w.tier = used.length - same.length;

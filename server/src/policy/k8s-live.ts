@@ -15,6 +15,7 @@ import { NO_LABELS } from '../domain/locality.js';
 import { canonicalIp, isIp } from '../domain/ip.js';
 import type { Endpoint, Health, ServiceSpec } from '../domain/service.js';
 import { parseServiceSpec } from '../domain/spec.js';
+import { forZonesLabel } from '../domain/zone-hints.js';
 import { Findings, isObject, type Obj } from './documents.js';
 import { readDestinationRule, type IstioTrafficDistribution } from './istio.js';
 import { kubeLoadBalancing } from './k8s.js';
@@ -24,6 +25,7 @@ export const LOAD_BALANCING_ANNOTATION = 'canopy.dev/load-balancing';
 export const REGION_LABEL = 'topology.kubernetes.io/region';
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 export const DEFAULT_SUBZONE_LABEL = 'topology.istio.io/subzone';
+export const NETWORK_LABEL = 'topology.istio.io/network';
 
 /** The fields of the Kubernetes objects read here (a subset of client-node's V1Service etc.). */
 export interface KubeMeta {
@@ -80,7 +82,7 @@ export function nodePlace(labels: Readonly<Record<string, string>> | undefined, 
 export interface MappedServices {
   readonly specs: readonly ServiceSpec[];
   readonly errors: readonly FieldError[];
-  /** Endpoints whose hints name another zone than their own: Canopy places them at their own. */
+  /** Endpoints whose hints name zones other than (or beside) their own: followed under trafficDistribution. */
   readonly foreignHints: number;
 }
 
@@ -91,6 +93,8 @@ export interface MapContext {
   readonly destinationRule?: (key: string) => LiveDestinationRule | undefined;
   /** The Kuma MeshLoadBalancingStrategy entry for a Service, when Kuma's CRDs are installed. */
   readonly meshStrategy?: (key: string) => LiveMeshStrategy | undefined;
+  /** The cluster the objects come from (its `cluster` scope), and its network unless a slice names one. */
+  readonly cluster?: { readonly name: string; readonly network: string };
 }
 
 export interface LiveMeshStrategy {
@@ -236,6 +240,9 @@ function endpointsOf(
   let foreignHints = 0;
   for (const slice of slices) {
     if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue; // FQDN: kube-proxy ignores it too
+    // Istio's network label: the slice carries the Service's labels (the EndpointSlice controller copies them).
+    const network = slice.metadata?.labels?.[NETWORK_LABEL] ?? ctx.cluster?.network ?? '';
+    const cluster = ctx.cluster?.name ?? '';
     const port = slice.ports?.find((sp) => (sp.name ?? '') === portName)?.port;
     if (port === undefined) continue;
     for (const e of slice.endpoints ?? []) {
@@ -246,17 +253,23 @@ function endpointsOf(
       const node = e.nodeName ?? '';
       const place = node ? ctx.node(node) : undefined;
       const zone = place?.zone || e.zone || '';
-      if (e.hints?.forZones?.some((z) => z.name !== zone)) foreignHints++;
+      const hinted = e.hints?.forZones
+        ? forZonesLabel(
+            e.hints.forZones.map((z) => z.name),
+            zone,
+          )
+        : undefined;
+      if (hinted) foreignHints++;
       const ep: Endpoint = {
         address,
         port,
         health: healthOf(e.conditions),
         weight: 1,
         locality: ctx.locality({ region: place?.region ?? '', zone, subzone: place?.subzone ?? '' }),
-        network: '',
+        network,
         node,
-        cluster: '',
-        labels: NO_LABELS,
+        cluster,
+        labels: hinted ?? NO_LABELS,
       };
       const key = `${address}|${port}`;
       const held = byKey.get(key);

@@ -22,6 +22,7 @@ import {
   type PolicyDocument,
 } from './documents.js';
 import { isIp } from '../domain/ip.js';
+import { forZonesLabel } from '../domain/zone-hints.js';
 import { istioTrafficDistribution, TRAFFIC_DISTRIBUTION_ANNOTATION } from './istio.js';
 
 const SERVICE_IGNORED: Readonly<Record<string, string>> = {
@@ -210,7 +211,7 @@ function readSlice(f: Findings, doc: Obj, at: string): Slice {
     });
     const zone = e['zone'] === undefined ? '' : (str(f, e['zone'], join(p, 'zone')) ?? '');
     const node = e['nodeName'] === undefined ? '' : (str(f, e['nodeName'], join(p, 'nodeName')) ?? '');
-    checkHints(f, e['hints'], join(p, 'hints'), zone, node);
+    const labels = readHints(f, e['hints'], join(p, 'hints'), zone, node);
     const c = e['conditions'] === undefined ? {} : (obj(f, e['conditions'], join(p, 'conditions')) ?? {});
     f.keys(c, join(p, 'conditions'), ['ready', 'serving', 'terminating']);
     // kube-proxy: ready (nil = ready) serves; serving and terminating serves only while no endpoint of the
@@ -233,29 +234,40 @@ function readSlice(f: Findings, doc: Obj, at: string): Slice {
         );
         continue;
       }
-      endpoints.push({ address, port, locality: { region: '', zone, subzone: '' }, ...(node ? { node } : {}), health });
+      endpoints.push({
+        address,
+        port,
+        locality: { region: '', zone, subzone: '' },
+        ...(node ? { node } : {}),
+        ...(Object.keys(labels).length ? { labels } : {}),
+        health,
+      });
     }
   });
   return { at, ...(port !== undefined ? { port } : {}), endpoints };
 }
 
-/** Hints naming this endpoint's own zone/node are what Canopy does anyway; others are reported. */
-function checkHints(f: Findings, v: unknown, path: string, zone: string, node: string): void {
-  if (v === undefined) return;
+/**
+ * `forZones` hints are carried as the endpoint's hinted zones (domain/zone-hints.ts: followed under
+ * trafficDistribution, as kube-proxy does); `forNodes` naming this endpoint's own node is what Canopy does
+ * anyway, other nodes are reported.
+ */
+function readHints(f: Findings, v: unknown, path: string, zone: string, node: string): Record<string, string> {
+  if (v === undefined) return {};
   const h = obj(f, v, path);
-  if (!h) return;
+  if (!h) return {};
   f.keys(h, path, ['forZones', 'forNodes']);
-  for (const [key, own] of [
-    ['forZones', zone],
-    ['forNodes', node],
-  ] as const) {
-    if (h[key] === undefined) continue;
-    const names = (list(f, h[key], join(path, key)) ?? []).map((x) => (isObject(x) ? x['name'] : undefined));
-    if (names.some((n) => n !== own)) {
-      f.note(
-        join(path, key),
-        `hints for other ${key === 'forZones' ? 'zones' : 'nodes'} are not imported: Canopy places the endpoint at its own ${key === 'forZones' ? 'zone' : 'node'} "${own}"`,
-      );
-    }
-  }
+  const names = (key: string) =>
+    h[key] === undefined
+      ? undefined
+      : (list(f, h[key], join(path, key)) ?? []).map((x) =>
+          isObject(x) && typeof x['name'] === 'string' ? x['name'] : '',
+        );
+  const zones = names('forZones');
+  if (names('forNodes')?.some((n) => n !== node))
+    f.note(
+      join(path, 'forNodes'),
+      `hints for other nodes are not imported: Canopy places the endpoint at its own node "${node}"`,
+    );
+  return (zones && forZonesLabel(zones, zone)) ?? {};
 }

@@ -2,6 +2,7 @@
  * The server's two edges, each built from the listeners' security settings
  * (security.ts): the gRPC transport (ADS, CSDS, LRS) and the admin API.
  */
+import type { ClusterStatus } from '../store/kube-clusters.js';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -51,6 +52,8 @@ export interface AdminParts {
   readonly ready: () => boolean;
   /** Why the server is not ready although it serves (a Kubernetes source out of reach), if it has such a reason. */
   readonly notReady?: () => string | undefined;
+  /** Several Kubernetes clusters: each one's state (GET /api/v1/clusters). */
+  readonly clusters?: () => readonly ClusterStatus[];
 }
 
 /** The admin API, listening; resolves with the port it bound. */
@@ -72,6 +75,7 @@ export async function startAdmin(
     // Not ready while the store is unreachable: the last state keeps being served, but writes would fail.
     ready: () => parts.ready() && feed.connected,
     ...(parts.notReady ? { notReady: parts.notReady } : {}),
+    ...(parts.clusters ? { clusters: parts.clusters } : {}),
     access: {
       ...(security.adminToken !== undefined ? { token: security.adminToken } : {}),
       ...(security.adminTokenFile !== undefined ? { tokenFile: security.adminTokenFile } : {}),

@@ -64,6 +64,10 @@ export interface CanopyOptions {
 export interface KubeOptions {
   /** A kubeconfig file; without it, the pod's in-cluster service account. */
   readonly kubeconfig?: string;
+  /** Several clusters (store/kube-clusters.ts), each its name and network; `kubeconfig` is then unused. */
+  readonly clusters?: readonly { readonly name: string; readonly network: string; readonly kubeconfig?: string }[];
+  /** A clusters file, re-read when it changes (store/kube-cluster-list.ts); its list replaces `clusters`. */
+  readonly clustersFile?: string;
   readonly namespaces?: readonly string[];
   readonly subzoneLabel?: string;
   readonly unreachableMs?: number;

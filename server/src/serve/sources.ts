@@ -3,14 +3,32 @@
  * (store/kube-source.ts) and, on etcd, the replicas' agreement on one config file
  * (store/etcd/replica-files.ts).
  */
+import { unwatchFile, watchFile } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { parseEtcdUrl } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
+import type { ClusterStatus } from '../store/kube-clusters.js';
 import type { KubeOptions } from './options.js';
 
+/** What main.ts holds of the Kubernetes source, one cluster or several. */
+export interface RunningKube {
+  notReady(): string | undefined;
+  stop(): void;
+  settled(): Promise<void>;
+  /** Several clusters: each one's state (GET /api/v1/clusters). */
+  clusters?: () => readonly ClusterStatus[];
+}
+
 /** Loaded only when asked for: client-node is a large module tree. */
-export async function startKubeSource(kube: KubeOptions, store: Store, logger: Logger, registry: Registry) {
+export async function startKubeSource(
+  kube: KubeOptions,
+  store: Store,
+  logger: Logger,
+  registry: Registry,
+): Promise<RunningKube> {
+  if (kube.clusters !== undefined || kube.clustersFile !== undefined)
+    return startKubeClusters(kube, store, logger, registry);
   const [{ KubeConfig }, { KubeSource }, { registerKubeMetrics }] = await Promise.all([
     import('@kubernetes/client-node'),
     import('../store/kube-source.js'),
@@ -36,6 +54,51 @@ export async function startKubeSource(kube: KubeOptions, store: Store, logger: L
     'kubernetes: watching Services, EndpointSlices and Nodes',
   );
   return source;
+}
+
+/** Several clusters: one source each, their union written once; a clusters file is followed as it changes. */
+async function startKubeClusters(kube: KubeOptions, store: Store, logger: Logger, registry: Registry) {
+  const [{ KubeClusters }, { readClusterList }, { registerKubeMetrics, registerClusterMetrics }] = await Promise.all([
+    import('../store/kube-clusters.js'),
+    import('../store/kube-cluster-list.js'),
+    import('../admin/kube-metrics.js'),
+  ]);
+  const file = kube.clustersFile;
+  const clusters = file !== undefined ? await readClusterList(file) : (kube.clusters ?? []);
+  const log = logger.child({ component: 'kube' });
+  const source = new KubeClusters({
+    store,
+    clusters,
+    log,
+    ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
+    ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
+    ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
+    ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
+    ...(kube.crdCheckMs !== undefined ? { crdCheckMs: kube.crdCheckMs } : {}),
+  });
+  registerKubeMetrics(registry, () => source.stats());
+  registerClusterMetrics(registry, () => source.clusters());
+  source.start();
+  let unwatch = () => {};
+  if (file !== undefined) {
+    // Polling: an editor's rename-over and a ConfigMap's symlink swap both show as a new mtime.
+    const reread = () =>
+      void readClusterList(file).then(
+        (next) => source.update(next),
+        (err: unknown) => log.error({ err }, 'kubernetes: clusters file not applied: the running list stays'),
+      );
+    watchFile(file, { interval: 200 }, reread);
+    unwatch = () => unwatchFile(file, reread);
+  }
+  return {
+    notReady: () => source.notReady(),
+    stop: () => {
+      unwatch();
+      source.stop();
+    },
+    settled: () => source.settled(),
+    clusters: () => source.clusters(),
+  };
 }
 
 export async function openReplicaFiles(url: string, file: string, digest: string, takeOver: boolean) {

@@ -14,6 +14,11 @@ export const OUTBOUND_ADDRESS_KEY = 'canopy.outbound_address';
 export const VIRTUAL_OUTBOUND_PORT_KEY = 'canopy.virtual_outbound_port';
 /** An Envoy's own service: what its `local_cluster` (zone-aware routing) holds. */
 export const LOCAL_SERVICE_KEY = 'canopy.local_service';
+/**
+ * A Kuma client's inbound tags (a Struct of strings): Kuma before 2.10 read a
+ * client's affinity values from them, so they win over `labels` of the same key.
+ */
+export const INBOUND_TAGS_KEY = 'canopy.inbound_tags';
 /** `false` (or "false"): this Envoy takes full CLAs even on a delta stream. */
 export const LEDS_KEY = 'canopy.leds';
 
@@ -43,7 +48,9 @@ export function placementOf(node: NodeInfo | undefined): Client {
   const outbound = str(md[OUTBOUND_ADDRESS_KEY]);
   const virtualPort = port(md[VIRTUAL_OUTBOUND_PORT_KEY]);
   const localService = str(md[LOCAL_SERVICE_KEY]);
-  const nodeLabels = labels(md['labels']) ?? labels(md['LABELS']) ?? {};
+  const podLabels = labels(md['labels']) ?? labels(md['LABELS']) ?? {};
+  const tags = labels(md[INBOUND_TAGS_KEY]);
+  const nodeLabels = tags ? { ...podLabels, ...tags } : podLabels;
   // Istio's topology labels name the network and cluster when NETWORK/CLUSTER_ID are not set (as explain reads them).
   const label = (k: string) => (Object.hasOwn(nodeLabels, k) ? nodeLabels[k] : undefined);
   return {

@@ -50,6 +50,21 @@ export interface KubeSourceOptions {
   readonly maxBackoffMs?: number;
   /** Re-checks for Istio's and Kuma's CRDs back off to at most this (default 60 s). */
   readonly crdCheckMs?: number;
+  /** One of several clusters (store/kube-clusters.ts): its name and network, on every endpoint. */
+  readonly cluster?: { readonly name: string; readonly network: string };
+  /** Where the mapped services go (default: a KubeWriter of the store; several clusters share a union). */
+  readonly sink?: KubeSink;
+}
+
+/** What the source writes through: a KubeWriter, or one cluster's share of a union of clusters. */
+export type KubeSink = Pick<KubeWriter, 'write' | 'remove' | 'prune' | 'counts' | 'foreign'>;
+
+/** One source's state for a status view: whether its first sync is written, and since when it fails. */
+export interface KubeHealth {
+  readonly synced: boolean;
+  /** Epoch ms of the oldest list or watch failing now; undefined while the API server answers. */
+  readonly failingSince?: number;
+  readonly lastError?: string;
 }
 
 export interface KubeStats {
@@ -79,7 +94,7 @@ export class KubeSource {
   private readonly hints = new Map<string, number>();
   private readonly dirty = new Set<string>();
   private readonly watches: KubeWatch<KubernetesObject>[] = [];
-  private readonly writer: KubeWriter;
+  private readonly writer: KubeSink;
   private readonly ctx: MapContext;
   private pendingLists = 0;
   private synced = false;
@@ -96,14 +111,17 @@ export class KubeSource {
   private stopped = false;
 
   constructor(private readonly opts: KubeSourceOptions) {
-    this.writer = new KubeWriter(opts.store, (name, owner) =>
-      opts.log.warn({ service: name, owner }, `kubernetes: "${name}" is owned by the ${owner}: not written`),
-    );
+    this.writer =
+      opts.sink ??
+      new KubeWriter(opts.store, (name, owner) =>
+        opts.log.warn({ service: name, owner }, `kubernetes: "${name}" is owned by the ${owner}: not written`),
+      );
     this.ctx = {
       node: (n) => this.nodes.get(n),
       locality: localityInterner(),
       destinationRule: (key) => this.rules.get(key),
       meshStrategy: (key) => this.strategies.get(key),
+      ...(opts.cluster ? { cluster: opts.cluster } : {}),
     };
     this.crds = new CrdDiscovery({
       config: opts.config,
@@ -197,6 +215,15 @@ export class KubeSource {
     if (failures.length > 0 && now - since > (this.opts.unreachableMs ?? 10_000))
       return `kubernetes: the API server has not answered for ${Math.round((now - since) / 1000)} s: ${this.lastError}`;
     return undefined;
+  }
+
+  health(): KubeHealth {
+    const since = [...this.failing.values()].map((f) => f.since);
+    return {
+      synced: this.synced,
+      ...(since.length ? { failingSince: Math.min(...since) } : {}),
+      ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
+    };
   }
 
   /** Resolves once every change seen so far is in the store. */

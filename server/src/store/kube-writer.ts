@@ -42,10 +42,16 @@ export class KubeWriter {
     private readonly onForeign: (name: string, owner: Owner) => void,
   ) {}
 
-  async write(spec: ServiceSpec): Promise<void> {
+  /**
+   * `again`: what to write after a conflict, made after the store is read
+   * back (a union of clusters re-reads what it keeps of the others, so a
+   * write it lost the race to is not undone).
+   */
+  async write(spec: ServiceSpec, again?: () => Promise<ServiceSpec>): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       const held = this.written.has(spec.name) ? this.written.get(spec.name) : await this.read(spec.name);
       if (held === null) return;
+      if (attempt > 1 && again) spec = await again();
       try {
         await this.apply(spec, held);
         return;

@@ -13,6 +13,7 @@ import { dump as stringify } from 'js-yaml';
 import { parseLocality, type Placement } from '../../src/domain/locality.js';
 import type { PolicySystem } from '../../src/policy/import.js';
 import { endpointKey } from '../../src/domain/service.js';
+import { INBOUND_TAGS_KEY, placementOf } from '../../src/sessions/placement.js';
 
 export interface VectorPlacement {
   locality?: string | null;
@@ -21,10 +22,14 @@ export interface VectorPlacement {
   node?: string;
   cluster?: string;
   labels?: Record<string, string>;
+  /** Kuma: the client Dataplane's inbound tags, beside its pod labels. */
+  tags?: Record<string, string>;
 }
 export interface VectorEndpoint extends VectorPlacement {
   id: string;
   noAddress?: boolean;
+  /** Kubernetes: the zones the EndpointSlice hints the endpoint for (default: its own zone). */
+  forZones?: string[];
 }
 export type Policy = { system: string } & Record<string, unknown>;
 export interface Vector {
@@ -89,7 +94,9 @@ export const rename = (labels: Record<string, string> | undefined, names: Record
 export const address = (i: number) => `10.0.0.${i + 1}`;
 
 function istioDocuments(v: Vector): object[] {
-  const setting = { ...(v.policy['localityLbSetting'] as Record<string, unknown>) };
+  const zoneAware = v.policy['zoneAwareLbSetting'] !== undefined;
+  const settingKey = zoneAware ? 'zoneAwareLbSetting' : 'localityLbSetting';
+  const setting = { ...(v.policy[settingKey] as Record<string, unknown>) };
   const fp = setting['failoverPriority'] as string[] | undefined;
   if (fp) {
     setting['failoverPriority'] = fp.map((k) => {
@@ -106,7 +113,7 @@ function istioDocuments(v: Vector): object[] {
       spec: {
         host,
         trafficPolicy: {
-          loadBalancer: { localityLbSetting: setting },
+          loadBalancer: { [settingKey]: setting },
           ...(v.policy['outlierDetection'] ? { outlierDetection: { consecutive5xxErrors: 5, interval: '10s' } } : {}),
         },
       },
@@ -203,7 +210,7 @@ function k8sDocuments(v: Vector): object[] {
       endpoints: v.endpoints.map((e, i) => ({
         addresses: [address(i)],
         conditions: { ready: true },
-        ...(e.zone ? { zone: e.zone, hints: { forZones: [{ name: e.zone }] } } : {}),
+        ...(e.zone ? { zone: e.zone, hints: { forZones: (e.forZones ?? [e.zone]).map((name) => ({ name })) } } : {}),
         ...(e.node ? { nodeName: e.node } : {}),
       })),
     },
@@ -257,13 +264,18 @@ export const SYSTEMS: Record<
   kuma: {
     system: 'kuma',
     documents: kumaDocuments,
-    client: (c) => ({
-      locality: { region: '', zone: c.zone ?? '', subzone: '' },
-      network: '',
-      node: '',
-      cluster: '',
-      labels: rename(c.labels, KUMA_LABELS),
-    }),
+    // Through the xDS node as a Kuma client sends it: pod labels, and its inbound tags beside them.
+    client: (c) =>
+      placementOf({
+        id: 'client',
+        cluster: '',
+        userAgentName: 'envoy',
+        locality: { region: '', zone: c.zone ?? '', subzone: '' },
+        metadata: {
+          labels: rename(c.labels, KUMA_LABELS),
+          ...(c.tags ? { [INBOUND_TAGS_KEY]: rename(c.tags, KUMA_LABELS) } : {}),
+        },
+      }),
   },
   k8s: {
     system: 'k8s',
