@@ -7,8 +7,11 @@
  * - `--ca-file --cert-file --key-file`: the sidecar reaches a `canopy serve` with TLS and mTLS on xDS.
  */
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { runCanopyCli } from './support/canopy-cli.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { hasOpenssl, makeTestCa, type TestCa } from './support/certs.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
@@ -144,3 +147,44 @@ describe(
       ));
   },
 );
+
+describe('canopy bootstrap --ca-file: what the files become, and what is refused', () => {
+  it('grpc: tls channel_creds (gRFC A65) with absolute paths; the flags checked before anything is written', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-boot-'));
+    for (const f of ['ca.pem', 'c.pem', 'c.key']) writeFileSync(path.join(dir, f), 'x');
+    const run = (...args: string[]) => runCanopyCli(['bootstrap', ...args, '--node-id', 'n1'], 10_000);
+    const cwdRelative = path.relative(process.cwd(), dir);
+    const ok = await run(
+      'grpc',
+      '--ca-file',
+      `${cwdRelative}/ca.pem`,
+      '--cert-file',
+      `${dir}/c.pem`,
+      '--key-file',
+      `${dir}/c.key`,
+    );
+    assert.equal(ok.code, 0, ok.stderr);
+    const creds = (JSON.parse(ok.stdout) as { xds_servers: { channel_creds: unknown[] }[] }).xds_servers[0]!
+      .channel_creds;
+    assert.deepEqual(creds, [
+      {
+        type: 'tls',
+        config: {
+          ca_certificate_file: path.join(dir, 'ca.pem'),
+          certificate_file: path.join(dir, 'c.pem'),
+          private_key_file: path.join(dir, 'c.key'),
+        },
+      },
+    ]);
+    const halves = await run('envoy', '--ca-file', `${dir}/ca.pem`, '--cert-file', `${dir}/c.pem`);
+    assert.equal(halves.code, 2);
+    assert.match(halves.stderr, /--cert-file and --key-file go together/);
+    const missing = await run('envoy', '--ca-file', `${dir}/nope.pem`);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /--ca-file: cannot read .*nope\.pem/);
+    const lazyGrpc = await run('grpc', '--lazy');
+    assert.equal(lazyGrpc.code, 2);
+    assert.match(lazyGrpc.stderr, /for envoy bootstraps/);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
