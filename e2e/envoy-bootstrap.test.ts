@@ -36,7 +36,18 @@ describe('canopy bootstrap envoy --lazy, --demand, --api on real Envoy', { skip 
     for (const h of ['127.0.71.1', '127.0.71.2']) backends.push(await startHttpBackend(h));
     canopy = await startCanopyProcess({
       server: { debounceMs: 20 },
-      services: [service('web', 8081, backends[0]!), service('other', 8082, backends[1]!)],
+      services: [
+        service('web', 8081, backends[0]!),
+        service('other', 8082, backends[1]!),
+        // A Kubernetes endpoint that is serving and terminating, beside a ready one (docs/kubernetes.md).
+        {
+          ...service('ending', 8083, backends[0]!),
+          endpoints: [
+            { address: backends[0]!.host, port: backends[0]!.port, locality: loc },
+            { address: backends[1]!.host, port: backends[1]!.port, locality: loc, health: 'terminating' },
+          ],
+        },
+      ],
     });
   });
   after(async () => {
@@ -91,6 +102,26 @@ describe('canopy bootstrap envoy --lazy, --demand, --api on real Envoy', { skip 
           'a request to other answered',
         );
         assert.equal(await envoy.stat('control_plane.connected_state'), 1);
+      },
+    ));
+
+  it('a terminating endpoint reaches Envoy as UNHEALTHY in its priority (unhealthy: count), never DRAINING', () =>
+    explainFailure(
+      () => envoys,
+      async () => {
+        const envoy = await EnvoyProcess.start({
+          xds: canopy.xdsUri,
+          nodeId: 'boot-ending',
+          locality: loc,
+          outboundAddress: '127.0.72.4',
+        });
+        envoys.push(envoy);
+        const hosts = async () => (await envoy.clusters()).find((c) => c.name === 'ending')?.hosts ?? [];
+        await envoy.until(async () => (await hosts()).length === 2, 10_000, 'both endpoints of ending');
+        const byAddress = new Map((await hosts()).map((h) => [h.address.split(':')[0], h]));
+        assert.equal(byAddress.get('127.0.71.2')?.edsHealth, 'UNHEALTHY');
+        assert.equal(byAddress.get('127.0.71.2')?.priority, 0, 'kept in its priority');
+        assert.equal(byAddress.get('127.0.71.1')?.edsHealth, 'HEALTHY');
       },
     ));
 });

@@ -54,4 +54,44 @@ describe('canopy explain: one numbering of priorities', () => {
       ],
     );
   });
+
+  it('PreferSameZone (routingPreference [zone], as import k8s writes it): the zone, then everything else', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-explain-'));
+    const file = path.join(dir, 'mesh.yaml');
+    const endpoints = [
+      { address: '10.0.1.1', port: 80, locality: { region: 'r1', zone: 'z1' } },
+      { address: '10.0.1.2', port: 80, locality: { region: 'r1', zone: 'z2' } },
+      { address: '10.0.1.3', port: 80, locality: { region: 'r2', zone: 'z3' } },
+    ];
+    const loadBalancing = {
+      mode: 'failover',
+      routingPreference: ['zone'],
+      policy: { trafficDistribution: 'PreferSameZone' },
+    };
+    writeFileSync(file, dump({ services: [{ name: 'web', loadBalancing, endpoints }] }));
+    const r = await runCanopyCli([
+      'explain',
+      '--config',
+      file,
+      '--service',
+      'web',
+      '--region',
+      'r1',
+      '--zone',
+      'z1',
+      '-o',
+      'json',
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    const view = JSON.parse(r.stdout) as { endpoints: { address: string; priority: number | null }[] };
+    // No region tier between: the other zone of the client's region ranks with the other region's.
+    assert.deepEqual(
+      view.endpoints.map((e) => [e.address, e.priority]),
+      [
+        ['10.0.1.1', 0],
+        ['10.0.1.2', 1],
+        ['10.0.1.3', 1],
+      ],
+    );
+  });
 });
