@@ -272,6 +272,7 @@ describe('canopy: operator commands against a running server', () => {
     const apply = await canopy(['apply', '-f', bad, ...admin]);
     assert.equal(apply.status, 1);
     assert.match(apply.stderr, /services\[0\]\.endpoints\[0\]\.address/);
+    assert.match(apply.stderr, /nothing applied/, 'refused before the server: says nothing was applied');
     const validate = await canopy(['validate', bad]);
     assert.equal(validate.status, 1);
     assert.match(validate.stderr, /services\[0\]\.endpoints\[0\]\.address/);

@@ -3,10 +3,14 @@
  * manifest passes a server-side dry run, and `canopy serve --kubeconfig` as
  * the documented ServiceAccount (a token from the TokenRequest API) with the
  * documented ClusterRole syncs and serves; the same Role without one verb
- * leaves Canopy not ready with an error that names what is missing.
+ * leaves Canopy not ready with an error that names what is missing; the install steps of
+ * docs/kubernetes.md, each kubectl line run as written, make the Secret the Deployment mounts.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
@@ -17,11 +21,34 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
+import { PatchStrategy } from '@kubernetes/client-node';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
 
-const DEPLOY = fileURLToPath(new URL('../../deploy/kubernetes/', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const DEPLOY = `${ROOT}deploy/kubernetes/`;
 const manifests = (file: string) => loadAll(readFileSync(`${DEPLOY}${file}`, 'utf8')) as KubernetesObject[];
+
+/** The install block of docs/kubernetes.md (the sh block after its kube-install marker), one command a line. */
+function installBlock(): string[] {
+  const page = readFileSync(`${ROOT}docs/kubernetes.md`, 'utf8');
+  const block = /<!-- kube-install:[^\n]*-->\n```sh\n([\s\S]*?)```/.exec(page)?.[1];
+  assert.ok(block, 'docs/kubernetes.md has the install block');
+  return block
+    .split('\n')
+    .map((l) => l.replace(/\s+#.*$/, '').trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+}
+
+interface PodSpec {
+  containers: {
+    image: string;
+    imagePullPolicy?: string;
+    args?: string[];
+    volumeMounts?: { name: string; mountPath: string }[];
+  }[];
+  volumes?: { name: string; secret?: { secretName: string } }[];
+}
 
 describe('deploy/kubernetes against a real API server with RBAC', { skip: kubeSkip() }, () => {
   let api: KubeApiserver;
@@ -29,7 +56,7 @@ describe('deploy/kubernetes against a real API server with RBAC', { skip: kubeSk
   let core: CoreV1Api;
   const canopies: CanopyProcess[] = [];
 
-  const canopyAs = async (): Promise<CanopyProcess> => {
+  const canopyAs = async (extra: readonly string[] = []): Promise<CanopyProcess> => {
     const token = await core.createNamespacedServiceAccountToken({
       name: 'canopy',
       namespace: 'canopy-system',
@@ -43,6 +70,7 @@ describe('deploy/kubernetes against a real API server with RBAC', { skip: kubeSk
       '1000',
       '--debounce-ms',
       '20',
+      ...extra,
     ]);
     canopies.push(c);
     return c;
@@ -149,5 +177,67 @@ describe('deploy/kubernetes against a real API server with RBAC', { skip: kubeSk
       canopy.logs().some((l) => l.includes('cannot watch endpointslices')),
       'and the log says so',
     );
+  });
+  it('the install steps of docs/kubernetes.md, as written: the Secret the Deployment mounts serves as its token', async () => {
+    const lines = installBlock();
+    const built = lines.flatMap((l) => /^docker build -f \S+ -t (\S+) \.$/.exec(l)?.slice(1) ?? []);
+    const loaded = lines.flatMap((l) => /^kind load docker-image (.+)$/.exec(l)?.[1]?.split(/\s+/) ?? []);
+    const kubectl = lines.filter((l) => l.startsWith('kubectl'));
+    assert.ok(kubectl.length >= 4, `the kubectl steps (${kubectl.length})`);
+    for (const line of kubectl) {
+      const file = /^kubectl apply -f (\S+)$/.exec(line)?.[1];
+      const secret =
+        /^kubectl -n (\S+) create secret generic (\S+) --from-literal=(\w+)="\$\(openssl rand -hex (\d+)\)"$/.exec(
+          line,
+        );
+      if (file) {
+        // kubectl apply: server-side apply, as `kubectl apply --server-side` does it.
+        for (const o of loadAll(readFileSync(`${ROOT}${file}`, 'utf8')) as KubernetesObject[])
+          await objects.patch(o, undefined, undefined, 'kubectl', true, PatchStrategy.ServerSideApply);
+      } else if (secret) {
+        const [, namespace, name, key, bytes] = secret;
+        const value = execFileSync('openssl', ['rand', '-hex', bytes!], { encoding: 'utf8' }).trim();
+        await core.createNamespacedSecret({
+          namespace: namespace!,
+          body: { metadata: { name: name! }, stringData: { [key!]: value } },
+        });
+      } else assert.fail(`a kubectl line this test cannot run, so the docs and the test would drift: ${line}`);
+    }
+    const pods: [string, PodSpec][] = [];
+    for (const [kind, name] of [
+      ['Deployment', 'canopy'],
+      ['DaemonSet', 'canopy-agent'],
+    ] as const) {
+      const o = (await objects.read({
+        apiVersion: 'apps/v1',
+        kind,
+        metadata: { name, namespace: 'canopy-system' },
+      })) as KubernetesObject & { spec: { template: { spec: PodSpec } } };
+      pods.push([name, o.spec.template.spec]);
+    }
+    for (const [name, pod] of pods)
+      for (const c of pod.containers) {
+        assert.ok(built.includes(c.image), `${name}: ${c.image} is built by the docs' docker build`);
+        assert.ok(loaded.includes(c.image), `${name}: ${c.image} is loaded by the docs' kind load`);
+        assert.ok(['IfNotPresent', 'Never'].includes(c.imagePullPolicy ?? ''), `${name}: a loaded image is not pulled`);
+      }
+    // The Deployment's --admin-token-file is a key of the Secret the steps made.
+    const deployment = pods[0]![1];
+    const main = deployment.containers[0]!;
+    const tokenFile = main.args!.find((a) => a.startsWith('--admin-token-file='))!.split('=')[1]!;
+    const mount = main.volumeMounts!.find((m) => tokenFile.startsWith(`${m.mountPath}/`))!;
+    const volume = deployment.volumes!.find((v) => v.name === mount.name)!;
+    const stored = await core.readNamespacedSecret({ name: volume.secret!.secretName, namespace: 'canopy-system' });
+    const token = Buffer.from(stored.data![path.basename(tokenFile)]!, 'base64').toString();
+    assert.match(token, /^[0-9a-f]{64}$/);
+    // Canopy as the ServiceAccount with that token: ready (the applied ClusterRole), and the token is the key.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-kube-token-'));
+    writeFileSync(path.join(dir, 'token'), token);
+    const canopy = await canopyAs(['--admin-token-file', path.join(dir, 'token')]);
+    await until('ready', async () => ((await canopy.admin('GET', '/readyz')).status === 200 ? true : undefined));
+    const get = (auth?: string) =>
+      fetch(`${canopy.adminUrl}/api/v1/services`, auth ? { headers: { authorization: `Bearer ${auth}` } } : {});
+    assert.equal((await get()).status, 401);
+    assert.equal((await get(token)).status, 200);
   });
 });

@@ -1,9 +1,11 @@
 /**
  * Lazy xDS over a real delta ADS stream: a Canopy process with lazy xDS on
- * and 30 services; an Envoy-like sidecar node that declares two services
- * gets only those in its wildcard CDS and LDS, adds one by on-demand CDS
- * (a named subscribe) and gets its listener on the wildcard LDS at once, and
- * has it removed again once unsubscribed and unused.
+ * and 30 services (15 HTTP, 15 TCP); an Envoy-like sidecar node that declares
+ * two services gets only those in its wildcard CDS, and in its wildcard LDS
+ * every HTTP service (their listeners fetch a missing cluster on demand) and
+ * the declared TCP one; it adds a TCP service by on-demand CDS (a named
+ * subscribe) and gets its listener on the wildcard LDS at once, and has it
+ * removed again once unsubscribed and unused.
  * A node that overrides the switch gets the whole mesh.
  */
 import assert from 'node:assert/strict';
@@ -38,8 +40,9 @@ describe('lazy xDS over delta ADS', () => {
   before(async () => {
     const services = NAMES.map((name, i) => ({
       name,
-      port: 8080,
+      port: 8080 + i,
       outboundPort: 20000 + i,
+      ...(i >= 15 ? { protocol: 'tcp' } : {}),
       endpoints: [{ address: `127.0.23.${i + 1}`, port: 8080, locality: { region: 'r1', zone: 'z1', subzone: 's1' } }],
     }));
     canopy = await startCanopyProcess({
@@ -55,18 +58,18 @@ describe('lazy xDS over delta ADS', () => {
   it('a sidecar gets what it declares, adds on demand, and loses what it stopped using', async () => {
     const s = open();
     const metadata = {
-      'canopy.demand': { stringValue: 'svc-1,svc-2' },
+      'canopy.demand': { stringValue: 'svc-1,svc-20' },
       'canopy.outbound_address': { stringValue: '127.0.0.1' },
     };
     s.send({ node: node('lazy-1', metadata), type_url: CDS, resource_names_subscribe: ['*'] });
     const first = await s.next(5000);
-    assert.deepEqual(names(first), ['svc-1', 'svc-2']);
+    assert.deepEqual(names(first), ['svc-1', 'svc-20']);
     s.send({ type_url: CDS, response_nonce: first.nonce });
     s.send({ type_url: LDS, resource_names_subscribe: ['*'] });
     const lds = await s.next(5000);
-    assert.deepEqual(names(lds), ['svc-1', 'svc-2']);
+    assert.deepEqual(names(lds), [...NAMES.slice(0, 15), 'svc-20'].sort());
     s.send({ type_url: LDS, response_nonce: lds.nonce });
-    // On-demand CDS: a cluster by name.
+    // On-demand CDS: a cluster by name (a TCP one, whose listener only the demand set brings).
     s.send({ type_url: CDS, resource_names_subscribe: ['svc-17'] });
     const od = await s.next(5000);
     assert.deepEqual(names(od), ['svc-17']);
@@ -80,7 +83,9 @@ describe('lazy xDS over delta ADS', () => {
     s.send({ type_url: CDS, resource_names_unsubscribe: ['svc-17'] });
     await new Promise((r) => setTimeout(r, 300));
     const put = await canopy.admin('PUT', '/api/v1/services/svc-29', {
-      port: 8080,
+      port: 8109,
+      outboundPort: 20029,
+      protocol: 'tcp',
       endpoints: [{ address: '127.0.23.99', port: 8080, locality: { region: 'r1', zone: 'z1', subzone: 's1' } }],
     });
     assert.equal(put.status, 200);

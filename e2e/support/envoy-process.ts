@@ -42,8 +42,10 @@ export interface EnvoyOptions {
   readonly locality: { readonly region: string; readonly zone: string; readonly subzone?: string };
   /** Where its outbound listeners bind (local-bind mode): a distinct 127.x.y.z per Envoy. */
   readonly outboundAddress: string;
-  /** The bootstrap's delta ADS (as written), or SotW through a --config-yaml overlay. */
+  /** The bootstrap's ADS: delta (the default) or SotW (`canopy bootstrap envoy --api sotw`). */
   readonly ads?: 'delta' | 'sotw';
+  /** More `canopy bootstrap envoy` flags (e.g. `--lazy`, `--ca-file F`). */
+  readonly bootstrapArgs?: readonly string[];
   /** Extra node metadata (e.g. `canopy.leds: 'false'`), merged through --config-yaml. */
   readonly metadata?: Readonly<Record<string, string>>;
   /** Drop `canopy.outbound_address` for the stock (transparent-capture) listener shape. */
@@ -82,6 +84,8 @@ async function bootstrap(dir: string, o: EnvoyOptions): Promise<{ file: string; 
     o.outboundAddress,
     '--envoy-admin-port',
     '0',
+    ...(o.ads === 'sotw' ? ['--api', 'sotw'] : []),
+    ...(o.bootstrapArgs ?? []),
     '-O',
     file,
   ]);
@@ -92,7 +96,6 @@ async function bootstrap(dir: string, o: EnvoyOptions): Promise<{ file: string; 
     writeFileSync(file, text);
   }
   const overlay: Obj = { ...(o.overlay ?? {}) };
-  if (o.ads === 'sotw') overlay['dynamic_resources'] = { ads_config: { api_type: 'GRPC' } };
   if (o.metadata) overlay['node'] = { metadata: o.metadata };
   return { file, overlay: Object.keys(overlay).length ? JSON.stringify(overlay) : '' };
 }

@@ -118,7 +118,7 @@ describe('docker-compose.yml', () => {
     };
     assert.equal(opts.server, `canopy:${config.server.xdsPort}`);
     assert.ok(agent.depends_on?.['canopy'], 'starts after canopy');
-    const published = (agent.ports ?? []).map((p) => Number(p.split(':')[1]));
+    const published = (agent.ports ?? []).map((p) => portOf(p).container);
     assert.ok(opts.metricsPort !== undefined && published.includes(opts.metricsPort), 'publishes the metrics port');
     assert.equal(opts.metricsHost, '0.0.0.0');
   });

@@ -115,6 +115,26 @@ describe('docker-compose.yml with Envoy', () => {
     assert.equal(run.status, 0, run.stderr);
   });
 
+  it("publishes every port on the host's 127.0.0.1 only, as docker-compose resolves the file", (t) => {
+    const run = spawnSync('docker-compose', ['config'], { cwd: root, encoding: 'utf8' });
+    if (run.error && (run.error as NodeJS.ErrnoException).code === 'ENOENT') {
+      if (process.env['CI'] === 'true') assert.fail('docker-compose is missing in CI (.ci/run installs it)');
+      return t.skip('docker-compose is not installed (apt-get install docker-compose)');
+    }
+    assert.equal(run.status, 0, run.stderr);
+    const resolved = parse(run.stdout) as { services: Record<string, { ports?: (string | Obj)[] }> };
+    let published = 0;
+    for (const [name, svc] of Object.entries(resolved.services)) {
+      for (const p of svc.ports ?? []) {
+        // Short form `IP:HOST:CONTAINER[/proto]`, or the long form docker-compose writes for one without an IP.
+        const ip = typeof p === 'string' ? (p.split(':').length === 3 ? p.split(':')[0] : undefined) : p['host_ip'];
+        assert.equal(ip, '127.0.0.1', `${name}: ${JSON.stringify(p)} is published beyond the host's loopback`);
+        published++;
+      }
+    }
+    assert.ok(published >= 8, `the canopy, agent and Envoy ports (${published})`);
+  });
+
   it("each app has a sidecar in its network namespace whose node locality is the app endpoint's", () => {
     const mesh = parseConfig(parse(readFileSync(`${root}/deploy/compose/mesh.yaml`, 'utf8')));
     assert.ok(mesh.ok);

@@ -23,8 +23,14 @@ const SERVICES = Array.from({ length: 20 }, (_, i) => `svc-${i}`);
 function registry(lazy?: LazySettings) {
   const mesh = new Mesh();
   // Each on its own port: a stock sidecar's listener for it is its own, named after it (domain/outbound.ts).
+  // svc-10 and on speak TCP: on delta a lazy sidecar's listeners hold every HTTP service (on demand), TCP ones by demand.
   SERVICES.forEach((name, i) =>
-    mesh.put({ ...service(name, [ep({ locality: 'r1/z1/s1' })]), port: 8080 + i, vip: `10.0.0.${i + 1}` }),
+    mesh.put({
+      ...service(name, [ep({ locality: 'r1/z1/s1' })]),
+      port: 8080 + i,
+      vip: `10.0.0.${i + 1}`,
+      ...(i >= 10 ? { protocol: 'tcp' as const } : {}),
+    }),
   );
   return canopyResources(mesh, serverClaCache(), lazy);
 }
@@ -137,12 +143,12 @@ describe('lazy xDS in the sessions', () => {
     // On-demand CDS: Envoy subscribes to a cluster by name.
     const od = handleNow(s, {
       typeUrl: CLUSTER_TYPE,
-      subscribe: ['svc-7'],
+      subscribe: ['svc-17'],
       unsubscribe: [],
       initialVersions: {},
       responseNonce: nonce1,
     });
-    assert.deepEqual(delta(od.responses[0]).names, ['svc-7']);
+    assert.deepEqual(delta(od.responses[0]).names, ['svc-17']);
     const l = handleNow(s, {
       typeUrl: LISTENER_TYPE,
       subscribe: ['*'],
@@ -150,9 +156,11 @@ describe('lazy xDS in the sessions', () => {
       initialVersions: {},
       responseNonce: '',
     });
-    // Listeners follow the same demand set, beside the virtual listener captured traffic arrives on.
-    assert.deepEqual(delta(l.responses[0]).names, ['outbound|virtual', 'svc-1', 'svc-7']);
-    // A reconnect: the new stream's wildcard still holds svc-7 (named by the old stream, not released yet).
+    // TCP listeners follow the same demand set; every HTTP service has its listener, whose on_demand filter
+    // fetches a missing cluster; beside them the virtual listener captured traffic arrives on.
+    const http = SERVICES.slice(0, 10);
+    assert.deepEqual(delta(l.responses[0]).names, ['outbound|virtual', ...http, 'svc-17'].sort());
+    // A reconnect: the new stream's wildcard still holds svc-17 (named by the old stream, not released yet).
     const again = new DeltaSession(2, 't', reg);
     const r2 = handleNow(again, {
       node: n,
@@ -162,17 +170,17 @@ describe('lazy xDS in the sessions', () => {
       initialVersions: {},
       responseNonce: '',
     });
-    assert.deepEqual(delta(r2.responses[0]).names, ['svc-1', 'svc-7']);
+    assert.deepEqual(delta(r2.responses[0]).names, ['svc-1', 'svc-17']);
     // Unsubscribed on the old stream and that stream gone: unused (timeout 0), so removed at the next push.
     handleNow(s, {
       typeUrl: CLUSTER_TYPE,
       subscribe: [],
-      unsubscribe: ['svc-7'],
+      unsubscribe: ['svc-17'],
       initialVersions: {},
       responseNonce: od.responses[0]!.nonce,
     });
     s.closed();
     const pushed = refreshNow(again);
-    assert.deepEqual(delta(pushed[0]).removed, ['svc-7']);
+    assert.deepEqual(delta(pushed[0]).removed, ['svc-17']);
   });
 });

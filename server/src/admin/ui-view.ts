@@ -30,6 +30,8 @@ export interface ViewNode {
   /** Values from the root down to this node; [] is the root. */
   readonly path: readonly string[];
   readonly healthy: number;
+  /** Of the others, those winding down (draining, or terminating while not served), not failed. */
+  readonly draining: number;
   readonly total: number;
   /** Sum of the healthy endpoints' weights. */
   readonly weight: number;
@@ -139,6 +141,7 @@ interface MutableNode {
   value: string;
   path: string[];
   healthy: number;
+  draining: number;
   total: number;
   weight: number;
   children: Map<string, MutableNode>;
@@ -155,13 +158,14 @@ export function treeView(service: ServiceState, listLimit = ENDPOINT_LIST_LIMIT)
   const root = newNode('', []);
   for (const ep of service.endpoints.values()) {
     const routable = isRoutable(ep);
+    const winding = !routable && ep.health !== 'unhealthy';
     let node = root;
-    count(node, routable, ep.weight);
+    count(node, routable, winding, ep.weight);
     for (const value of pathOf(scopes, ep)) {
       let child = node.children.get(value);
       if (!child) node.children.set(value, (child = newNode(value, [...node.path, value])));
       node = child;
-      count(node, routable, ep.weight);
+      count(node, routable, winding, ep.weight);
     }
     if (listed) node.endpoints.push({ key: endpointKey(ep), health: ep.health, weight: ep.weight });
   }
@@ -219,11 +223,12 @@ export function syncOf(t: TypeStatus): SyncState {
 }
 
 function newNode(value: string, path: string[]): MutableNode {
-  return { value, path, healthy: 0, total: 0, weight: 0, children: new Map(), endpoints: [] };
+  return { value, path, healthy: 0, draining: 0, total: 0, weight: 0, children: new Map(), endpoints: [] };
 }
 
-function count(node: MutableNode, routable: boolean, weight: number): void {
+function count(node: MutableNode, routable: boolean, winding: boolean, weight: number): void {
   node.total++;
+  if (winding) node.draining++;
   if (routable) {
     node.healthy++;
     node.weight += weight;
@@ -231,11 +236,14 @@ function count(node: MutableNode, routable: boolean, weight: number): void {
 }
 
 function freeze(n: MutableNode, levels: number): ViewNode {
-  const children = [...n.children.values()].sort((a, b) => compare(a.value, b.value)).map((c) => freeze(c, levels));
+  const children = [...n.children.values()]
+    .sort((a, b) => LOCALITY_ORDER.compare(a.value, b.value))
+    .map((c) => freeze(c, levels));
   return {
     value: n.value,
     path: n.path,
     healthy: n.healthy,
+    draining: n.draining,
     total: n.total,
     weight: n.weight,
     children,
@@ -257,6 +265,9 @@ function splitKey(key: string): { bytes: number[]; port: number } {
   const host = key.slice(0, at).replace(/^\[|\]$/g, '');
   return { bytes: ipaddr.isValid(host) ? ipaddr.parse(host).toByteArray() : [], port: Number(key.slice(at + 1)) };
 }
+
+/** Locality values in natural order: `z3` before `z12`, `rack2` before `rack10` (digits compared as numbers). */
+const LOCALITY_ORDER = new Intl.Collator('en', { numeric: true });
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

@@ -30,7 +30,10 @@ export function registerApply(program: Command): void {
       opts.file === '-' ? await parseConfigText(await readStdin(), 'stdin') : await loadConfigFile(opts.file);
     if (!loaded.ok) {
       const lines = loaded.errors.map((e) => `  ${e.path || '(root)'}: ${e.message}`).join('\n');
-      throw new CliError(`invalid config ${opts.file}:\n${lines}`);
+      // Refused before anything reached the server: say so, as a refusal by the server does.
+      throw new CliError(
+        `invalid config ${opts.file}:\n${lines}\nnothing applied: the file is applied whole or not at all`,
+      );
     }
     const { status, body } = await adminJson<{ services: Obj[] }>(opts, '/api/v1/services').catch(nothingApplied);
     if (status !== 200) throw new CliError(`GET /api/v1/services: ${status} ${serverError(body)}`);

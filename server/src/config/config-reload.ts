@@ -12,7 +12,8 @@ import { configKey } from './config-record.js';
 import { recordConfig } from './config-start.js';
 import { configFormatOf } from './config-text.js';
 import { DEFAULT_SETTLE_MS, watchConfigFile, type ConfigWatchOptions } from './config-watch.js';
-import { applyFileServices } from './file-source.js';
+import { describeMarks, fileHealthOf, type FileHealth } from './file-health.js';
+import { applyFileServices, type FileApplyResult } from './file-source.js';
 import type { Store } from '../store/store.js';
 
 export type ReloadOutcome = 'success' | 'invalid' | 'store_error';
@@ -36,11 +37,14 @@ export interface ConfigReloadDeps {
   /** Told the digest of each file content applied. */
   readonly applied?: (digest: string) => Promise<void>;
   readonly watch?: ConfigWatchOptions;
+  /** The health marks of the file's entries as the start applied them, when it parsed the file. */
+  readonly fileHealth?: FileHealth;
 }
 
 /** Watches `deps.file` and applies each valid edit; returns a function that stops watching. */
 export function reloadConfigOnEdit(deps: ConfigReloadDeps): () => void {
   const { file, logger } = deps;
+  const last: { health?: FileHealth } = deps.fileHealth ? { health: deps.fileHealth } : {};
   const log = logger.child({ file });
   return watchConfigFile(
     file,
@@ -60,14 +64,20 @@ export function reloadConfigOnEdit(deps: ConfigReloadDeps): () => void {
       },
       onValid: (config, digest, waitedMs) => {
         log.info({ services: config.services.length, waitedMs }, 'config file parsed: applying');
-        void apply(deps, config, digest, waitedMs);
+        void apply(deps, config, digest, waitedMs, last);
       },
     },
     { ...deps.watch, ...(deps.initialDigest !== undefined ? { initialDigest: deps.initialDigest } : {}) },
   );
 }
 
-async function apply(deps: ConfigReloadDeps, config: CanopyConfig, digest: string, waitedMs: number): Promise<void> {
+async function apply(
+  deps: ConfigReloadDeps,
+  config: CanopyConfig,
+  digest: string,
+  waitedMs: number,
+  last: { health?: FileHealth },
+): Promise<void> {
   const log = deps.logger.child({ file: deps.file });
   try {
     const why = await deps.refuse?.(digest);
@@ -76,7 +86,9 @@ async function apply(deps: ConfigReloadDeps, config: CanopyConfig, digest: strin
       log.error({ digest, waitedMs }, `config edit refused, running config kept: ${why}`);
       return;
     }
-    const applied = await applyFileServices(deps.store, config.services);
+    const applied = await applyFileServices(deps.store, config.services, last.health);
+    last.health = fileHealthOf(config.services);
+    logHealthMarks(log, applied);
     if (deps.recordDir !== undefined) {
       const key = configKey(digest, configFormatOf(deps.file));
       await recordConfig(deps.store, deps.recordDir, key, config);
@@ -96,4 +108,21 @@ async function apply(deps: ConfigReloadDeps, config: CanopyConfig, digest: strin
     deps.loads.loaded('store_error');
     log.error({ err }, 'config reload failed to write the store');
   }
+}
+
+/** Health set through the API that a load kept over the file, or replaced with the file's: at warn level, named. */
+export function logHealthMarks(log: Logger, applied: FileApplyResult): void {
+  const { kept = [], reset = [] } = applied.health ?? {};
+  if (kept.length > 0)
+    log.warn(
+      { endpoints: kept.length },
+      `config file edit: kept the health set through the API on ${kept.length} endpoint(s) the file lists as ` +
+        `before: ${describeMarks(kept)}; \`canopy health SERVICE ENDPOINT healthy\` clears a mark`,
+    );
+  if (reset.length > 0)
+    log.warn(
+      { endpoints: reset.length },
+      `config file applied: the file's health replaced what the store held on ${reset.length} endpoint(s), ` +
+        `set through the API or by an earlier version of the file: ${describeMarks(reset)}`,
+    );
 }

@@ -16,7 +16,8 @@ import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { parseConfigTextAside } from './config-file.js';
 import { storeOverrides, type StoreOverrides } from './config-overrides.js';
-import { reloadConfigOnEdit, type ReloadOutcome } from './config-reload.js';
+import { logHealthMarks, reloadConfigOnEdit, type ReloadOutcome } from './config-reload.js';
+import { fileHealthOf } from './file-health.js';
 import { applyStartConfig, type StartApplied, type StartConfig } from './config-start.js';
 import { applyFileServices } from './file-source.js';
 
@@ -55,6 +56,7 @@ export class ConfigSource {
       ? await applyStartConfig(store, startConfig, recordDir)
       : { ...(await applyFileServices(store, this.opts.config.services)), unchangedFile: false, keptApiChanges: [] };
     this.started = initial;
+    logHealthMarks(this.opts.logger.child({ file: this.opts.file }), initial);
     this.opts.loads.loaded('success');
     if (this.opts.replicas && initial.digest !== undefined) await this.opts.replicas.applied(initial.digest);
     return initial;
@@ -88,6 +90,9 @@ export class ConfigSource {
       ...(recordDir !== undefined ? { recordDir } : {}),
       // The start read the file already: the watcher is not to read it again (a 100k-endpoint file is 9 MB).
       ...(digest !== undefined ? { initialDigest: digest } : {}),
+      ...(this.opts.startConfig?.recorded === undefined
+        ? { fileHealth: fileHealthOf((this.opts.startConfig?.config ?? this.opts.config).services) }
+        : {}),
       loads: this.opts.loads,
       ...(replicas
         ? { refuse: (d: string) => replicas.refuseEdit(d), applied: (d: string) => replicas.applied(d) }

@@ -6,7 +6,9 @@
  * - A listed service whose entry is unchanged since it was last applied is
  *   left alone, with any API PATCH (health, weight) or PUT made since.
  * - A listed service whose entry changed (or that is missing, or was created
- *   by the API) is replaced by the entry and becomes file-owned.
+ *   by the API) is replaced by the entry and becomes file-owned; a file-owned
+ *   one keeps the health the API set on endpoints the entry still lists
+ *   (file-health.ts).
  * - A file-owned service the file no longer lists is deleted; API-owned ones
  *   are never touched.
  */
@@ -15,28 +17,40 @@ import type { ServiceSpec } from '../domain/service.js';
 import { endpointJson, serviceSpecToJson } from '../domain/spec.js';
 import { StoreConflict, type PutEntry, type Store } from '../store/store.js';
 import { CodedError } from '../domain/errors.js';
+import { carryHealth, type FileHealth, type HealthCarry } from './file-health.js';
 
 export interface FileApplyResult {
   readonly replaced: readonly string[];
   readonly deleted: readonly string[];
   readonly unchanged: number;
+  /** Health set through the API kept over changed entries, and the marks the file replaced. */
+  readonly health?: HealthCarry;
 }
 
 /** How often a write that lost to a concurrent writer is retried against the new state. */
 const ATTEMPTS = 5;
 
-export async function applyFileServices(store: Store, specs: readonly ServiceSpec[]): Promise<FileApplyResult> {
+/** `before`: the health marks of the file's entries as last applied, when this process knows them. */
+export async function applyFileServices(
+  store: Store,
+  specs: readonly ServiceSpec[],
+  before?: FileHealth,
+): Promise<FileApplyResult> {
   const replaced: string[] = [];
   const deleted: string[] = [];
   let unchanged = 0;
   const listed = new Set<string>();
   const changed: PutEntry[] = [];
-  for (const spec of specs) {
-    listed.add(spec.name);
-    const digest = fileEntryDigest(spec);
-    const current = await store.get(spec.name);
+  const health: HealthCarry = { kept: [], reset: [] };
+  for (const file of specs) {
+    listed.add(file.name);
+    const digest = fileEntryDigest(file);
+    const current = await store.get(file.name);
     if (current?.fileDigest === digest) unchanged++;
-    else changed.push({ spec, opts: { owner: 'file', fileDigest: digest, ifRevision: current?.revision ?? 0 } });
+    else {
+      const spec = current?.owner === 'file' ? carryHealth(file, current.spec, before?.get(file.name), health) : file;
+      changed.push({ spec, opts: { owner: 'file', fileDigest: digest, ifRevision: current?.revision ?? 0 } });
+    }
   }
   // All changed entries in one write (one disk sync for a file of a thousand services) ...
   const together = await store.putMany(changed).then(
@@ -70,7 +84,8 @@ export async function applyFileServices(store: Store, specs: readonly ServiceSpe
     });
     if (gone) deleted.push(s.spec.name);
   }
-  return { replaced, deleted, unchanged };
+  const marks = health.kept.length + health.reset.length > 0 ? { health } : {};
+  return { replaced, deleted, unchanged, ...marks };
 }
 
 /**

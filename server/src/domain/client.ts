@@ -34,6 +34,11 @@ export interface Client extends Placement {
    * endpoint collection per locality piece instead of listing endpoints.
    */
   readonly leds?: boolean;
+  /**
+   * A lazy Envoy sidecar on a delta stream: its HTTP/gRPC outbound listeners and routes hold every service,
+   * and what its CDS lacks is fetched on the first request (Envoy's on_demand filter, on-demand CDS).
+   */
+  readonly onDemand?: boolean;
   /** An Envoy sidecar's own service (node metadata `canopy.local_service`): its local cluster for zone-aware routing. */
   readonly localService?: string;
 }

@@ -47,6 +47,8 @@ export type EnvoyHostSets = readonly (readonly EnvoyLocality[])[];
 
 export interface EnvoyPriorityView {
   readonly priority: number;
+  /** Its localities, `region/zone/subzone`: how its number is told from the gRPC CLA's (explain). */
+  readonly localities: readonly string[];
   /** Hosts counted (not excluded) and of them healthy. */
   readonly hosts: number;
   readonly healthy: number;
@@ -111,8 +113,9 @@ export function envoyShares(sets: EnvoyHostSets, factor: number): EnvoyShares {
     });
   });
   return {
-    priorities: sets.map((_, p) => ({
+    priorities: sets.map((locs, p) => ({
       priority: p,
+      localities: locs.map((l) => l.locality.split('\u0000').join('/')),
       hosts: counted[p]!.length,
       healthy: healthyCount[p]!,
       health: health[p]!,

@@ -18,6 +18,21 @@ export interface BootstrapOptions {
   readonly envoyAdminPort: number;
   /** envoy: the sidecar's own service, for zone-aware routing (its local_cluster). */
   readonly localService?: string;
+  /** envoy: the ADS flavour, delta (the default) or state of the world. */
+  readonly api?: 'delta' | 'sotw';
+  /** envoy: lazy xDS for this node (`canopy.lazy`): its LDS/CDS hold its demand set. */
+  readonly lazy?: boolean;
+  /** envoy: the services it declares up front (`canopy.demand`). */
+  readonly demand?: readonly string[];
+  /** TLS to Canopy: the CA file that signs its certificate, and a client certificate and key where mTLS is on. */
+  readonly tls?: BootstrapTls;
+}
+
+/** Files the client reads (absolute paths: the client's working directory is not the CLI's). */
+export interface BootstrapTls {
+  readonly caFile: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
 }
 
 /** Every replica named by --xds (comma-separated), each HOST:PORT. */
@@ -33,11 +48,21 @@ function splitHostPort(xds: string): { host: string; port: number } {
   return { host: m[1] ?? m[2]!, port };
 }
 
+/** gRFC A65's `tls` channel credentials (gRPC C-core, Go, Java; @grpc/grpc-js-xds 1.14 has only insecure). */
+function grpcChannelCreds(tls: BootstrapTls | undefined): object[] {
+  if (!tls) return [{ type: 'insecure' }];
+  const config = {
+    ca_certificate_file: tls.caFile,
+    ...(tls.certFile !== undefined ? { certificate_file: tls.certFile, private_key_file: tls.keyFile } : {}),
+  };
+  return [{ type: 'tls', config }];
+}
+
 export function grpcBootstrap(o: BootstrapOptions): object {
   return {
     xds_servers: xdsAddresses(o.xds).map((a) => ({
       server_uri: a.uri,
-      channel_creds: [{ type: 'insecure' }],
+      channel_creds: grpcChannelCreds(o.tls),
       server_features: ['xds_v3'],
     })),
     node: { id: o.nodeId, cluster: o.cluster, locality: { region: o.region, zone: o.zone, sub_zone: o.subzone } },
@@ -57,6 +82,8 @@ export function envoyBootstrap(o: BootstrapOptions): object {
         'canopy.client_kind': 'envoy',
         'canopy.outbound_address': o.outboundAddress,
         ...(o.localService ? { 'canopy.local_service': o.localService } : {}),
+        ...(o.lazy ? { 'canopy.lazy': true } : {}),
+        ...(o.demand?.length ? { 'canopy.demand': o.demand.join(',') } : {}),
       },
     },
     cluster_manager: {
@@ -72,7 +99,7 @@ export function envoyBootstrap(o: BootstrapOptions): object {
     },
     dynamic_resources: {
       ads_config: {
-        api_type: 'DELTA_GRPC',
+        api_type: o.api === 'sotw' ? 'GRPC' : 'DELTA_GRPC',
         transport_api_version: 'V3',
         set_node_on_first_message_only: true,
         // Envoy's default reconnect backoff grows to 30 s: after an outage of a few seconds it could wait ~8 s
@@ -91,7 +118,7 @@ export function envoyBootstrap(o: BootstrapOptions): object {
     },
     static_resources: {
       clusters: [
-        canopyCluster(replicas),
+        canopyCluster(replicas, o.tls),
         ...(o.localService
           ? [
               {
@@ -112,8 +139,9 @@ export function envoyBootstrap(o: BootstrapOptions): object {
 }
 
 /** The static cluster of Canopy's replicas: ADS and load reports go to it over HTTP/2. */
-function canopyCluster(replicas: readonly { host: string; port: number }[]): object {
+function canopyCluster(replicas: readonly { host: string; port: number }[], tls?: BootstrapTls): object {
   return {
+    ...(tls ? { transport_socket: upstreamTls(tls, replicas) } : {}),
     name: 'canopy',
     // An IP needs no resolver; a name is resolved (and re-resolved) by Envoy.
     type: replicas.every((r) => ipaddr.isValid(r.host)) ? 'STATIC' : 'STRICT_DNS',
@@ -134,6 +162,35 @@ function canopyCluster(replicas: readonly { host: string; port: number }[]): obj
           })),
         },
       ],
+    },
+  };
+}
+
+/** TLS to Canopy's replicas: the chain checked against the CA file, HTTP/2 by ALPN, a client certificate for mTLS. */
+function upstreamTls(tls: BootstrapTls, replicas: readonly { host: string }[]): object {
+  const first = replicas[0]!.host;
+  // Envoy checks only the chain unless told which names to expect: each replica's certificate must name its host.
+  const names = [...new Set(replicas.map((r) => r.host))].map((h) => ({
+    san_type: ipaddr.isValid(h) ? 'IP_ADDRESS' : 'DNS',
+    matcher: { exact: h },
+  }));
+  return {
+    name: 'envoy.transport_sockets.tls',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext',
+      // A name is sent as SNI; an IP is not (RFC 6066 forbids IP literals there).
+      ...(ipaddr.isValid(first) ? {} : { sni: first }),
+      common_tls_context: {
+        alpn_protocols: ['h2'],
+        validation_context: { trusted_ca: { filename: tls.caFile }, match_typed_subject_alt_names: names },
+        ...(tls.certFile !== undefined
+          ? {
+              tls_certificates: [
+                { certificate_chain: { filename: tls.certFile }, private_key: { filename: tls.keyFile } },
+              ],
+            }
+          : {}),
+      },
     },
   };
 }

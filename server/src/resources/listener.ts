@@ -44,6 +44,7 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
     shortName: 'LDS',
     fullStateInSotw: true,
     demandScoped: true,
+    wholeOnDemand: true,
     pushRank: 2,
     names: () => [...mesh.list().map((s) => s.name), ...layouts.sharedNames(), VIRTUAL_OUTBOUND_NAME],
     shares: { shareGroup: (_name, client) => proxylessShareGroup(client) },
@@ -87,11 +88,13 @@ export function listenerType(mesh: Mesh, layouts = new OutboundLayouts(mesh)): R
     // The virtual listener holds its port: a service listener there would repeat its address.
     if (mode === 'transparent' && group.port === virtualPort) return undefined;
     const all = [...group.http, ...group.tcpByVip, ...(group.tcp ? [group.tcp] : [])].map((s) => s.name);
-    const members = demanded(client, all);
+    // On demand: every HTTP/gRPC service stays (its route names the cluster Envoy fetches); TCP ones are demanded.
+    const onDemand = client.onDemand === true && group.http.length > 0;
+    const members = demanded(client, all, onDemand ? group.http.map((s) => s.name) : []);
     if (members.size === 0) return undefined;
     const address = mode === 'local' ? client.outboundAddress! : '0.0.0.0';
-    const key = `${name}|${address}|${members.size === all.length ? '' : [...members].join(',')}`;
-    return cached(key, () => encodeGroupListener(group, address, members), name);
+    const key = `${name}|${address}|${onDemand ? 'od' : ''}|${members.size === all.length ? '' : [...members].join(',')}`;
+    return cached(key, () => encodeGroupListener(group, address, members, onDemand), name);
   }
 
   function cached(key: string, encode: () => Uint8Array, name: string): Resource {

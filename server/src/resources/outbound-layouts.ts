@@ -56,10 +56,14 @@ export function outboundModeOf(client: Client): OutboundMode {
   return client.outboundAddress !== undefined ? 'local' : 'transparent';
 }
 
-/** The client's view of a set of services: all of them, or (lazy xDS) those in its demand set. */
-export function demanded(client: Client, names: readonly string[]): Set<string> {
+/**
+ * The client's view of a set of services: all of them, or (lazy xDS) those in its demand set and those
+ * in `kept` (what it reaches on demand).
+ */
+export function demanded(client: Client, names: readonly string[], kept: readonly string[] = []): Set<string> {
   const demand = client.demand;
   if (!demand) return new Set(names);
   const now = Date.now();
-  return new Set(names.filter((n) => demand.has(n, now)));
+  const keep = new Set(kept);
+  return new Set(names.filter((n) => keep.has(n) || demand.has(n, now)));
 }

@@ -34,6 +34,12 @@ export interface ResourceTypeCore {
 /** Lazy xDS narrows this type's wildcard to the node's demand set (LDS, CDS). */
 export interface DemandScoped {
   readonly demandScoped: boolean;
+  /**
+   * A client that reaches services on demand (Client.onDemand) gets every name of this type, not its demand
+   * set: LDS, whose listeners carry the on_demand filter a first request to an unheld service goes through.
+   * The type's resolve still leaves out what cannot be fetched on demand.
+   */
+  readonly wholeOnDemand?: boolean;
 }
 
 /** Share groups: the push lets streams sent the same bytes through together (EDS, and proxyless LDS/RDS/CDS). */

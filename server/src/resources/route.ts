@@ -73,10 +73,9 @@ export function routeType(mesh: Mesh, incarnations: Incarnations, layouts = new 
     const mode = outboundModeOf(client);
     const services = layouts.get(mode).routes.get(name);
     if (!services) return undefined;
-    const members = demanded(
-      client,
-      services.map((s) => s.name),
-    );
+    const names = services.map((s) => s.name);
+    // On demand: the route names every service's cluster, and Envoy fetches the one it lacks.
+    const members = demanded(client, names, client.onDemand === true ? names : []);
     if (members.size === 0) return undefined;
     const key = `${mode}|${name}|${members.size === services.length ? '' : [...members].join(',')}`;
     let r = envoy.get(key);

@@ -23,6 +23,7 @@
  *   a NACK, or by a request with a stale nonce, are still applied (in delta a
  *   lost subscription change would never be repeated).
  */
+import type { DemandSet } from '../domain/demand.js';
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
@@ -265,7 +266,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     now: number,
   ): TypeDiff {
     const d: TypeDiff = { current: new Map(), resources: [], removed: [], versions: new Map() };
-    const lazy = type?.demandScoped ? this.placement.demand : undefined;
+    const lazy = this.demandNarrowing(type);
     // Globs were brought up to date before; with nothing but globs subscribed there is nothing else to look at.
     const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;
     for (const name of plain ? this.wanted(type, state) : []) {
@@ -301,10 +302,16 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     return any;
   }
 
+  /** The demand set that narrows this type's wildcard for this client, if any (lazy xDS). */
+  private demandNarrowing(type: ResourceType | undefined): DemandSet | undefined {
+    if (!type?.demandScoped || (type.wholeOnDemand === true && this.placement.onDemand === true)) return undefined;
+    return this.placement.demand;
+  }
+
   /** Explicit names; with a wildcard, every existing name and every name the client holds too. */
   private wanted(type: ResourceType | undefined, state: DeltaTypeState): Iterable<string> {
     if (!state.wildcard) return state.names;
-    const demand = type?.demandScoped ? this.placement.demand : undefined;
+    const demand = this.demandNarrowing(type);
     const all = type?.names() ?? [];
     // Lazy: what the node holds stays wanted, so a name leaving the demand set is sent as removed.
     return new Set([...state.names, ...(demand ? demand.filter(all, Date.now()) : all), ...state.held.keys()]);

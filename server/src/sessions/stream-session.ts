@@ -65,7 +65,15 @@ export abstract class StreamSession<State extends SubscriptionState> {
       this.node = req.node;
       const demand = this.types.demandFor?.(req.node);
       const leds = this.protocol === 'delta' && this.types.servesLeds?.() === true && wantsLeds(req.node);
-      this.placement = { ...placementOf(req.node), ...(demand ? { demand } : {}), ...(leds ? { leds } : {}) };
+      const placement = placementOf(req.node);
+      // On-demand CDS is delta only: Envoy treats a SotW update for it as a programming error.
+      const onDemand = demand !== undefined && this.protocol === 'delta' && placement.kind === 'envoy';
+      this.placement = {
+        ...placement,
+        ...(demand ? { demand } : {}),
+        ...(leds ? { leds } : {}),
+        ...(onDemand ? { onDemand } : {}),
+      };
     }
     const typeUrl = req.typeUrl;
     const unserved = unservedType(typeUrl, this.types.get(typeUrl) !== undefined);

@@ -24,6 +24,7 @@ export const ENVOY_FILES = [
   'envoy/extensions/filters/http/router/v3/router.proto',
   // What Envoy sidecars are sent inside Anys.
   'envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto',
+  'envoy/extensions/filters/http/on_demand/v3/on_demand.proto',
   'envoy/extensions/upstreams/http/v3/http_protocol_options.proto',
   'envoy/service/status/v3/csds.proto',
   'envoy/service/load_stats/v3/lrs.proto',

@@ -113,7 +113,18 @@ function row(
   const tier = overlay?.byPath.get(key);
   const { clients, agents } = placed.get(key) ?? { clients: 0, agents: 0 };
   const matched = overlay?.matched === key;
-  const health = n.total === 0 ? 'none' : n.healthy === n.total ? 'all' : n.healthy === 0 ? 'none' : 'some';
+  // No healthy endpoint: winding down only (draining, terminating) is told from failed (unhealthy).
+  const draining = n.draining;
+  const health =
+    n.total === 0
+      ? 'none'
+      : n.healthy === n.total
+        ? 'all'
+        : n.healthy > 0
+          ? 'some'
+          : draining === n.total
+            ? 'draining'
+            : 'none';
   const tierClass = tier?.priority !== undefined ? `p${Math.min(tier.priority, 4)}` : overlay ? 'unrouted' : '';
   const scope = depth === 0 ? 'service' : (view.scopes[depth - 1] ?? '');
   const name = depth === 0 ? view.service : n.value || '(none)';
@@ -164,8 +175,12 @@ function row(
       h(
         'div',
         { class: 'stats' },
-        healthBar(n.healthy, n.total),
-        h('span', { class: 'counts' }, `${n.healthy}/${n.total} healthy`),
+        healthBar(n.healthy, draining, n.total),
+        h(
+          'span',
+          { class: 'counts' },
+          `${n.healthy}/${n.total} healthy${draining > 0 ? `, ${draining} draining` : ''}`,
+        ),
         h('span', { class: 'weight', title: 'sum of healthy endpoint weights' }, `w ${n.weight}`),
         clients > 0 && h('span', { class: 'badge clients' }, `${clients} client${clients === 1 ? '' : 's'}`),
         agents > 0 && h('span', { class: 'badge agents' }, `${agents} agent${agents === 1 ? '' : 's'}`),
@@ -201,13 +216,17 @@ function gutter(depth: number, continues: readonly boolean[], last: boolean, has
   return svg;
 }
 
-function healthBar(healthy: number, total: number): SVGElement {
+/** Green for healthy, amber for winding down (draining, terminating), red for unhealthy, left to right. */
+function healthBar(healthy: number, draining: number, total: number): SVGElement {
   const width = 72;
   const good = total > 0 ? Math.round((healthy / total) * width) : 0;
+  const wind = total > 0 ? Math.round(((healthy + draining) / total) * width) : 0;
+  const label = `${healthy} of ${total} healthy${draining > 0 ? `, ${draining} draining` : ''}`;
   return s(
     'svg',
-    { class: 'health', width, height: 8, role: 'img', 'aria-label': `${healthy} of ${total} healthy` },
+    { class: 'health', width, height: 8, role: 'img', 'aria-label': label },
     s('rect', { class: 'bad', x: 0, y: 0, width, height: 8, rx: 2 }),
+    wind > good && s('rect', { class: 'winding', x: 0, y: 0, width: wind, height: 8, rx: 2 }),
     good > 0 && s('rect', { class: 'good', x: 0, y: 0, width: good, height: 8, rx: 2 }),
   );
 }
