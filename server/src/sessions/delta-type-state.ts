@@ -9,7 +9,7 @@ import type { GlobResponse, GlobStep, HeldGlobs } from './delta-collections.js';
 /** Responses not yet acknowledged that an ACK may still name, per type (older ones are forgotten). */
 export const MAX_OUTSTANDING = 16;
 
-interface SentResponse {
+export interface SentResponse {
   readonly systemVersion: string;
   /** name → version sent, or null for a name sent as removed. */
   readonly versions: ReadonlyMap<string, string | null>;
@@ -33,8 +33,15 @@ export interface DeltaTypeState {
    */
   sentIn: Map<string, SentStamp>;
   firstSent?: SentStamp;
-  /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
+  /** Names of NACKed responses; cleared for each name by a later ACK of it. */
   nacked: Set<string>;
+  /** name → the version the client refused when sent on its own: not sent again until it changes. */
+  refused: Map<string, string>;
+  /**
+   * After a NACK of a response that carried several names or globs: the groups to send again one per
+   * response (halves, then halves of a NACKed half), so a bad resource keeps only itself from the client.
+   */
+  retry: string[][];
   outstanding: Map<string, SentResponse>;
   systemVersionSent: string;
   nonceSent: string;
@@ -53,6 +60,8 @@ export function newState(): DeltaTypeState {
     acked: new Map(),
     sentIn: new Map(),
     nacked: new Set(),
+    refused: new Map(),
+    retry: [],
     outstanding: new Map(),
     systemVersionSent: '',
     nonceSent: '',
@@ -66,6 +75,13 @@ export function forget(state: DeltaTypeState, name: string): void {
   state.acked.delete(name);
   state.sentIn.delete(name);
   state.nacked.delete(name);
+  state.refused.delete(name);
+}
+
+/** The halves a NACKed response's names are sent again in (bisect: one response each). */
+export function halves(units: readonly string[]): string[][] {
+  const mid = Math.ceil(units.length / 2);
+  return [units.slice(0, mid), units.slice(mid)].filter((h) => h.length > 0);
 }
 
 export function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
@@ -78,9 +94,16 @@ export function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
     const glob = s.globs?.status(name);
     if (glob) out.push({ name, ...glob });
     if (s.held.has(name) || glob) continue;
-    out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
+    const state = s.nacked.has(name) ? 'NACKED' : s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED';
+    out.push({ name, version: '', state });
   }
+  // Wildcard: a name the client refused and never held (rolled back to nothing) is still reported.
+  if (s.wildcard) for (const name of s.nacked) if (!s.held.has(name) && !s.names.has(name)) out.push(nackedNone(name));
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+function nackedNone(name: string): ResourceStatus {
+  return { name, version: '', state: 'NACKED', acked: '' };
 }
 
 /** A response about to go out, as the stream records it: what an ACK or NACK of its nonce will settle. */

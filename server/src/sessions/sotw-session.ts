@@ -5,8 +5,13 @@
  * - ACK or NACK is decided by error_detail alone.
  * - A request whose response_nonce is not the last one sent for its type is
  *   stale and ignored.
- * - A NACKed version is recorded and not sent again; the next change sends a
- *   new version.
+ * - After a NACK the client holds what it last acknowledged. LDS, CDS and
+ *   the tree type send the full state, so their next response is complete.
+ *   For RDS and EDS (only what changed) the names the NACKed response
+ *   carried are rolled back to what was acknowledged and sent again in
+ *   halves, one response each, waiting for each answer (a NACK of a stale
+ *   nonce would be ignored); a name NACKed on its own is not sent again
+ *   until it changes.
  * - Versions are content hashes, so unchanged content sends nothing; that holds
  *   across streams too: a first request whose version_info is the version the
  *   server would send now (a client reconnecting, to this replica or another)
@@ -60,6 +65,16 @@ interface TypeState {
   ackedNonce: number;
   /** The stamp of the last response sent, marked when it is NACKed. */
   lastStamp?: Stamp;
+  /** RDS, EDS: name → hash of what the last response carried, until it is answered. */
+  carried?: Map<string, string | number>;
+  /** RDS, EDS: name → hash the client acknowledged: what a NACK rolls `sent` back to. */
+  ackedHash: Map<string, string | number>;
+  /** Names NACKed and not acknowledged since. */
+  nacked: Set<string>;
+  /** name → hash the client refused when sent on its own: not sent again until it changes. */
+  refused: Map<string, string | number>;
+  /** Groups of a NACKed response's names still to send again, one response each (halves). */
+  retry: string[][];
 }
 
 /** One response, shared by the resources whose current content it brought. */
@@ -104,6 +119,10 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         since: new Map(),
         kept: new Map(),
         ackedNonce: 0,
+        ackedHash: new Map(),
+        nacked: new Set(),
+        refused: new Map(),
+        retry: [],
       };
       // A version held is taken at its word, unless warming owes this type a resource (see `owe`).
       const owed = this.takeOwed(typeUrl);
@@ -114,10 +133,15 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       const detail = req.errorDetail.message;
       state.lastNack = { version: state.versionSent, nonce: state.nonceSent, detail, at: new Date().toISOString() };
       if (state.lastStamp) state.lastStamp.nacked = true;
-      outcome = { kind: 'nack', typeUrl, detail };
+      outcome = { kind: 'nack', typeUrl, detail, names: rollBack(state) };
     } else if (req.responseNonce !== '') {
       state.versionAcked = req.versionInfo;
       this.acknowledged(state, Number(req.responseNonce));
+      for (const [n, h] of state.carried ?? []) {
+        state.ackedHash.set(n, h);
+        state.nacked.delete(n);
+      }
+      delete state.carried;
       outcome = { kind: 'ack', typeUrl };
     } else {
       outcome = { kind: 'subscribe', typeUrl };
@@ -168,7 +192,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const out: ResourceStatus[] = [];
     for (const [name, hash] of s.sent) {
       const stamp = stampOf(s, name);
-      const state = stamp?.nacked ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
+      const state = stamp?.nacked || s.nacked.has(name) ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
       const acked = state === 'ACKED' ? stamp!.version : (s.kept.get(name)?.version ?? '');
       out.push({
         name,
@@ -181,7 +205,8 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     for (const name of s.names) {
       if (s.sent.has(name)) continue;
-      out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
+      const state = s.nacked.has(name) ? 'NACKED' : s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST';
+      out.push({ name, version: '', state });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
@@ -262,6 +287,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     if (held === version && state.nonceSent === '') {
       // A reconnecting client already holds exactly this: nothing to send, as if it had been sent and ACKed.
       state.sent = hashesOf(current);
+      state.ackedHash = hashesOf(current);
       state.versionSent = version;
       state.versionAcked = version;
       this.stampSent(state, [...current.keys()], current, {
@@ -272,25 +298,33 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       });
       return undefined;
     }
+    // A retry after a NACK waits for the answer to the response before (see the header).
+    if (state.retry.length > 0 && state.carried) return undefined;
     if (version === state.versionSent && !mustAnswer && !state.rewarm) return undefined;
-    state.rewarm = false;
+    const group = type?.fullStateInSotw ? undefined : state.retry.shift();
+    const only = group ? new Set(group) : undefined;
+    // After a retry group, what else changed meanwhile goes in the next response.
+    state.rewarm = only !== undefined;
     let resources: Resource[];
     if (type?.fullStateInSotw) {
       resources = [...current.values()];
     } else {
-      resources = [...current.values()].filter((r) => state.sent.get(r.name) !== r.hash);
+      resources = [...current.values()].filter(
+        (r) => state.sent.get(r.name) !== r.hash && state.refused.get(r.name) !== r.hash && (!only || only.has(r.name)),
+      );
       if (resources.length === 0 && !mustAnswer) {
         // Only removals: the client drops those with their parent resource.
-        state.sent = hashesOf(current);
+        state.sent = nextSent(state, current, resources);
         state.versionSent = version;
         this.stampSent(state, [], current, { version, nonce: HELD_NONCE, at: 0, nacked: false });
-        return undefined;
+        return only ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
       }
+      state.carried = hashesOf(new Map(resources.map((r) => [r.name, r])));
     }
     const changed: string[] = [];
     for (const r of resources) if (state.sent.get(r.name) !== r.hash) changed.push(r.name);
     if (type?.warming) this.warmAfter(typeUrl, changed);
-    state.sent = hashesOf(current);
+    state.sent = type?.fullStateInSotw ? hashesOf(current) : nextSent(state, current, resources);
     state.versionSent = version;
     state.nonceSent = String(++this.nonces);
     const nonce = state.nonceSent;
@@ -328,6 +362,46 @@ function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   if (a.size !== b.size) return false;
   for (const x of a) if (!b.has(x)) return false;
   return true;
+}
+
+/**
+ * What the client holds once `sent` is: those resources at their hash, and of the rest of `current` what it
+ * held before (a resource held back by a retry or refused keeps the client's older copy).
+ */
+function nextSent(state: TypeState, current: ReadonlyMap<string, Resource>, sent: readonly Resource[]) {
+  const out = new Map<string, string | number>();
+  for (const n of current.keys()) {
+    const h = state.sent.get(n);
+    if (h !== undefined) out.set(n, h);
+  }
+  for (const r of sent) out.set(r.name, r.hash);
+  for (const n of state.ackedHash.keys()) if (!current.has(n)) state.ackedHash.delete(n);
+  for (const n of state.refused.keys()) if (!current.has(n)) state.refused.delete(n);
+  return out;
+}
+
+/**
+ * A NACK of the last response: the names it carried go back to what the client acknowledged, to be sent
+ * again in halves; one name alone is refused at that hash. Returns the names.
+ */
+function rollBack(state: TypeState): string[] {
+  const carried = state.carried;
+  delete state.carried;
+  if (!carried) return [...state.sent.keys()];
+  for (const [n, h] of carried) {
+    state.nacked.add(n);
+    if (state.sent.get(n) !== h) continue;
+    const acked = state.ackedHash.get(n);
+    if (acked !== undefined) state.sent.set(n, acked);
+    else state.sent.delete(n);
+  }
+  const names = [...carried.keys()];
+  if (names.length > 1) {
+    const mid = Math.ceil(names.length / 2);
+    state.retry.unshift(names.slice(0, mid), names.slice(mid));
+    state.rewarm = true;
+  } else if (names.length === 1) state.refused.set(names[0]!, carried.get(names[0]!)!);
+  return names;
 }
 
 function hashesOf(resources: ReadonlyMap<string, Resource>): Map<string, string | number> {
