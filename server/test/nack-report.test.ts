@@ -4,7 +4,13 @@ import { describe, it } from 'node:test';
 import { dnsChildName } from '../src/resources/dns-cluster.js';
 import { collectionName, collectionStem, memberName } from '../src/resources/endpoint/leds-names.js';
 import { incarnatedName } from '../src/resources/incarnations.js';
-import { nackServiceLabel, SEVERAL_SERVICES, serviceOfName, servicesOf } from '../src/sessions/nack-report.js';
+import {
+  nackServiceLabel,
+  SEVERAL_SERVICES,
+  serviceOfName,
+  servicesOf,
+  shortDetail,
+} from '../src/sessions/nack-report.js';
 
 describe('the service a NACKed resource belongs to', () => {
   const cases: [string, string, string][] = [
@@ -15,6 +21,14 @@ describe('the service a NACKed resource belongs to', () => {
     ['a LEDS member', memberName(collectionStem('we ird', ['r1']), '10.0.0.1', 80), 'we ird'],
   ];
   for (const [what, name, service] of cases) it(what, () => assert.equal(serviceOfName(name), service));
+
+  it("keeps the start and the end of a long error detail (Envoy's why comes last)", () => {
+    const detail = `cluster_name: "oops"\n${'x'.repeat(500)} : Proto constraint validation failed (lte: 65535)`;
+    const short = shortDetail(detail);
+    assert.ok(short.length <= 200, `${short.length}`);
+    assert.match(short, /^cluster_name: "oops" x+ … x+ : Proto constraint validation failed \(lte: 65535\)$/);
+    assert.equal(shortDetail('bad\n port'), 'bad port');
+  });
 
   it('labels a NACK by its one service, or as several', () => {
     const a = collectionName('a', ['r1']);

@@ -3,7 +3,7 @@
  * type, read over CSDS from the xDS port (as `istioctl proxy-status` reads istiod).
  */
 import { Option, type Command } from 'commander';
-import { serviceOfName } from '../sessions/nack-report.js';
+import { serviceOfName, shortDetail } from '../sessions/nack-report.js';
 import type { CsdsClientConfig } from '../transport/csds-client.js';
 import { adminToken, CliError, table } from './common.js';
 import { outputOption, print, type OutputFormat } from './output.js';
@@ -97,7 +97,7 @@ export function proxyStatus(configs: readonly CsdsClientConfig[]): ProxyStatus[]
                 : 'STALE';
         for (const r of mine) {
           if (r.client_status !== 'NACKED') continue;
-          const detail = (r.error_state?.details ?? '').replace(/\s+/g, ' ').slice(0, 200);
+          const detail = shortDetail(r.error_state?.details ?? '');
           nacked.push({ type: short, resource: r.name, service: serviceOfName(r.name), detail });
         }
       }

@@ -21,6 +21,17 @@ export function serviceOfName(name: string): string {
   return parseDnsChildName(name)?.service ?? parseIncarnatedName(name).service;
 }
 
+/**
+ * A client's error_detail on one line, at most `max` characters: its start and its end, since Envoy
+ * writes the refused resource first and why last (`… : Proto constraint validation failed (…)`).
+ */
+export function shortDetail(detail: string, max = 200): string {
+  const one = detail.replace(/\s+/g, ' ').trim();
+  if (one.length <= max) return one;
+  const head = Math.floor(max / 4);
+  return `${one.slice(0, head)} … ${one.slice(one.length - (max - head - 3))}`;
+}
+
 /** The services of these names, in order of first appearance, each once. */
 export function servicesOf(names: readonly string[]): string[] {
   return [...new Set(names.map(serviceOfName))];

@@ -21,7 +21,7 @@ import { shortTypeName } from '../resources/type-urls.js';
 import type { DeltaDiscoveryRequest, DiscoveryRequest, NodeInfo } from '../wire/request.js';
 import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
-import { nackServiceLabel, servicesOf } from './nack-report.js';
+import { nackServiceLabel, servicesOf, shortDetail } from './nack-report.js';
 import { nullObserver, type XdsObserver } from './observer.js';
 import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
 import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } from './idle-collector.js';
@@ -388,7 +388,7 @@ export class PushPipeline {
         : `a ${type} response carrying ${names.length} resources of ${services.length} services`;
     this.log.warn(
       { stream, node, type, services: services.slice(0, 10), resources: names.slice(0, 10), detail: outcome.detail },
-      `xds NACK: client "${node}" refused ${what} and keeps what it last acknowledged: ${outcome.detail.slice(0, 500)}`,
+      `xds NACK: client "${node}" refused ${what} and keeps what it last acknowledged: ${shortDetail(outcome.detail, 400)}`,
     );
   }
 
