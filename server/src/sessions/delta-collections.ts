@@ -61,7 +61,7 @@ export class HeldGlobs {
   readonly acked = new Map<string, CollectionSnapshot | undefined>();
   nacked = new Set<string>();
   /** glob → the snapshot version the client refused when sent on its own: not sent again until it changes. */
-  readonly refused = new Map<string, string>();
+  private refused?: Map<string, string>;
   /** glob → member → version, from a reconnect's initial_resource_versions, until first answered. */
   private readonly initial = new Map<string, Map<string, string>>();
   /** Globs subscribed to. */
@@ -119,7 +119,7 @@ export class HeldGlobs {
         : diffStep(base, old, now);
     this.initial.delete(glob);
     this.again.delete(glob);
-    this.refused.delete(glob);
+    this.refused?.delete(glob);
     this.held.set(glob, now);
     return step === NOTHING ? undefined : inContext(step, glob, context);
   }
@@ -137,7 +137,7 @@ export class HeldGlobs {
     this.held.delete(glob);
     this.acked.delete(glob);
     this.nacked.delete(glob);
-    this.refused.delete(glob);
+    this.refused?.delete(glob);
     this.initial.delete(glob);
   }
 
@@ -153,9 +153,14 @@ export class HeldGlobs {
     this.fresh.add(glob);
   }
 
+  /** The client refused `glob` at `now`, sent on its own: not sent again until it changes. */
+  refuse(glob: string, now: CollectionSnapshot | undefined): void {
+    (this.refused ??= new Map()).set(glob, now?.version ?? '');
+  }
+
   /** Whether `now` is what the client refused of `glob` (sent on its own and NACKed). */
   isRefused(glob: string, now: CollectionSnapshot | undefined): boolean {
-    const r = this.refused.get(glob);
+    const r = this.refused?.get(glob);
     return r !== undefined && r === (now?.version ?? '');
   }
 

@@ -44,12 +44,12 @@ export function settleNack(state: DeltaTypeState, sent: SentResponse): readonly 
     state.globs?.rollBack(step.glob, step.now);
   }
   if (units.length > 1) {
-    state.retry.unshift(...halves(units));
+    (state.retry ??= []).unshift(...halves(units));
   } else if (units.length === 1) {
     const [name, version] = [...sent.versions][0] ?? [];
-    if (name !== undefined && version) state.refused.set(name, version);
+    if (name !== undefined && version) (state.refused ??= new Map()).set(name, version);
     const step = sent.globs?.[0];
-    if (step) state.globs?.refused.set(step.glob, step.now?.version ?? '');
+    if (step) state.globs?.refuse(step.glob, step.now);
   }
   return units;
 }

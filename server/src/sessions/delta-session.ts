@@ -205,7 +205,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const now = Date.now();
     const globs = type?.collections && state.globs ? new GlobResponse(type.collections, state.globs) : undefined;
     // After a NACK of a response with several resources, one group of them per response (delta-nack.ts).
-    const group = state.retry.shift();
+    const group = state.retry?.shift();
+    if (state.retry?.length === 0) delete state.retry;
     const only = group ? new Set(group) : undefined;
     globs?.collect(only);
     const { current, resources, removed, versions } = this.diffType(type, state, globs, now, only);
@@ -289,8 +290,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
         state.absent.delete(name);
         const version = versionText(r.hash);
         // What the client refused, sent on its own, is not sent again until it changes.
-        if (state.held.get(name) === version || state.refused.get(name) === version) continue;
-        state.refused.delete(name);
+        if (state.held.get(name) === version || state.refused?.get(name) === version) continue;
+        state.refused?.delete(name);
         state.held.set(name, version);
         d.resources.push({ name, version, any: r.any });
         d.versions.set(name, version);

@@ -36,12 +36,12 @@ export interface DeltaTypeState {
   /** Names of NACKed responses; cleared for each name by a later ACK of it. */
   nacked: Set<string>;
   /** name → the version the client refused when sent on its own: not sent again until it changes. */
-  refused: Map<string, string>;
+  refused?: Map<string, string>;
   /**
    * After a NACK of a response that carried several names or globs: the groups to send again one per
    * response (halves, then halves of a NACKed half), so a bad resource keeps only itself from the client.
    */
-  retry: string[][];
+  retry?: string[][];
   outstanding: Map<string, SentResponse>;
   systemVersionSent: string;
   nonceSent: string;
@@ -60,8 +60,6 @@ export function newState(): DeltaTypeState {
     acked: new Map(),
     sentIn: new Map(),
     nacked: new Set(),
-    refused: new Map(),
-    retry: [],
     outstanding: new Map(),
     systemVersionSent: '',
     nonceSent: '',
@@ -75,7 +73,7 @@ export function forget(state: DeltaTypeState, name: string): void {
   state.acked.delete(name);
   state.sentIn.delete(name);
   state.nacked.delete(name);
-  state.refused.delete(name);
+  state.refused?.delete(name);
 }
 
 /** The halves a NACKed response's names are sent again in (bisect: one response each). */

@@ -8,7 +8,7 @@
  * - After a NACK the client holds what it last acknowledged. LDS, CDS and
  *   the tree type send the full state, so their next response is complete.
  *   For RDS and EDS (only what changed) the names the NACKed response
- *   carried are rolled back to what was acknowledged and sent again in
+ *   carried are taken as not held and sent again in
  *   halves, one response each, waiting for each answer (a NACK of a stale
  *   nonce would be ignored); a name NACKed on its own is not sent again
  *   until it changes.
@@ -65,16 +65,14 @@ interface TypeState {
   ackedNonce: number;
   /** The stamp of the last response sent, marked when it is NACKed. */
   lastStamp?: Stamp;
-  /** RDS, EDS: name → hash of what the last response carried, until it is answered. */
-  carried?: Map<string, string | number>;
-  /** RDS, EDS: name → hash the client acknowledged: what a NACK rolls `sent` back to. */
-  ackedHash: Map<string, string | number>;
-  /** Names NACKed and not acknowledged since. */
-  nacked: Set<string>;
+  /** RDS, EDS: the names the last response carried, until it is answered. */
+  carried: readonly string[] | undefined;
+  /** Names NACKed and not acknowledged since (made at the first NACK: most streams never see one). */
+  nacked?: Set<string>;
   /** name → hash the client refused when sent on its own: not sent again until it changes. */
-  refused: Map<string, string | number>;
+  refused?: Map<string, string | number>;
   /** Groups of a NACKed response's names still to send again, one response each (halves). */
-  retry: string[][];
+  retry?: string[][];
 }
 
 /** One response, shared by the resources whose current content it brought. */
@@ -119,10 +117,8 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         since: new Map(),
         kept: new Map(),
         ackedNonce: 0,
-        ackedHash: new Map(),
-        nacked: new Set(),
-        refused: new Map(),
-        retry: [],
+        // Set and cleared once per response: assigned, never deleted (a deleted property slows the object).
+        carried: undefined,
       };
       // A version held is taken at its word, unless warming owes this type a resource (see `owe`).
       const owed = this.takeOwed(typeUrl);
@@ -137,11 +133,8 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     } else if (req.responseNonce !== '') {
       state.versionAcked = req.versionInfo;
       this.acknowledged(state, Number(req.responseNonce));
-      for (const [n, h] of state.carried ?? []) {
-        state.ackedHash.set(n, h);
-        state.nacked.delete(n);
-      }
-      delete state.carried;
+      if (state.nacked) for (const n of state.carried ?? []) state.nacked.delete(n);
+      state.carried = undefined;
       outcome = { kind: 'ack', typeUrl };
     } else {
       outcome = { kind: 'subscribe', typeUrl };
@@ -192,7 +185,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const out: ResourceStatus[] = [];
     for (const [name, hash] of s.sent) {
       const stamp = stampOf(s, name);
-      const state = stamp?.nacked || s.nacked.has(name) ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
+      const state = stamp?.nacked || s.nacked?.has(name) ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
       const acked = state === 'ACKED' ? stamp!.version : (s.kept.get(name)?.version ?? '');
       out.push({
         name,
@@ -205,7 +198,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     for (const name of s.names) {
       if (s.sent.has(name)) continue;
-      const state = s.nacked.has(name) ? 'NACKED' : s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST';
+      const state = s.nacked?.has(name) ? 'NACKED' : s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST';
       out.push({ name, version: '', state });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -287,7 +280,6 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     if (held === version && state.nonceSent === '') {
       // A reconnecting client already holds exactly this: nothing to send, as if it had been sent and ACKed.
       state.sent = hashesOf(current);
-      state.ackedHash = hashesOf(current);
       state.versionSent = version;
       state.versionAcked = version;
       this.stampSent(state, [...current.keys()], current, {
@@ -299,9 +291,10 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       return undefined;
     }
     // A retry after a NACK waits for the answer to the response before (see the header).
-    if (state.retry.length > 0 && state.carried) return undefined;
+    if (state.retry?.length && state.carried) return undefined;
     if (version === state.versionSent && !mustAnswer && !state.rewarm) return undefined;
-    const group = type?.fullStateInSotw ? undefined : state.retry.shift();
+    const group = type?.fullStateInSotw ? undefined : state.retry?.shift();
+    if (state.retry?.length === 0) delete state.retry;
     const only = group ? new Set(group) : undefined;
     // After a retry group, what else changed meanwhile goes in the next response.
     state.rewarm = only !== undefined;
@@ -310,7 +303,8 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       resources = [...current.values()];
     } else {
       resources = [...current.values()].filter(
-        (r) => state.sent.get(r.name) !== r.hash && state.refused.get(r.name) !== r.hash && (!only || only.has(r.name)),
+        (r) =>
+          state.sent.get(r.name) !== r.hash && state.refused?.get(r.name) !== r.hash && (!only || only.has(r.name)),
       );
       if (resources.length === 0 && !mustAnswer) {
         // Only removals: the client drops those with their parent resource.
@@ -319,7 +313,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         this.stampSent(state, [], current, { version, nonce: HELD_NONCE, at: 0, nacked: false });
         return only ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
       }
-      state.carried = hashesOf(new Map(resources.map((r) => [r.name, r])));
+      state.carried = resources.map((r) => r.name);
     }
     const changed: string[] = [];
     for (const r of resources) if (state.sent.get(r.name) !== r.hash) changed.push(r.name);
@@ -366,7 +360,7 @@ function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
 
 /**
  * What the client holds once `sent` is: those resources at their hash, and of the rest of `current` what it
- * held before (a resource held back by a retry or refused keeps the client's older copy).
+ * held before (a resource held back by a retry, or refused, stays not held).
  */
 function nextSent(state: TypeState, current: ReadonlyMap<string, Resource>, sent: readonly Resource[]) {
   const out = new Map<string, string | number>();
@@ -375,32 +369,33 @@ function nextSent(state: TypeState, current: ReadonlyMap<string, Resource>, sent
     if (h !== undefined) out.set(n, h);
   }
   for (const r of sent) out.set(r.name, r.hash);
-  for (const n of state.ackedHash.keys()) if (!current.has(n)) state.ackedHash.delete(n);
-  for (const n of state.refused.keys()) if (!current.has(n)) state.refused.delete(n);
+  if (state.refused) for (const n of state.refused.keys()) if (!current.has(n)) state.refused.delete(n);
   return out;
 }
 
 /**
- * A NACK of the last response: the names it carried go back to what the client acknowledged, to be sent
- * again in halves; one name alone is refused at that hash. Returns the names.
+ * A NACK of the last response (the one outstanding: a NACK of an older nonce is stale): the names it
+ * carried are not held, to be sent again in halves; one name alone is refused at the hash sent. Returns
+ * the names.
  */
-function rollBack(state: TypeState): string[] {
-  const carried = state.carried;
-  delete state.carried;
-  if (!carried) return [...state.sent.keys()];
-  for (const [n, h] of carried) {
-    state.nacked.add(n);
-    if (state.sent.get(n) !== h) continue;
-    const acked = state.ackedHash.get(n);
-    if (acked !== undefined) state.sent.set(n, acked);
-    else state.sent.delete(n);
+function rollBack(state: TypeState): readonly string[] {
+  const names = state.carried;
+  state.carried = undefined;
+  if (!names) return [...state.sent.keys()];
+  state.nacked ??= new Set();
+  if (names.length === 1) {
+    const hash = state.sent.get(names[0]!);
+    if (hash !== undefined) (state.refused ??= new Map()).set(names[0]!, hash);
   }
-  const names = [...carried.keys()];
+  for (const n of names) {
+    state.nacked.add(n);
+    state.sent.delete(n);
+  }
   if (names.length > 1) {
     const mid = Math.ceil(names.length / 2);
-    state.retry.unshift(names.slice(0, mid), names.slice(mid));
+    (state.retry ??= []).unshift(names.slice(0, mid), names.slice(mid));
     state.rewarm = true;
-  } else if (names.length === 1) state.refused.set(names[0]!, carried.get(names[0]!)!);
+  }
   return names;
 }
 
