@@ -36,8 +36,11 @@ export interface AdsRelay {
   dropped(): number;
   /** From now on each LDS response also carries Listener `name` copied as `copy` (undefined: off). */
   duplicateListener(d: { name: string; copy: string } | undefined): void;
-  /** From now on every endpoint of this service (its CLA, or its LEDS members) has port 70000 (undefined: off). */
-  corrupt(service: string | undefined): void;
+  /**
+   * From now on every endpoint of this service (its CLA, or its LEDS members) has port 70000 (what Envoy
+   * refuses), or with `how: 'address'` the address `not-an-ip` (what grpc-js refuses); undefined: off.
+   */
+  corrupt(service: string | undefined, how?: 'port' | 'address'): void;
   /** How many responses had a resource made invalid. */
   corrupted(): number;
   close(): Promise<void>;
@@ -64,11 +67,12 @@ export async function startAdsRelay(upstream: string): Promise<AdsRelay> {
     return Buffer.from(response.encode(response.fromObject({ ...msg, resources })).finish());
   };
   let bad: string | undefined;
+  let spoilAddress = false;
   let corrupted = 0;
   const spoil = (typeUrl: string, value: Buffer): Buffer => {
     const t = messageType(ENDPOINT_MESSAGES[typeUrl]!);
     const m = t.toObject(t.decode(value), { bytes: Buffer, longs: Number });
-    setPorts(m);
+    spoilEndpoints(m, spoilAddress);
     return Buffer.from(t.encode(t.fromObject(m)).finish());
   };
   const spoilSotw = (b: Buffer): Buffer => {
@@ -158,25 +162,38 @@ export async function startAdsRelay(upstream: string): Promise<AdsRelay> {
     drop: (t) => void (dropping = t),
     dropped: () => dropped,
     duplicateListener: (d) => void (duplicate = d),
-    corrupt: (service) => void (bad = service),
+    corrupt: (service, how) => {
+      bad = service;
+      spoilAddress = how === 'address';
+    },
     corrupted: () => corrupted,
     close: () =>
       new Promise<void>((resolve) => {
         client.close();
-        server.tryShutdown(() => resolve());
-        setTimeout(() => server.forceShutdown(), 1000).unref();
+        // A stream its client never ended (grpc-js-xds keeps one open after its channel closes) is cut after 1 s.
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 1000);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
       }),
   };
 }
 
-/** Every `port_value` in a decoded message, at any depth, set to BAD_PORT. */
-function setPorts(m: unknown): void {
-  if (Array.isArray(m)) for (const x of m) setPorts(x);
+/** Every socket address in a decoded message, at any depth: its port set to BAD_PORT, or its address spoilt. */
+function spoilEndpoints(m: unknown, address: boolean): void {
+  if (Array.isArray(m)) for (const x of m) spoilEndpoints(x, address);
   else if (m && typeof m === 'object' && !Buffer.isBuffer(m)) {
     const o = m as Record<string, unknown>;
     for (const k of Object.keys(o)) {
-      if (k === 'port_value') o[k] = BAD_PORT;
-      else setPorts(o[k]);
+      if (k === 'socket_address' && o[k] && typeof o[k] === 'object') {
+        const sock = o[k] as Record<string, unknown>;
+        if (address) sock['address'] = 'not-an-ip';
+        else sock['port_value'] = BAD_PORT;
+      } else spoilEndpoints(o[k], address);
     }
   }
 }
