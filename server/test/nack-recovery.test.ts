@@ -154,6 +154,35 @@ describe('after a NACK the client gets every clean resource, then complete updat
     });
   }
 
+  it('SotW: a NACK that comes after a newer response went out (stale nonce) still rolls back', () => {
+    const { content, registry } = source();
+    for (const n of ['a', 'b', 'c']) content.set(n, `${n}1`);
+    const s = new SotwSession(1, 'test', registry);
+    const c = sotwClient();
+    c.subscribe(['a', 'b', 'c']);
+    const first = { node: envoyNode(), typeUrl: ENDPOINT_TYPE, resourceNames: ['a', 'b', 'c'] };
+    const { outcome, answer } = s.receive({ ...first, versionInfo: '', responseNonce: '' });
+    drain(s, [s.respond(outcome.typeUrl, answer!)!], c.answer);
+    content.set('a', 'BAD1');
+    content.set('b', 'b2');
+    const [r2] = refreshNow(s);
+    content.set('c', 'c2');
+    const [r3] = refreshNow(s);
+    assert.deepEqual(r3!.names, ['c'], 'pushed before the NACK of r2 came back');
+    const late = s.receive(c.answer(r2!));
+    assert.equal(late.outcome.kind, 'nack');
+    // The client answers r3 next (a stale ACK now), then what the late NACK made the server send.
+    drain(s, [r3!, s.respond(ENDPOINT_TYPE, late.answer!)!], c.answer);
+    assert.deepEqual(
+      new Map([...c.holds].sort()),
+      new Map([
+        ['a', 'a1'],
+        ['b', 'b2'],
+        ['c', 'c2'],
+      ]),
+    );
+  });
+
   it('delta LEDS: one bad collection member keeps only its own collection from the client', () => {
     const { mesh, registry } = setup();
     const s = new DeltaSession(1, 'test', registry);

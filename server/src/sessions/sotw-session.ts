@@ -4,14 +4,13 @@
  *
  * - ACK or NACK is decided by error_detail alone.
  * - A request whose response_nonce is not the last one sent for its type is
- *   stale and ignored.
+ *   stale and ignored, but for a NACK that comes late (sotw-nack.ts).
  * - After a NACK the client holds what it last acknowledged. LDS, CDS and
  *   the tree type send the full state, so their next response is complete.
  *   For RDS and EDS (only what changed) the names the NACKed response
- *   carried are taken as not held and sent again in
- *   halves, one response each, waiting for each answer (a NACK of a stale
- *   nonce would be ignored); a name NACKed on its own is not sent again
- *   until it changes.
+ *   carried are taken as not held and sent again in halves, one response
+ *   each, each waiting for the answer to the one before; a name NACKed on
+ *   its own is not sent again until it changes.
  * - Versions are content hashes, so unchanged content sends nothing; that holds
  *   across streams too: a first request whose version_info is the version the
  *   server would send now (a client reconnecting, to this replica or another)
@@ -34,6 +33,7 @@ import {
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
+import { keepUnanswered, rollBack, settleStale, type Unanswered } from './sotw-nack.js';
 import { StreamSession, type TypeVersions } from './stream-session.js';
 
 export type { OutgoingResponse, RequestOutcome, SharedResponses, TouchedNames } from './session.js';
@@ -73,6 +73,8 @@ interface TypeState {
   refused?: Map<string, string | number>;
   /** Groups of a NACKed response's names still to send again, one response each (halves). */
   retry?: string[][];
+  /** Older responses not answered yet, for a NACK that comes late (sotw-nack.ts). */
+  unanswered?: Unanswered[] | undefined;
 }
 
 /** One response, shared by the resources whose current content it brought. */
@@ -102,7 +104,12 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     if (refused) return { outcome: { kind: 'rejected', typeUrl, detail: `resource_names: ${refused}` } };
     let state = this.subscriptions.get(typeUrl);
     if (state && req.responseNonce !== '' && req.responseNonce !== state.nonceSent) {
-      return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce } };
+      // A NACK of a response answered late, after a newer one went out: what it carried is not held either.
+      const names = settleStale(state, req.responseNonce, req.errorDetail !== undefined);
+      if (!names || !req.errorDetail) return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce } };
+      const detail = req.errorDetail.message;
+      state.lastNack = { version: '', nonce: req.responseNonce, detail, at: new Date().toISOString() };
+      return { outcome: { kind: 'nack', typeUrl, detail, names }, answer: false };
     }
     let outcome: RequestOutcome;
     if (!state) {
@@ -135,6 +142,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       this.acknowledged(state, Number(req.responseNonce));
       if (state.nacked) for (const n of state.carried ?? []) state.nacked.delete(n);
       state.carried = undefined;
+      state.unanswered = undefined;
       outcome = { kind: 'ack', typeUrl };
     } else {
       outcome = { kind: 'subscribe', typeUrl };
@@ -313,6 +321,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         this.stampSent(state, [], current, { version, nonce: HELD_NONCE, at: 0, nacked: false });
         return only ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
       }
+      if (state.carried) keepUnanswered(state, state.nonceSent, state.carried);
       state.carried = resources.map((r) => r.name);
     }
     const changed: string[] = [];
@@ -371,32 +380,6 @@ function nextSent(state: TypeState, current: ReadonlyMap<string, Resource>, sent
   for (const r of sent) out.set(r.name, r.hash);
   if (state.refused) for (const n of state.refused.keys()) if (!current.has(n)) state.refused.delete(n);
   return out;
-}
-
-/**
- * A NACK of the last response (the one outstanding: a NACK of an older nonce is stale): the names it
- * carried are not held, to be sent again in halves; one name alone is refused at the hash sent. Returns
- * the names.
- */
-function rollBack(state: TypeState): readonly string[] {
-  const names = state.carried;
-  state.carried = undefined;
-  if (!names) return [...state.sent.keys()];
-  state.nacked ??= new Set();
-  if (names.length === 1) {
-    const hash = state.sent.get(names[0]!);
-    if (hash !== undefined) (state.refused ??= new Map()).set(names[0]!, hash);
-  }
-  for (const n of names) {
-    state.nacked.add(n);
-    state.sent.delete(n);
-  }
-  if (names.length > 1) {
-    const mid = Math.ceil(names.length / 2);
-    (state.retry ??= []).unshift(names.slice(0, mid), names.slice(mid));
-    state.rewarm = true;
-  }
-  return names;
 }
 
 function hashesOf(resources: ReadonlyMap<string, Resource>): Map<string, string | number> {
