@@ -86,22 +86,25 @@ export function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const [name, version] of s.held) {
     const state = s.nacked.has(name) ? 'NACKED' : s.acked.get(name) === version ? 'ACKED' : 'REQUESTED';
-    out.push({ name, version, state, acked: s.acked.get(name) ?? '' });
+    // NACKED: the version refused (CSDS error_state), while the client still holds the one it acknowledged.
+    const shown = state === 'NACKED' ? (s.refused?.get(name) ?? version) : version;
+    out.push({ name, version: shown, state, acked: s.acked.get(name) ?? '' });
   }
   for (const name of s.names) {
     const glob = s.globs?.status(name);
     if (glob) out.push({ name, ...glob });
     if (s.held.has(name) || glob) continue;
-    const state = s.nacked.has(name) ? 'NACKED' : s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED';
-    out.push({ name, version: '', state });
+    if (s.nacked.has(name)) out.push(nackedNone(s, name));
+    else out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
   }
   // Wildcard: a name the client refused and never held (rolled back to nothing) is still reported.
-  if (s.wildcard) for (const name of s.nacked) if (!s.held.has(name) && !s.names.has(name)) out.push(nackedNone(name));
+  if (s.wildcard) for (const n of s.nacked) if (!s.held.has(n) && !s.names.has(n)) out.push(nackedNone(s, n));
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-function nackedNone(name: string): ResourceStatus {
-  return { name, version: '', state: 'NACKED', acked: '' };
+/** A name NACKED that the client holds no version of: the version it refused, if refused on its own. */
+function nackedNone(s: DeltaTypeState, name: string): ResourceStatus {
+  return { name, version: s.refused?.get(name) ?? '', state: 'NACKED', acked: '' };
 }
 
 /** A response about to go out, as the stream records it: what an ACK or NACK of its nonce will settle. */

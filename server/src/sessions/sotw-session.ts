@@ -206,8 +206,9 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     for (const name of s.names) {
       if (s.sent.has(name)) continue;
-      const state = s.nacked?.has(name) ? 'NACKED' : s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST';
-      out.push({ name, version: '', state });
+      // NACKED and not held: the version_info of the response refused (CSDS error_state).
+      if (s.nacked?.has(name)) out.push({ name, version: s.lastNack?.version ?? '', state: 'NACKED', acked: '' });
+      else out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
