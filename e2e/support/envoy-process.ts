@@ -57,6 +57,8 @@ export interface EnvoyOptions {
   /** Called with the Envoy's scratch directory before it starts (e.g. to open it to another uid). */
   readonly beforeStart?: (dir: string) => void;
   readonly logLevel?: string;
+  /** false: return once admin listens, not waiting for LIVE (an Envoy whose init waits out a fetch timeout). */
+  readonly waitLive?: boolean;
 }
 
 const running = new Set<ChildProcess>();
@@ -157,7 +159,8 @@ export class EnvoyProcess {
     const envoy = new EnvoyProcess(o.nodeId, child, dir, file);
     try {
       envoy.adminUrl = `http://${await envoy.waitForFile(addressPath)}`;
-      await envoy.until(async () => (await envoy.get('/ready')).status === 200, 15_000, 'admin /ready (LIVE)');
+      if (o.waitLive !== false)
+        await envoy.until(async () => (await envoy.get('/ready')).status === 200, 15_000, 'admin /ready (LIVE)');
     } catch (err) {
       const tail = envoy.logTail(40);
       await envoy.stop();

@@ -52,6 +52,13 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
     registry,
     sources,
   );
+  // Per service: the one service a NACKed response carried, or "(several)" (its halves are sent again apart).
+  const nacksByService = new Counter({
+    name: 'canopy_xds_nacks_by_service_total',
+    help: 'NACKs received, by type and the service whose resources the rejected response carried',
+    labelNames: ['type', 'service'],
+    registers: [registry],
+  });
   stateGauges(registry, sources);
   return {
     registry,
@@ -63,7 +70,10 @@ export function createMetrics(registry: Registry, sources: MetricSources): Canop
     },
     pushed: (typeUrl, seconds) => pushLatency.observe({ type: shortTypeName(typeUrl) }, seconds),
     acked: (typeUrl) => acks.inc({ type: shortTypeName(typeUrl) }),
-    nacked: (typeUrl) => nacks.inc({ type: shortTypeName(typeUrl) }),
+    nacked: (typeUrl, _node, _detail, service) => {
+      nacks.inc({ type: shortTypeName(typeUrl) });
+      if (service !== undefined) nacksByService.inc({ type: shortTypeName(typeUrl), service });
+    },
     staleNonce: (typeUrl) => stale.inc({ type: shortTypeName(typeUrl) }),
     requestRefused: (reason) => refused.inc({ reason }),
     oversizedResponse: (typeUrl) => oversized.inc({ type: shortTypeName(typeUrl) }),

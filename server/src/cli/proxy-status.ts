@@ -3,6 +3,7 @@
  * type, read over CSDS from the xDS port (as `istioctl proxy-status` reads istiod).
  */
 import { Option, type Command } from 'commander';
+import { serviceOfName, shortDetail } from '../sessions/nack-report.js';
 import type { CsdsClientConfig } from '../transport/csds-client.js';
 import { readClientTls, tlsFix, unauthorized } from './admin-client.js';
 import { adminToken, CliError, table, tlsOptions, type ClientTlsFlags } from './common.js';
@@ -25,6 +26,15 @@ export interface ProxyStatus {
   readonly cluster: string;
   readonly locality: string;
   readonly types: Record<string, SyncState>;
+  /** Each resource the client refused: its type, name, service and the client's error detail. */
+  readonly nacked: readonly NackedResource[];
+}
+
+export interface NackedResource {
+  readonly type: string;
+  readonly resource: string;
+  readonly service: string;
+  readonly detail: string;
 }
 
 type Options = ClientTlsFlags & { xds: string; tokenFile?: string; output: OutputFormat };
@@ -60,12 +70,15 @@ export function registerProxyStatus(program: Command): void {
       throw csdsFailure(opts, err, token);
     }
     const rows = proxyStatus(configs);
-    print(opts.output, { proxies: rows }, () =>
-      table(
+    print(opts.output, { proxies: rows }, () => {
+      const out = table(
         ['NODE', 'CLUSTER', 'LOCALITY', ...TYPES.map(([, short]) => short)],
         rows.map((r) => [r.node, r.cluster || '-', r.locality || '-', ...TYPES.map(([, short]) => r.types[short]!)]),
-      ),
-    );
+      );
+      const nacked = rows.flatMap((r) => r.nacked.map((n) => [r.node, n.type, n.service, n.resource, n.detail]));
+      if (nacked.length === 0) return out;
+      return `${out}\n${table(['NODE', 'TYPE', 'SERVICE', 'RESOURCE', 'ERROR (the client keeps what it last acknowledged)'], nacked)}`;
+    });
   });
 }
 
@@ -109,6 +122,7 @@ export function proxyStatus(configs: readonly CsdsClientConfig[]): ProxyStatus[]
   return configs
     .map((c) => {
       const types: Record<string, SyncState> = {};
+      const nacked: NackedResource[] = [];
       for (const [url, short] of TYPES) {
         const mine = c.generic_xds_configs.filter((r) => r.type_url.endsWith(url));
         types[short] =
@@ -119,6 +133,11 @@ export function proxyStatus(configs: readonly CsdsClientConfig[]): ProxyStatus[]
               : mine.every((r) => r.client_status === 'ACKED' || r.client_status === 'DOES_NOT_EXIST')
                 ? 'SYNCED'
                 : 'STALE';
+        for (const r of mine) {
+          if (r.client_status !== 'NACKED') continue;
+          const detail = shortDetail(r.error_state?.details ?? '');
+          nacked.push({ type: short, resource: r.name, service: serviceOfName(r.name), detail });
+        }
       }
       const l = c.node.locality ?? {};
       return {
@@ -126,6 +145,7 @@ export function proxyStatus(configs: readonly CsdsClientConfig[]): ProxyStatus[]
         cluster: c.node.cluster,
         locality: [l['region'], l['zone'], l['sub_zone']].filter(Boolean).join('/'),
         types,
+        nacked,
       };
     })
     .sort((a, b) => a.node.localeCompare(b.node));

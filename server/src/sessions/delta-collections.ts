@@ -60,6 +60,8 @@ export class HeldGlobs {
   readonly held = new Map<string, CollectionSnapshot | undefined>();
   readonly acked = new Map<string, CollectionSnapshot | undefined>();
   nacked = new Set<string>();
+  /** glob → the snapshot version the client refused when sent on its own: not sent again until it changes. */
+  private refused?: Map<string, string>;
   /** glob → member → version, from a reconnect's initial_resource_versions, until first answered. */
   private readonly initial = new Map<string, Map<string, string>>();
   /** Globs subscribed to. */
@@ -117,6 +119,7 @@ export class HeldGlobs {
         : diffStep(base, old, now);
     this.initial.delete(glob);
     this.again.delete(glob);
+    this.refused?.delete(glob);
     this.held.set(glob, now);
     return step === NOTHING ? undefined : inContext(step, glob, context);
   }
@@ -134,12 +137,36 @@ export class HeldGlobs {
     this.held.delete(glob);
     this.acked.delete(glob);
     this.nacked.delete(glob);
+    this.refused?.delete(glob);
     this.initial.delete(glob);
+  }
+
+  /**
+   * A NACK of the step that brought `glob` to `sent`: the client holds what it last acknowledged (or
+   * nothing), so the next step starts from there. Unless a newer step has been sent since.
+   */
+  rollBack(glob: string, sent: CollectionSnapshot | undefined): void {
+    this.nacked.add(glob);
+    if (!this.names.has(glob) || this.held.get(glob) !== sent) return;
+    if (this.acked.has(glob)) this.held.set(glob, this.acked.get(glob));
+    else this.held.delete(glob);
+    this.fresh.add(glob);
+  }
+
+  /** The client refused `glob` at `now`, sent on its own: not sent again until it changes. */
+  refuse(glob: string, now: CollectionSnapshot | undefined): void {
+    (this.refused ??= new Map()).set(glob, now?.version ?? '');
+  }
+
+  /** Whether `now` is what the client refused of `glob` (sent on its own and NACKed). */
+  isRefused(glob: string, now: CollectionSnapshot | undefined): boolean {
+    const r = this.refused?.get(glob);
+    return r !== undefined && r === (now?.version ?? '');
   }
 
   /** CSDS: one entry per subscribed glob, versioned by its snapshot. */
   status(glob: string): { version: string; state: ResourceState } | undefined {
-    if (!this.held.has(glob)) return undefined;
+    if (!this.held.has(glob)) return this.nacked.has(glob) ? { version: '', state: 'NACKED' } : undefined;
     const snap = this.held.get(glob);
     const state: ResourceState = this.nacked.has(glob)
       ? 'NACKED'
@@ -181,7 +208,7 @@ export class GlobResponse {
    * Brings every subscribed glob up to date, looking only at those changed
    * since the stream last looked (and those just subscribed to).
    */
-  collect(): void {
+  collect(only?: ReadonlySet<string>): void {
     const held = this.held;
     const changes = this.type.collectionChanges(held.synced);
     let candidates: string[];
@@ -196,12 +223,19 @@ export class GlobResponse {
     }
     held.fresh.clear();
     if (changes) held.synced = this.epoch = changes.epoch;
+    if (only) {
+      // A retry after a NACK sends one group: the other globs' changes wait for the next response.
+      for (const g of candidates) if (!only.has(g)) held.fresh.add(g);
+      candidates = candidates.filter((g) => only.has(g));
+    }
     // In name order: streams that take the same steps get the same bytes whatever order they subscribed in.
     for (const g of candidates.sort()) this.take(g);
   }
 
   private take(glob: string): void {
-    const step = this.held.step(glob, this.type.collection(splitContext(glob).base));
+    const now = this.type.collection(splitContext(glob).base);
+    if (this.held.isRefused(glob, now)) return;
+    const step = this.held.step(glob, now);
     if (!step) return;
     this.steps.push(step);
     this.count += step.resources.length;

@@ -18,10 +18,12 @@
  *   matching versions are not sent again.
  * - xDS collections (LEDS): a glob name (`…/*`) brings the collection's
  *   members; see delta-collections.ts.
- * - ACK or NACK by error_detail, for a nonce this stream sent. A NACKed
- *   version is recorded and not sent again; subscription changes carried by
- *   a NACK, or by a request with a stale nonce, are still applied (in delta a
- *   lost subscription change would never be repeated).
+ * - ACK or NACK by error_detail, for a nonce this stream sent. After a NACK
+ *   the client holds what it last acknowledged: what the response carried is
+ *   rolled back to that and sent again in halves, and a resource NACKed on
+ *   its own is not sent again until it changes (delta-nack.ts). Subscription
+ *   changes carried by a NACK, or by a request with a stale nonce, are still
+ *   applied (in delta a lost subscription change would never be repeated).
  */
 import type { DemandSet } from '../domain/demand.js';
 import { versionOf, versionText, type Resource } from '../resources/resource.js';
@@ -29,6 +31,7 @@ import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
 import { GlobResponse, HeldGlobs, isGlob } from './delta-collections.js';
+import { settleNack } from './delta-nack.js';
 import { forget, newState, recordSent, resourceStatuses, type DeltaTypeState } from './delta-type-state.js';
 import {
   overLimits,
@@ -74,7 +77,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (first) for (const [n, v] of state.held) state.acked.set(n, v);
     // Warming: what an updated Cluster or Listener on this stream waits for is sent whatever the client holds.
     if (first) for (const n of this.takeOwed(typeUrl) ?? []) state.held.delete(n);
-    if (!first && !changed) return { outcome };
+    // A NACK rolled back what its response carried: what the client lacks now is sent (in halves, see delta-nack.ts).
+    if (!first && !changed && outcome.kind !== 'nack') return { outcome };
     return { outcome, answer: first };
   }
 
@@ -119,9 +123,8 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     if (req.errorDetail) {
       const detail = req.errorDetail.message;
       state.lastNack = { version: sent.systemVersion, nonce: req.responseNonce, detail, at: new Date().toISOString() };
-      state.nacked = new Set([...sent.versions].filter(([, v]) => v !== null).map(([n]) => n));
-      if (state.globs) state.globs.nacked = new Set(sent.globs?.map((s) => s.glob));
-      return { kind: 'nack', typeUrl, detail };
+      const names = settleNack(state, sent);
+      return { kind: 'nack', typeUrl, detail, names };
     }
     state.systemVersionAcked = sent.systemVersion;
     for (const [name, version] of sent.versions) {
@@ -202,8 +205,12 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     const type = this.types.get(typeUrl);
     const now = Date.now();
     const globs = type?.collections && state.globs ? new GlobResponse(type.collections, state.globs) : undefined;
-    globs?.collect();
-    const { current, resources, removed, versions } = this.diffType(type, state, globs, now);
+    // After a NACK of a response with several resources, one group of them per response (delta-nack.ts).
+    const group = state.retry?.shift();
+    if (state.retry?.length === 0) delete state.retry;
+    const only = group ? new Set(group) : undefined;
+    globs?.collect(only);
+    const { current, resources, removed, versions } = this.diffType(type, state, globs, now, only);
     // Shared bytes are keyed by what makes them: each plain resource, and each collection step by name.
     let key: string | undefined =
       `delta\n${typeUrl}\n${resources.map((r) => `${r.name}=${r.version}`).join('\n')}\n-\n${removed.join('\n')}`;
@@ -214,7 +221,11 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       key = part === undefined ? undefined : `${key}\n+\n${part}`;
     }
     const count = resources.length + (steps?.count ?? 0);
-    if (count === 0 && removed.length === 0 && !steps && !mustAnswer) return undefined;
+    if (count === 0 && removed.length === 0 && !steps && !mustAnswer) {
+      return only ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
+    }
+    // The next group, then what changed meanwhile, go in the responses after this one.
+    if (only) this.makeDue(typeUrl);
     if (type?.warming)
       this.warmAfter(
         typeUrl,
@@ -264,13 +275,14 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
     state: DeltaTypeState,
     globs: GlobResponse | undefined,
     now: number,
+    only: ReadonlySet<string> | undefined,
   ): TypeDiff {
     const d: TypeDiff = { current: new Map(), resources: [], removed: [], versions: new Map() };
     const lazy = this.demandNarrowing(type);
     // Globs were brought up to date before; with nothing but globs subscribed there is nothing else to look at.
     const plain = !globs || state.wildcard || state.globs!.names.size < state.names.size;
     for (const name of plain ? this.wanted(type, state) : []) {
-      if (globs?.is(name)) continue;
+      if (globs?.is(name) || (only && !only.has(name))) continue;
       // A held name that left the node's demand set is removed like a deleted one.
       const dropped = lazy !== undefined && !state.names.has(name) && !lazy.has(name, now);
       const r = dropped ? undefined : type?.resolve(name, this.placement);
@@ -278,7 +290,9 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
         d.current.set(name, r);
         state.absent.delete(name);
         const version = versionText(r.hash);
-        if (state.held.get(name) === version) continue;
+        // What the client refused, sent on its own, is not sent again until it changes.
+        if (state.held.get(name) === version || state.refused?.get(name) === version) continue;
+        state.refused?.delete(name);
         state.held.set(name, version);
         d.resources.push({ name, version, any: r.any });
         d.versions.set(name, version);

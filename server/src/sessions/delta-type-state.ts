@@ -9,7 +9,7 @@ import type { GlobResponse, GlobStep, HeldGlobs } from './delta-collections.js';
 /** Responses not yet acknowledged that an ACK may still name, per type (older ones are forgotten). */
 export const MAX_OUTSTANDING = 16;
 
-interface SentResponse {
+export interface SentResponse {
   readonly systemVersion: string;
   /** name → version sent, or null for a name sent as removed. */
   readonly versions: ReadonlyMap<string, string | null>;
@@ -33,8 +33,15 @@ export interface DeltaTypeState {
    */
   sentIn: Map<string, SentStamp>;
   firstSent?: SentStamp;
-  /** Names of the last NACKed response; cleared for each name by a later ACK of it. */
+  /** Names of NACKed responses; cleared for each name by a later ACK of it. */
   nacked: Set<string>;
+  /** name → the version the client refused when sent on its own: not sent again until it changes. */
+  refused?: Map<string, string>;
+  /**
+   * After a NACK of a response that carried several names or globs: the groups to send again one per
+   * response (halves, then halves of a NACKed half), so a bad resource keeps only itself from the client.
+   */
+  retry?: string[][];
   outstanding: Map<string, SentResponse>;
   systemVersionSent: string;
   nonceSent: string;
@@ -66,21 +73,38 @@ export function forget(state: DeltaTypeState, name: string): void {
   state.acked.delete(name);
   state.sentIn.delete(name);
   state.nacked.delete(name);
+  state.refused?.delete(name);
+}
+
+/** The halves a NACKed response's names are sent again in (bisect: one response each). */
+export function halves(units: readonly string[]): string[][] {
+  const mid = Math.ceil(units.length / 2);
+  return [units.slice(0, mid), units.slice(mid)].filter((h) => h.length > 0);
 }
 
 export function resourceStatuses(s: DeltaTypeState): ResourceStatus[] {
   const out: ResourceStatus[] = [];
   for (const [name, version] of s.held) {
     const state = s.nacked.has(name) ? 'NACKED' : s.acked.get(name) === version ? 'ACKED' : 'REQUESTED';
-    out.push({ name, version, state, acked: s.acked.get(name) ?? '' });
+    // NACKED: the version refused (CSDS error_state), while the client still holds the one it acknowledged.
+    const shown = state === 'NACKED' ? (s.refused?.get(name) ?? version) : version;
+    out.push({ name, version: shown, state, acked: s.acked.get(name) ?? '' });
   }
   for (const name of s.names) {
     const glob = s.globs?.status(name);
     if (glob) out.push({ name, ...glob });
     if (s.held.has(name) || glob) continue;
-    out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
+    if (s.nacked.has(name)) out.push(nackedNone(s, name));
+    else out.push({ name, version: '', state: s.absent.has(name) ? 'DOES_NOT_EXIST' : 'REQUESTED' });
   }
+  // Wildcard: a name the client refused and never held (rolled back to nothing) is still reported.
+  if (s.wildcard) for (const n of s.nacked) if (!s.held.has(n) && !s.names.has(n)) out.push(nackedNone(s, n));
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** A name NACKED that the client holds no version of: the version it refused, if refused on its own. */
+function nackedNone(s: DeltaTypeState, name: string): ResourceStatus {
+  return { name, version: s.refused?.get(name) ?? '', state: 'NACKED', acked: '' };
 }
 
 /** A response about to go out, as the stream records it: what an ACK or NACK of its nonce will settle. */

@@ -20,7 +20,8 @@ export interface XdsObserver {
   /** A response pushed because of a change, `seconds` after the change was made. */
   pushed(typeUrl: string, seconds: number): void;
   acked(typeUrl: string): void;
-  nacked(typeUrl: string, nodeId: string, detail: string): void;
+  /** `service`: the one service the NACKed response carried, or nack-report.ts's SEVERAL_SERVICES. */
+  nacked(typeUrl: string, nodeId: string, detail: string, service?: string): void;
   staleNonce(typeUrl: string): void;
   /**
    * A request refused: for a type not served here (no state kept), over a stream's limits, or over what a
@@ -49,7 +50,7 @@ export function teeObserver(...observers: readonly XdsObserver[]): XdsObserver {
     responseSent: (typeUrl, resources) => observers.forEach((o) => o.responseSent(typeUrl, resources)),
     pushed: (typeUrl, seconds) => observers.forEach((o) => o.pushed(typeUrl, seconds)),
     acked: (typeUrl) => observers.forEach((o) => o.acked(typeUrl)),
-    nacked: (typeUrl, nodeId, detail) => observers.forEach((o) => o.nacked(typeUrl, nodeId, detail)),
+    nacked: (typeUrl, nodeId, detail, service) => observers.forEach((o) => o.nacked(typeUrl, nodeId, detail, service)),
     staleNonce: (typeUrl) => observers.forEach((o) => o.staleNonce(typeUrl)),
     requestRefused: (reason) => observers.forEach((o) => o.requestRefused?.(reason)),
     oversizedResponse: (typeUrl) => observers.forEach((o) => o.oversizedResponse?.(typeUrl)),

@@ -21,6 +21,7 @@ import { shortTypeName } from '../resources/type-urls.js';
 import type { DeltaDiscoveryRequest, DiscoveryRequest, NodeInfo } from '../wire/request.js';
 import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
+import { nackServiceLabel, servicesOf, shortDetail } from './nack-report.js';
 import { nullObserver, type XdsObserver } from './observer.js';
 import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
 import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } from './idle-collector.js';
@@ -277,11 +278,7 @@ export class PushPipeline {
         this.observer.acked(outcome.typeUrl);
         break;
       case 'nack':
-        this.observer.nacked(outcome.typeUrl, node, outcome.detail);
-        this.log.warn(
-          { stream, node, type, detail: outcome.detail },
-          'xds NACK: the client rejected the last response and keeps its previous config',
-        );
+        this.nacked(stream, node, outcome);
         break;
       case 'stale':
         this.observer.staleNonce(outcome.typeUrl);
@@ -372,6 +369,27 @@ export class PushPipeline {
       this.collector?.idle();
     }
     return undefined;
+  }
+
+  /** A NACK, logged naming what was refused (nack-report.ts) and counted per type and service. */
+  private nacked(
+    stream: number,
+    node: string,
+    outcome: { typeUrl: string; detail: string; names?: readonly string[] },
+  ) {
+    const names = outcome.names ?? [];
+    const services = servicesOf(names);
+    const service = nackServiceLabel(names);
+    this.observer.nacked(outcome.typeUrl, node, outcome.detail, names.length > 0 ? service : undefined);
+    const type = shortTypeName(outcome.typeUrl);
+    const what =
+      services.length === 1
+        ? `${type} of service "${services[0]}" (${names.length} resource${names.length === 1 ? '' : 's'})`
+        : `a ${type} response carrying ${names.length} resources of ${services.length} services`;
+    this.log.warn(
+      { stream, node, type, services: services.slice(0, 10), resources: names.slice(0, 10), detail: outcome.detail },
+      `xds NACK: client "${node}" refused ${what} and keeps what it last acknowledged: ${shortDetail(outcome.detail, 400)}`,
+    );
   }
 
   private oversized(conn: Conn, r: OutgoingResponse): void {

@@ -29,7 +29,8 @@ export interface OutgoingResponse {
 
 export type RequestOutcome =
   | { readonly kind: 'initial' | 'ack' | 'subscribe'; readonly typeUrl: string }
-  | { readonly kind: 'nack'; readonly typeUrl: string; readonly detail: string }
+  /** `names`: what the NACKed response carried (resource names, and LEDS globs), when the stream knows. */
+  | { readonly kind: 'nack'; readonly typeUrl: string; readonly detail: string; readonly names?: readonly string[] }
   | { readonly kind: 'stale'; readonly typeUrl: string; readonly nonce: string }
   /** A type URL this server does not serve (or none): no state is kept for it. */
   | { readonly kind: 'ignored'; readonly typeUrl: string; readonly detail: string }

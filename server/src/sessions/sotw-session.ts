@@ -4,9 +4,13 @@
  *
  * - ACK or NACK is decided by error_detail alone.
  * - A request whose response_nonce is not the last one sent for its type is
- *   stale and ignored.
- * - A NACKed version is recorded and not sent again; the next change sends a
- *   new version.
+ *   stale and ignored, but for a NACK that comes late (sotw-nack.ts).
+ * - After a NACK the client holds what it last acknowledged. LDS, CDS and
+ *   the tree type send the full state, so their next response is complete.
+ *   For RDS and EDS (only what changed) the names the NACKed response
+ *   carried are taken as not held and sent again in halves, one response
+ *   each, each waiting for the answer to the one before; a name NACKed on
+ *   its own is not sent again until it changes.
  * - Versions are content hashes, so unchanged content sends nothing; that holds
  *   across streams too: a first request whose version_info is the version the
  *   server would send now (a client reconnecting, to this replica or another)
@@ -29,6 +33,7 @@ import {
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
+import { keepUnanswered, rollBack, settleStale, type Unanswered } from './sotw-nack.js';
 import { StreamSession, type TypeVersions } from './stream-session.js';
 
 export type { OutgoingResponse, RequestOutcome, SharedResponses, TouchedNames } from './session.js';
@@ -60,6 +65,16 @@ interface TypeState {
   ackedNonce: number;
   /** The stamp of the last response sent, marked when it is NACKed. */
   lastStamp?: Stamp;
+  /** RDS, EDS: the names the last response carried, until it is answered. */
+  carried: readonly string[] | undefined;
+  /** Names NACKed and not acknowledged since (made at the first NACK: most streams never see one). */
+  nacked?: Set<string>;
+  /** name → hash the client refused when sent on its own: not sent again until it changes. */
+  refused?: Map<string, string | number>;
+  /** Groups of a NACKed response's names still to send again, one response each (halves). */
+  retry?: string[][];
+  /** Older responses not answered yet, for a NACK that comes late (sotw-nack.ts). */
+  unanswered?: Unanswered[] | undefined;
 }
 
 /** One response, shared by the resources whose current content it brought. */
@@ -89,7 +104,12 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     if (refused) return { outcome: { kind: 'rejected', typeUrl, detail: `resource_names: ${refused}` } };
     let state = this.subscriptions.get(typeUrl);
     if (state && req.responseNonce !== '' && req.responseNonce !== state.nonceSent) {
-      return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce } };
+      // A NACK of a response answered late, after a newer one went out: what it carried is not held either.
+      const names = settleStale(state, req.responseNonce, req.errorDetail !== undefined);
+      if (!names || !req.errorDetail) return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce } };
+      const detail = req.errorDetail.message;
+      state.lastNack = { version: '', nonce: req.responseNonce, detail, at: new Date().toISOString() };
+      return { outcome: { kind: 'nack', typeUrl, detail, names }, answer: false };
     }
     let outcome: RequestOutcome;
     if (!state) {
@@ -104,6 +124,8 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
         since: new Map(),
         kept: new Map(),
         ackedNonce: 0,
+        // Set and cleared once per response: assigned, never deleted (a deleted property slows the object).
+        carried: undefined,
       };
       // A version held is taken at its word, unless warming owes this type a resource (see `owe`).
       const owed = this.takeOwed(typeUrl);
@@ -114,10 +136,13 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       const detail = req.errorDetail.message;
       state.lastNack = { version: state.versionSent, nonce: state.nonceSent, detail, at: new Date().toISOString() };
       if (state.lastStamp) state.lastStamp.nacked = true;
-      outcome = { kind: 'nack', typeUrl, detail };
+      outcome = { kind: 'nack', typeUrl, detail, names: rollBack(state) };
     } else if (req.responseNonce !== '') {
       state.versionAcked = req.versionInfo;
       this.acknowledged(state, Number(req.responseNonce));
+      if (state.nacked) for (const n of state.carried ?? []) state.nacked.delete(n);
+      state.carried = undefined;
+      state.unanswered = undefined;
       outcome = { kind: 'ack', typeUrl };
     } else {
       outcome = { kind: 'subscribe', typeUrl };
@@ -168,7 +193,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     const out: ResourceStatus[] = [];
     for (const [name, hash] of s.sent) {
       const stamp = stampOf(s, name);
-      const state = stamp?.nacked ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
+      const state = stamp?.nacked || s.nacked?.has(name) ? 'NACKED' : isAcked(s, stamp) ? 'ACKED' : 'REQUESTED';
       const acked = state === 'ACKED' ? stamp!.version : (s.kept.get(name)?.version ?? '');
       out.push({
         name,
@@ -181,7 +206,9 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     for (const name of s.names) {
       if (s.sent.has(name)) continue;
-      out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
+      // NACKED and not held: the version_info of the response refused (CSDS error_state).
+      if (s.nacked?.has(name)) out.push({ name, version: s.lastNack?.version ?? '', state: 'NACKED', acked: '' });
+      else out.push({ name, version: '', state: s.nonceSent === '' ? 'REQUESTED' : 'DOES_NOT_EXIST' });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
@@ -272,25 +299,36 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       });
       return undefined;
     }
+    // A retry after a NACK waits for the answer to the response before (see the header).
+    if (state.retry?.length && state.carried) return undefined;
     if (version === state.versionSent && !mustAnswer && !state.rewarm) return undefined;
-    state.rewarm = false;
+    const group = type?.fullStateInSotw ? undefined : state.retry?.shift();
+    if (state.retry?.length === 0) delete state.retry;
+    const only = group ? new Set(group) : undefined;
+    // After a retry group, what else changed meanwhile goes in the next response.
+    state.rewarm = only !== undefined;
     let resources: Resource[];
     if (type?.fullStateInSotw) {
       resources = [...current.values()];
     } else {
-      resources = [...current.values()].filter((r) => state.sent.get(r.name) !== r.hash);
+      resources = [...current.values()].filter(
+        (r) =>
+          state.sent.get(r.name) !== r.hash && state.refused?.get(r.name) !== r.hash && (!only || only.has(r.name)),
+      );
       if (resources.length === 0 && !mustAnswer) {
         // Only removals: the client drops those with their parent resource.
-        state.sent = hashesOf(current);
+        state.sent = nextSent(state, current, resources);
         state.versionSent = version;
         this.stampSent(state, [], current, { version, nonce: HELD_NONCE, at: 0, nacked: false });
-        return undefined;
+        return only ? this.respondType(typeUrl, state, mustAnswer, shared) : undefined;
       }
+      if (state.carried) keepUnanswered(state, state.nonceSent, state.carried);
+      state.carried = resources.map((r) => r.name);
     }
     const changed: string[] = [];
     for (const r of resources) if (state.sent.get(r.name) !== r.hash) changed.push(r.name);
     if (type?.warming) this.warmAfter(typeUrl, changed);
-    state.sent = hashesOf(current);
+    state.sent = type?.fullStateInSotw ? hashesOf(current) : nextSent(state, current, resources);
     state.versionSent = version;
     state.nonceSent = String(++this.nonces);
     const nonce = state.nonceSent;
@@ -328,6 +366,21 @@ function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   if (a.size !== b.size) return false;
   for (const x of a) if (!b.has(x)) return false;
   return true;
+}
+
+/**
+ * What the client holds once `sent` is: those resources at their hash, and of the rest of `current` what it
+ * held before (a resource held back by a retry, or refused, stays not held).
+ */
+function nextSent(state: TypeState, current: ReadonlyMap<string, Resource>, sent: readonly Resource[]) {
+  const out = new Map<string, string | number>();
+  for (const n of current.keys()) {
+    const h = state.sent.get(n);
+    if (h !== undefined) out.set(n, h);
+  }
+  for (const r of sent) out.set(r.name, r.hash);
+  if (state.refused) for (const n of state.refused.keys()) if (!current.has(n)) state.refused.delete(n);
+  return out;
 }
 
 function hashesOf(resources: ReadonlyMap<string, Resource>): Map<string, string | number> {

@@ -82,6 +82,11 @@ export abstract class StreamSession<State extends SubscriptionState> {
     return { outcome: { kind: 'ignored', typeUrl, detail: unserved } };
   }
 
+  /** Brings `typeUrl` up to date next (a retry after a NACK goes on in further responses). */
+  protected makeDue(typeUrl: string): void {
+    this.due.add(typeUrl);
+  }
+
   takeDue(): readonly string[] {
     if (this.due.size === 0) return NONE;
     const out = [...this.due];
