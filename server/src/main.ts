@@ -16,7 +16,7 @@ import { startAdmin, startTransport } from './serve/edges.js';
 import { hostForUrl, listeners, webViewUrl } from './serve/listen.js';
 import { startLoad } from './serve/load.js';
 import { logMeshChanges } from './serve/mesh-log.js';
-import { openReplicaFiles, startKubeSource } from './serve/sources.js';
+import { inputSkips, openReplicaFiles, startKubeSource } from './serve/sources.js';
 import type { Canopy, CanopyOptions } from './serve/options.js';
 import { buildXds } from './serve/xds.js';
 
@@ -46,7 +46,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   envoyRoot();
   const opened = await opening;
   const store = instrumentStore(opened, registry);
-  const feed = await MeshFeed.open(store);
+  const skips = inputSkips(logger, registry);
+  const feed = await MeshFeed.open(store, { skips });
   const xds = buildXds(opts, feed, registry, logger);
   const reloads = configReloadMetrics(registry);
   const load = await startLoad(opts, feed.mesh, xds.pipeline, registry, logger);
@@ -70,7 +71,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const initial = await config.start();
   logger.info({ store: store.description, revision: feed.revision, ...applySummary(initial) }, 'store opened');
   config.logUnchanged();
-  const kube = opts.kube ? await startKubeSource(opts.kube, store, logger, registry) : undefined;
+  const kube = opts.kube ? await startKubeSource(opts.kube, store, logger, registry, skips) : undefined;
 
   logger.info({ xdsLimits: xds.limits }, 'xds limits');
   if (opts.heapGrowth !== undefined) logger.info({ heapGrowthPercent: opts.heapGrowth }, 'js heap growth');

@@ -26,6 +26,7 @@ import { parseEndpointChanges } from '../domain/endpoint-changes.js';
 import { isWrite, registerAccessControl } from './access.js';
 import { applyRoute } from './apply.js';
 import { explainRoutes } from './explain.js';
+import { skippedRoute } from './skipped.js';
 import { frameworkError, methodsByPath, registerJsonParser } from './http-errors.js';
 import { uiRoutes } from './ui.js';
 import type { AdminDeps } from './deps.js';
@@ -115,6 +116,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     applyRoute(scope, deps);
   });
   debugRoutes(app, deps);
+  skippedRoute(app, deps);
   void app.register(explainRoutes(deps));
   healthRoutes(app, deps);
   uiRoutes(app, deps);

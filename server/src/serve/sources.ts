@@ -6,11 +6,27 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { parseEtcdUrl } from '../store/open-store.js';
+import { registerSkipMetrics } from '../admin/skipped.js';
+import { InputSkips, logSkips } from '../store/input-skips.js';
 import type { Store } from '../store/store.js';
 import type { KubeOptions } from './options.js';
 
+/** What the admin API's rules refuse, from any source: logged once each and counted (store/input-skips.ts). */
+export function inputSkips(logger: Logger, registry: Registry): InputSkips {
+  const skips = new InputSkips();
+  logSkips(skips, logger);
+  registerSkipMetrics(registry, skips);
+  return skips;
+}
+
 /** Loaded only when asked for: client-node is a large module tree. */
-export async function startKubeSource(kube: KubeOptions, store: Store, logger: Logger, registry: Registry) {
+export async function startKubeSource(
+  kube: KubeOptions,
+  store: Store,
+  logger: Logger,
+  registry: Registry,
+  skips?: InputSkips,
+) {
   const [{ KubeConfig }, { KubeSource }, { registerKubeMetrics }] = await Promise.all([
     import('@kubernetes/client-node'),
     import('../store/kube-source.js'),
@@ -23,6 +39,7 @@ export async function startKubeSource(kube: KubeOptions, store: Store, logger: L
     store,
     config,
     log: logger.child({ component: 'kube' }),
+    ...(skips ? { skips } : {}),
     ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
     ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
     ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),

@@ -7,6 +7,8 @@
  * /metrics read it. An entry lasts while the object at fault does: a fixed or
  * deleted object takes its entry away.
  */
+import type { Logger } from 'pino';
+
 export interface InputSkip {
   /** Who wrote it: `file`, `api`, `kube`, or `store` (a row of unknown owner). */
   readonly source: string;
@@ -115,4 +117,18 @@ function same(a: InputSkip, b: InputSkip): boolean {
   return (
     a.object === b.object && a.path === b.path && a.value === b.value && a.message === b.message && a.left === b.left
   );
+}
+
+/** The one log line per entry: a warning naming the object, the field and the value, and a note when it goes. */
+export function logSkips(skips: InputSkips, log: Pick<Logger, 'warn' | 'info'>): () => void {
+  return skips.listen({
+    added: (s) =>
+      log.warn(
+        { source: s.source, object: s.object, service: s.service, field: s.path, value: s.value, reason: s.reason },
+        `input skipped: ${s.object}: ${s.path ? `${s.path}: ` : ''}${s.message}` +
+          (s.left === 'service' ? ' (the service is left out)' : ' (left out; the rest of the service is served)'),
+      ),
+    removed: (s) =>
+      log.info({ source: s.source, object: s.object, field: s.path }, `input no longer skipped: ${s.object}`),
+  });
 }
