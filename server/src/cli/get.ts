@@ -1,7 +1,8 @@
-/** `canopy get services|endpoints|clients`: what a running server holds, from its admin API. */
+/** `canopy get services|endpoints|clients|skipped`: what a running server holds, from its admin API. */
 import { Argument, type Command } from 'commander';
 import ipaddr from 'ipaddr.js';
 import { adminJson, adminOptions, CliError, serverError, table, type AdminTarget } from './common.js';
+import { getSkipped } from './get-skipped.js';
 import { outputOption, print, type OutputFormat } from './output.js';
 
 interface EndpointJson {
@@ -33,13 +34,14 @@ type Options = AdminTarget & { output: OutputFormat; service?: string };
 export function registerGet(program: Command): void {
   const cmd = program
     .command('get')
-    .description('list what a running server holds: services, endpoints or connected clients')
-    .addArgument(new Argument('<what>', 'what to list').choices(['services', 'endpoints', 'clients']))
+    .description('list what a running server holds: services, endpoints, connected clients, or what it skipped')
+    .addArgument(new Argument('<what>', 'what to list').choices(['services', 'endpoints', 'clients', 'skipped']))
     .addOption(outputOption())
     .option('-s, --service <name>', 'endpoints: only this service (default: every service)');
   for (const o of adminOptions()) cmd.addOption(o);
-  cmd.action(async (what: 'services' | 'endpoints' | 'clients', opts: Options) => {
+  cmd.action(async (what: 'services' | 'endpoints' | 'clients' | 'skipped', opts: Options) => {
     if (what === 'clients') return getClients(opts);
+    if (what === 'skipped') return getSkipped(opts);
     const services = await fetchServices(opts);
     if (what === 'services') {
       print(opts.output, { services }, () =>
