@@ -16,6 +16,7 @@ import { startAdmin, startTransport } from './serve/edges.js';
 import { hostForUrl, listeners, webViewUrl } from './serve/listen.js';
 import { startLoad } from './serve/load.js';
 import { logMeshChanges } from './serve/mesh-log.js';
+import { startReadiness } from './serve/readiness.js';
 import { inputSkips, openReplicaFiles, startKubeSource } from './serve/sources.js';
 import type { Canopy, CanopyOptions } from './serve/options.js';
 import { buildXds } from './serve/xds.js';
@@ -88,7 +89,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const xdsAddress = `${hostForUrl(at.xdsHost)}:${grpcTransport.port}`;
   const adminAddress = `${hostForUrl(at.adminHost)}:${admin.port}`;
   const webView = webViewUrl(at.adminHost, admin.port, security.tls !== undefined);
-  logger.info({ xds: xdsAddress, admin: adminAddress, webView, services: feed.mesh.size }, 'canopy ready');
+  const address = { xds: xdsAddress, admin: adminAddress, webView };
+  const readiness = startReadiness({ started: () => ready, feed, kube, logger, address });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
@@ -112,5 +114,5 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   const { claCache, pipeline } = xds;
   const served = { store, mesh: feed.mesh, feed, ads: pipeline, claCache, started: initial, configSource: config };
-  return { xdsAddress, adminAddress, webView, ...served, stop };
+  return { xdsAddress, adminAddress, webView, ...served, ...readiness, stop };
 }
