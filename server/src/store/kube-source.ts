@@ -250,6 +250,8 @@ export class KubeSource {
           if (--this.pendingLists === 0) this.schedule();
         },
         contact: (err) => this.contact(kind, path, err),
+        relisted: (reason) =>
+          this.opts.log.info({ resource: kind, path, reason }, `kubernetes: re-listed ${path}: ${reason}`),
       },
     });
     this.watches.push(w);
