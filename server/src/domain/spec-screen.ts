@@ -62,6 +62,7 @@ export function screenUpserts(
   served: ServiceSpec,
   upserts: readonly Endpoint[],
 ): { upserts: Endpoint[]; skipped: SkippedPart[] } {
+  if (upserts.length === 0) return { upserts: [], skipped: [] }; // a removal only: nothing to screen
   const screened = screenService({ ...headOf(served), endpoints: upserts } as ServiceSpec);
   if (screened.spec) return { upserts: screened.spec.endpoints as Endpoint[], skipped: [...screened.skipped] };
   // Refused together (their weights' sum): each is left out, with the reason.
