@@ -80,7 +80,8 @@ export async function startCanopyProcess(
         const line = buf.slice(0, i);
         buf = buf.slice(i + 1);
         lines.push(line);
-        if (line.includes('"canopy ready"')) {
+        // Serving is enough to talk to it; a server waiting for a source (Kubernetes) says "not ready yet" first.
+        if (line.includes('"canopy ready"') || line.includes('"canopy serving; not ready yet')) {
           clearTimeout(timer);
           const parsed = JSON.parse(line) as { xds: string; admin: string };
           resolve(parsed);

@@ -48,6 +48,8 @@ export function kubeSkip(): string | false {
 export interface KubeApiserver {
   readonly url: string;
   readonly port: number;
+  /** The etcd it stores in, HOST:PORT (a test may compact it: what forces a watch to re-list). */
+  readonly etcdEndpoint: string;
   /** A kubeconfig for `user` (default the admin, in system:masters), or for a bearer token; `server` e.g. a proxy. */
   kubeconfig(user?: string, opts?: { readonly server?: string; readonly token?: string }): string;
   /** Stops the API server only (etcd keeps the state). */
@@ -145,6 +147,7 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
   return {
     url,
     port,
+    etcdEndpoint: etcd.endpoint,
     kubeconfig: (user = 'admin', o = {}) => {
       const token = o.token ?? tokens.get(user);
       if (!token) throw new Error(`no user ${user}`);

@@ -16,7 +16,8 @@ import { startAdmin, startTransport } from './serve/edges.js';
 import { hostForUrl, listeners, webViewUrl } from './serve/listen.js';
 import { startLoad } from './serve/load.js';
 import { logMeshChanges } from './serve/mesh-log.js';
-import { openReplicaFiles, startKubeSource } from './serve/sources.js';
+import { startReadiness } from './serve/readiness.js';
+import { inputSkips, openReplicaFiles, startKubeSource } from './serve/sources.js';
 import type { Canopy, CanopyOptions } from './serve/options.js';
 import { buildXds } from './serve/xds.js';
 
@@ -46,7 +47,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   envoyRoot();
   const opened = await opening;
   const store = instrumentStore(opened, registry);
-  const feed = await MeshFeed.open(store);
+  const skips = inputSkips(logger, registry);
+  const feed = await MeshFeed.open(store, { skips });
   const xds = buildXds(opts, feed, registry, logger);
   const reloads = configReloadMetrics(registry);
   const load = await startLoad(opts, feed.mesh, xds.pipeline, registry, logger, store);
@@ -70,7 +72,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const initial = await config.start();
   logger.info({ store: store.description, revision: feed.revision, ...applySummary(initial) }, 'store opened');
   config.logUnchanged();
-  const kube = opts.kube ? await startKubeSource(opts.kube, store, logger, registry) : undefined;
+  const kube = opts.kube ? await startKubeSource(opts.kube, store, logger, registry, skips) : undefined;
 
   logger.info({ xdsLimits: xds.limits }, 'xds limits');
   if (opts.heapGrowth !== undefined) logger.info({ heapGrowthPercent: opts.heapGrowth }, 'js heap growth');
@@ -88,7 +90,8 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const xdsAddress = `${hostForUrl(at.xdsHost)}:${grpcTransport.port}`;
   const adminAddress = `${hostForUrl(at.adminHost)}:${admin.port}`;
   const webView = webViewUrl(at.adminHost, admin.port, security.tls !== undefined);
-  logger.info({ xds: xdsAddress, admin: adminAddress, webView, services: feed.mesh.size }, 'canopy ready');
+  const address = { xds: xdsAddress, admin: adminAddress, webView };
+  const readiness = startReadiness({ started: () => ready, feed, kube, logger, address });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
@@ -112,5 +115,5 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   const { claCache, pipeline } = xds;
   const served = { store, mesh: feed.mesh, feed, ads: pipeline, claCache, started: initial, configSource: config };
-  return { xdsAddress, adminAddress, webView, ...served, stop };
+  return { xdsAddress, adminAddress, webView, ...served, ...readiness, stop };
 }

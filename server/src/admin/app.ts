@@ -27,6 +27,7 @@ import { isWrite, registerAccessControl } from './access.js';
 import { applyRoute } from './apply.js';
 import { explainRoutes } from './explain.js';
 import { clusterRoutes } from './kube-status.js';
+import { skippedRoute } from './skipped.js';
 import { frameworkError, methodsByPath, registerJsonParser } from './http-errors.js';
 import { uiRoutes } from './ui.js';
 import type { AdminDeps } from './deps.js';
@@ -116,6 +117,7 @@ export function buildAdminApp(deps: AdminDeps): FastifyInstance {
     applyRoute(scope, deps);
   });
   debugRoutes(app, deps);
+  skippedRoute(app, deps);
   void app.register(explainRoutes(deps));
   clusterRoutes(app, deps);
   healthRoutes(app, deps);

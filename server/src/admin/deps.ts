@@ -8,6 +8,7 @@ import type { Registry } from 'prom-client';
 import type { ClaCache } from '../domain/cla-cache.js';
 import type { MeshView } from '../store/mesh-feed.js';
 import type { ClusterStatus } from '../store/kube-clusters.js';
+import type { InputSkips } from '../store/input-skips.js';
 import type { Store } from '../store/store.js';
 import type { ClientStatus } from '../sessions/client-status.js';
 import type { LoadReport } from '../sessions/load-controller.js';
@@ -21,6 +22,8 @@ export interface AdminDeps {
   /** Resolves once `mesh` reflects a write's revision, so a write's response implies its effect. */
   readonly caughtUp: (revision: number) => Promise<void>;
   readonly claCache: ClaCache<{ readonly length: number }>;
+  /** What the admin API's rules made Canopy leave out of what it serves, and why. */
+  readonly skips?: Pick<InputSkips, 'list'>;
   readonly clients: () => readonly ClientStatus[];
   /** Load-aware balancing: the last interval's view of a service (reported load, capacity, weights). */
   readonly load?: (service: string) => LoadReport | undefined;

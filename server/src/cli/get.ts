@@ -1,11 +1,12 @@
 /**
- * `canopy get services|endpoints|clients|clusters [NAME]` (svc, ep; singular or plural, as kubectl takes them): what
+ * `canopy get services|endpoints|clients|clusters|skipped [NAME]` (svc, ep; singular or plural, as kubectl takes them): what
  * a running server holds, from its admin API.
  */
 import { Argument, type Command } from 'commander';
 import ipaddr from 'ipaddr.js';
 import { adminJson } from './admin-client.js';
 import { getClusters } from './get-clusters.js';
+import { getSkipped } from './get-skipped.js';
 import { adminOptions, CliError, EXIT_USAGE, serverError, type AdminTarget } from './common.js';
 import { outputOption, printList, type PrintOptions } from './output.js';
 
@@ -44,6 +45,7 @@ export const KINDS = {
   endpoints: ['endpoints', 'endpoint', 'ep'],
   clients: ['clients', 'client'],
   clusters: ['clusters', 'cluster'],
+  skipped: ['skipped'],
 } as const;
 export type Kind = keyof typeof KINDS;
 
@@ -54,7 +56,9 @@ export function kindOf(word: string): Kind | undefined {
 export function registerGet(program: Command): void {
   const cmd = program
     .command('get')
-    .description('list what a running server holds: services (svc), endpoints (ep), connected clients or Kubernetes clusters')
+    .description(
+      'list what a running server holds: services (svc), endpoints (ep), connected clients, Kubernetes clusters, or what it skipped',
+    )
     .addArgument(new Argument('<what>', 'what to list').choices(Object.values(KINDS).flat()))
     .addArgument(new Argument('[name]', 'only this one: a service name (for endpoints: their service), a node ID'))
     .addOption(outputOption('list'))
@@ -69,6 +73,7 @@ export function registerGet(program: Command): void {
     const kind = kindOf(what)!;
     if (kind === 'clients') return getClients(opts, name);
     if (kind === 'clusters') return getClusters(opts, name);
+    if (kind === 'skipped') return getSkipped(opts);
     const only = name ?? opts.service;
     if (name !== undefined && opts.service !== undefined && name !== opts.service)
       throw new CliError(`get: the NAME "${name}" and --service "${opts.service}" differ; give one`, EXIT_USAGE);

@@ -23,8 +23,12 @@ export function registerServe(program: Command): void {
   serve.addHelpText('after', '\nFlags override env, env overrides the config file. Reference: docs/configuration.md');
   serve.action(async (_opts: unknown, cmd: Command) => {
     const { canopy, note } = await runServe(cmd);
-    process.stderr.write(`canopy: ready; the web view is at ${canopy.webView}\n`);
     const stopped = untilSignal(() => canopy.stop());
+    // "ready" only once /readyz would answer 200 (a Kubernetes source's first sync written).
+    const waiting = canopy.notReady();
+    if (waiting !== undefined) process.stderr.write(`canopy: serving, not ready yet: ${waiting}\n`);
+    if ((await Promise.race([canopy.whenReady().then(() => true), stopped.then(() => false)])) === false) return;
+    process.stderr.write(`canopy: ready; the web view is at ${canopy.webView}\n`);
     // After ready, with signals handled: the note may read the file (config/config-source.ts, overrides).
     await note().catch(() => {});
     await stopped;

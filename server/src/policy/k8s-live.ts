@@ -13,7 +13,7 @@ import type { FieldError } from '../domain/errors.js';
 import type { Locality } from '../domain/locality.js';
 import { NO_LABELS } from '../domain/locality.js';
 import { canonicalIp, isIp } from '../domain/ip.js';
-import type { Endpoint, Health, ServiceSpec } from '../domain/service.js';
+import { endpointKey, type Endpoint, type Health, type ServiceSpec } from '../domain/service.js';
 import { parseServiceSpec } from '../domain/spec.js';
 import { forZonesLabel } from '../domain/zone-hints.js';
 import { Findings, isObject, type Obj } from './documents.js';
@@ -84,6 +84,17 @@ export interface MappedServices {
   readonly errors: readonly FieldError[];
   /** Endpoints whose hints name zones other than (or beside) their own: followed under trafficDistribution. */
   readonly foreignHints: number;
+  /** Per Canopy service, where each endpoint (by endpointKey) came from: for naming a refused one. */
+  readonly origins?: ReadonlyMap<string, ReadonlyMap<string, EndpointOrigin>>;
+}
+
+/** An endpoint's place in its EndpointSlice. */
+export interface EndpointOrigin {
+  /** `namespace/name` of the slice. */
+  readonly slice: string;
+  /** Its index in the slice's `endpoints`, and the index in `ports` of the port it took. */
+  readonly endpoint: number;
+  readonly port: number;
 }
 
 export interface MapContext {
@@ -143,6 +154,7 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
   const sliceList = [...slices];
   const specs: ServiceSpec[] = [];
   const errors: FieldError[] = [];
+  const origins = new Map<string, ReadonlyMap<string, EndpointOrigin>>();
   let foreignHints = 0;
   spec.ports.forEach((p, i) => {
     const canopyName = i === 0 ? base : `${base}_${p.port}`;
@@ -161,9 +173,10 @@ export function mapService(svc: KubeService, slices: Iterable<KubeSlice>, ctx: M
     }
     const built = endpointsOf(sliceList, p.name ?? '', ctx);
     foreignHints += built.foreignHints;
+    origins.set(canopyName, built.origins);
     specs.push({ ...head.value, endpoints: built.endpoints });
   });
-  return { specs, errors, foreignHints };
+  return { specs, errors, foreignHints, origins };
 }
 
 /**
@@ -235,17 +248,20 @@ function endpointsOf(
   slices: readonly KubeSlice[],
   portName: string,
   ctx: MapContext,
-): { endpoints: Endpoint[]; foreignHints: number } {
+): { endpoints: Endpoint[]; foreignHints: number; origins: Map<string, EndpointOrigin> } {
   const byKey = new Map<string, Endpoint>();
+  const origins = new Map<string, EndpointOrigin>();
   let foreignHints = 0;
   for (const slice of slices) {
     if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue; // FQDN: kube-proxy ignores it too
     // Istio's network label: the slice carries the Service's labels (the EndpointSlice controller copies them).
     const network = slice.metadata?.labels?.[NETWORK_LABEL] ?? ctx.cluster?.network ?? '';
     const cluster = ctx.cluster?.name ?? '';
-    const port = slice.ports?.find((sp) => (sp.name ?? '') === portName)?.port;
+    const portIndex = slice.ports?.findIndex((sp) => (sp.name ?? '') === portName) ?? -1;
+    const port = slice.ports?.[portIndex]?.port;
     if (port === undefined) continue;
-    for (const e of slice.endpoints ?? []) {
+    const sliceName = `${slice.metadata?.namespace ?? ''}/${slice.metadata?.name ?? ''}`;
+    for (const [index, e] of (slice.endpoints ?? []).entries()) {
       // "Consumers must handle different types of addresses ... only the first is used" (EndpointSlice API).
       const raw = e.addresses[0];
       if (raw === undefined || !isIp(raw)) continue;
@@ -271,11 +287,14 @@ function endpointsOf(
         cluster,
         labels: hinted ?? NO_LABELS,
       };
-      const key = `${address}|${port}`;
+      const key = endpointKey(ep);
       const held = byKey.get(key);
       // The same address in two slices (a move between slices): the better condition wins, as in kube-proxy.
-      if (!held || RANK[ep.health] > RANK[held.health]) byKey.set(key, ep);
+      if (!held || RANK[ep.health] > RANK[held.health]) {
+        byKey.set(key, ep);
+        origins.set(key, { slice: sliceName, endpoint: index, port: portIndex });
+      }
     }
   }
-  return { endpoints: [...byKey.values()], foreignHints };
+  return { endpoints: [...byKey.values()], foreignHints, origins };
 }

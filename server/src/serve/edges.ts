@@ -66,6 +66,7 @@ export async function startAdmin(
   const admin = buildAdminApp({
     store: parts.store,
     mesh: feed.mesh,
+    skips: feed.skips,
     caughtUp: (revision) => feed.caughtUp(revision),
     claCache: xds.claCache,
     clients: () => xds.pipeline.clients(),

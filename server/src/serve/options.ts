@@ -91,5 +91,12 @@ export interface Canopy {
   readonly started: StartApplied;
   /** The config file's one owner: what the store keeps over it (the note `canopy serve` prints). */
   readonly configSource: Pick<ConfigSource, 'overrides'>;
+  /**
+   * Resolves once /readyz would answer 200 (with Kubernetes: after its first full sync is written), when
+   * "canopy ready" is logged; never while the server is not ready.
+   */
+  whenReady(): Promise<void>;
+  /** Why /readyz answers 503 now, or undefined when it answers 200. */
+  notReady(): string | undefined;
   stop(): Promise<void>;
 }

@@ -7,6 +7,8 @@ import { unwatchFile, watchFile } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { parseEtcdUrl } from '../store/open-store.js';
+import { registerSkipMetrics } from '../admin/skipped.js';
+import { InputSkips, logSkips } from '../store/input-skips.js';
 import type { Store } from '../store/store.js';
 import type { ClusterStatus } from '../store/kube-clusters.js';
 import type { KubeOptions } from './options.js';
@@ -20,15 +22,24 @@ export interface RunningKube {
   clusters?: () => readonly ClusterStatus[];
 }
 
+/** What the admin API's rules refuse, from any source: logged once each and counted (store/input-skips.ts). */
+export function inputSkips(logger: Logger, registry: Registry): InputSkips {
+  const skips = new InputSkips();
+  logSkips(skips, logger);
+  registerSkipMetrics(registry, skips);
+  return skips;
+}
+
 /** Loaded only when asked for: client-node is a large module tree. */
 export async function startKubeSource(
   kube: KubeOptions,
   store: Store,
   logger: Logger,
   registry: Registry,
+  skips?: InputSkips,
 ): Promise<RunningKube> {
   if (kube.clusters !== undefined || kube.clustersFile !== undefined)
-    return startKubeClusters(kube, store, logger, registry);
+    return startKubeClusters(kube, store, logger, registry, skips);
   const [{ KubeConfig }, { KubeSource }, { registerKubeMetrics }] = await Promise.all([
     import('@kubernetes/client-node'),
     import('../store/kube-source.js'),
@@ -41,6 +52,7 @@ export async function startKubeSource(
     store,
     config,
     log: logger.child({ component: 'kube' }),
+    ...(skips ? { skips } : {}),
     ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
     ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
     ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
@@ -57,7 +69,13 @@ export async function startKubeSource(
 }
 
 /** Several clusters: one source each, their union written once; a clusters file is followed as it changes. */
-async function startKubeClusters(kube: KubeOptions, store: Store, logger: Logger, registry: Registry) {
+async function startKubeClusters(
+  kube: KubeOptions,
+  store: Store,
+  logger: Logger,
+  registry: Registry,
+  skips: InputSkips | undefined,
+) {
   const [{ KubeClusters }, { readClusterList }, { registerKubeMetrics, registerClusterMetrics }] = await Promise.all([
     import('../store/kube-clusters.js'),
     import('../store/kube-cluster-list.js'),
@@ -70,6 +88,7 @@ async function startKubeClusters(kube: KubeOptions, store: Store, logger: Logger
     store,
     clusters,
     log,
+    ...(skips ? { skips } : {}),
     ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
     ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
     ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),

@@ -34,6 +34,8 @@ import { DestinationRules } from './kube-istio.js';
 import { MeshStrategies } from './kube-kuma.js';
 import { describeKubeError, KubeWatch, statusOf } from './kube-watch.js';
 import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
+import { InputSkips, logSkips, type InputSkip } from './input-skips.js';
+import { kubeScope, mappingSkips, screenKubeSpec } from './kube-screen.js';
 import type { Store } from './store.js';
 
 export interface KubeSourceOptions {
@@ -54,6 +56,8 @@ export interface KubeSourceOptions {
   readonly cluster?: { readonly name: string; readonly network: string };
   /** Where the mapped services go (default: a KubeWriter of the store; several clusters share a union). */
   readonly sink?: KubeSink;
+  /** Where what the rules refuse is recorded, named by its EndpointSlice or Service (kube-screen.ts). */
+  readonly skips?: InputSkips;
 }
 
 /** What the source writes through: a KubeWriter, or one cluster's share of a union of clusters. */
@@ -109,8 +113,11 @@ export class KubeSource {
   private readonly strategies = new MeshStrategies();
   private readonly crds: CrdDiscovery;
   private stopped = false;
+  private readonly skips: InputSkips;
 
   constructor(private readonly opts: KubeSourceOptions) {
+    this.skips = opts.skips ?? new InputSkips();
+    if (!opts.skips) logSkips(this.skips, opts.log);
     this.writer =
       opts.sink ??
       new KubeWriter(opts.store, (name, owner) =>
@@ -270,6 +277,8 @@ export class KubeSource {
           if (--this.pendingLists === 0) this.schedule();
         },
         contact: (err) => this.contact(kind, path, err),
+        relisted: (reason) =>
+          this.opts.log.info({ resource: kind, path, reason }, `kubernetes: re-listed ${path}: ${reason}`),
       },
     });
     this.watches.push(w);
@@ -369,14 +378,20 @@ export class KubeSource {
   private async flushService(key: string): Promise<void> {
     const svc = this.services.get(key);
     const mapped = svc ? mapService(svc, this.slices.get(key)?.values() ?? [], this.ctx) : undefined;
+    // What the rules refuse is left out here, named by its object (kube-screen.ts); logged once by the registry.
+    const skipped = new Map<string, InputSkip>();
+    const screened = (mapped?.specs ?? []).flatMap((spec) => {
+      const kept = screenKubeSpec(key, spec, mapped?.origins?.get(spec.name), skipped);
+      return kept ? [kept] : [];
+    });
     if (mapped && mapped.errors.length > 0) {
-      const why = mapped.errors.map((e) => `${e.path}: ${e.message}`).join('; ');
-      if (this.rejected.get(key) !== why) this.opts.log.error({ service: key }, `kubernetes: not written: ${why}`);
-      this.rejected.set(key, why);
-      if (mapped.specs.length === 0) return; // the last good state stays
+      mappingSkips(key, mapped.errors, skipped);
+      this.rejected.set(key, mapped.errors.map((e) => `${e.path}: ${e.message}`).join('; '));
     } else this.rejected.delete(key);
+    this.skips.replace(kubeScope(key), skipped);
+    if (mapped && mapped.errors.length > 0 && mapped.specs.length === 0) return; // the last good state stays
     this.hints.set(key, mapped?.foreignHints ?? 0);
-    const specs = mapped?.specs ?? [];
+    const specs = screened;
     for (const spec of specs) {
       await this.writer.write(spec);
       for (const e of spec.endpoints) if (e.node) this.use(e.node, key);

@@ -17,6 +17,8 @@ export interface KubeWatchHandlers<T extends KubernetesObject> {
   synced(): void;
   /** The API server answered a list or opened a watch; or a list or watch failed (with the error). */
   contact(err?: unknown): void;
+  /** A list after the first: the watch could not resume (410 Gone, its resourceVersion compacted away). */
+  relisted?(reason: string): void;
 }
 
 export interface KubeWatchOptions<T extends KubernetesObject> {
@@ -37,6 +39,8 @@ export class KubeWatch<T extends KubernetesObject> {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private listed = false;
+  /** Why the watch must list again, from the API server's 410 (event or response); read by the next list. */
+  private expired: string | undefined;
   private readonly factory: ExponentialBackoff<unknown>;
 
   constructor(private readonly opts: KubeWatchOptions<T>) {
@@ -50,6 +54,10 @@ export class KubeWatch<T extends KubernetesObject> {
         throw tagged(err, 'list');
       });
       h.contact();
+      if (this.listed) {
+        h.relisted?.(this.expired ?? 'the watch had no resourceVersion to resume from');
+        this.expired = undefined;
+      }
       // After ListWatch has handed the listed items out: it does so as soon as this promise resolves.
       if (!this.listed) {
         this.listed = true;
@@ -105,8 +113,14 @@ export class KubeWatch<T extends KubernetesObject> {
       done: (err: unknown) => void,
     ): Promise<AbortController> => {
       let failed = false;
-      const controller = await real.watch(path, { ...params, allowWatchBookmarks: true }, cb, (err: unknown) => {
+      const seen = (phase: string, obj: unknown, watchObj?: unknown): void => {
+        // ListWatch clears its resourceVersion on this event and lists again when the watch ends.
+        if (phase === 'ERROR' && statusOf(obj) === 410) this.expired = goneReason(obj);
+        cb(phase, obj, watchObj);
+      };
+      const controller = await real.watch(path, { ...params, allowWatchBookmarks: true }, seen, (err: unknown) => {
         if (err) failed = true;
+        if (statusOf(err) === 410) this.expired = goneReason(err);
         done(err ? tagged(err, 'watch') : err);
       });
       if (!failed) {
@@ -117,6 +131,13 @@ export class KubeWatch<T extends KubernetesObject> {
     };
     return { watch } as unknown as Watch;
   }
+}
+
+/** A 410's words: the API server's message (`too old resource version: 5 (120)`), as a watch event or a response. */
+function goneReason(err: unknown): string {
+  const e = err as { message?: unknown; body?: unknown } | null;
+  const message = typeof e?.message === 'string' && e.message ? e.message : undefined;
+  return `410 Gone: ${message ?? 'the resourceVersion the watch resumed from has expired'}`;
 }
 
 /** Which request failed, for the message (kube-source.ts); the status fields ListWatch reads stay. */

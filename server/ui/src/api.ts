@@ -68,6 +68,24 @@ async function request(path: string, headers: Record<string, string> = {}): Prom
   return res;
 }
 
+/** GET /api/v1/skipped: what the server leaves out of what it serves, and why (store/input-skips.ts). */
+export interface SkippedEntry {
+  readonly source: string;
+  readonly object: string;
+  readonly service: string;
+  readonly path: string;
+  readonly value?: string;
+  readonly message: string;
+  readonly left: 'endpoint' | 'service';
+  readonly endpoints?: number;
+  readonly since?: string;
+}
+
+export async function listSkipped(): Promise<SkippedEntry[]> {
+  const res = await request('/api/v1/skipped');
+  return ((await res.json()) as { skipped: SkippedEntry[] }).skipped;
+}
+
 export async function listServices(): Promise<ServiceSummary[]> {
   const res = await request('/ui/api/services');
   return ((await res.json()) as { services: ServiceSummary[] }).services;

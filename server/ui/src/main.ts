@@ -18,6 +18,7 @@ import {
 import { byId, h } from './dom.js';
 import { renderLoad } from './load.js';
 import { renderClients, renderShares } from './panels.js';
+import { refreshSkipped } from './skipped.js';
 import { branchesToBestTier, pathKey, tierOverlay } from './tiers.js';
 import { COLLAPSED_DEPTH, opensCollapsed, renderTree, type TreeOrder } from './tree.js';
 
@@ -290,6 +291,7 @@ async function poll(loop = ++pollLoop): Promise<void> {
     // the service shown is gone (refreshing may choose another, which starts its own loop).
     if (++ticks % 5 === 0 || serviceGone) {
       serviceGone = false;
+      void refreshSkipped();
       await refreshServices();
       if (loop !== pollLoop) return;
     }
@@ -396,3 +398,4 @@ els.localityForm.addEventListener('submit', (e) => {
 els.clearExplain.addEventListener('click', () => setTarget(undefined));
 renderExplain();
 void loadServices();
+void refreshSkipped();
