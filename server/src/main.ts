@@ -5,7 +5,7 @@
  * (config/config-source.ts), and wires them together. A walk through the two
  * flows it wires (a health flip, a config load): docs/architecture.md.
  */
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { configReloadMetrics, instrumentStore } from './admin/metrics.js';
 import { applySummary, ConfigSource } from './config/config-source.js';
@@ -25,6 +25,16 @@ export type { Canopy, CanopyOptions, KubeOptions } from './serve/options.js';
 export { DEFAULT_ADMIN_PORT, DEFAULT_XDS_PORT } from './serve/listen.js';
 export { DEFAULT_LOAD_REPORTING_INTERVAL_MS } from './serve/load.js';
 
+/** The store the options name: etcd, a data directory (LevelDB) or memory. */
+function openStoreFor(opts: CanopyOptions, logger: Logger) {
+  return openStore({
+    ...(opts.storeUrl !== undefined ? { url: opts.storeUrl } : {}),
+    ...(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}),
+    ...(opts.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
+    onStoreLoss: (report) => logger.error({ dataDir: opts.dataDir }, `accepted a store loss: ${report}`),
+  });
+}
+
 export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const logger = opts.logger ?? pino({ level: opts.logLevel ?? 'info', name: 'canopy' });
   const at = listeners(opts);
@@ -35,14 +45,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
       ? await openReplicaFiles(opts.storeUrl, opts.configPath, opts.startConfig.digest, opts.takeOver ?? false)
       : undefined;
   const registry = new Registry();
-  const opening =
-    opts.store ??
-    openStore({
-      ...(opts.storeUrl !== undefined ? { url: opts.storeUrl } : {}),
-      ...(opts.dataDir !== undefined ? { dataDir: opts.dataDir } : {}),
-      ...(opts.acceptStoreLoss ? { acceptStoreLoss: true } : {}),
-      onStoreLoss: (report) => logger.error({ dataDir: opts.dataDir }, `accepted a store loss: ${report}`),
-    });
+  const opening = opts.store ?? openStoreFor(opts, logger);
   // While the database opens on the thread pool: the protobuf descriptors the transport needs (~90 ms of CPU).
   envoyRoot();
   const opened = await opening;
