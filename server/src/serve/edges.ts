@@ -11,18 +11,24 @@ import type { ServeSecurity } from '../security.js';
 import type { LoadController } from '../sessions/load-controller.js';
 import type { MeshFeed } from '../store/mesh-feed.js';
 import type { Store } from '../store/store.js';
-import { startGrpcTransport, type GrpcTransport } from '../transport/grpc-server.js';
+import { availableParallelism } from 'node:os';
+import { startGrpcTransport, type GrpcTransport, type TransportOptions } from '../transport/grpc-server.js';
+import { startWorkerTransport } from '../transport/xds-workers.js';
 import { ReadAccess } from '../transport/read-access.js';
 import type { Listeners } from './listen.js';
 import type { Xds } from './xds.js';
+
+/** The xDS port's threads by default: one per core (on one core, the main thread alone). */
+export const defaultXdsWorkers = (): number => availableParallelism();
 
 export function startTransport(
   xds: Xds,
   load: LoadController,
   at: Listeners,
   security: Partial<ServeSecurity>,
+  workers = defaultXdsWorkers(),
 ): Promise<GrpcTransport> {
-  return startGrpcTransport({
+  const opts: TransportOptions = {
     ads: xds.pipeline,
     budget: xds.budget,
     refused: (limit) => xds.observer.requestRefused?.(limit),
@@ -37,7 +43,8 @@ export function startTransport(
     load,
     loadClusterName: (service, client) => xds.resources.clusterNameFor(service, client),
     ...(security.tls ? { tls: security.tls } : {}),
-  });
+  };
+  return workers > 1 ? startWorkerTransport(opts, workers) : startGrpcTransport(opts);
 }
 
 export interface AdminParts {
