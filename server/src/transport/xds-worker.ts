@@ -8,6 +8,8 @@
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import { parentPort, workerData } from 'node:worker_threads';
+import { fullCollection } from '../platform/full-collection.js';
+import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } from '../sessions/idle-collector.js';
 import { serverCredentials, xdsServiceDefinitions } from './grpc-server.js';
 import {
   asBuffer,
@@ -28,6 +30,23 @@ const events = new Batch<WorkerEvent>((items) => port.postMessage({ events: item
 const streams = new Map<number, StreamCall>();
 const unaries = new Map<number, grpc.sendUnaryData<unknown>>();
 let nextId = 1;
+/**
+ * grpc-js's framed copy of every response is this thread's garbage now: a collection once writing stops
+ * after a burst, as the main thread runs one for its own (sessions/idle-collector.ts), or the copies
+ * (and the shared responses they were made from) stay in RSS until the next burst.
+ */
+const collector = new IdleCollector(fullCollection(), DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS);
+let writing = 0;
+
+function write(call: StreamCall, id: number, msg: unknown): void {
+  const bytes = asBuffer(msg);
+  writing++;
+  collector.wrote(Buffer.isBuffer(bytes) ? bytes.length : 0);
+  call.write(bytes, () => {
+    events.push({ t: 'flushed', id });
+    if (--writing === 0) collector.idle();
+  });
+}
 
 function infoOf(call: StreamCall | UnaryCall, path: string): CallInfo {
   const san = call.getAuthContext()?.sslPeerCertificate?.subjectaltname;
@@ -80,7 +99,7 @@ function apply(op: MainOp): void {
     if (op.t === 'write') events.push({ t: 'flushed', id: op.id });
     return;
   }
-  if (op.t === 'write') call.write(asBuffer(op.msg), () => events.push({ t: 'flushed', id: op.id }));
+  if (op.t === 'write') write(call, op.id, op.msg);
   else if (op.t === 'end') call.end();
   else call.emit('error', { code: op.code, details: op.details });
 }

@@ -112,6 +112,17 @@ class XdsWorker {
     private readonly handlers: ReadonlyMap<string, Handler>,
   ) {
     this.ops = new Batch((items) => thread.postMessage({ ops: items }));
+    // A worker that dies takes its connections with it (their clients reconnect, to the others): its
+    // calls close here too, so the pipeline lets go of their streams.
+    thread.once('exit', () => {
+      for (const call of this.calls.values()) call.deliver({ t: 'closed', id: call.id });
+      this.calls.clear();
+    });
+  }
+
+  /** Sends what is queued now (before a control message, which must come after it). */
+  flushOps(): void {
+    this.ops.flush();
   }
 
   receive(events: readonly WorkerEvent[]): void {
@@ -216,6 +227,8 @@ function stopWorker(w: XdsWorker, graceMs: number): Promise<void> {
     w.thread.on('message', (m: ToMain) => {
       if (!('events' in m) && m.t === 'stopped') done();
     });
+    // The ends the pipeline just queued go first: the worker's graceful shutdown waits for its calls.
+    w.flushOps();
     w.thread.postMessage({ t: 'stop', graceMs });
   });
 }
