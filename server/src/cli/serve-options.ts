@@ -119,7 +119,7 @@ function addPushOptions(serve: Command): void {
     .addOption(
       new Option(
         '--xds-workers <n>',
-        'threads that carry the xDS connections (default: the number of cores; 0 or 1: the main thread alone)',
+        'worker threads that carry the xDS connections, e.g. the number of cores (default 1: the main thread alone)',
       )
         .env('CANOPY_XDS_WORKERS')
         .argParser(intIn(0, 256)),

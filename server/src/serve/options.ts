@@ -45,7 +45,7 @@ export interface CanopyOptions {
   readonly xdsPort?: number;
   readonly adminPort?: number;
   readonly debounceMs?: number;
-  /** Threads that carry the xDS connections (default: os.availableParallelism(); 0 or 1: the main thread alone). */
+  /** Worker threads that carry the xDS connections (default 1, 0 or 1: the main thread alone; serve/edges.ts). */
   readonly xdsWorkers?: number;
   /** Streams with a push in flight at once (default 256; 0: no limit). */
   readonly pushWindow?: number;
