@@ -1,8 +1,8 @@
 /**
  * xDS served from worker threads (`xdsWorkers`, transport/xds-workers.ts): clients on their own
  * connections land on every worker, each converges on connect and after a change, and a push still
- * encodes each distinct response once, whatever the workers its streams are on. With `xdsWorkers: 1`
- * the main thread serves alone.
+ * encodes each distinct response once, whatever the workers its streams are on. A port another server
+ * holds is refused. With `xdsWorkers: 1` the main thread serves alone.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -30,12 +30,12 @@ const config = parseConfig({
   ],
 });
 
-const start = (xdsWorkers: number): Promise<Canopy> => {
+const start = (xdsWorkers: number, xdsPort = 0): Promise<Canopy> => {
   assert.ok(config.ok);
   return startCanopy({
     config: config.value,
     host: '127.0.0.1',
-    xdsPort: 0,
+    xdsPort,
     adminPort: 0,
     debounceMs: 20,
     xdsWorkers,
@@ -96,6 +96,15 @@ describe('xDS on worker threads', () => {
     } finally {
       for (const s of all) s.close();
     }
+  });
+
+  it('refuses a port another server holds, though its workers listen with reusePort', async () => {
+    const port = Number(canopy.xdsAddress.slice(canopy.xdsAddress.lastIndexOf(':') + 1));
+    await assert.rejects(start(2, port), (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'CANOPY_XDS_WORKER_FAILED');
+      assert.match(err.message, /is taken/);
+      return true;
+    });
   });
 
   it('serves from the main thread alone with one worker', async () => {

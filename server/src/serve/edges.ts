@@ -19,7 +19,7 @@ import type { Xds } from './xds.js';
 
 /**
  * The xDS port's threads by default: the main thread alone. Workers (`--xds-workers N`) took the main
- * thread's CPU down 2.2–2.6× at 2,000 streams but the process's up 1.1–1.5× and its RSS per stream about 1.5×,
+ * thread's CPU down about 2.5× at 2,000 streams but the process's up 1.2–1.3× and its RSS per stream 1.5×,
  * with no clear gain in time on the shared 2-core machine measured (docs/benchmarks.md, "1 core and 2");
  * `os.availableParallelism()` becomes the default once a quiet run shows one.
  */

@@ -10,6 +10,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { EventEmitter } from 'node:events';
+import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { CodedError } from '../domain/errors.js';
 import { xdsServices, type GrpcTransport, type TransportOptions } from './grpc-server.js';
@@ -175,6 +176,9 @@ export async function startWorkerTransport(opts: TransportOptions, workers: numb
   };
   const pool: XdsWorker[] = [];
   let port = opts.port;
+  // reusePort would let this server join another one's sockets on the port (same user): listening
+  // once without it first finds the port taken, as the one-thread transport would.
+  if (port !== 0) await portFree(opts.host, port);
   try {
     // The first picks the port (0: any free one); the others listen on the same one.
     for (let i = 0; i < workers; i++) {
@@ -194,6 +198,16 @@ export async function startWorkerTransport(opts: TransportOptions, workers: numb
       await Promise.all(pool.map((w) => stopWorker(w, graceMs)));
     },
   };
+}
+
+function portFree(host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', (err) =>
+      reject(new CodedError('CANOPY_XDS_WORKER_FAILED', `the xDS port ${host}:${port} is taken: ${err.message}`)),
+    );
+    probe.listen({ host, port }, () => probe.close(() => resolve()));
+  });
 }
 
 async function startWorker(
