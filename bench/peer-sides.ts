@@ -30,12 +30,17 @@ export function startBinary(file: string, args: string[], what: string): Child {
 /** Open files a server holding `streams` connections needs: one each, and a margin for everything else. */
 const fdsFor = (streams: number): number => streams + 1024;
 
+/** `--peer-canopy-cpus=0` (or `0,1`): Canopy's process pinned to those CPUs (`taskset -c`), for the 1-core/2-core rows. */
+const canopyCpus = process.argv.find((a) => a.startsWith('--peer-canopy-cpus='))?.slice('--peer-canopy-cpus='.length);
+
 /** `streams`: the most it will hold at once (its soft limit on open files is raised to fit). */
 export async function startCanopy(config: string, streams: number): Promise<PeerSide> {
   // An empty data directory: flips persist in the embedded store.
   const dataDir = mkdtempSync(path.join(path.dirname(config), 'canopy-data-'));
   const args = [CLI, 'serve', '--config', config, '--data-dir', dataDir, '--log-level', 'info'];
-  const [file, wrapped] = withFdLimit(process.execPath, args, fdsFor(streams));
+  const [file, wrapped] = canopyCpus
+    ? withFdLimit('taskset', ['-c', canopyCpus, process.execPath, ...args], fdsFor(streams))
+    : withFdLimit(process.execPath, args, fdsFor(streams));
   const server = new Child(spawn(file, wrapped, { stdio: ['pipe', 'pipe', 'inherit'] }), 'canopy');
   const ready = await server.next('canopy ready');
   return { name: 'canopy', server, xds: String(ready['xds']), admin: String(ready['admin']), mainThread: true };

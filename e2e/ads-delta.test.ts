@@ -7,9 +7,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
+import { parseConfig } from '../server/src/domain/spec.js';
 import { startCanopy, type Canopy } from '../server/src/main.js';
 import type { ClientStatus, TypeStatus } from '../server/src/sessions/client-status.js';
 import { RawAdsStream, RawDeltaStream, type RawDeltaResponse } from './support/raw-ads.js';
+import { decodeEnvoy } from './support/raw-grpc-frames.js';
 
 const LDS = 'type.googleapis.com/envoy.config.listener.v3.Listener';
 const CDS = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
@@ -62,6 +64,13 @@ function versions(r: RawDeltaResponse, typeUrl: string): Map<string, string> {
     out.set(res.name, res.version);
   }
   return out;
+}
+
+/** The port of a CLA's first endpoint. */
+function portOf(cla: Buffer): number | undefined {
+  type Cla = { endpoints: { lb_endpoints: { endpoint: { address: { socket_address: { port_value: number } } } }[] }[] };
+  return decodeEnvoy<Cla>('envoy.config.endpoint.v3.ClusterLoadAssignment', cla).endpoints[0]?.lb_endpoints[0]?.endpoint
+    .address.socket_address.port_value;
 }
 
 function ack(stream: RawDeltaStream, r: RawDeltaResponse, more: { subscribe?: string[]; unsubscribe?: string[] } = {}) {
@@ -264,32 +273,58 @@ describe('delta ADS over a real stream', () => {
     assert.deepEqual([...versions(await d.next(), EDS).keys()], ['n-a']);
   });
 
-  it('pushes only changed resources, one debounced push for a burst of changes', async () => {
-    // Its own server with a debounce long enough to hold three admin writes.
-    const slow = await startCanopy({
-      config: { services: [], server: {} },
+  /** A server of its own with `debounceMs`, c-a and c-b from its config (a quiet mesh); `run` gets it and a delta stream holding both. */
+  async function withDebounce(debounceMs: number, run: (s: Canopy, d: RawDeltaStream) => Promise<void>) {
+    const config = parseConfig({ services: ['c-a', 'c-b'].map((name) => ({ name, ...serviceBody() })) });
+    assert.ok(config.ok);
+    const own = await startCanopy({
+      config: config.value,
       host: '127.0.0.1',
       xdsPort: 0,
       adminPort: 0,
-      debounceMs: 500,
+      debounceMs,
       logger: pino({ level: 'silent' }),
     });
     try {
-      await put(slow, 'c-a');
-      await put(slow, 'c-b');
-      const d = new RawDeltaStream(slow.xdsAddress);
+      const d = new RawDeltaStream(own.xdsAddress);
       streams.push(d);
       d.send({ node: node('c-1'), type_url: EDS, resource_names_subscribe: ['c-a', 'c-b'] });
       const first = await d.next();
       assert.deepEqual([...versions(first, EDS).keys()].sort(), ['c-a', 'c-b']);
       ack(d, first);
-      for (const port of [9002, 9003, 9004]) await put(slow, 'c-a', port);
+      await run(own, d);
+    } finally {
+      await own.stop();
+    }
+  }
+
+  it('pushes the first change on a quiet mesh at once, not after the debounce', async () => {
+    // A debounce far longer than the stream waits (3 s): only a leading-edge push arrives in time.
+    await withDebounce(60_000, async (own, d) => {
+      await put(own, 'c-a', 9002);
       const pushed = await d.next();
       assert.deepEqual([...versions(pushed, EDS).keys()], ['c-a'], 'c-b did not change');
-      ack(d, pushed);
-      assert.equal(await d.maybeNext(700), undefined, 'one push for the burst');
-    } finally {
-      await slow.stop();
-    }
+    });
+  });
+
+  it('pushes only changed resources, a burst of 100 changes in a few pushes ending at the last state', async () => {
+    await withDebounce(300, async (own, d) => {
+      const LAST = 9100;
+      const pushes: RawDeltaResponse[] = [];
+      const received = (async () => {
+        for (;;) {
+          const r = await d.next(10_000);
+          pushes.push(r);
+          ack(d, r);
+          if (r.resources.some((x) => x.resource && portOf(x.resource.value) === LAST)) return;
+        }
+      })();
+      for (let port = 9001; port <= LAST; port++) await put(own, 'c-a', port);
+      await received;
+      for (const r of pushes) assert.deepEqual([...versions(r, EDS).keys()], ['c-a'], 'c-b did not change');
+      // The first change alone, then the rest merged (one more push per 3 s maximum delay, or per stall of the loop).
+      assert.ok(pushes.length <= 10, `${pushes.length} pushes for 100 changes`);
+      assert.equal(await d.maybeNext(700), undefined, 'nothing after the last state');
+    });
   });
 });

@@ -81,7 +81,8 @@ describe('real Envoy: Cluster and Listener changes under steady traffic', { skip
         locality: { region: 'r1', zone: `z${i + 1}`, subzone: 's1' },
       })),
     };
-    // 100 ms of quiet: a delete and a re-create sent back to back reach Envoy as one push.
+    // 100 ms of debounce: a change after a quiet spell goes at once, but a deletion waits for it, so a
+    // delete and a re-create sent back to back reach Envoy as one push.
     canopy = await startCanopyProcess({ server: { debounceMs: 100 }, services: [{ name: 'web', ...spec }] });
     const xds = canopy.xdsUri.replace(/^.*:\/\//, '');
     for (const [nodeId, outboundAddress, extra] of ENVOYS)

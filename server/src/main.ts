@@ -79,7 +79,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   logger.info({ xdsLimits: xds.limits }, 'xds limits');
   if (opts.heapGrowth !== undefined) logger.info({ heapGrowthPercent: opts.heapGrowth }, 'js heap growth');
-  const grpcTransport = await startTransport(xds, load.controller, at, security);
+  const grpcTransport = await startTransport(xds, load.controller, at, security, opts.xdsWorkers);
   let ready = false;
   const parts = {
     ...{ store, feed, xds, load: load.controller, registry, logger, ready: () => ready },
@@ -118,5 +118,6 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
 
   const { claCache, pipeline } = xds;
   const served = { store, mesh: feed.mesh, feed, ads: pipeline, claCache, started: initial, configSource: config };
-  return { xdsAddress, adminAddress, webView, ...served, ...readiness, stop };
+  const xdsThreads = (): readonly number[] => grpcTransport.threads?.() ?? [];
+  return { xdsAddress, adminAddress, webView, ...served, ...readiness, xdsThreads, stop };
 }

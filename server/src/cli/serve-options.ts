@@ -109,9 +109,20 @@ function addListenerOptions(serve: Command): void {
 function addPushOptions(serve: Command): void {
   serve
     .addOption(
-      new Option('--debounce-ms <n>', 'merge changes this long before pushing (default: server.debounceMs, else 100)')
+      new Option(
+        '--debounce-ms <n>',
+        'merge the changes after a push this long before the next (default: server.debounceMs, else 100)',
+      )
         .env('CANOPY_DEBOUNCE_MS')
         .argParser(intIn(0, 3_600_000)),
+    )
+    .addOption(
+      new Option(
+        '--xds-workers <n>',
+        'worker threads that carry the xDS connections, e.g. the number of cores (default 1: the main thread alone)',
+      )
+        .env('CANOPY_XDS_WORKERS')
+        .argParser(intIn(0, 256)),
     )
     .addOption(
       new Option('--leds <on|off>', 'LEDS for Envoy on delta ADS (default: server.leds, else on)')
@@ -186,6 +197,7 @@ export interface ServeValues extends KubeValues {
   xdsPort?: number;
   adminPort?: number;
   debounceMs?: number;
+  xdsWorkers?: number;
   leds?: 'on' | 'off';
   heapGrowth: number;
   logLevel: string;

@@ -107,6 +107,7 @@ async function flagOptions(values: ServeValues) {
     ...(values.xdsPort !== undefined ? { xdsPort: values.xdsPort } : {}),
     ...(values.adminPort !== undefined ? { adminPort: values.adminPort } : {}),
     ...(values.debounceMs !== undefined ? { debounceMs: values.debounceMs } : {}),
+    ...(values.xdsWorkers !== undefined ? { xdsWorkers: values.xdsWorkers } : {}),
     logLevel: values.logLevel,
     logger: await serveLogger(values.logLevel, values.logFormat),
     heapGrowth: values.heapGrowth,

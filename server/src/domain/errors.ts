@@ -67,7 +67,9 @@ export type InternalErrorCode =
   /** A peer (etcd, a replica, a CSDS server, the Kubernetes API, the config parser thread) failed to answer. */
   | 'CANOPY_PEER_FAILED'
   /** The installed package lacks files it ships with (package.json beside proto/). */
-  | 'CANOPY_INSTALL_INCOMPLETE';
+  | 'CANOPY_INSTALL_INCOMPLETE'
+  /** An xDS worker thread could not start or listen on the xDS port (`--xds-workers`). */
+  | 'CANOPY_XDS_WORKER_FAILED';
 
 /**
  * The one base of Canopy's errors: a stable `code` and, where input was at fault, the field paths

@@ -12,18 +12,28 @@ import type { ServeSecurity } from '../security.js';
 import type { LoadController } from '../sessions/load-controller.js';
 import type { MeshFeed } from '../store/mesh-feed.js';
 import type { Store } from '../store/store.js';
-import { startGrpcTransport, type GrpcTransport } from '../transport/grpc-server.js';
+import { startGrpcTransport, type GrpcTransport, type TransportOptions } from '../transport/grpc-server.js';
+import { startWorkerTransport } from '../transport/xds-workers.js';
 import { ReadAccess } from '../transport/read-access.js';
 import type { Listeners } from './listen.js';
 import type { Xds } from './xds.js';
+
+/**
+ * The xDS port's threads by default: the main thread alone. Workers (`--xds-workers N`) took the main
+ * thread's CPU down about 2.5× at 2,000 streams but the process's up 1.2–1.3× and its RSS per stream 1.5×,
+ * with no clear gain in time on the shared 2-core machine measured (docs/benchmarks.md, "1 core and 2");
+ * `os.availableParallelism()` becomes the default once a quiet run shows one.
+ */
+export const DEFAULT_XDS_WORKERS = 1;
 
 export function startTransport(
   xds: Xds,
   load: LoadController,
   at: Listeners,
   security: Partial<ServeSecurity>,
+  workers = DEFAULT_XDS_WORKERS,
 ): Promise<GrpcTransport> {
-  return startGrpcTransport({
+  const opts: TransportOptions = {
     ads: xds.pipeline,
     budget: xds.budget,
     refused: (limit) => xds.observer.requestRefused?.(limit),
@@ -38,7 +48,8 @@ export function startTransport(
     load,
     loadClusterName: (service, client) => xds.resources.clusterNameFor(service, client),
     ...(security.tls ? { tls: security.tls } : {}),
-  });
+  };
+  return workers > 1 ? startWorkerTransport(opts, workers) : startGrpcTransport(opts);
 }
 
 export interface AdminParts {

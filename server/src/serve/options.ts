@@ -45,6 +45,8 @@ export interface CanopyOptions {
   readonly xdsPort?: number;
   readonly adminPort?: number;
   readonly debounceMs?: number;
+  /** Worker threads that carry the xDS connections (default 1, 0 or 1: the main thread alone; serve/edges.ts). */
+  readonly xdsWorkers?: number;
   /** Streams with a push in flight at once (default 256; 0: no limit). */
   readonly pushWindow?: number;
   /** LEDS for Envoy on delta ADS (default: the config's server.leds, else on). */
@@ -86,6 +88,8 @@ export interface Canopy {
   readonly mesh: MeshView;
   readonly feed: MeshFeed;
   readonly ads: PushPipeline;
+  /** Calls open on each xDS worker thread (empty: the main thread serves them, `xdsWorkers` 0 or 1). */
+  xdsThreads(): readonly number[];
   readonly claCache: ServerClaCache;
   /** How the config file met the store at start. */
   readonly started: StartApplied;

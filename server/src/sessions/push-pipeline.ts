@@ -1,6 +1,7 @@
 /**
  * The ADS push pipeline, without gRPC: streams come and go through `open` and
- * `openDelta`, changes arrive through `notify`, are debounced and merged, and
+ * `openDelta`, changes arrive through `notify`; the first change on a quiet mesh
+ * is pushed at once, a burst debounced and merged (push-debounce.ts), and
  * each stream has at most one response in the transport at a time: the next
  * one (an answer to the client's own request, or the next type of a push) is
  * computed only when the previous write has been flushed. A client that stops
@@ -25,6 +26,7 @@ import { nackServiceLabel, servicesOf, shortDetail } from './nack-report.js';
 import { nullObserver, type XdsObserver } from './observer.js';
 import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
 import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } from './idle-collector.js';
+import { pushDelay } from './push-debounce.js';
 import { PushWindow } from './push-window.js';
 import { PushResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
@@ -39,7 +41,7 @@ export interface PushPipelineOptions {
   readonly resources: ResourceRegistry;
   readonly observer?: XdsObserver;
   readonly log?: XdsLog;
-  /** Quiet period that merges a burst of changes into one push (default 100 ms). */
+  /** Quiet period that merges a burst of changes into one push (default 100 ms); a change on a quiet mesh goes at once. */
   readonly debounceMs?: number;
   /** A push is never held back longer than this by a steady stream of changes (default 10 × debounce). */
   readonly maxDelayMs?: number;
@@ -107,6 +109,9 @@ export class PushPipeline {
   private readonly warnResponseBytes: number;
   private changed = new Set<string>();
   private firstChangeAt: number | undefined;
+  private lastPushAt: number | undefined;
+  /** The pending push is a leading edge's (a change on a quiet mesh): changes until it fires join it. */
+  private leadingDue = false;
   private timer: NodeJS.Timeout | undefined;
   private closing = false;
   /** Streams in the same state get byte-identical responses: each is encoded once per push (shared-responses.ts). */
@@ -165,17 +170,29 @@ export class PushPipeline {
   follow(feed: MeshChanges): () => void {
     return feed.subscribe((changes) => {
       for (const c of changes) if (c.kind === 'deleted') this.resources.forget(c.service);
-      this.notify(changes.map((c) => c.service));
+      // A deletion waits for the debounce: a re-creation right after it is merged into the same push.
+      this.notify(
+        changes.map((c) => c.service),
+        changes.every((c) => c.kind !== 'deleted'),
+      );
     });
   }
 
-  /** Services whose resources may have changed; pushed after the debounce. */
-  notify(services: Iterable<string>): void {
+  /** Services whose resources may have changed; pushed at once on a quiet mesh (if `mayLead`), else after the debounce. */
+  notify(services: Iterable<string>, mayLead = true): void {
     for (const s of services) this.changed.add(s);
     const now = Date.now();
     this.firstChangeAt ??= now;
+    const state = {
+      firstChangeAt: this.firstChangeAt,
+      lastPushAt: this.lastPushAt,
+      leadingDue: this.leadingDue,
+      mayLead,
+    };
+    const wait = pushDelay(state, now, this.debounceMs, this.maxDelayMs);
+    if (wait === 'keep') return;
     if (this.timer) clearTimeout(this.timer);
-    const wait = Math.max(0, Math.min(this.debounceMs, this.firstChangeAt + this.maxDelayMs - now));
+    this.leadingDue = wait === 0;
     this.timer = setTimeout(() => this.flush(), wait);
   }
 
@@ -183,6 +200,7 @@ export class PushPipeline {
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.leadingDue = false;
     const changed = this.changed;
     const at = this.firstChangeAt;
     this.changed = new Set();
@@ -200,6 +218,8 @@ export class PushPipeline {
       if (list) list.push(conn);
       else groups.set(g, [conn]);
     }
+    // The debounce spaces pushes to streams: a change no stream holds leaves the mesh quiet for them.
+    if (groups.size > 0) this.lastPushAt = Date.now();
     for (const list of groups.values()) {
       for (const conn of list) {
         // Merged into the pending push, if any: it starts over from the first type, with the state as it is now.

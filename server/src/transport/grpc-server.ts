@@ -67,9 +67,12 @@ export interface GrpcTransport {
   readonly port: number;
   /** Stops accepting, ends streams, waits up to `graceMs`, then forces. */
   stop(graceMs: number): Promise<void>;
+  /** Calls open on each worker thread (xds-workers.ts); absent when the main thread serves. */
+  threads?(): readonly number[];
 }
 
-export async function startGrpcTransport(opts: {
+/** What the xDS port serves with, on one thread or from workers (xds-workers.ts). */
+export interface TransportOptions {
   readonly ads: PushPipeline;
   readonly tls?: TransportTls;
   readonly host: string;
@@ -88,13 +91,26 @@ export async function startGrpcTransport(opts: {
   readonly load?: LoadController;
   /** The name a client knows a service's cluster by, for the LRS answer (default: the service's). */
   readonly loadClusterName?: ClusterNameFor;
-}): Promise<GrpcTransport> {
+}
+
+/** The xDS port's services and the server's options: one grpc-js server's, or each worker's. */
+export interface XdsServices {
+  readonly services: readonly [grpc.ServiceDefinition, grpc.UntypedServiceImplementation][];
+  readonly serverOptions: grpc.ChannelOptions;
+}
+
+/** The services' definitions without handlers (a worker builds its own: they hold functions). */
+export function xdsServiceDefinitions(withLoad: boolean): grpc.ServiceDefinition[] {
+  return [csdsServiceDefinition(), ...(withLoad ? [lrsServiceDefinition()] : []), ADS_SERVICE];
+}
+
+export function xdsServices(opts: TransportOptions): XdsServices {
   const budget =
     opts.budget ?? new SubscriptionBudget(defaultXdsLimits(v8.getHeapStatistics().heap_size_limit), () => true);
   const access = opts.access ?? new ReadAccess();
   const mtls = opts.tls?.clientCa !== undefined;
   const edge: Edge = { mtls, budget, refused: opts.refused ?? (() => {}), access };
-  const server = new grpc.Server({
+  const serverOptions: grpc.ChannelOptions = {
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
@@ -104,27 +120,34 @@ export async function startGrpcTransport(opts: {
     'grpc.enable_channelz': 0,
     // A backstop above the limit counted per connection, so that one is what clients normally meet (with its message).
     'grpc.max_concurrent_streams': budget.limits.maxStreamsPerConnection * 2 + 16,
-  });
-  server.addService(
-    csdsServiceDefinition(),
-    guardCsds(
-      csdsHandlers(() => opts.ads.clients(Infinity)),
-      {
-        ...opts.csds,
-        identityAllowed: (call) =>
-          mtls && access.grant(spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname)).csds,
-      },
-    ),
+  };
+  const csds = guardCsds(
+    csdsHandlers(() => opts.ads.clients(Infinity)),
+    {
+      ...opts.csds,
+      identityAllowed: (call) =>
+        mtls && access.grant(spiffeIds(call.getAuthContext()?.sslPeerCertificate?.subjectaltname)).csds,
+    },
   );
   const view = (grant: ReadGrant): ResourceTypes | undefined =>
     opts.resources && !grant.all ? readableResources(opts.resources, grant) : undefined;
-  if (opts.load) server.addService(lrsServiceDefinition(), lrsHandlers(opts.load, opts.loadClusterName));
-  server.addService(ADS_SERVICE, {
+  const ads: grpc.UntypedServiceImplementation = {
     StreamAggregatedResources: (call: grpc.ServerDuplexStream<DiscoveryRequest | Unreadable, Buffer>) =>
       serveStream(call, edge, sotwCounted, (sink, grant) => opts.ads.open(call.getPeer(), sink, view(grant))),
     DeltaAggregatedResources: (call: grpc.ServerDuplexStream<DeltaDiscoveryRequest | Unreadable, Buffer>) =>
       serveStream(call, edge, deltaCounted, (sink, grant) => opts.ads.openDelta(call.getPeer(), sink, view(grant))),
-  });
+  };
+  const [csdsDef, ...rest] = xdsServiceDefinitions(opts.load !== undefined);
+  const services: [grpc.ServiceDefinition, grpc.UntypedServiceImplementation][] = [[csdsDef!, csds]];
+  if (opts.load) services.push([rest[0]!, lrsHandlers(opts.load, opts.loadClusterName)]);
+  services.push([ADS_SERVICE, ads]);
+  return { services, serverOptions };
+}
+
+export async function startGrpcTransport(opts: TransportOptions): Promise<GrpcTransport> {
+  const { services, serverOptions } = xdsServices(opts);
+  const server = new grpc.Server(serverOptions);
+  for (const [definition, handlers] of services) server.addService(definition, handlers);
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(hostPort(opts.host, opts.port), serverCredentials(opts.tls), (err, bound) =>
       err ? reject(err) : resolve(bound),
@@ -147,7 +170,7 @@ export async function startGrpcTransport(opts: {
   };
 }
 
-function serverCredentials(tls: TransportTls | undefined): grpc.ServerCredentials {
+export function serverCredentials(tls: TransportTls | undefined): grpc.ServerCredentials {
   if (!tls) return grpc.ServerCredentials.createInsecure();
   return grpc.ServerCredentials.createSsl(
     tls.clientCa ?? null,
@@ -257,6 +280,6 @@ function serveStream<R extends { readonly node?: { readonly id: string } }>(
   call.on('close', close);
 }
 
-function hostPort(host: string, port: number): string {
+export function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
