@@ -217,7 +217,7 @@ describe('canopy: one grammar', () => {
       [['canopy', 'agent', 'un'], 'uninstall'],
       [['canopy', 'agent', 'uninstall', '--pi'], '--pin-dir'],
       [['canopy', 'get', '-o', ''], 'table wide name json yaml'],
-      [['canopy', 'get', 's'], 'services service svc'],
+      [['canopy', 'get', 's'], 'services service svc skipped'],
       [['canopy', 'delete', 's'], 'services service svc'],
       [['canopy', 'ps', '--x'], '--xds'],
       [['canopy', 'ver'], 'version'],
