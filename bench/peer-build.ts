@@ -6,13 +6,16 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The module, from dist/bench (compiled) back to the source tree. */
 export const PEER_MODULE = fileURLToPath(new URL('../../bench/peers/go-control-plane/', import.meta.url));
 const CACHE = fileURLToPath(new URL('../../node_modules/.cache/canopy-go-peer/', import.meta.url));
+
+/** A cached build unused this long is removed when another is built. */
+const STALE_MS = 7 * 24 * 3600_000;
 
 export interface PeerBinaries {
   readonly peer: string;
@@ -46,15 +49,20 @@ export function buildPeer(log: (line: string) => void = () => {}): PeerBinaries 
   const dir = path.join(CACHE, hash.digest('hex').slice(0, 16));
   const peer = path.join(dir, 'go-control-plane-peer');
   const driver = path.join(dir, 'xds-driver');
-  if (existsSync(peer) && existsSync(driver)) return { peer, driver, goVersion, built: false };
+  if (existsSync(peer) && existsSync(driver)) {
+    utimesSync(dir, new Date(), new Date()); // in use: kept by other checkouts' clean-up
+    return { peer, driver, goVersion, built: false };
+  }
   mkdirSync(dir, { recursive: true });
   log(`building the go-control-plane peer and the xds driver (${goVersion}) into ${dir}…`);
   const go = (args: string[]) =>
     execFileSync('go', args, { cwd: PEER_MODULE, stdio: ['ignore', 'inherit', 'inherit'], timeout: 900_000 });
   go(['build', '-trimpath', '-o', peer, './cmd/peer']);
   go(['build', '-trimpath', '-o', driver, './cmd/xds-driver']);
-  // Earlier builds of other sources are of no further use.
-  for (const other of readdirSync(CACHE))
-    if (path.join(CACHE, other) !== dir) rmSync(path.join(CACHE, other), { recursive: true, force: true });
+  // Builds of other sources not used for a week go; newer ones may be another checkout's, in use now.
+  for (const other of readdirSync(CACHE)) {
+    const old = path.join(CACHE, other);
+    if (old !== dir && Date.now() - statSync(old).mtimeMs > STALE_MS) rmSync(old, { recursive: true, force: true });
+  }
   return { peer, driver, goVersion, built: true };
 }

@@ -26,6 +26,12 @@ export interface PeerPass {
   readonly windowLate: number;
   readonly windowMissing: number;
   readonly windowBytesPerS: number;
+  /**
+   * Every stream reconnects to the warm server (the pass's driver gone, a new one with the same nodes):
+   * server CPU and wall time until every stream holds its CLA again.
+   */
+  readonly resyncCpuMs: number;
+  readonly resyncWallMs: number;
   /** The machine's 1-minute load average as the pass began (shared machines: what else ran). */
   readonly load1: number;
 }
@@ -35,6 +41,8 @@ export type SideSpread = Record<keyof PeerPass | 'rssPerStreamKB' | 'peakPerStre
 
 export interface PeerRow {
   readonly streams: number;
+  /** The go-control-plane peer's mode this row compares Canopy with (the same Canopy passes in both rows). */
+  readonly peer: 'protos' | 'encoded';
   /** SotW rows have every figure; delta rows the initial sync and one flip (no window). */
   readonly protocol: 'sotw' | 'delta';
   readonly canopy: SideSpread;
@@ -61,6 +69,8 @@ export const RATIO_FIGURES = [
   'initialCpuMs',
   'initialMainCpuMs',
   'initialWallMs',
+  'resyncCpuMs',
+  'resyncWallMs',
   'oneCpuMs',
   'oneMainCpuMs',
   'oneP50Ms',
@@ -97,6 +107,7 @@ export function peerRow(
   rss0: { canopy: number; go: number },
   checkedLocalities: number,
   protocol: 'sotw' | 'delta' = 'sotw',
+  peer: PeerRow['peer'] = 'protos',
 ): PeerRow {
   const c = passes.canopy.map((p) => derive(p, rss0.canopy, streams));
   const g = passes.go.map((p) => derive(p, rss0.go, streams));
@@ -108,6 +119,7 @@ export function peerRow(
   const oneP99LessDebounce = spread(c.map((p, i) => (p.oneP99Ms - DEBOUNCE_MS) / g[i]!.oneP99Ms));
   return {
     streams,
+    peer,
     protocol,
     canopy: sideSpread(c),
     go: sideSpread(g),

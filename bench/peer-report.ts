@@ -7,6 +7,8 @@ const LABELS: Record<(typeof RATIO_FIGURES)[number], string> = {
   initialCpuMs: 'initial sync CPU ms',
   initialMainCpuMs: 'initial sync main-thread CPU ms (Go: process)',
   initialWallMs: 'initial sync: ms until every stream holds its CLA',
+  resyncCpuMs: 're-sync (every stream reconnects, warm server) CPU ms',
+  resyncWallMs: 're-sync: ms until every stream holds its CLA again',
   oneCpuMs: '1 flip CPU ms',
   oneMainCpuMs: '1 flip main-thread CPU ms (Go: process)',
   oneP50Ms: '1 flip delivery p50 ms',
@@ -59,7 +61,7 @@ export function printPeer(p: PeerFigures | { skipped: string }): void {
   for (const r of p.rows) {
     const kind = r.protocol === 'delta' ? 'delta ADS, initial sync and one flip' : 'SotW ADS';
     console.log(
-      `   ${r.streams} streams, ${kind} (CLAs checked equal for all ${r.checkedLocalities} client localities, every pair)`,
+      `   ${r.streams} streams, ${kind}, against the ${r.peer} peer (CLAs checked equal for all ${r.checkedLocalities} client localities, every pair)`,
     );
     console.table(table(r));
   }
@@ -73,12 +75,12 @@ export function peerGoals(p: PeerFigures): Goal[] {
     const ratios = RATIO_FIGURES.filter((k) => r.ratios[k]).map((k) => [k, r.ratios[k]!] as const);
     const lost = ratios.filter(([, s]) => decided(s) > 1);
     out.push({
-      goal: `every ratio Canopy ÷ go-control-plane ≤ 1.0 at ${r.streams} streams${r.protocol === 'delta' ? ', delta' : ''}`,
+      goal: `every ratio Canopy ÷ go-control-plane (${r.peer}) ≤ 1.0 at ${r.streams} streams${r.protocol === 'delta' ? ', delta' : ''}`,
       figure: ratios.map(([k, s]) => `${k} ${show(s)}`).join('; '),
       met: lost.length === 0 ? 'met' : `NOT met: ${lost.map(([k]) => k).join(', ')}`,
     });
   }
-  const sotw = p.rows.filter((r) => r.protocol === 'sotw');
+  const sotw = p.rows.filter((r) => r.protocol === 'sotw' && r.peer === p.rows[0]?.peer);
   const small = sotw.find((r) => r.streams === 2000) ?? sotw[0];
   const big = sotw.find((r) => r.streams === 10000);
   if (small && big && small !== big) {

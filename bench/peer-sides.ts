@@ -14,12 +14,21 @@ const CLI = fileURLToPath(new URL('../server/src/cli/canopy.js', import.meta.url
 
 export interface PeerSide {
   readonly name: 'canopy' | 'go-control-plane';
+  /** The go-control-plane peer's mode (bench/peers/go-control-plane `--mode`); Canopy: none. */
+  readonly mode?: PeerMode;
   readonly server: Child;
   readonly xds: string;
   readonly admin: string;
   /** Whether the main thread's CPU is the process's own (Go: no main-thread notion; its whole process). */
   readonly mainThread: boolean;
 }
+
+/**
+ * How the go-control-plane peer hands CLAs to its cache: `protos` (the idiomatic use: the cache marshals
+ * them) or `encoded` (each locality-priority group encoded once, a CLA its cached bytes: the strongest).
+ */
+export type PeerMode = 'protos' | 'encoded';
+export const PEER_MODES: readonly PeerMode[] = ['protos', 'encoded'];
 
 /** A child binary speaking JSON lines (the Go programs). */
 export function startBinary(file: string, args: string[], what: string): Child {
@@ -46,13 +55,21 @@ export async function startCanopy(config: string, streams: number): Promise<Peer
   return { name: 'canopy', server, xds: String(ready['xds']), admin: String(ready['admin']), mainThread: true };
 }
 
-export async function startGoPeer(binary: string, config: string, plan: string, streams: number): Promise<PeerSide> {
+export async function startGoPeer(
+  binary: string,
+  config: string,
+  plan: string,
+  streams: number,
+  mode: PeerMode,
+): Promise<PeerSide> {
   // Go raises its soft limit on open files to the hard one itself; the wrapper checks the hard one.
-  const [file, args] = withFdLimit(binary, ['--config', config, '--plan', plan], fdsFor(streams));
-  const server = startBinary(file, args, 'go-control-plane peer');
+  const peerArgs = ['--config', config, '--plan', plan, '--mode', mode];
+  const [file, args] = withFdLimit(binary, peerArgs, fdsFor(streams));
+  const server = startBinary(file, args, `go-control-plane peer (${mode})`);
   const ready = await server.next('ready');
   return {
     name: 'go-control-plane',
+    mode,
     server,
     xds: String(ready['xds']),
     admin: String(ready['admin']),

@@ -8,9 +8,14 @@
  * stream holds its CLA), RSS settles, one endpoint goes unhealthy (server CPU, delivery to each stream:
  * the time until its CLA no longer holds the endpoint), then one more endpoint a second for a window
  * (CPU per second, delivery p99, deliveries slower than the interval), then a check: for every client
- * locality, what the CLA decodes to. Passes are interleaved (Canopy, go-control-plane) and both servers
- * stay up; pass p flips the same endpoints on both, so a pair's two passes end on the same state, and
- * their assignments must be equal locality by locality (a mismatch fails the run).
+ * locality, what the CLA decodes to, and last a re-sync: the driver goes, a new one brings every stream
+ * back to the warm server (server CPU until each holds its CLA again).
+ *
+ * The go-control-plane peer runs in each of its modes (`--peer-modes=protos,encoded`, the default: the
+ * idiomatic cache of protos and the strongest, each group encoded once; peer-sides.ts), one server per
+ * mode. Passes are interleaved (Canopy, then each peer mode) and every server stays up; pass p flips the
+ * same endpoints on all, so a pair's passes end on the same state, and their assignments must be equal
+ * locality by locality (a mismatch fails the run). Each mode gets its own rows, against the same Canopy passes.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -20,7 +25,15 @@ import { endpointKey, type Endpoint } from '../server/src/domain/service.js';
 import { failoverService, makeClients, makeEndpoints, median, percentile } from './data.js';
 import { buildPeer } from './peer-build.js';
 import { peerPlan, writePeerPlan } from './peer-plan.js';
-import { setHealth, startBinary, startCanopy, startGoPeer, type PeerSide } from './peer-sides.js';
+import {
+  PEER_MODES,
+  setHealth,
+  startBinary,
+  startCanopy,
+  startGoPeer,
+  type PeerMode,
+  type PeerSide,
+} from './peer-sides.js';
 import { MemoryFloor, MemoryGuard } from './peer-limits.js';
 import type { PeerFigures, PeerPass, PeerRow } from './peer-figures.js';
 import { peerRow } from './peer-figures.js';
@@ -42,6 +55,8 @@ export interface PeerOptions {
   readonly delta: readonly number[];
   /** A pass stops (and the section with it) when the machine's available memory falls under this. */
   readonly memFloorMB: number;
+  /** The go-control-plane peer's modes to run, each its own server and rows. */
+  readonly modes: readonly PeerMode[];
   readonly log: (line: string) => void;
 }
 
@@ -121,9 +136,25 @@ async function onePass(side: PeerSide, binary: string, fx: Fixture, plan: PassPl
   const driver = startDriver(binary, side, fx, plan);
   const guard = new MemoryGuard(plan.memFloorMB, `${side.name}, ${plan.streams} streams`, () => driver.proc.kill());
   try {
-    return { ...(await guard.race(measurePass(side, driver, fx, plan, guard, { c0, m0 }))), load1 };
+    const measured = await guard.race(measurePass(side, driver, fx, plan, guard, { c0, m0 }));
+    await driver.stop();
+    return { ...measured, ...(await guard.race(resync(side, binary, fx, plan))), load1 };
   } finally {
     guard.close();
+    await driver.stop();
+  }
+}
+
+/** Every stream reconnects to the warm server: a new driver with the same nodes, until each holds its CLA. */
+async function resync(side: PeerSide, binary: string, fx: Fixture, plan: PassPlan) {
+  const pid = side.server.proc.pid!;
+  await sleep(SETTLE_MS); // the old streams' close is not the re-sync's work
+  const c0 = cpuMs(pid);
+  const driver = startDriver(binary, side, fx, plan);
+  try {
+    const ready = await driver.next('ready', 900_000);
+    return { resyncCpuMs: cpuMs(pid) - c0, resyncWallMs: Number(ready['ms']) };
+  } finally {
     await driver.stop();
   }
 }
@@ -135,7 +166,7 @@ async function measurePass(
   plan: PassPlan,
   guard: MemoryGuard,
   at: { c0: number; m0: number },
-): Promise<Omit<PeerPass, 'load1'>> {
+): Promise<Omit<PeerPass, 'load1' | 'resyncCpuMs' | 'resyncWallMs'>> {
   const pid = side.server.proc.pid!;
   const { c0, m0 } = at;
   const { windowS, flip0: base } = plan;
@@ -227,17 +258,19 @@ interface FlipCursor {
 }
 
 async function row(
-  sides: { canopy: PeerSide; go: PeerSide },
+  sides: { canopy: PeerSide; peers: readonly PeerSide[] },
   binary: string,
   fx: Fixture,
   shape: { streams: number; delta: boolean; windowS: number },
   opts: PeerOptions,
   cursor: FlipCursor,
-): Promise<PeerRow> {
-  const { canopy, go } = sides;
+): Promise<PeerRow[]> {
+  const { canopy, peers } = sides;
   const { streams, delta } = shape;
-  const passes = { canopy: [] as PeerPass[], go: [] as PeerPass[] };
-  const rss0 = { canopy: statusKB(canopy.server.proc.pid!, 'VmRSS'), go: statusKB(go.server.proc.pid!, 'VmRSS') };
+  const canopyPasses: PeerPass[] = [];
+  const peerPasses = peers.map(() => [] as PeerPass[]);
+  const rss = (s: PeerSide) => statusKB(s.server.proc.pid!, 'VmRSS');
+  const rss0 = { canopy: rss(canopy), peers: peers.map(rss) };
   let checked = 0;
   for (let i = 0; i < opts.pairs; i++) {
     const flip0 = cursor.next;
@@ -251,34 +284,47 @@ async function row(
       memFloorMB: opts.memFloorMB,
     });
     const cp = plan('canopy');
-    const gp = plan('go');
-    passes.canopy.push(await onePass(canopy, binary, fx, cp));
-    passes.go.push(await onePass(go, binary, fx, gp));
-    checked = compareAssignments(cp.checkFile, gp.checkFile, tag);
+    canopyPasses.push(await onePass(canopy, binary, fx, cp));
+    const line: Record<string, unknown> = { tag, canopy: canopyPasses.at(-1) };
+    for (const [k, peer] of peers.entries()) {
+      const gp = plan(`go-${peer.mode}`);
+      peerPasses[k]!.push(await onePass(peer, binary, fx, gp));
+      checked = compareAssignments(cp.checkFile, gp.checkFile, `${tag} (${peer.mode})`);
+      line[`go-${peer.mode}`] = peerPasses[k]!.at(-1);
+    }
     // Each pair as it ends, checked, one JSON line: a run stopped early (a shared machine, a deadline) keeps its pairs.
-    opts.log(`   pair ${JSON.stringify({ tag, canopy: passes.canopy.at(-1), go: passes.go.at(-1) })}`);
+    opts.log(`   pair ${JSON.stringify(line)}`);
   }
-  return peerRow(streams, passes, rss0, checked, delta ? 'delta' : 'sotw');
+  return peers.map((peer, k) =>
+    peerRow(
+      streams,
+      { canopy: canopyPasses, go: peerPasses[k]! },
+      { canopy: rss0.canopy, go: rss0.peers[k]! },
+      checked,
+      delta ? 'delta' : 'sotw',
+      peer.mode ?? 'protos',
+    ),
+  );
 }
 
 export async function peerBench(opts: PeerOptions): Promise<PeerFigures> {
   const bin = buildPeer(opts.log);
   const fx = fixture(opts);
   let canopy: PeerSide | undefined;
-  let go: PeerSide | undefined;
+  const peers: PeerSide[] = [];
   try {
     const most = Math.max(...opts.streams, ...opts.delta);
     canopy = await startCanopy(fx.config, most);
-    go = await startGoPeer(bin.peer, fx.config, fx.plan, most);
+    for (const mode of opts.modes) peers.push(await startGoPeer(bin.peer, fx.config, fx.plan, most, mode));
     await sleep(500);
     const rows: PeerRow[] = [];
     const cursor: FlipCursor = { next: 0 };
-    const sides = { canopy, go };
+    const sides = { canopy, peers };
     for (const streams of opts.streams) {
-      rows.push(await row(sides, bin.driver, fx, { streams, delta: false, windowS: opts.windowS }, opts, cursor));
+      rows.push(...(await row(sides, bin.driver, fx, { streams, delta: false, windowS: opts.windowS }, opts, cursor)));
     }
     for (const streams of opts.delta) {
-      rows.push(await row(sides, bin.driver, fx, { streams, delta: true, windowS: 0 }, opts, cursor));
+      rows.push(...(await row(sides, bin.driver, fx, { streams, delta: true, windowS: 0 }, opts, cursor)));
     }
     return {
       endpoints: opts.endpoints,
@@ -290,7 +336,7 @@ export async function peerBench(opts: PeerOptions): Promise<PeerFigures> {
     };
   } finally {
     await canopy?.server.stop();
-    await go?.server.stop();
+    for (const peer of peers) await peer.server.stop();
     rmSync(fx.dir, { recursive: true, force: true });
   }
 }
@@ -299,7 +345,7 @@ export async function peerBench(opts: PeerOptions): Promise<PeerFigures> {
  * Section P. `--peer-streams=2000,10000` (default; --quick: 200), `--peer-pairs=5`, `--peer-window=S`
  * (the flip-a-second phase; default 60 s, --quick 10 s), `--peer-delta=2000` (the delta rows' streams;
  * default the first SotW count; 0: none), `--peer-mem-floor=MB` (default 2048: a pass stops when the
- * machine's available memory falls below it).
+ * machine's available memory falls below it), `--peer-modes=protos,encoded` (the default: both).
  */
 export async function peerSection(
   quick: boolean,
@@ -326,6 +372,7 @@ export async function peerSection(
       windowS: Number(arg('peer-window') ?? (quick ? 10 : 60)),
       delta,
       memFloorMB: Number(arg('peer-mem-floor') ?? 2048),
+      modes: peerModes(arg('peer-modes')),
       log,
     });
   } catch (err) {
@@ -333,4 +380,12 @@ export async function peerSection(
     if (err instanceof MemoryFloor) log(`P. stopped: ${err.message}`);
     return { skipped: (err as Error).message };
   }
+}
+
+function peerModes(list: string | undefined): PeerMode[] {
+  const modes = (list ?? PEER_MODES.join(',')).split(',').filter((m) => m !== '');
+  const unknown = modes.filter((m) => !(PEER_MODES as readonly string[]).includes(m));
+  if (unknown.length > 0 || modes.length === 0)
+    throw new Error(`--peer-modes: a list of ${PEER_MODES.join(', ')}, not ${list ?? ''}`);
+  return modes as PeerMode[];
 }

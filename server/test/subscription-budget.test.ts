@@ -87,4 +87,14 @@ describe('SubscriptionBudget', () => {
     assert.equal(d.maxBytesPerConnection, 4 * 1024 * 1024);
     assert.equal(defaultXdsLimits(8 * 1024 * 1024).maxBytesPerConnection, 1024 * 1024);
   });
+
+  it("caps one connection's default share at 32 MiB however large the heap", () => {
+    const MiB = 1024 * 1024;
+    for (const heap of [4144 * MiB, 16 * 1024 * MiB, 256 * 1024 * MiB]) {
+      const d = defaultXdsLimits(heap);
+      assert.equal(d.subscriptionBudgetBytes, Math.floor(heap / 4), 'the budget still grows with the heap');
+      assert.equal(d.maxBytesPerConnection, 32 * MiB, `heap ${heap / MiB} MiB`);
+    }
+    assert.equal(defaultXdsLimits(1024 * MiB).maxBytesPerConnection, 16 * MiB, 'under the cap: budget / 16');
+  });
 });

@@ -31,6 +31,7 @@ import { PushWindow } from './push-window.js';
 import { PushResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
 import type { StreamHandle, StreamSink, XdsLog } from './stream-sink.js';
+import { StreamLog } from './stream-log.js';
 
 /** gRPC's default receive limit: a bigger response ends the stream of a client that kept the default. */
 export const DEFAULT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
@@ -118,11 +119,13 @@ export class PushPipeline {
   private readonly shared: PushResponses;
   private readonly window: PushWindow<Conn>;
   private readonly collector: IdleCollector | undefined;
+  private readonly streamLog: StreamLog;
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
     this.observer = opts.observer ?? nullObserver;
     this.log = opts.log ?? silent;
+    this.streamLog = new StreamLog(this.log, () => this.conns.size);
     this.debounceMs = opts.debounceMs ?? 100;
     this.maxDelayMs = opts.maxDelayMs ?? this.debounceMs * 10;
     this.limits = opts.limits ?? DEFAULT_LIMITS;
@@ -245,6 +248,7 @@ export class PushPipeline {
     if (this.timer) clearTimeout(this.timer);
     this.collector?.stop();
     for (const conn of this.conns.values()) conn.sink.end();
+    this.streamLog.summarise();
   }
 
   private openSession<R extends AnyRequest>(session: Session<R>, peer: string, sink: StreamSink): StreamHandle<R> {
@@ -273,7 +277,7 @@ export class PushPipeline {
         if (!opened && req.node) {
           opened = true;
           this.observer.streamOpened(req.node.id);
-          this.log.info({ stream: id, node: req.node.id, peer, locality: req.node.locality }, 'xds stream opened');
+          this.streamLog.streamOpened({ stream: id, node: req.node.id, peer, locality: req.node.locality });
         }
         this.receive(conn, session, req);
       },
@@ -283,7 +287,7 @@ export class PushPipeline {
         this.window.release(conn);
         conn.session.closed?.();
         if (opened) this.observer.streamClosed(conn.session.nodeId);
-        this.log.info({ stream: id, node: conn.session.nodeId }, 'xds stream closed');
+        this.streamLog.streamClosed({ stream: id, node: conn.session.nodeId });
       },
     };
   }

@@ -48,19 +48,32 @@ export const LIMIT_FLAGS: Readonly<Record<LimitName, string>> = {
 };
 
 /**
+ * The most one connection may hold by default, whatever the heap: 32 MiB counted, which the server
+ * holds as about that much again at most (e2e/xds-connection-share.test.ts measures under 64 MB). The
+ * share grew with the heap before, so one unauthenticated connection to a large-heap server could make
+ * it hold 140 MB; no single client (Envoy, a proxy's shared channel) needs more than a few MiB.
+ */
+export const MAX_DEFAULT_BYTES_PER_CONNECTION = 32 * 1024 * 1024;
+
+/**
  * Defaults from the V8 heap limit (`--max-old-space-size`, else what Node chose for the machine): a
- * quarter of the heap for all subscription state, a sixteenth of that (at least 1 MiB) per connection.
- * Streams per connection: 1,000, as one HTTP/2 connection may carry many clients (a proxy, a test
- * harness with one channel).
+ * quarter of the heap for all subscription state, a sixteenth of that per connection, at least 1 MiB
+ * and at most MAX_DEFAULT_BYTES_PER_CONNECTION. Streams per connection: 1,000, as one HTTP/2
+ * connection may carry many clients (a proxy, a test harness with one channel).
  */
 export function defaultXdsLimits(heapLimitBytes: number): XdsLimits {
   const budget = Math.floor(heapLimitBytes / 4);
   return {
     maxStreamsPerConnection: 1000,
     maxNamesPerConnection: 100_000,
-    maxBytesPerConnection: Math.max(1024 * 1024, Math.floor(budget / 16)),
+    maxBytesPerConnection: defaultBytesPerConnection(budget),
     subscriptionBudgetBytes: budget,
   };
+}
+
+/** One connection's default share of a subscription budget. */
+export function defaultBytesPerConnection(budgetBytes: number): number {
+  return Math.min(MAX_DEFAULT_BYTES_PER_CONNECTION, Math.max(1024 * 1024, Math.floor(budgetBytes / 16)));
 }
 
 export interface Refusal {

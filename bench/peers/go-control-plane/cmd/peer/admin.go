@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -13,6 +14,9 @@ import (
 // PATCH /api/v1/services/{service}/endpoints/{address:port} with {"health":"healthy"|"unhealthy"}.
 func adminHandler(m *mesh, endpoints *cachev3.LinearCache) http.Handler {
 	mux := http.NewServeMux()
+	// Where the peer's time goes (docs/benchmarks.md, section P): go tool pprof http://ADMIN/debug/pprof/profile?seconds=N
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("PATCH /api/v1/services/{service}/endpoints/{endpoint}", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Health string `json:"health"`

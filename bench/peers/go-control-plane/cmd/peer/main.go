@@ -7,7 +7,11 @@
 // naming its locality's CLA, from a SnapshotCache keyed by node id. Changes arrive as Canopy's do:
 // an HTTP PATCH of one endpoint's health.
 //
-//	peer --config FILE [--plan FILE] [--host 127.0.0.1]
+//	peer --config FILE [--plan FILE] [--mode protos|encoded] [--host 127.0.0.1]
+//
+// --mode protos (the default, the idiomatic use) hands the cache CLAs built of protos, which it
+// marshals; --mode encoded encodes each (locality, priority) group once and hands it CLAs carrying
+// those bytes (encoded.go), so the cache's marshal is a copy: the strongest peer on the public API.
 //
 // stdout, one JSON line once it serves, after it has read the file and built every CLA:
 // {"event":"ready","xds":HOST:PORT,"admin":HOST:PORT,"parseMs":…,"buildMs":…}.
@@ -34,16 +38,21 @@ func main() {
 	config := flag.String("config", "", "Canopy's config file (the fixture)")
 	planFile := flag.String("plan", "", "the per-locality assignments, from the bench (none: computed from the config file)")
 	host := flag.String("host", "127.0.0.1", "address to listen on (ports are ephemeral)")
+	mode := flag.String("mode", "protos", "protos: the cache marshals CLAs of protos; encoded: each group encoded once, CLAs carry the bytes")
 	flag.Parse()
-	if err := run(*config, *planFile, *host); err != nil {
+	if *mode != "protos" && *mode != "encoded" {
+		fmt.Fprintf(os.Stderr, "peer: --mode: protos or encoded, not %q\n", *mode)
+		os.Exit(2)
+	}
+	if err := run(*config, *planFile, *host, *mode == "encoded"); err != nil {
 		fmt.Fprintf(os.Stderr, "peer: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(config, planFile, host string) error {
+func run(config, planFile, host string, encoded bool) error {
 	t0 := time.Now()
-	m, err := loadMesh(config, planFile)
+	m, err := loadMesh(config, planFile, encoded)
 	if err != nil {
 		return err
 	}

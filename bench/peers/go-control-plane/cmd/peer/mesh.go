@@ -55,6 +55,7 @@ type mesh struct {
 	groups    []*endpoint.LocalityLbEndpoints // nil: no healthy endpoint left
 	groupClas [][]int                         // plan group → CLAs holding it
 	tree      *treeNode                       // computing mode: a client's CLA is its deepest match's
+	encoded   [][]byte                        // encoded mode: each group's bytes (groups stays nil)
 	parsed    time.Duration                   // reading and decoding the config file
 }
 
@@ -67,7 +68,7 @@ func readJSON(file string, into any) error {
 }
 
 // loadMesh reads the config file and either the bench's plan (planFile set) or computes it (planFile "").
-func loadMesh(configFile, planFile string) (*mesh, error) {
+func loadMesh(configFile, planFile string, encoded bool) (*mesh, error) {
 	t0 := time.Now()
 	f, err := readFixture(configFile)
 	if err != nil {
@@ -79,7 +80,7 @@ func loadMesh(configFile, planFile string) (*mesh, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		m, err := newMesh(f, p)
+		m, err := newMesh(f, p, encoded)
 		if m != nil {
 			m.tree, m.parsed = root, parsed
 		}
@@ -89,16 +90,19 @@ func loadMesh(configFile, planFile string) (*mesh, error) {
 	if err := readJSON(planFile, &p); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	m, err := newMesh(f, p)
+	m, err := newMesh(f, p, encoded)
 	if m != nil {
 		m.parsed = parsed
 	}
 	return m, err
 }
 
-// newMesh builds every plan group's and so every CLA's protos from the fixture's endpoints.
-func newMesh(f *fixture, p plan) (*mesh, error) {
+// newMesh builds every plan group's and so every CLA's protos (encoded: bytes) from the fixture's endpoints.
+func newMesh(f *fixture, p plan, encoded bool) (*mesh, error) {
 	m := &mesh{endpoints: map[string]*endpointState{}, plan: p}
+	if encoded {
+		m.encoded = make([][]byte, len(p.Groups))
+	}
 	for _, s := range f.Services {
 		if s.Name != m.plan.Service {
 			continue
@@ -119,7 +123,7 @@ func newMesh(f *fixture, p plan) (*mesh, error) {
 			}
 			e.groups = append(e.groups, g)
 		}
-		m.groups[g] = m.buildGroup(g)
+		m.rebuildGroup(g)
 	}
 	for c, gs := range m.plan.Clas {
 		for _, g := range gs {
@@ -189,9 +193,26 @@ func (m *mesh) buildCla(c int) *endpoint.ClusterLoadAssignment {
 func (m *mesh) allClas() map[string]types.Resource {
 	out := make(map[string]types.Resource, len(m.plan.Clas))
 	for c := range m.plan.Clas {
-		out[m.claName(c)] = m.buildCla(c)
+		out[m.claName(c)] = m.cla(c)
 	}
 	return out
+}
+
+// rebuildGroup brings plan group g up to its endpoints' health: its protos, or in the encoded mode its bytes.
+func (m *mesh) rebuildGroup(g int) {
+	if m.encoded != nil {
+		m.encoded[g] = m.encodeGroup(g)
+	} else {
+		m.groups[g] = m.buildGroup(g)
+	}
+}
+
+// cla is CLA c as the cache gets it: built from the groups' protos, or carrying their bytes.
+func (m *mesh) cla(c int) *endpoint.ClusterLoadAssignment {
+	if m.encoded != nil {
+		return m.encodedCla(c)
+	}
+	return m.buildCla(c)
 }
 
 // setHealth applies one endpoint's health and hands the CLAs it changed to publish, under the lock, so
@@ -209,14 +230,14 @@ func (m *mesh) setHealth(key string, healthy bool, publish func(map[string]types
 	e.healthy = healthy
 	touched := map[int]bool{}
 	for _, g := range e.groups {
-		m.groups[g] = m.buildGroup(g)
+		m.rebuildGroup(g)
 		for _, c := range m.groupClas[g] {
 			touched[c] = true
 		}
 	}
 	out := make(map[string]types.Resource, len(touched))
 	for c := range touched {
-		out[m.claName(c)] = m.buildCla(c)
+		out[m.claName(c)] = m.cla(c)
 	}
 	return publish(out)
 }
