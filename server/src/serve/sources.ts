@@ -30,6 +30,18 @@ export function inputSkips(logger: Logger, registry: Registry): InputSkips {
   return skips;
 }
 
+/** What one cluster's source and several clusters' sources are both given. */
+function sourceOptions(kube: KubeOptions, skips: InputSkips | undefined) {
+  return {
+    ...(skips ? { skips } : {}),
+    ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
+    ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
+    ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
+    ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
+    ...(kube.crdCheckMs !== undefined ? { crdCheckMs: kube.crdCheckMs } : {}),
+  };
+}
+
 /** Loaded only when asked for: client-node is a large module tree. */
 export async function startKubeSource(
   kube: KubeOptions,
@@ -52,12 +64,7 @@ export async function startKubeSource(
     store,
     config,
     log: logger.child({ component: 'kube' }),
-    ...(skips ? { skips } : {}),
-    ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
-    ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
-    ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
-    ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
-    ...(kube.crdCheckMs !== undefined ? { crdCheckMs: kube.crdCheckMs } : {}),
+    ...sourceOptions(kube, skips),
   });
   registerKubeMetrics(registry, () => source.stats());
   source.start();
@@ -88,12 +95,7 @@ async function startKubeClusters(
     store,
     clusters,
     log,
-    ...(skips ? { skips } : {}),
-    ...(kube.namespaces?.length ? { namespaces: kube.namespaces } : {}),
-    ...(kube.subzoneLabel !== undefined ? { subzoneLabel: kube.subzoneLabel } : {}),
-    ...(kube.unreachableMs !== undefined ? { unreachableMs: kube.unreachableMs } : {}),
-    ...(kube.maxBackoffMs !== undefined ? { maxBackoffMs: kube.maxBackoffMs } : {}),
-    ...(kube.crdCheckMs !== undefined ? { crdCheckMs: kube.crdCheckMs } : {}),
+    ...sourceOptions(kube, skips),
   });
   registerKubeMetrics(registry, () => source.stats());
   registerClusterMetrics(registry, () => source.clusters());
