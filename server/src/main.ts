@@ -94,7 +94,7 @@ export async function startCanopy(opts: CanopyOptions): Promise<Canopy> {
   const adminAddress = `${hostForUrl(at.adminHost)}:${admin.port}`;
   const webView = webViewUrl(at.adminHost, admin.port, security.tls !== undefined);
   const address = { xds: xdsAddress, admin: adminAddress, webView };
-  const readiness = startReadiness({ started: () => ready, feed, store, kube, logger, address });
+  const readiness = startReadiness({ started: () => ready, feed, kube, logger, address });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>

@@ -7,7 +7,6 @@
  */
 import type { Logger } from 'pino';
 import type { MeshFeed } from '../store/mesh-feed.js';
-import type { Store } from '../store/store.js';
 
 export interface Readiness {
   /** Why /readyz answers 503 now; undefined when it answers 200. */
@@ -19,8 +18,6 @@ export interface Readiness {
 export function startReadiness(o: {
   readonly started: () => boolean;
   readonly feed: MeshFeed;
-  /** Read once when the conditions hold: the line waits until the served mesh reflects the store. */
-  readonly store: Pick<Store, 'list'>;
   readonly kube?: { notReady(): string | undefined } | undefined;
   readonly logger: Logger;
   readonly address: Readonly<Record<string, string>>;
@@ -29,10 +26,9 @@ export function startReadiness(o: {
     !o.started() ? 'shutting down' : !o.feed.connected ? 'the store is unreachable' : o.kube?.notReady();
   const waiting = notReady();
   if (waiting !== undefined) o.logger.info({ ...o.address, waiting }, `canopy serving; not ready yet: ${waiting}`);
-  // A source's last write is in the store before the feed's watch has applied it: count what is served.
-  const ready = untilReady(notReady)
-    .then(async () => o.feed.caughtUp((await o.store.list()).revision))
-    .then(() => o.logger.info({ ...o.address, services: o.feed.mesh.size }, 'canopy ready'));
+  const ready = untilReady(notReady).then(() =>
+    o.logger.info({ ...o.address, services: o.feed.mesh.size }, 'canopy ready'),
+  );
   return { notReady, whenReady: () => ready };
 }
 
