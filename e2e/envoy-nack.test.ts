@@ -143,7 +143,7 @@ describe('real Envoy: a NACK never strands a client (SotW, delta, delta + LEDS)'
     const nacks = canopy
       .logs()
       .filter((l) => l.includes('xds NACK'))
-      .map((l) => JSON.parse(l) as { msg: string; node: string; services: string[]; detail: string });
+      .map((l) => JSON.parse(l) as { msg: string; node: string; services: string[]; origin?: string; detail: string });
     for (const e of all()) {
       const mine = nacks.filter((n) => n.node === e.nodeId);
       assert.ok(
@@ -156,7 +156,11 @@ describe('real Envoy: a NACK never strands a client (SotW, delta, delta + LEDS)'
       );
     }
     const line = nacks.find((n) => n.services.length === 1)!;
-    assert.match(line.msg, /xds NACK: client "nack-[a-z]+-[a-z]+" refused [A-Z]+ of service "oops"/);
+    assert.match(
+      line.msg,
+      /xds NACK: client "nack-[a-z]+-[a-z]+" refused [A-Z]+ of service "oops" \(from the (config file|admin API)\)/,
+    );
+    assert.match(line.origin ?? '', /^the (config file|admin API)$/, 'the log names where oops came from');
     const metrics = (await canopy.admin('GET', '/metrics')).body as string;
     for (const type of ['EDS', 'LEDS'])
       assert.match(metrics, new RegExp(`canopy_xds_nacks_by_service_total\\{type="${type}",service="oops"\\} [1-9]`));

@@ -150,6 +150,20 @@ describe('the Mesh feed on what the store holds', () => {
     await store.close();
   });
 
+  it('names where each service came from, for a NACK log line', async () => {
+    const store = await LocalStore.open();
+    const feed = await MeshFeed.open(store);
+    await store.put(service('web.shop', ['10.0.0.1']), { owner: 'kube' });
+    await store.put(service('db', ['10.0.0.2']), { owner: 'file' });
+    await feed.caughtUp(await store.put(service('api', ['10.0.0.3']), { owner: 'api' }));
+    assert.equal(feed.originOf('web.shop'), 'Kubernetes Service shop/web');
+    assert.equal(feed.originOf('db'), 'the config file');
+    assert.equal(feed.originOf('api'), 'the admin API');
+    assert.equal(feed.originOf('nothing'), undefined);
+    feed.close();
+    await store.close();
+  });
+
   it('a clean service that turns bad is taken out whole; fixed, it is served again', async () => {
     const store = await LocalStore.open();
     const feed = await MeshFeed.open(store);

@@ -59,6 +59,7 @@ export function buildXds(opts: CanopyOptions, feed: MeshFeed, registry: Registry
     debounceMs: opts.debounceMs ?? server.debounceMs ?? 100,
     ...(pushWindow !== undefined ? { pushWindow } : {}),
     collect: fullCollection(),
+    originOf: (service) => feed.originOf(service),
   });
   return { claCache, resources, limits, budget, observer, metrics, pipeline };
 }

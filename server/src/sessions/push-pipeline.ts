@@ -60,6 +60,8 @@ export interface PushPipelineOptions {
   readonly collect?: () => void;
   readonly collectAfterBytes?: number;
   readonly collectIdleMs?: number;
+  /** Where a service came from (a file, the API, a Kubernetes object), named in a NACK's log line. */
+  readonly originOf?: (service: string) => string | undefined;
 }
 
 /** What the pipeline reads of a request of either protocol. */
@@ -120,9 +122,11 @@ export class PushPipeline {
   private readonly window: PushWindow<Conn>;
   private readonly collector: IdleCollector | undefined;
   private readonly streamLog: StreamLog;
+  private readonly originOf: (service: string) => string | undefined;
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
+    this.originOf = opts.originOf ?? (() => undefined);
     this.observer = opts.observer ?? nullObserver;
     this.log = opts.log ?? silent;
     this.streamLog = new StreamLog(this.log, () => this.conns.size);
@@ -406,12 +410,17 @@ export class PushPipeline {
     const service = nackServiceLabel(names);
     this.observer.nacked(outcome.typeUrl, node, outcome.detail, names.length > 0 ? service : undefined);
     const type = shortTypeName(outcome.typeUrl);
+    const origin = services.length === 1 ? this.originOf(services[0]!) : undefined;
     const what =
       services.length === 1
-        ? `${type} of service "${services[0]}" (${names.length} resource${names.length === 1 ? '' : 's'})`
+        ? `${type} of service "${services[0]}"${origin ? ` (from ${origin})` : ''} (${names.length} resource${names.length === 1 ? '' : 's'})`
         : `a ${type} response carrying ${names.length} resources of ${services.length} services`;
     this.log.warn(
-      { stream, node, type, services: services.slice(0, 10), resources: names.slice(0, 10), detail: outcome.detail },
+      {
+        ...{ stream, node, type, services: services.slice(0, 10), resources: names.slice(0, 10) },
+        ...(origin ? { origin } : {}),
+        detail: outcome.detail,
+      },
       `xds NACK: client "${node}" refused ${what} and keeps what it last acknowledged: ${shortDetail(outcome.detail, 400)}`,
     );
   }

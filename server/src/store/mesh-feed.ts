@@ -66,6 +66,19 @@ export class MeshFeed {
     return this.healthy;
   }
 
+  /**
+   * Where a served service came from, for a log line (a NACK's): the config file, the admin API, or the
+   * Kubernetes Service `namespace/name` (its Canopy name is `name.namespace`).
+   */
+  originOf(name: string): string | undefined {
+    const owner = this.owners.get(name);
+    if (owner === 'kube') {
+      const dot = name.lastIndexOf('.');
+      return dot > 0 ? `Kubernetes Service ${name.slice(dot + 1)}/${name.slice(0, dot)}` : 'Kubernetes';
+    }
+    return owner === 'file' ? 'the config file' : owner === 'api' ? 'the admin API' : owner;
+  }
+
   subscribe(listener: ChangeListener): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
