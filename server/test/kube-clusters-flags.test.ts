@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { kubeOptions, type KubeValues } from '../src/cli/serve-kube.js';
-import { parseClusterList } from '../src/store/kube-cluster-list.js';
+import { parseClusterList } from '../src/kube/kube-cluster-list.js';
 
 const base: KubeValues = {
   kubeSubzoneLabel: 'topology.istio.io/subzone',

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DestinationRules } from '../src/store/kube-istio.js';
+import { DestinationRules } from '../src/kube/kube-istio.js';
 
 const rule = (name: string, created: Date) => ({
   apiVersion: 'networking.istio.io/v1',

@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ServiceSpec } from '../src/domain/service.js';
-import { ClusterUnion } from '../src/store/kube-union.js';
-import { KubeWriter } from '../src/store/kube-writer.js';
+import { ClusterUnion } from '../src/kube/kube-union.js';
+import { KubeWriter } from '../src/kube/kube-writer.js';
 import { LocalStore } from '../src/store/level/local-store.js';
 import type { Store } from '../src/store/store.js';
 import { ep, service } from './support/builders.js';

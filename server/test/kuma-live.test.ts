@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { readLiveStrategy } from '../src/policy/kuma-live.js';
-import { MeshStrategies } from '../src/store/kube-kuma.js';
+import { MeshStrategies } from '../src/kube/kube-kuma.js';
 
 const to = (targetRef: object, localityAwareness: object = { disabled: true }) => ({
   to: [{ targetRef, default: { localityAwareness } }],

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ClaCache } from '../domain/cla-cache.js';
 import type { MeshView } from '../store/mesh-feed.js';
-import type { ClusterStatus } from '../store/kube-clusters.js';
+import type { ClusterStatus } from '../kube/kube-clusters.js';
 import type { InputSkips } from '../store/input-skips.js';
 import type { Store } from '../store/store.js';
 import type { ClientStatus } from '../sessions/client-status.js';

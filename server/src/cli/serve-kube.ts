@@ -4,8 +4,8 @@
  */
 import { Option, type Command } from 'commander';
 import type { KubeOptions } from '../main.js';
-import { clusterNameError } from '../store/kube-cluster-list.js';
-import type { KubeCluster } from '../store/kube-clusters.js';
+import { clusterNameError } from '../kube/kube-cluster-list.js';
+import type { KubeCluster } from '../kube/kube-clusters.js';
 import { CliError, EXIT_USAGE, intIn } from './common.js';
 
 export interface KubeValues {

@@ -2,7 +2,7 @@
  * The server's two edges, each built from the listeners' security settings
  * (security.ts): the gRPC transport (ADS, CSDS, LRS) and the admin API.
  */
-import type { ClusterStatus } from '../store/kube-clusters.js';
+import type { ClusterStatus } from '../kube/kube-clusters.js';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';

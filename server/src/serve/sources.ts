@@ -10,7 +10,7 @@ import { parseEtcdUrl } from '../store/open-store.js';
 import { registerSkipMetrics } from '../admin/skipped.js';
 import { InputSkips, logSkips } from '../store/input-skips.js';
 import type { Store } from '../store/store.js';
-import type { ClusterStatus } from '../store/kube-clusters.js';
+import type { ClusterStatus } from '../kube/kube-clusters.js';
 import type { KubeOptions } from './options.js';
 
 /** What main.ts holds of the Kubernetes source, one cluster or several. */
@@ -54,8 +54,8 @@ export async function startKubeSource(
     return startKubeClusters(kube, store, logger, registry, skips);
   const [{ KubeConfig }, { KubeSource }, { registerKubeMetrics }] = await Promise.all([
     import('@kubernetes/client-node'),
-    import('../store/kube-source.js'),
-    import('../admin/kube-metrics.js'),
+    import('../kube/kube-source.js'),
+    import('../kube/kube-metrics.js'),
   ]);
   const config = new KubeConfig();
   if (kube.kubeconfig !== undefined) config.loadFromFile(kube.kubeconfig);
@@ -84,9 +84,9 @@ async function startKubeClusters(
   skips: InputSkips | undefined,
 ) {
   const [{ KubeClusters }, { readClusterList }, { registerKubeMetrics, registerClusterMetrics }] = await Promise.all([
-    import('../store/kube-clusters.js'),
-    import('../store/kube-cluster-list.js'),
-    import('../admin/kube-metrics.js'),
+    import('../kube/kube-clusters.js'),
+    import('../kube/kube-cluster-list.js'),
+    import('../kube/kube-metrics.js'),
   ]);
   const file = kube.clustersFile;
   const clusters = file !== undefined ? await readClusterList(file) : (kube.clusters ?? []);

@@ -5,8 +5,8 @@
  * services it refuses or leaves to another owner.
  */
 import { Gauge, type Registry } from 'prom-client';
-import type { ClusterStatus } from '../store/kube-clusters.js';
-import type { KubeStats } from '../store/kube-source.js';
+import type { ClusterStatus } from './kube-clusters.js';
+import type { KubeStats } from './kube-source.js';
 
 export function registerKubeMetrics(registry: Registry, stats: () => KubeStats): void {
   const registers = [registry];

@@ -11,7 +11,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { KubeSource, type KubeSourceOptions, type KubeStats } from './kube-source.js';
 import { ClusterUnion } from './kube-union.js';
 import { KubeWriter } from './kube-writer.js';
-import type { Store } from './store.js';
+import type { Store } from '../store/store.js';
 
 /** One cluster: its name (the `cluster` scope), network (the `network` scope) and where its API server is. */
 export interface KubeCluster {

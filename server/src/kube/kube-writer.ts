@@ -14,7 +14,7 @@
  */
 import { endpointKey, sameEndpoint, type Endpoint, type ServiceSpec } from '../domain/service.js';
 import { serviceSpecToJson } from '../domain/spec.js';
-import { StoreConflict, type Owner, type Store } from './store.js';
+import { StoreConflict, type Owner, type Store } from '../store/store.js';
 
 interface Written {
   revision: number;

@@ -10,7 +10,7 @@ import type { FieldError } from '../domain/errors.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { screenService, skipReason, type SkippedPart } from '../domain/spec-screen.js';
 import type { EndpointOrigin } from '../policy/k8s-live.js';
-import type { InputSkip } from './input-skips.js';
+import type { InputSkip } from '../store/input-skips.js';
 
 /** The skip entries' scope for one Kubernetes Service (`namespace/name`). */
 export function kubeScope(key: string): string {

@@ -34,9 +34,9 @@ import { DestinationRules } from './kube-istio.js';
 import { MeshStrategies } from './kube-kuma.js';
 import { describeKubeError, KubeWatch, statusOf } from './kube-watch.js';
 import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
-import { InputSkips, logSkips, type InputSkip } from './input-skips.js';
+import { InputSkips, logSkips, type InputSkip } from '../store/input-skips.js';
 import { kubeScope, mappingSkips, screenKubeSpec } from './kube-screen.js';
-import type { Store } from './store.js';
+import type { Store } from '../store/store.js';
 
 export interface KubeSourceOptions {
   readonly store: Store;

@@ -21,7 +21,7 @@
 import { endpointKey, type Endpoint, type ServiceSpec } from '../domain/service.js';
 import type { KubeSink } from './kube-source.js';
 import type { KubeWriter } from './kube-writer.js';
-import type { Store } from './store.js';
+import type { Store } from '../store/store.js';
 
 export class ClusterUnion {
   /** name → cluster → that cluster's last spec. */
