@@ -1,11 +1,13 @@
 // typescript-eslint's recommended rules over the TypeScript sources, plus the layering of STYLE.md, bottom up:
 //   domain, policy (pure) ← platform (process-level: paths, heap growth, collection, signals)
-//   ← wire, resources ← sessions ← transport, admin, agent, store ← config ← serve ← main.ts, security.ts, cli, demo
-// Only transport/ speaks gRPC. config/ sits above the store: it reads the config file and writes what it says
-// through the Store interface, so store/ (and everything else below it) may not import config/. Each folder lists
-// what it may not import, subfolders included (domain/load, store/level, store/etcd, resources/endpoint); a later
-// entry replaces an earlier one for its files. import-x/no-cycle forbids import circles (value imports; type-only
-// imports erase at build time and are not followed).
+//   ← wire, resources ← sessions ← transport, admin, agent, store ← config, kube (the sources) ← serve
+//   ← main.ts, security.ts, cli, demo
+// Only transport/ speaks gRPC. The sources sit above the store: config/ reads the config file and kube/ watches
+// Kubernetes, and each writes what it reads through the Store interface, so store/ (and everything else below
+// them) may import neither; neither imports the other. Each folder lists what it may not import, subfolders
+// included (domain/load, store/level, store/etcd, resources/endpoint); a later entry replaces an earlier one for
+// its files. import-x/no-cycle forbids import circles (value imports; type-only imports erase at build time and
+// are not followed).
 import importX from 'eslint-plugin-import-x';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 import tseslint from 'typescript-eslint';
@@ -32,7 +34,8 @@ function layer(what, above, packages = [], paths = [GRPC]) {
 }
 
 const TOP = ['main.js', 'serve', 'security.js', 'cli', 'demo'];
-const UPPER = ['transport', 'admin', 'agent', 'store', 'config', ...TOP];
+const SOURCES = ['config', 'kube'];
+const UPPER = ['transport', 'admin', 'agent', 'store', ...SOURCES, ...TOP];
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'bench/results/'] },
@@ -99,19 +102,21 @@ export default tseslint.config(
   },
   {
     files: ['server/src/transport/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('transport/', ['admin', 'store', 'config', ...TOP], [], []) },
+    rules: { 'no-restricted-imports': layer('transport/', ['admin', 'store', ...SOURCES, ...TOP], [], []) },
   },
   {
     files: ['server/src/admin/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('admin/', ['transport', 'agent', 'config', ...TOP]) },
+    rules: { 'no-restricted-imports': layer('admin/', ['transport', 'agent', ...SOURCES, ...TOP]) },
   },
   {
     files: ['server/src/store/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('store/', ['sessions', 'transport', 'admin', 'agent', 'config', ...TOP]) },
+    rules: {
+      'no-restricted-imports': layer('store/', ['sessions', 'transport', 'admin', 'agent', ...SOURCES, ...TOP]),
+    },
   },
   {
     files: ['server/src/agent/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('agent/', ['sessions', 'admin', 'store', 'config', ...TOP]) },
+    rules: { 'no-restricted-imports': layer('agent/', ['sessions', 'admin', 'store', ...SOURCES, ...TOP]) },
   },
   {
     // Process-level concerns (package paths, V8's heap growth, a full collection, signals): below every I/O layer,
@@ -122,9 +127,15 @@ export default tseslint.config(
     },
   },
   {
-    // The config file: read, validated (domain/, policy/), applied and recorded through the store.
+    // The config file (the file source): read, validated (domain/, policy/), applied and recorded through the store.
     files: ['server/src/config/**/*.ts'],
-    rules: { 'no-restricted-imports': layer('config/', ['sessions', 'transport', 'admin', 'agent', ...TOP]) },
+    rules: { 'no-restricted-imports': layer('config/', ['sessions', 'transport', 'admin', 'agent', 'kube', ...TOP]) },
+  },
+  {
+    // The Kubernetes source: watches API servers (client-node), maps what they hold (policy/k8s-live.ts) and writes
+    // it through the store; its gauges are its own (kube-metrics.ts), so admin/ never imports it.
+    files: ['server/src/kube/**/*.ts'],
+    rules: { 'no-restricted-imports': layer('kube/', ['sessions', 'transport', 'admin', 'agent', 'config', ...TOP]) },
   },
   {
     // The parts main.ts wires (the xDS side, load-aware locality, the two edges): above every layer of the server,

@@ -7,12 +7,28 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ClaCache } from '../domain/cla-cache.js';
 import type { MeshView } from '../store/mesh-feed.js';
-import type { ClusterStatus } from '../kube/kube-clusters.js';
 import type { InputSkips } from '../store/input-skips.js';
 import type { Store } from '../store/store.js';
 import type { ClientStatus } from '../sessions/client-status.js';
 import type { LoadReport } from '../sessions/load-controller.js';
 import type { AccessPolicy } from './access.js';
+
+/**
+ * One Kubernetes cluster as `GET /api/v1/clusters` answers it. Declared here, not imported: the Kubernetes
+ * source (kube/kube-clusters.ts `ClusterStatus`, one such) sits above admin/, and serve/ hands it over.
+ */
+export interface ClusterState {
+  readonly name: string;
+  readonly network: string;
+  readonly server: string;
+  readonly synced: boolean;
+  readonly connected: boolean;
+  readonly staleSince?: string;
+  readonly staleSeconds: number;
+  readonly lastError?: string;
+  readonly services: number;
+  readonly endpoints: number;
+}
 
 export interface AdminDeps {
   /** Where writes go. */
@@ -33,7 +49,7 @@ export interface AdminDeps {
   /** Why not ready, when a source knows (the Kubernetes source's sync and API server reachability). */
   readonly notReady?: () => string | undefined;
   /** Several Kubernetes clusters: each one's state (GET /api/v1/clusters). */
-  readonly clusters?: () => readonly ClusterStatus[];
+  readonly clusters?: () => readonly ClusterState[];
   /** Tokens and allowed Host names (access.ts); without it everything is open, as on loopback by default. */
   readonly access?: AccessPolicy;
   /** Largest request body in bytes (default 16 MiB: a 100k-endpoint PUT is about 15 MB). */

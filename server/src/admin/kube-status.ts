@@ -1,6 +1,6 @@
 /**
  * `GET /api/v1/clusters`: each Kubernetes cluster Canopy watches (several
- * clusters, store/kube-clusters.ts): whether its first list is written, whether
+ * clusters, kube/kube-clusters.ts): whether its first list is written, whether
  * its API server answers, and while it does not, since when (its endpoints are
  * its last state). Empty when Canopy watches one cluster or none.
  */
