@@ -22,6 +22,12 @@ export interface LivePolicies {
   change(o: KubernetesObject, present: boolean): string[];
 }
 
+/** A key `change` returns (`web.shop`, policy/k8s-live.ts serviceKey) → `shop/web`, as the source keys Services. */
+export function byName(key: string): string {
+  const dot = key.indexOf('.');
+  return `${key.slice(dot + 1)}/${key.slice(0, dot)}`;
+}
+
 export interface CrdDiscoveryOptions {
   readonly config: KubeConfig;
   readonly kinds: readonly LivePolicies[];

@@ -6,11 +6,48 @@
  * by the Canopy service it would have become. What it refuses is never
  * written; the feed's check stays the guarantee for every other writer.
  */
+import type { Logger } from 'pino';
 import type { FieldError } from '../domain/errors.js';
 import type { ServiceSpec } from '../domain/service.js';
 import { screenService, skipReason, type SkippedPart } from '../domain/spec-screen.js';
-import type { EndpointOrigin } from '../policy/k8s-live.js';
-import type { InputSkip } from '../store/input-skips.js';
+import type { EndpointOrigin, MappedServices } from '../policy/k8s-live.js';
+import { InputSkips, logSkips, type InputSkip } from '../store/input-skips.js';
+
+/**
+ * One source's screening, Service by Service (`namespace/name`): what it leaves out goes to the skips
+ * registry under the Service's scope (replacing that Service's last entries), and a Service whose mapping
+ * failed is counted as rejected until it maps again.
+ */
+export class KubeScreen {
+  readonly skips: InputSkips;
+  private readonly rejected = new Map<string, string>();
+
+  /** Without a shared registry (one source alone), its own, logged once per entry. */
+  constructor(skips: InputSkips | undefined, log: Logger) {
+    this.skips = skips ?? new InputSkips();
+    if (!skips) logSkips(this.skips, log);
+  }
+
+  /** Kubernetes Services not written because of an error. */
+  get refused(): number {
+    return this.rejected.size;
+  }
+
+  /** The specs to write for the Service (none when it is gone); undefined when it is refused whole. */
+  screen(key: string, mapped: MappedServices | undefined): ServiceSpec[] | undefined {
+    const skipped = new Map<string, InputSkip>();
+    const kept = (mapped?.specs ?? []).flatMap((spec) => {
+      const screened = screenKubeSpec(key, spec, mapped?.origins?.get(spec.name), skipped);
+      return screened ? [screened] : [];
+    });
+    if (mapped && mapped.errors.length > 0) {
+      mappingSkips(key, mapped.errors, skipped);
+      this.rejected.set(key, mapped.errors.map((e) => `${e.path}: ${e.message}`).join('; '));
+    } else this.rejected.delete(key);
+    this.skips.replace(kubeScope(key), skipped);
+    return mapped && mapped.errors.length > 0 && mapped.specs.length === 0 ? undefined : kept;
+  }
+}
 
 /** The skip entries' scope for one Kubernetes Service (`namespace/name`). */
 export function kubeScope(key: string): string {

@@ -1,8 +1,8 @@
 /**
  * Kubernetes as a source of services, beside the config file and the admin
  * API: Services, EndpointSlices and Nodes listed and watched from an API
- * server (store/kube-watch.ts), mapped to Canopy services
- * (policy/k8s-live.ts) and written through the store (store/kube-writer.ts),
+ * server (kube-watch.ts), mapped to Canopy services
+ * (policy/k8s-live.ts) and written through the store (kube-writer.ts),
  * from whose watch every replica builds its mesh as for any other write.
  *
  * Nothing is written before all three lists have arrived, so the first
@@ -29,13 +29,13 @@ import {
   type NodePlace,
 } from '../policy/k8s-live.js';
 import { EVERY_SERVICE } from '../policy/kuma-live.js';
-import { CrdDiscovery, type LivePolicies } from './kube-crds.js';
+import { byName, CrdDiscovery, type LivePolicies } from './kube-crds.js';
 import { DestinationRules } from './kube-istio.js';
 import { MeshStrategies } from './kube-kuma.js';
 import { describeKubeError, KubeWatch, statusOf } from './kube-watch.js';
 import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
-import { InputSkips, logSkips, type InputSkip } from '../store/input-skips.js';
-import { kubeScope, mappingSkips, screenKubeSpec } from './kube-screen.js';
+import type { InputSkips } from '../store/input-skips.js';
+import { KubeScreen } from './kube-screen.js';
 import type { Store } from '../store/store.js';
 
 export interface KubeSourceOptions {
@@ -52,7 +52,7 @@ export interface KubeSourceOptions {
   readonly maxBackoffMs?: number;
   /** Re-checks for Istio's and Kuma's CRDs back off to at most this (default 60 s). */
   readonly crdCheckMs?: number;
-  /** One of several clusters (store/kube-clusters.ts): its name and network, on every endpoint. */
+  /** One of several clusters (kube-clusters.ts): its name and network, on every endpoint. */
   readonly cluster?: { readonly name: string; readonly network: string };
   /** Where the mapped services go (default: a KubeWriter of the store; several clusters share a union). */
   readonly sink?: KubeSink;
@@ -94,7 +94,6 @@ export class KubeSource {
   private readonly nodes = new Map<string, NodePlace>();
   private readonly nodeUsers = new Map<string, Set<string>>();
   private readonly names = new Map<string, readonly string[]>();
-  private readonly rejected = new Map<string, string>();
   private readonly hints = new Map<string, number>();
   private readonly dirty = new Set<string>();
   private readonly watches: KubeWatch<KubernetesObject>[] = [];
@@ -113,11 +112,10 @@ export class KubeSource {
   private readonly strategies = new MeshStrategies();
   private readonly crds: CrdDiscovery;
   private stopped = false;
-  private readonly skips: InputSkips;
+  private readonly screen: KubeScreen;
 
   constructor(private readonly opts: KubeSourceOptions) {
-    this.skips = opts.skips ?? new InputSkips();
-    if (!opts.skips) logSkips(this.skips, opts.log);
+    this.screen = new KubeScreen(opts.skips, opts.log);
     this.writer =
       opts.sink ??
       new KubeWriter(opts.store, (name, owner) =>
@@ -247,7 +245,7 @@ export class KubeSource {
       events: { ...this.events },
       writes: { ...this.writer.counts },
       errors: this.errors,
-      rejected: this.rejected.size,
+      rejected: this.screen.refused,
       foreign: this.writer.foreign.size,
       foreignHints,
       services: this.names.size,
@@ -379,19 +377,9 @@ export class KubeSource {
     const svc = this.services.get(key);
     const mapped = svc ? mapService(svc, this.slices.get(key)?.values() ?? [], this.ctx) : undefined;
     // What the rules refuse is left out here, named by its object (kube-screen.ts); logged once by the registry.
-    const skipped = new Map<string, InputSkip>();
-    const screened = (mapped?.specs ?? []).flatMap((spec) => {
-      const kept = screenKubeSpec(key, spec, mapped?.origins?.get(spec.name), skipped);
-      return kept ? [kept] : [];
-    });
-    if (mapped && mapped.errors.length > 0) {
-      mappingSkips(key, mapped.errors, skipped);
-      this.rejected.set(key, mapped.errors.map((e) => `${e.path}: ${e.message}`).join('; '));
-    } else this.rejected.delete(key);
-    this.skips.replace(kubeScope(key), skipped);
-    if (mapped && mapped.errors.length > 0 && mapped.specs.length === 0) return; // the last good state stays
+    const specs = this.screen.screen(key, mapped);
+    if (specs === undefined) return; // refused whole: the last good state stays
     this.hints.set(key, mapped?.foreignHints ?? 0);
-    const specs = screened;
     for (const spec of specs) {
       await this.writer.write(spec);
       for (const e of spec.endpoints) if (e.node) this.use(e.node, key);
@@ -407,10 +395,4 @@ export class KubeSource {
     if (!users) this.nodeUsers.set(node, (users = new Set()));
     users.add(key);
   }
-}
-
-/** `web.shop` (policy/k8s-live.ts serviceKey) → `shop/web`, how Services are kept here (no dot in a Service name). */
-function byName(key: string): string {
-  const dot = key.indexOf('.');
-  return `${key.slice(dot + 1)}/${key.slice(0, dot)}`;
 }
