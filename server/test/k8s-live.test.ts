@@ -107,6 +107,26 @@ describe('live Kubernetes mapping', () => {
     assert.equal(m.specs[0]!.loadBalancing.policy?.trafficDistribution, 'PreferSameZone');
   });
 
+  it("Istio's network and cluster labels on a slice: the network beats the cluster's, a named cluster beats the label", () => {
+    const labelled = (name: string, labels: Record<string, string>, address: string): KubeSlice => ({
+      ...slice('IPv4', [{ port: 80 }], [{ addresses: [address] }]),
+      metadata: { name, namespace: 'shop', labels: { 'kubernetes.io/service-name': 'web', ...labels } },
+    });
+    const slices = [
+      labelled('a', { 'topology.istio.io/cluster': 'c1', 'topology.istio.io/network': 'n1' }, '10.0.0.1'),
+      labelled('b', {}, '10.0.0.2'),
+    ];
+    const scopes = (c: MapContext) =>
+      mapService(service({ ports: [{ port: 80 }] }), slices, c).specs[0]!.endpoints.map(
+        (e) => `${e.address} ${e.cluster} ${e.network}`,
+      );
+    assert.deepEqual(scopes(ctx), ['10.0.0.1 c1 n1', '10.0.0.2  ']);
+    assert.deepEqual(scopes({ ...ctx, cluster: { name: 'east', network: 'n9' } }), [
+      '10.0.0.1 east n1',
+      '10.0.0.2 east n9',
+    ]);
+  });
+
   it('an address in two slices keeps its best condition', () => {
     const m = mapService(
       service({ ports: [{ port: 80 }] }),

@@ -26,6 +26,8 @@ export const REGION_LABEL = 'topology.kubernetes.io/region';
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 export const DEFAULT_SUBZONE_LABEL = 'topology.istio.io/subzone';
 export const NETWORK_LABEL = 'topology.istio.io/network';
+/** Istio's cluster ID label: read only where Canopy names no cluster (see endpointsOf). */
+export const CLUSTER_LABEL = 'topology.istio.io/cluster';
 
 /** The fields of the Kubernetes objects read here (a subset of client-node's V1Service etc.). */
 export interface KubeMeta {
@@ -256,7 +258,9 @@ function endpointsOf(
     if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue; // FQDN: kube-proxy ignores it too
     // Istio's network label: the slice carries the Service's labels (the EndpointSlice controller copies them).
     const network = slice.metadata?.labels?.[NETWORK_LABEL] ?? ctx.cluster?.network ?? '';
-    const cluster = ctx.cluster?.name ?? '';
+    // A named cluster's name wins over the label, as istiod overrides a workload's with its cluster ID; with one
+    // unnamed cluster the slice's label (the Service's, copied by the EndpointSlice controller) stands in for it.
+    const cluster = ctx.cluster?.name ?? slice.metadata?.labels?.[CLUSTER_LABEL] ?? '';
     const portIndex = slice.ports?.findIndex((sp) => (sp.name ?? '') === portName) ?? -1;
     const port = slice.ports?.[portIndex]?.port;
     if (port === undefined) continue;
