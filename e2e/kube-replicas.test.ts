@@ -1,7 +1,7 @@
 /**
  * Two `canopy serve --kubeconfig` replicas on one etcd store, watching one
  * real kube-apiserver: both write what they derive, conditionally on the
- * revision they last saw (store/kube-writer.ts), so each Kubernetes change is
+ * revision they last saw (kube/kube-writer.ts), so each Kubernetes change is
  * written once between them and neither undoes the other; kill one (kill -9)
  * and the other keeps serving and follows the next changes. Only the admin
  * API is read (nothing dials the endpoints), so no network namespace.

@@ -1,5 +1,5 @@
 /**
- * Istio DestinationRules read live (store/kube-istio.ts): two rules for one
+ * Istio DestinationRules read live (kube/kube-istio.ts): two rules for one
  * Service, the older wins, as in Istio. The client library hands
  * `creationTimestamp` over as a Date, whose string form starts with the
  * weekday: ordered by that, a Friday's rule would beat the Saturday before it.

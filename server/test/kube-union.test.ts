@@ -1,5 +1,5 @@
 /**
- * The union of several clusters' services (store/kube-union.ts) over a real
+ * The union of several clusters' services (kube/kube-union.ts) over a real
  * in-memory store: one service whose endpoints are every cluster's; a change
  * in one cluster patches only its endpoints; a cluster not synced yet keeps
  * what the store holds of it (a restart, a second replica); a removed

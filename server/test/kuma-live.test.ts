@@ -1,6 +1,6 @@
 /**
  * Kuma MeshLoadBalancingStrategies read live (policy/kuma-live.ts and
- * store/kube-kuma.ts): what each targetRef names, the errors that refuse a
+ * kube/kube-kuma.ts): what each targetRef names, the errors that refuse a
  * Service, and which policy a Service takes. Pure logic, table-driven.
  */
 import assert from 'node:assert/strict';

@@ -1,7 +1,7 @@
 /**
  * Several Kubernetes clusters at once (docs/kubernetes.md, "Several
  * clusters"): one KubeSource per cluster, each with its own watches, backoff
- * and readiness, writing through one ClusterUnion (store/kube-union.ts).
+ * and readiness, writing through one ClusterUnion (kube/kube-union.ts).
  * Each cluster fails alone: an API server that stops answering leaves its
  * cluster's endpoints as they were, and the status says which cluster is
  * stale and since when. The list can change while Canopy runs (`update`):

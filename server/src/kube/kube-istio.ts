@@ -1,6 +1,6 @@
 /**
  * Istio DestinationRules for the Kubernetes source, read live when Istio's
- * CRDs are installed (store/kube-crds.ts notices them): each
+ * CRDs are installed (kube/kube-crds.ts notices them): each
  * rule is kept under the Service its host names (policy/k8s-live.ts
  * destinationRuleTarget); two rules for one Service: the older wins, as in
  * Istio.

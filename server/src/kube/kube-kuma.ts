@@ -1,6 +1,6 @@
 /**
  * Kuma MeshLoadBalancingStrategies for the Kubernetes source, read live when
- * Kuma's CRDs are installed (store/kube-crds.ts notices them): each policy is
+ * Kuma's CRDs are installed (kube/kube-crds.ts notices them): each policy is
  * read once per change (policy/kuma-live.ts) and kept with the Services it
  * names. A Service takes the oldest policy naming it, else the oldest that
  * targets the whole Mesh.

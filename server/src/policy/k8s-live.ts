@@ -1,7 +1,7 @@
 /**
  * Live Kubernetes objects → Canopy services: what `canopy serve --kubeconfig`
  * writes for each Service from its EndpointSlices and the Nodes they run on.
- * Pure: the watches and the writes are store/kube-source.ts.
+ * Pure: the watches and the writes are kube/kube-source.ts.
  *
  * Naming: a Service's first port is the Canopy service `NAME.NAMESPACE`; each
  * further port is `NAME.NAMESPACE_PORT` (`_` appears in no Kubernetes name,

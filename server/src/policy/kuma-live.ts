@@ -2,7 +2,7 @@
  * A live Kuma MeshLoadBalancingStrategy (kuma.io/v1alpha1) → the loadBalancing
  * of the Kubernetes Services its `to[].targetRef`s name, read by the same
  * rules as `canopy import kuma` (policy/kuma.ts strategyEntries). Pure: the
- * watch is store/kube-kuma.ts.
+ * watch is kube/kube-kuma.ts.
  *
  * What a targetRef names, as Kuma spells a Kubernetes Service:
  * - `kind: Mesh`: every Service Canopy watches (`*`);

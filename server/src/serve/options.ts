@@ -59,16 +59,16 @@ export interface CanopyOptions {
   readonly shutdownGraceMs?: number;
   /** Also told what the xDS layer does, after the metrics (benchmarks, embedders' tracing). */
   readonly observer?: XdsObserver;
-  /** Kubernetes as a source of services (store/kube-source.ts). */
+  /** Kubernetes as a source of services (kube/kube-source.ts). */
   readonly kube?: KubeOptions;
 }
 
 export interface KubeOptions {
   /** A kubeconfig file; without it, the pod's in-cluster service account. */
   readonly kubeconfig?: string;
-  /** Several clusters (store/kube-clusters.ts), each its name and network; `kubeconfig` is then unused. */
+  /** Several clusters (kube/kube-clusters.ts), each its name and network; `kubeconfig` is then unused. */
   readonly clusters?: readonly { readonly name: string; readonly network: string; readonly kubeconfig?: string }[];
-  /** A clusters file, re-read when it changes (store/kube-cluster-list.ts); its list replaces `clusters`. */
+  /** A clusters file, re-read when it changes (kube/kube-cluster-list.ts); its list replaces `clusters`. */
   readonly clustersFile?: string;
   readonly namespaces?: readonly string[];
   readonly subzoneLabel?: string;

@@ -1,6 +1,6 @@
 /**
  * Sources of services beside the config file, each loaded only when asked for: Kubernetes
- * (store/kube-source.ts) and, on etcd, the replicas' agreement on one config file
+ * (kube/kube-source.ts) and, on etcd, the replicas' agreement on one config file
  * (store/etcd/replica-files.ts).
  */
 import { unwatchFile, watchFile } from 'node:fs';
