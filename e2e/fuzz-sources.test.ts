@@ -23,11 +23,11 @@ import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { startBackend, type Backend } from '../server/src/demo/backend.js';
 import { parseConfig } from '../server/src/domain/spec.js';
-import { startCanopy, type Canopy } from '../server/src/main.js';
+import type { Canopy } from '../server/src/main.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
 import { etcdSkip, startEtcd, type EtcdProcess } from './support/etcd-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
-import { capturedLogs, envoyHosts as hostsOf, FAST_KUBE, kubeObjects } from './support/kube-fixtures.js';
+import { capturedLogs, envoyHosts as hostsOf, kubeObjects, startKubeCanopy } from './support/kube-fixtures.js';
 
 const NS = 'fuzz';
 const RUNS = Number(process.env['CANOPY_FUZZ_RUNS'] ?? 32);
@@ -310,16 +310,10 @@ describe(
       writeFileSync(configPath, JSON.stringify(cleanFile()));
       const parsed = parseConfig(cleanFile());
       assert.ok(parsed.ok);
-      canopy = await startCanopy({
+      canopy = await startKubeCanopy(api, logger, {
         config: parsed.value,
         configPath,
         storeUrl: `etcd://${etcd.endpoint}${PREFIX}`,
-        host: '127.0.0.1',
-        xdsPort: 0,
-        adminPort: 0,
-        debounceMs: 20,
-        logger,
-        kube: { kubeconfig: api.kubeconfig(), ...FAST_KUBE },
       });
       await canopy.whenReady();
       const put = await admin('PUT', '/api/v1/services/fuzz-api', {

@@ -13,11 +13,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startCanopy, type Canopy } from '../server/src/main.js';
+import type { Canopy } from '../server/src/main.js';
 import { runCanopyCli } from './support/canopy-cli.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
-import { capturedLogs, envoyHosts as hostsOf, FAST_KUBE, kubeObjects } from './support/kube-fixtures.js';
+import { capturedLogs, envoyHosts as hostsOf, kubeObjects, startKubeCanopy } from './support/kube-fixtures.js';
 
 const NS = 'repro';
 
@@ -78,15 +78,7 @@ describe('invalid Kubernetes input never reaches an Envoy (issue 40)', { skip: k
       { address: '10.252.0.1', node: 'node-r1-a' },
       { address: '10.252.0.2', node: 'node-r1-b' },
     ]);
-    canopy = await startCanopy({
-      config: { services: [], server: {} },
-      host: '127.0.0.1',
-      xdsPort: 0,
-      adminPort: 0,
-      debounceMs: 20,
-      logger,
-      kube: { kubeconfig: api.kubeconfig(), ...FAST_KUBE },
-    });
+    canopy = await startKubeCanopy(api, logger);
     await canopy.whenReady();
   });
 

@@ -1,11 +1,12 @@
 /**
  * What the tests that feed a real kube-apiserver's objects to Canopy and read the result off real Envoys
- * share (e2e/kube-skipped, e2e/fuzz-sources): the objects they create in one namespace, Canopy's JSON log
- * lines captured as objects, and the hosts an Envoy holds for a cluster.
+ * share (e2e/kube-skipped, e2e/fuzz-sources): the objects they create in one namespace, Canopy in process
+ * fed by that API server, its JSON log lines captured as objects, and the hosts an Envoy holds for a cluster.
  */
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
+import { startCanopy, type Canopy, type CanopyOptions } from '../../server/src/main.js';
 import type { EnvoyProcess } from './envoy-process.js';
 import type { KubeApiserver } from './kube-apiserver.js';
 
@@ -66,5 +67,24 @@ export async function envoyHosts(e: EnvoyProcess, cluster: string): Promise<stri
   return ((await e.clusters()).find((c) => c.name === cluster)?.hosts ?? []).map((h) => h.address).sort();
 }
 
-/** Canopy's Kubernetes source options for these tests: an unreachable API server noticed within a second. */
-export const FAST_KUBE = { unreachableMs: 1000, maxBackoffMs: 500, crdCheckMs: 500 } as const;
+/**
+ * Canopy in process on loopback ports of its own (20 ms debounce), fed by `api` with an unreachable API
+ * server noticed within a second; `opts` adds to that or replaces it (a config, a store, a config file).
+ * The caller waits for `whenReady()`, holding the Canopy to stop if it never comes.
+ */
+export function startKubeCanopy(
+  api: KubeApiserver,
+  logger: Logger,
+  opts: Partial<CanopyOptions> = {},
+): Promise<Canopy> {
+  return startCanopy({
+    config: { services: [], server: {} },
+    host: '127.0.0.1',
+    xdsPort: 0,
+    adminPort: 0,
+    debounceMs: 20,
+    logger,
+    kube: { kubeconfig: api.kubeconfig(), unreachableMs: 1000, maxBackoffMs: 500, crdCheckMs: 500 },
+    ...opts,
+  });
+}
