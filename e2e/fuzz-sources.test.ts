@@ -19,16 +19,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { pino } from 'pino';
 import { startBackend, type Backend } from '../server/src/demo/backend.js';
 import { parseConfig } from '../server/src/domain/spec.js';
-import { startCanopy, type Canopy } from '../server/src/main.js';
+import type { Canopy } from '../server/src/main.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
 import { etcdSkip, startEtcd, type EtcdProcess } from './support/etcd-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
+import { capturedLogs, envoyHosts as hostsOf, kubeObjects, startKubeCanopy } from './support/kube-fixtures.js';
 
 const NS = 'fuzz';
 const RUNS = Number(process.env['CANOPY_FUZZ_RUNS'] ?? 32);
@@ -139,12 +138,13 @@ describe(
   { skip: kubeSkip() || envoySkip() || etcdSkip() },
   () => {
     let api: KubeApiserver;
+    let k8s: ReturnType<typeof kubeObjects>;
     let etcd: EtcdProcess;
     let canopy: Canopy;
     let backend: Backend;
     let probe: { stop(): Promise<ProbeSummary> } | undefined;
     const envoys: EnvoyProcess[] = [];
-    const logs: { level: number; msg: string; object?: string; field?: string }[] = [];
+    const { logs, logger } = capturedLogs<{ level: number; msg: string; object?: string; field?: string }>();
     const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-fuzz-'));
     const configPath = path.join(dir, 'mesh.yaml');
     /** Clean services and the hosts (`address:port`, sorted) every Envoy must hold for each. */
@@ -153,22 +153,6 @@ describe(
     const named: [string, string][] = [];
     let n = 0;
 
-    const kube = async (method: string, p: string, body?: unknown) => {
-      const r = await api.request(method, p, body);
-      assert.ok(r.status >= 200 && r.status < 300, `${method} ${p}: ${r.status} ${JSON.stringify(r.body)}`);
-    };
-    const kubeService = (name: string, annotations?: Record<string, string>) =>
-      kube('POST', `/api/v1/namespaces/${NS}/services`, {
-        metadata: { name, ...(annotations ? { annotations } : {}) },
-        spec: { ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
-      });
-    const kubeSlice = (name: string, owner: string, port: number, addresses: string[], family = 'IPv4') =>
-      kube('POST', `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, {
-        metadata: { name, labels: { 'kubernetes.io/service-name': owner } },
-        addressType: family,
-        ports: [{ name: 'http', port, protocol: 'TCP' }],
-        endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready: true } })),
-      });
     const etcdTxn = async (puts: [string, unknown][]) => {
       const b64 = (s: string) => Buffer.from(s).toString('base64');
       const success = puts.map(([k, v]) => ({
@@ -209,8 +193,6 @@ describe(
         await new Promise((r) => setTimeout(r, 50));
       }
     };
-    const hostsOf = async (e: EnvoyProcess, cluster: string) =>
-      ((await e.clusters()).find((c) => c.name === cluster)?.hosts ?? []).map((h) => h.address).sort();
     const envoyServesAll = async (e: EnvoyProcess) => {
       for (const [name, want] of clean)
         await e.until(
@@ -241,22 +223,22 @@ describe(
       const good = (count: number, base: number) => Array.from({ length: count }, (_, k) => `10.252.${base}.${k + 1}`);
       if (s.kind === 'slice-port') {
         const name = `p${i}`;
-        await kubeService(name);
-        await kubeSlice(`${name}-1`, name, s.port, good(s.good, i % 200));
+        await k8s.service(name);
+        await k8s.slice(`${name}-1`, name, s.port, good(s.good, i % 200));
         named.push([`EndpointSlice ${NS}/${name}-1`, 'ports[0].port']);
         clean.set(`${name}.${NS}`, []);
       } else if (s.kind === 'slice-address') {
         const name = `a${i}`;
-        await kubeService(name);
+        await k8s.service(name);
         const ok = good(s.good, i % 200);
-        await kubeSlice(`${name}-1`, name, 8080, [...ok, ...s.bad], s.family);
+        await k8s.slice(`${name}-1`, name, 8080, [...ok, ...s.bad], s.family);
         s.bad.forEach((_, k) =>
           named.push([`EndpointSlice ${NS}/${name}-1`, `endpoints[${ok.length + k}].addresses[0]`]),
         );
         clean.set(`${name}.${NS}`, ok.map((a) => `${a}:8080`).sort());
       } else if (s.kind === 'annotation') {
         const name = `m${i}`;
-        await kubeService(name, { 'canopy.dev/load-balancing': JSON.stringify({ mode: s.mode }) });
+        await k8s.service(name, { 'canopy.dev/load-balancing': JSON.stringify({ mode: s.mode }) });
         named.push([`Service ${NS}/${name}`, 'metadata.annotations["canopy.dev/load-balancing"].mode']);
       } else if (s.kind === 'api') {
         const ep = { address: '10.252.250.1', port: 80, [s.field]: s.value };
@@ -316,33 +298,22 @@ describe(
     before(async () => {
       etcd = await startEtcd();
       api = await startKubeApiserver();
+      k8s = kubeObjects(api, NS);
       backend = await startBackend({
         id: 'fuzz-file-b',
         host: '127.0.0.1',
         locality: { region: 'r1', zone: 'a', subzone: '' },
       });
-      await kube('POST', '/api/v1/namespaces', { metadata: { name: NS } });
-      await kubeService('clean');
-      await kubeSlice('clean-1', 'clean', 8080, ['10.252.0.1', '10.252.0.2']);
+      await k8s.create('/api/v1/namespaces', { metadata: { name: NS } });
+      await k8s.service('clean');
+      await k8s.slice('clean-1', 'clean', 8080, ['10.252.0.1', '10.252.0.2']);
       writeFileSync(configPath, JSON.stringify(cleanFile()));
       const parsed = parseConfig(cleanFile());
       assert.ok(parsed.ok);
-      const sink = new Writable({
-        write(chunk: Buffer, _enc, done) {
-          for (const line of chunk.toString().split('\n')) if (line) logs.push(JSON.parse(line) as never);
-          done();
-        },
-      });
-      canopy = await startCanopy({
+      canopy = await startKubeCanopy(api, logger, {
         config: parsed.value,
         configPath,
         storeUrl: `etcd://${etcd.endpoint}${PREFIX}`,
-        host: '127.0.0.1',
-        xdsPort: 0,
-        adminPort: 0,
-        debounceMs: 20,
-        logger: pino({ level: 'info' }, sink),
-        kube: { kubeconfig: api.kubeconfig(), unreachableMs: 1000, maxBackoffMs: 500, crdCheckMs: 500 },
       });
       await canopy.whenReady();
       const put = await admin('PUT', '/api/v1/services/fuzz-api', {

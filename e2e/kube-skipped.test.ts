@@ -12,54 +12,32 @@
  * The 10.252.x.y addresses are only handed to Envoy: nothing dials them.
  */
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { pino } from 'pino';
-import { startCanopy, type Canopy } from '../server/src/main.js';
+import type { Canopy } from '../server/src/main.js';
 import { runCanopyCli } from './support/canopy-cli.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
+import { capturedLogs, envoyHosts as hostsOf, kubeObjects, startKubeCanopy } from './support/kube-fixtures.js';
 
 const NS = 'repro';
 
-interface SliceEndpoint {
-  readonly address: string;
-  readonly node?: string;
-}
-
 describe('invalid Kubernetes input never reaches an Envoy (issue 40)', { skip: kubeSkip() || envoySkip() }, () => {
   let api: KubeApiserver;
+  let k8s: ReturnType<typeof kubeObjects>;
   let canopy: Canopy;
   const envoys: EnvoyProcess[] = [];
-  const logs: { level: number; msg: string; object?: string; field?: string; value?: string }[] = [];
+  const { logs, logger } = capturedLogs<{
+    level: number;
+    msg: string;
+    object?: string;
+    field?: string;
+    value?: string;
+  }>();
 
-  const create = async (p: string, body: unknown) => {
-    const r = await api.request('POST', p, body);
-    assert.ok(r.status === 201 || r.status === 200, `POST ${p}: ${r.status} ${JSON.stringify(r.body)}`);
-  };
-  const service = (name: string) =>
-    create(`/api/v1/namespaces/${NS}/services`, {
-      metadata: { name },
-      spec: { ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
-    });
-  const slice = (name: string, owner: string, port: number, endpoints: SliceEndpoint[], family = 'IPv4') =>
-    create(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, {
-      metadata: { name, labels: { 'kubernetes.io/service-name': owner } },
-      addressType: family,
-      ports: [{ name: 'http', port, protocol: 'TCP' }],
-      endpoints: endpoints.map((e) => ({
-        addresses: [e.address],
-        conditions: { ready: true },
-        ...(e.node ? { nodeName: e.node } : {}),
-      })),
-    });
   const admin = async (p: string) => {
     const res = await fetch(`http://${canopy.adminAddress}${p}`);
     return res.headers.get('content-type')?.includes('json') ? ((await res.json()) as unknown) : await res.text();
   };
-  /** The Envoy's hosts of a cluster, as `address:port` sorted. */
-  const hostsOf = async (e: EnvoyProcess, cluster: string) =>
-    ((await e.clusters()).find((c) => c.name === cluster)?.hosts ?? []).map((h) => h.address).sort();
   const serves = (e: EnvoyProcess, cluster: string, want: string[]) =>
     e.until(
       async () => JSON.stringify(await hostsOf(e, cluster)) === JSON.stringify(want),
@@ -86,34 +64,21 @@ describe('invalid Kubernetes input never reaches an Envoy (issue 40)', { skip: k
 
   before(async () => {
     api = await startKubeApiserver();
-    await create('/api/v1/namespaces', { metadata: { name: NS } });
+    k8s = kubeObjects(api, NS);
+    await k8s.create('/api/v1/namespaces', { metadata: { name: NS } });
     for (const zone of ['r1-a', 'r1-b'])
-      await create('/api/v1/nodes', {
+      await k8s.create('/api/v1/nodes', {
         metadata: {
           name: `node-${zone}`,
           labels: { 'topology.kubernetes.io/region': 'r1', 'topology.kubernetes.io/zone': zone },
         },
       });
-    await service('good');
-    await slice('good-1', 'good', 8080, [
+    await k8s.service('good');
+    await k8s.slice('good-1', 'good', 8080, [
       { address: '10.252.0.1', node: 'node-r1-a' },
       { address: '10.252.0.2', node: 'node-r1-b' },
     ]);
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        for (const line of chunk.toString().split('\n')) if (line) logs.push(JSON.parse(line) as never);
-        done();
-      },
-    });
-    canopy = await startCanopy({
-      config: { services: [], server: {} },
-      host: '127.0.0.1',
-      xdsPort: 0,
-      adminPort: 0,
-      debounceMs: 20,
-      logger: pino({ level: 'info' }, sink),
-      kube: { kubeconfig: api.kubeconfig(), unreachableMs: 1000, maxBackoffMs: 500, crdCheckMs: 500 },
-    });
+    canopy = await startKubeCanopy(api, logger);
     await canopy.whenReady();
   });
 
@@ -130,15 +95,15 @@ describe('invalid Kubernetes input never reaches an Envoy (issue 40)', { skip: k
         const before = await startEnvoy('envoy-before', 'r1-a');
         await serves(before, `good.${NS}`, ['10.252.0.1:8080', '10.252.0.2:8080']);
         // The reproduction: a port the API server accepts and Envoy refuses; then port 0, -5, multicast, broadcast.
-        await service('oops');
-        await slice('oops-1', 'oops', 70000, [{ address: '10.252.1.1' }]);
-        await slice('oops-0', 'oops', 0, [{ address: '10.252.1.2' }]);
-        await slice('oops-neg', 'oops', -5, [{ address: '10.252.1.3' }]);
-        await service('mcast');
-        await slice('mcast-1', 'mcast', 8080, [{ address: '10.252.2.1' }, { address: '239.1.2.3' }]);
-        await slice('mcast-6', 'mcast', 8080, [{ address: 'ff0e::1' }], 'IPv6');
-        await service('bcast');
-        await slice('bcast-1', 'bcast', 8080, [{ address: '10.252.3.1' }, { address: '255.255.255.255' }]);
+        await k8s.service('oops');
+        await k8s.slice('oops-1', 'oops', 70000, [{ address: '10.252.1.1' }]);
+        await k8s.slice('oops-0', 'oops', 0, [{ address: '10.252.1.2' }]);
+        await k8s.slice('oops-neg', 'oops', -5, [{ address: '10.252.1.3' }]);
+        await k8s.service('mcast');
+        await k8s.slice('mcast-1', 'mcast', 8080, [{ address: '10.252.2.1' }, { address: '239.1.2.3' }]);
+        await k8s.slice('mcast-6', 'mcast', 8080, [{ address: 'ff0e::1' }], 'IPv6');
+        await k8s.service('bcast');
+        await k8s.slice('bcast-1', 'bcast', 8080, [{ address: '10.252.3.1' }, { address: '255.255.255.255' }]);
         await everyCleanService(before);
         const during = await startEnvoy('envoy-during', 'r1-b');
         await everyCleanService(during);
@@ -195,7 +160,7 @@ describe('invalid Kubernetes input never reaches an Envoy (issue 40)', { skip: k
           const r = await api.request('DELETE', `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices/${name}`);
           assert.equal(r.status, 200);
         }
-        await slice('oops-2', 'oops', 8080, [{ address: '10.252.1.9' }]);
+        await k8s.slice('oops-2', 'oops', 8080, [{ address: '10.252.1.9' }]);
         for (const e of envoys) {
           await everyCleanService(e);
           await serves(e, `oops.${NS}`, ['10.252.1.9:8080']);

@@ -16,6 +16,7 @@ import { XdsEchoClient } from '../server/src/demo/xds-client.js';
 import { parseLocality } from '../server/src/domain/locality.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process.js';
+import { clientNode, debugLoad as readLoad, shareOf, waterfallEcho, type LoadDebug } from './support/load-aware.js';
 import { countBy, DirectEchoClient, pacedLoad, type PacedLoad } from './support/paced-echo.js';
 
 const skip = envoySkip();
@@ -35,21 +36,13 @@ const BACKENDS: [id: string, host: string, locality: string][] = [
   ['c1', '127.0.91.6', 'r2/zc/s'],
   ['c2', '127.0.91.7', 'r2/zc/s'],
 ];
+const LOCALITIES = BACKENDS.map((b) => b[2]);
 const SIDECARS = [
   { nodeId: 'envoy-za', locality: 'r1/za/s', outbound: '127.0.92.1' },
   { nodeId: 'envoy-zb', locality: 'r1/zb/s', outbound: '127.0.92.2' },
   { nodeId: 'envoy-zc', locality: 'r2/zc/s', outbound: '127.0.92.3' },
 ];
 const zoneOf = (backend: string) => backend[0]!;
-
-interface LoadDebug {
-  readonly epoch: number;
-  readonly clientNodes?: readonly {
-    readonly path: string;
-    readonly offeredRps: number;
-    readonly weights: Record<string, number>;
-  }[];
-}
 
 describe('load-aware locality with real Envoy sidecars reporting load', { skip, timeout: 120_000 }, () => {
   const backends: Backend[] = [];
@@ -59,18 +52,13 @@ describe('load-aware locality with real Envoy sidecars reporting load', { skip, 
   let canopy: CanopyProcess;
   let grpcClient: XdsEchoClient | undefined;
 
-  const debugLoad = async (): Promise<LoadDebug> => {
-    const r = await canopy.admin('GET', '/debug/load/echo');
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    return r.body as LoadDebug;
-  };
-  const nodeA = (d: LoadDebug) => d.clientNodes?.find((n) => n.path === 'r1/za/s');
+  const debugLoad = () => readLoad(canopy);
+  const nodeA = (d: LoadDebug) => clientNode(d, 'r1/za/s');
   /** Zone A's share in the weights zone A's clients get, and the load that puts there. */
   const assignedToA = (d: LoadDebug): { share: number; rps: number } | undefined => {
     const n = nodeA(d);
     if (!n) return undefined;
-    const total = Object.values(n.weights).reduce((a, b) => a + b, 0);
-    const share = (n.weights['r1/za/s'] ?? 0) / total;
+    const share = shareOf(n.weights, 'r1/za/s');
     return { share, rps: share * n.offeredRps };
   };
   /** Polls /debug/load until `ok`; returns the time it took in intervals, or fails. */
@@ -104,23 +92,7 @@ describe('load-aware locality with real Envoy sidecars reporting load', { skip, 
       backends.push(await startBackend({ id, host, locality: parseLocality(locality) }));
     canopy = await startCanopyProcess({
       server: { debounceMs: 20, loadReportingIntervalMs: INTERVAL_MS },
-      services: [
-        {
-          name: 'echo',
-          port: PORT,
-          protocol: 'grpc',
-          loadBalancing: {
-            mode: 'failover',
-            routingPreference: ['region', 'zone', 'subzone'],
-            loadAware: { balancing: 'waterfall', capacityRps: CAPACITY },
-          },
-          endpoints: backends.map((b, i) => ({
-            address: b.address,
-            port: b.port,
-            locality: parseLocality(BACKENDS[i]![2]),
-          })),
-        },
-      ],
+      services: [waterfallEcho(backends, LOCALITIES, CAPACITY, PORT)],
     });
     const xds = canopy.xdsUri.replace(/^.*:\/\//, '');
     envoys.push(

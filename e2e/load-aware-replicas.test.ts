@@ -16,6 +16,7 @@ import { XdsEchoClient } from '../server/src/demo/xds-client.js';
 import { parseLocality } from '../server/src/domain/locality.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { etcdSkip, startEtcd, type EtcdProcess } from './support/etcd-process.js';
+import { clientNode, debugLoad, shareOf, waterfallEcho, type LoadDebug } from './support/load-aware.js';
 
 const INTERVAL_MS = 1000;
 const CAPACITY = 30;
@@ -30,19 +31,6 @@ const BACKENDS: [id: string, host: string, locality: string][] = [
   ['c1', '127.0.32.5', 'r2/zc/s'],
   ['c2', '127.0.32.6', 'r2/zc/s'],
 ];
-
-interface LoadDebug {
-  readonly clientNodes?: readonly {
-    readonly path: string;
-    readonly offeredRps: number;
-    readonly weights: Record<string, number>;
-  }[];
-  readonly shared?: {
-    readonly replica: string;
-    readonly period: number;
-    readonly replicas: readonly { readonly replica: string; readonly offeredRps: number }[];
-  };
-}
 
 /** Sends `rps` requests a second (in 50 ms ticks) until stopped or `maxMs`; counts who served them per zone. */
 function offer(client: XdsEchoClient, rps: number, maxMs: number) {
@@ -62,12 +50,7 @@ function offer(client: XdsEchoClient, rps: number, maxMs: number) {
   return { served, failures: () => failures, stop: () => clearInterval(timer) };
 }
 
-const shareOfA = (w: Record<string, number>): number =>
-  (w['r1/za/s'] ?? 0) /
-  Math.max(
-    1,
-    Object.values(w).reduce((a, b) => a + b, 0),
-  );
+const shareOfA = (w: Record<string, number>): number => shareOf(w, 'r1/za/s');
 
 describe('load-aware locality across two replicas on etcd', { skip: etcdSkip(), timeout: 120_000 }, () => {
   let etcd: EtcdProcess;
@@ -75,12 +58,7 @@ describe('load-aware locality across two replicas on etcd', { skip: etcdSkip(), 
   const replicas: CanopyProcess[] = [];
   const clients: XdsEchoClient[] = [];
 
-  const debugLoad = async (r: CanopyProcess): Promise<LoadDebug> => {
-    const res = await r.admin('GET', '/debug/load/echo');
-    assert.equal(res.status, 200, JSON.stringify(res.body));
-    return res.body as LoadDebug;
-  };
-  const nodeA = (d: LoadDebug) => d.clientNodes?.find((n) => n.path === 'r1/za/s');
+  const nodeA = (d: LoadDebug) => clientNode(d, 'r1/za/s');
   /** Polls until `ok` holds (at most `intervals` report intervals). */
   const waitFor = async <T>(what: string, intervals: number, read: () => Promise<T>, ok: (v: T) => boolean) => {
     const end = Date.now() + intervals * INTERVAL_MS;
@@ -100,19 +78,11 @@ describe('load-aware locality across two replicas on etcd', { skip: etcdSkip(), 
     const config = {
       server: { debounceMs: 20, loadReportingIntervalMs: INTERVAL_MS },
       services: [
-        {
-          name: 'echo',
-          loadBalancing: {
-            mode: 'failover',
-            routingPreference: ['region', 'zone', 'subzone'],
-            loadAware: { balancing: 'waterfall', capacityRps: CAPACITY },
-          },
-          endpoints: backends.map((b, i) => ({
-            address: b.address,
-            port: b.port,
-            locality: parseLocality(BACKENDS[i]![2]),
-          })),
-        },
+        waterfallEcho(
+          backends,
+          BACKENDS.map((b) => b[2]),
+          CAPACITY,
+        ),
       ],
     };
     for (let i = 0; i < 2; i++)
@@ -167,7 +137,7 @@ describe('load-aware locality across two replicas on etcd', { skip: etcdSkip(), 
       const same = await waitFor(
         'both replicas send the same weights',
         10,
-        () => Promise.all(replicas.map(debugLoad)),
+        () => Promise.all(replicas.map((r) => debugLoad(r))),
         ([x, y]) => x!.shared?.period === y!.shared?.period && !nodeA(x!)?.weights['r2/zc/s'],
       );
       assert.deepEqual(nodeA(same[0]!)?.weights, nodeA(same[1]!)?.weights);

@@ -21,8 +21,8 @@ import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process
 import { freePort } from './support/etcd-process.js';
 import { DirectEchoClient, pacedLoad, type PacedLoad } from './support/paced-echo.js';
 import { CDS, EDS, LDS, untilSynced } from './support/resync.js';
+import { priorityZeroWeights, shareOf, waterfallEcho } from './support/load-aware.js';
 
-type Obj = Record<string, unknown>;
 const skip = envoySkip();
 const INTERVAL_MS = 1000;
 const CAPACITY = 30;
@@ -37,31 +37,8 @@ const BACKENDS: [id: string, host: string, locality: string][] = [
   ['c1', '127.0.97.6', 'r2/zc/s'],
   ['c2', '127.0.97.7', 'r2/zc/s'],
 ];
+const LOCALITIES = BACKENDS.map((b) => b[2]);
 const OUTBOUND = '127.0.98.1';
-
-/** Envoy's priority-0 locality weights of a cluster, from /config_dump?include_eds: "r1/za/s" → weight. */
-function priorityZero(dump: Obj, cluster: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const c of dump['configs'] as Obj[])
-    for (const d of (c['dynamic_endpoint_configs'] as Obj[] | undefined) ?? []) {
-      const cla = d['endpoint_config'] as Obj;
-      if (cla['cluster_name'] !== cluster) continue;
-      for (const g of (cla['endpoints'] as Obj[] | undefined) ?? []) {
-        if (Number(g['priority'] ?? 0) !== 0) continue;
-        const l = (g['locality'] ?? {}) as Obj;
-        const key = [l['region'], l['zone'], l['sub_zone']].map((v) => String(v ?? '')).join('/');
-        // /config_dump prints a UInt32Value as a plain number.
-        const w = g['load_balancing_weight'];
-        out[key] = Number(typeof w === 'object' && w !== null ? (w as Obj)['value'] : (w ?? 0));
-      }
-    }
-  return out;
-}
-
-const shareOf = (w: Record<string, number>, locality: string): number => {
-  const total = Object.values(w).reduce((a, b) => a + b, 0);
-  return total > 0 ? (w[locality] ?? 0) / total : 0;
-};
 
 describe('load-aware weights survive a kill -9 of canopy serve (real Envoy)', { skip, timeout: 150_000 }, () => {
   const backends: Backend[] = [];
@@ -74,26 +51,10 @@ describe('load-aware weights survive a kill -9 of canopy serve (real Envoy)', { 
 
   const config = () => ({
     server: { debounceMs: 20, loadReportingIntervalMs: INTERVAL_MS },
-    services: [
-      {
-        name: 'echo',
-        port: PORT,
-        protocol: 'grpc',
-        loadBalancing: {
-          mode: 'failover',
-          routingPreference: ['region', 'zone', 'subzone'],
-          loadAware: { balancing: 'waterfall', capacityRps: CAPACITY },
-        },
-        endpoints: backends.map((b, i) => ({
-          address: b.address,
-          port: b.port,
-          locality: parseLocality(BACKENDS[i]![2]),
-        })),
-      },
-    ],
+    services: [waterfallEcho(backends, LOCALITIES, CAPACITY, PORT)],
   });
   const serve = () => startCanopyProcess(config(), ['--xds-port', String(xdsPort), '--data-dir', dataDir]);
-  const weights = async () => priorityZero(await envoy!.configDump({ includeEds: true }), 'echo');
+  const weights = async () => priorityZeroWeights(await envoy!.configDump({ includeEds: true }), 'echo');
 
   before(async () => {
     for (const [id, host, locality] of BACKENDS)

@@ -21,6 +21,8 @@ import {
   mergeVectors,
   outcomeOf,
   shared,
+  SHARED_VECTORS_FILE,
+  sharedBeside,
   sharedCopy,
   SYSTEMS,
   type Vector,
@@ -47,7 +49,13 @@ function run(v: Vector) {
 
 describe('locality vectors, through each system’s importer', () => {
   const all = [...shared, ...extra];
-  it('the repository’s copy of the shared vectors holds every system', () => {
+  it('the repository’s copy of the shared vectors holds every system', (t) => {
+    // A clone alone runs the copy; CI, with ../shared beside the clone, runs what is new there too.
+    t.diagnostic(
+      sharedBeside.length > 0
+        ? `${SHARED_VECTORS_FILE}: ${sharedBeside.length} vectors beside the clone, ${shared.length - sharedCopy.length} not in the copy`
+        : `no ${SHARED_VECTORS_FILE} beside the clone: the repository's copy alone (${sharedCopy.length} vectors)`,
+    );
     for (const s of ['istio', 'kuma', 'ztunnel', 'kmesh'])
       assert.ok(
         sharedCopy.some((v) => v.policy.system === s),

@@ -4,10 +4,8 @@
  * writes: a write computed against a stale view fails its compare and is redone against the fresh one (or is a
  * StoreConflict when the caller asked for a revision). The store revision is etcd's.
  *
- * Layout under the key prefix (service names cannot contain "/"):
- *   <prefix>s/<name>          { head, owner, fileDigest?, op: 'put' | 'patch' }
- *   <prefix>b/<name>/<nn>     one of 64 buckets of endpoints (buckets.ts), a JSON list
- *   <prefix>x/<key>           Store.putState's values (the load-aware plan), last write wins
+ * Layout under the key prefix (service names cannot contain "/"): each service's `s/<name>` row and its 64
+ * `b/<name>/<nn>` buckets of endpoints (etcd-layout.ts), and Store.putState's `x/<key>` rows (etcd-state.ts).
  * Every write rewrites the `s/` key, so its mod revision is the service's
  * revision, and `op` tells a watcher whether the transaction replaced the
  * service or patched some endpoints. With 64 buckets a PUT of any size is at
@@ -32,6 +30,7 @@ import {
   type WatchHandlers,
 } from '../store.js';
 import { EtcdHealth, unreachable } from './etcd-health.js';
+import { EtcdStateRows } from './etcd-state.js';
 import { budgetOf, commitTxn, etcdClient, withinBudget, WRITE_BUDGET_MS, type Budget } from './etcd-retry.js';
 import { EtcdWrites, type Op, type PendingEdit } from './etcd-writes.js';
 import { WatchHistory } from '../watch-history.js';
@@ -65,6 +64,7 @@ export class EtcdStore implements Store {
 
   private readonly layout: EtcdLayout;
   private readonly writes: EtcdWrites;
+  private readonly state: EtcdStateRows;
 
   private constructor(
     private readonly client: Etcd3,
@@ -73,6 +73,7 @@ export class EtcdStore implements Store {
   ) {
     this.layout = new EtcdLayout(prefix);
     this.writes = new EtcdWrites(client, this.layout);
+    this.state = new EtcdStateRows(client, prefix, ATTEMPT_MS);
     this.health = new EtcdHealth(
       () =>
         client
@@ -202,21 +203,13 @@ export class EtcdStore implements Store {
     return () => this.watchers.delete(handlers);
   }
 
-  async getState(key: string): Promise<string | undefined> {
-    const value = await this.client
-      .get(`${this.prefix}x/${key}`)
-      .options({ deadline: Date.now() + ATTEMPT_MS })
-      .string();
-    return value ?? undefined;
+  getState(key: string): Promise<string | undefined> {
+    return this.state.get(key);
   }
 
   async putState(key: string, value: string): Promise<void> {
     if (this.closed) throw new CodedError('CANOPY_STORE_CLOSED', 'the store is closed');
-    await this.client
-      .put(`${this.prefix}x/${key}`)
-      .value(value)
-      .options({ deadline: Date.now() + ATTEMPT_MS })
-      .exec();
+    await this.state.put(key, value);
   }
 
   async close(): Promise<void> {
