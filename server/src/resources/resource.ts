@@ -64,3 +64,27 @@ const versions = new Map<string, string>();
 export function versionText(hash: string | number): string {
   return typeof hash === 'string' ? hash : hash.toString(36);
 }
+
+/** Per resource, the text of its version as of its current hash (a rope's digest moves with the tree). */
+const texts = new WeakMap<Resource, { hash: number; text: string }>();
+
+/**
+ * A resource's version (versionText of its hash), made once per resource and
+ * content: every delta stream that holds it keeps the same string, instead of
+ * formatting a digest per stream per response.
+ */
+export function resourceVersion(r: Resource): string {
+  const hash = r.hash;
+  if (typeof hash === 'string') return hash;
+  const held = texts.get(r);
+  if (held === undefined) {
+    const text = hash.toString(36);
+    texts.set(r, { hash, text });
+    return text;
+  }
+  if (held.hash !== hash) {
+    held.hash = hash;
+    held.text = hash.toString(36);
+  }
+  return held.text;
+}

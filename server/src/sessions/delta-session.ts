@@ -26,7 +26,7 @@
  *   applied (in delta a lost subscription change would never be repeated).
  */
 import type { DemandSet } from '../domain/demand.js';
-import { versionOf, versionText, type Resource } from '../resources/resource.js';
+import { resourceVersion, versionOf, type Resource } from '../resources/resource.js';
 import type { ResourceType } from '../resources/resource-type.js';
 import { encodeDeltaDiscoveryResponse, type DeltaResource } from '../wire/envelope.js';
 import type { DeltaDiscoveryRequest } from '../wire/request.js';
@@ -289,7 +289,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       if (r) {
         d.current.set(name, r);
         state.absent.delete(name);
-        const version = versionText(r.hash);
+        const version = resourceVersion(r);
         // What the client refused, sent on its own, is not sent again until it changes.
         if (state.held.get(name) === version || state.refused?.get(name) === version) continue;
         state.refused?.delete(name);
