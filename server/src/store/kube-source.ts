@@ -58,6 +58,8 @@ export interface KubeSourceOptions {
   readonly sink?: KubeSink;
   /** Where what the rules refuse is recorded, named by its EndpointSlice or Service (kube-screen.ts). */
   readonly skips?: InputSkips;
+  /** Called once the first full sync is written (several clusters collect the lists' garbage then). */
+  readonly firstSync?: () => void;
 }
 
 /** What the source writes through: a KubeWriter, or one cluster's share of a union of clusters. */
@@ -384,6 +386,7 @@ export class KubeSource {
         { services: this.names.size, nodes: this.nodes.size, pruned: pruned.length },
         'kubernetes: first full sync written',
       );
+      this.opts.firstSync?.();
     }
   }
 
