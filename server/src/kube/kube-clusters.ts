@@ -6,8 +6,15 @@
  * cluster's endpoints as they were, and the status says which cluster is
  * stale and since when. The list can change while Canopy runs (`update`):
  * a cluster added starts its watches, one removed takes its endpoints away.
+ *
+ * A cluster's first list is a burst of garbage (the response, client-node's
+ * objects, the writes) that V8 keeps in RSS long after it is written: once
+ * first syncs have stopped for a second, one full collection returns it, so a
+ * cluster added costs what Canopy keeps of it (docs/kubernetes.md, the cost
+ * table).
  */
 import { KubeConfig } from '@kubernetes/client-node';
+import { fullCollection } from '../platform/full-collection.js';
 import { KubeSource, type KubeSourceOptions, type KubeStats } from './kube-source.js';
 import { ClusterUnion } from './kube-union.js';
 import { KubeWriter } from './kube-writer.js';
@@ -42,6 +49,9 @@ export interface ClusterStatus {
   readonly endpoints: number;
 }
 
+/** Quiet this long after the last first sync before the collection. */
+const COLLECT_AFTER_SYNC_MS = 1000;
+
 interface Running {
   readonly cluster: KubeCluster;
   readonly server: string;
@@ -53,6 +63,8 @@ export class KubeClusters {
   private readonly writer: KubeWriter;
   private readonly union: ClusterUnion;
   private updating: Promise<void> = Promise.resolve();
+  private collection: NodeJS.Timeout | undefined;
+  private collect: ((opts: object) => void) | undefined;
 
   constructor(private readonly opts: KubeClustersOptions) {
     this.writer = new KubeWriter(opts.store, (name, owner) =>
@@ -108,6 +120,7 @@ export class KubeClusters {
       log: log.child({ cluster: c.name }),
       cluster: { name: c.name, network: c.network },
       sink: this.union.sinkFor(c.name),
+      firstSync: () => this.collectSoon(),
     });
     const server = config.getCurrentCluster()?.server ?? '';
     this.running.set(c.name, { cluster: c, server, source });
@@ -116,7 +129,24 @@ export class KubeClusters {
   }
 
   stop(): void {
+    clearTimeout(this.collection);
     for (const r of this.running.values()) r.source.stop();
+  }
+
+  /**
+   * One full collection once first syncs have stopped for COLLECT_AFTER_SYNC_MS:
+   * V8's memory-reducing one (its `last-resort` flavour, what a low-memory
+   * notification runs), as a plain collection frees the garbage but keeps
+   * the pages it was in.
+   */
+  private collectSoon(): void {
+    clearTimeout(this.collection);
+    const collect = (this.collect ??= fullCollection() as (opts: object) => void);
+    this.collection = setTimeout(
+      () => collect({ type: 'major', execution: 'sync', flavor: 'last-resort' }),
+      COLLECT_AFTER_SYNC_MS,
+    );
+    this.collection.unref();
   }
 
   async settled(): Promise<void> {

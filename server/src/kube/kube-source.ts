@@ -32,7 +32,7 @@ import { EVERY_SERVICE } from '../policy/kuma-live.js';
 import { byName, CrdDiscovery, type LivePolicies } from './kube-crds.js';
 import { DestinationRules } from './kube-istio.js';
 import { MeshStrategies } from './kube-kuma.js';
-import { describeKubeError, KubeWatch, statusOf } from './kube-watch.js';
+import { compactNode, compactService, compactSlice, describeKubeError, KubeWatch, statusOf } from './kube-watch.js';
 import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
 import type { InputSkips } from '../store/input-skips.js';
 import { KubeScreen } from './kube-screen.js';
@@ -58,6 +58,8 @@ export interface KubeSourceOptions {
   readonly sink?: KubeSink;
   /** Where what the rules refuse is recorded, named by its EndpointSlice or Service (kube-screen.ts). */
   readonly skips?: InputSkips;
+  /** Called once the first full sync is written (several clusters collect the lists' garbage then). */
+  readonly firstSync?: () => void;
 }
 
 /** What the source writes through: a KubeWriter, or one cluster's share of a union of clusters. */
@@ -145,6 +147,7 @@ export class KubeSource {
     this.watch('node', '/api/v1/nodes', () => core.listNode(), {
       upsert: (o) => this.nodeChanged(o.metadata?.name ?? '', nodePlace(o.metadata?.labels, subzone)),
       remove: (o) => this.nodeChanged(o.metadata?.name ?? '', undefined),
+      keep: compactNode,
     });
     for (const ns of this.opts.namespaces?.length ? this.opts.namespaces : [undefined]) {
       const at = ns === undefined ? '' : `/namespaces/${ns}`;
@@ -152,7 +155,11 @@ export class KubeSource {
         'service',
         `/api/v1${at}/services`,
         () => (ns === undefined ? core.listServiceForAllNamespaces() : core.listNamespacedService({ namespace: ns })),
-        { upsert: (o) => this.serviceChanged(o, true), remove: (o) => this.serviceChanged(o, false) },
+        {
+          upsert: (o) => this.serviceChanged(o, true),
+          remove: (o) => this.serviceChanged(o, false),
+          keep: compactService as (o: KubernetesObject) => KubernetesObject,
+        },
       );
       this.watch(
         'endpointslice',
@@ -164,6 +171,7 @@ export class KubeSource {
         {
           upsert: (o) => this.sliceChanged(o as KubeSlice, true),
           remove: (o) => this.sliceChanged(o as KubeSlice, false),
+          keep: compactSlice as unknown as (o: KubernetesObject) => KubernetesObject,
         },
       );
     }
@@ -256,7 +264,12 @@ export class KubeSource {
     kind: Kind,
     path: string,
     list: () => Promise<{ items: KubernetesObject[] }>,
-    on: { upsert: (o: KubernetesObject) => void; remove: (o: KubernetesObject) => void },
+    on: {
+      upsert: (o: KubernetesObject) => void;
+      remove: (o: KubernetesObject) => void;
+      /** What of each object is kept (kube-watch.ts): the fields Canopy reads. */
+      keep?: (o: KubernetesObject) => KubernetesObject;
+    },
   ): void {
     this.pendingLists++;
     const count = (f: (o: KubernetesObject) => void) => (o: KubernetesObject) => {
@@ -267,6 +280,7 @@ export class KubeSource {
       config: this.opts.config,
       path,
       list: list as never,
+      ...(on.keep ? { keep: on.keep } : {}),
       ...(this.opts.maxBackoffMs !== undefined ? { maxDelayMs: this.opts.maxBackoffMs } : {}),
       handlers: {
         upsert: count(on.upsert),
@@ -370,6 +384,7 @@ export class KubeSource {
         { services: this.names.size, nodes: this.nodes.size, pruned: pruned.length },
         'kubernetes: first full sync written',
       );
+      this.opts.firstSync?.();
     }
   }
 

@@ -5,10 +5,18 @@
  * on 410 Gone and reports a re-list's deletions. What it lacks is done here:
  * bookmarks requested, a restart after errors with jittered exponential
  * backoff (cockatiel), and whether the API server answers, for /readyz.
+ *
+ * ListWatch caches every object it hands out, and the source keeps them too:
+ * `keep` (compactSlice, compactService, compactNode) makes each listed or
+ * watched object the few fields Canopy reads before either holds it, so what
+ * a cluster costs is what Canopy uses of it, not the API server's objects
+ * (managedFields, status, a Node's image list, client-node's over-allocated
+ * arrays; docs/kubernetes.md, "Several clusters").
  */
 import { ListWatch, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { ExponentialBackoff, type IBackoff } from 'cockatiel';
 import { CodedError } from '../domain/errors.js';
+import type { KubeMeta, KubeService, KubeSlice, KubeSliceEndpoint } from '../policy/k8s-live.js';
 
 export interface KubeWatchHandlers<T extends KubernetesObject> {
   upsert(obj: T): void;
@@ -27,6 +35,8 @@ export interface KubeWatchOptions<T extends KubernetesObject> {
   readonly path: string;
   readonly list: () => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
   readonly handlers: KubeWatchHandlers<T>;
+  /** What is kept of each listed or watched object (default: all of it). */
+  readonly keep?: (obj: T) => T;
   /** Restarts back off from this (default 250 ms) ... */
   readonly initialDelayMs?: number;
   /** ... to at most this (default 10 s). */
@@ -50,9 +60,10 @@ export class KubeWatch<T extends KubernetesObject> {
     });
     const h = opts.handlers;
     const list = async () => {
-      const result = await opts.list().catch((err: unknown) => {
+      const listed = await opts.list().catch((err: unknown) => {
         throw tagged(err, 'list');
       });
+      const result = opts.keep ? { ...listed, items: listed.items.map(opts.keep) } : listed;
       h.contact();
       if (this.listed) {
         h.relisted?.(this.expired ?? 'the watch had no resourceVersion to resume from');
@@ -106,6 +117,7 @@ export class KubeWatch<T extends KubernetesObject> {
    */
   private bookmarkingWatch(): Watch {
     const real = new Watch(this.opts.config);
+    const keep = this.opts.keep;
     const watch = async (
       path: string,
       params: Record<string, unknown>,
@@ -116,7 +128,8 @@ export class KubeWatch<T extends KubernetesObject> {
       const seen = (phase: string, obj: unknown, watchObj?: unknown): void => {
         // ListWatch clears its resourceVersion on this event and lists again when the watch ends.
         if (phase === 'ERROR' && statusOf(obj) === 410) this.expired = goneReason(obj);
-        cb(phase, obj, watchObj);
+        const kept = keep && phase !== 'ERROR' && phase !== 'BOOKMARK' ? keep(obj as T) : obj;
+        cb(phase, kept, watchObj);
       };
       const controller = await real.watch(path, { ...params, allowWatchBookmarks: true }, seen, (err: unknown) => {
         if (err) failed = true;
@@ -173,4 +186,67 @@ export function describeKubeError(resource: string, err: unknown): string {
 export function statusOf(err: unknown): number | undefined {
   const e = err as { code?: unknown; statusCode?: unknown } | null;
   return typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
+}
+
+/** What ListWatch itself reads of an object (name, namespace, resourceVersion), with the labels and annotations. */
+function compactMeta(m: (KubeMeta & { resourceVersion?: string }) | undefined): KubeMeta {
+  if (!m) return {};
+  const annotations = m.annotations && without(m.annotations, 'kubectl.kubernetes.io/last-applied-configuration');
+  return {
+    ...(m.name !== undefined ? { name: m.name } : {}),
+    ...(m.namespace !== undefined ? { namespace: m.namespace } : {}),
+    ...(m.resourceVersion !== undefined ? { resourceVersion: m.resourceVersion } : {}),
+    ...(m.labels ? { labels: m.labels } : {}),
+    ...(annotations && Object.keys(annotations).length > 0 ? { annotations } : {}),
+  };
+}
+
+function without(o: Readonly<Record<string, string>>, key: string): Readonly<Record<string, string>> {
+  if (!(key in o)) return o;
+  const { [key]: _, ...rest } = o;
+  return rest;
+}
+
+/**
+ * The fields of `o` that `keys` name and that are set, in that order, then
+ * `also`'s (so the objects kept share their shapes); the required ones are
+ * among them.
+ */
+function pick<T extends object>(o: T, keys: readonly (keyof T)[], also: Partial<T> = {}): T {
+  const out: Partial<T> = {};
+  for (const k of keys) if (o[k] !== undefined) out[k] = o[k];
+  for (const k of Object.keys(also) as (keyof T)[]) if (also[k] !== undefined) out[k] = also[k];
+  return out as T;
+}
+
+/** An EndpointSlice as policy/k8s-live.ts reads it (KubeSlice), its arrays of their own length. */
+export function compactSlice(s: KubeSlice): KubeSlice {
+  const endpoint = (e: KubeSliceEndpoint): KubeSliceEndpoint =>
+    pick(e, ['nodeName', 'zone'], {
+      addresses: [...e.addresses],
+      ...(e.conditions ? { conditions: pick(e.conditions, ['ready', 'serving', 'terminating']) } : {}),
+      ...(e.hints?.forZones ? { hints: { forZones: e.hints.forZones.map((z) => ({ name: z.name })) } } : {}),
+    });
+  return pick(s, ['addressType'], {
+    metadata: compactMeta(s.metadata),
+    ...(s.ports ? { ports: s.ports.map((p) => pick(p, ['name', 'port'])) } : {}),
+    ...(s.endpoints ? { endpoints: s.endpoints.map(endpoint) } : {}),
+  });
+}
+
+/** A Service as policy/k8s-live.ts reads it (KubeService): no status, no managedFields. */
+export function compactService(svc: KubeService): KubeService {
+  const s = svc.spec;
+  const spec = s
+    ? pick(s, ['type', 'clusterIP', 'trafficDistribution', 'internalTrafficPolicy'], {
+        ...(s.clusterIPs ? { clusterIPs: [...s.clusterIPs] } : {}),
+        ...(s.ports ? { ports: s.ports.map((p) => pick(p, ['name', 'port', 'appProtocol'])) } : {}),
+      })
+    : undefined;
+  return { metadata: compactMeta(svc.metadata), ...(spec ? { spec } : {}) };
+}
+
+/** A Node as its place is read (its labels): no status (conditions, images), no spec. */
+export function compactNode(n: { metadata?: KubeMeta }): { metadata: KubeMeta } {
+  return { metadata: compactMeta(n.metadata) };
 }
