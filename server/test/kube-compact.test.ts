@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { localityInterner } from '../src/domain/locality.js';
 import { mapService, nodePlace, type KubeService, type KubeSlice, type MapContext } from '../src/policy/k8s-live.js';
-import { compactNode, compactService, compactSlice } from '../src/store/kube-watch.js';
+import { compactNode, compactService, compactSlice } from '../src/kube/kube-watch.js';
 
 const managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsV1: { 'f:metadata': { 'f:labels': {} } } }];
 const meta = <X extends object>(name: string, extra: X = {} as X) => ({
