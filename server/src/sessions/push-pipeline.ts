@@ -57,6 +57,8 @@ export interface PushPipelineOptions {
   readonly pushWindowTimeoutMs?: number;
   /** Encoded responses held strongly, least recently used first out (default 32 MiB; shared-responses.ts). */
   readonly sharedBytes?: number;
+  /** How long a push's responses stay held once writing stops (default 1 s; shared-responses.ts). */
+  readonly sharedGraceMs?: number;
   /** A full garbage collection, run once writing stops after a big burst (idle-collector.ts). */
   readonly collect?: () => void;
   readonly collectAfterBytes?: number;
@@ -134,7 +136,7 @@ export class PushPipeline {
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     const warnBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
     this.reports = new StreamReports(this.observer, this.log, opts.originOf ?? (() => undefined), warnBytes);
-    this.shared = new PushResponses(opts.sharedBytes);
+    this.shared = new PushResponses(opts.sharedBytes, opts.sharedGraceMs);
     this.collector = opts.collect
       ? new IdleCollector(
           opts.collect,
