@@ -82,6 +82,43 @@ describe('shared responses', () => {
     cache.newPush();
     assert.equal(cache.pinnedSize, 0, 'a newer push lets the older responses go');
   });
+
+  it('holds answers past the grace period, until a change starts a push', async () => {
+    const cache = new PushResponses(1024, 1);
+    cache.answers.set('a', Buffer.alloc(100));
+    cache.set('p', Buffer.alloc(200));
+    cache.idle();
+    for (let t = 0; t < 200 && cache.pinnedSize > 100; t++) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(cache.pinnedSize, 100, "past the grace period a push's response is held weakly only");
+    assert.equal(cache.answerPinnedSize, 100, 'the answer stays held');
+    assert.equal(cache.answers.get('a')?.length, 100);
+    cache.newPush();
+    assert.equal(cache.pinnedSize, 0, 'a change lets the answers go too');
+  });
+});
+
+describe('a fleet reconnecting to a quiet mesh', () => {
+  it('is answered with no new encoding once the first streams have gone and the grace period has passed', async () => {
+    const REGIONS = 5;
+    const gc = collector();
+    const encoded = sharedEncodeCount();
+    const first = interleaved(40, REGIONS, { pushWindow: 2, gc, sharedGraceMs: 0 });
+    await first.until(1);
+    assert.equal(sharedEncodeCount() - encoded, REGIONS, 'the first wave: one encode per region');
+    // Every write has gone out and the grace period (0 ms) has passed; full collections, a turn apart (a
+    // WeakRef read in a turn keeps its target through that turn), take what is held weakly only.
+    for (let k = 0; k < 3; k++) {
+      gc();
+      await new Promise((r) => setImmediate(r));
+    }
+    first.reconnect();
+    await first.until(1);
+    assert.equal(sharedEncodeCount() - encoded, REGIONS, 'the second wave: no new encode');
+    first.change();
+    await first.until(2);
+    assert.equal(sharedEncodeCount() - encoded, 2 * REGIONS, 'a change: one encode per distinct response again');
+    first.ads.close();
+  });
 });
 
 describe('one encode per distinct response per push', () => {

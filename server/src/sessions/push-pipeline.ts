@@ -14,15 +14,15 @@
  * response, each group back to back (push-window.ts). Answers to a client's
  * own requests take the window too: thousands of streams (re)connecting at
  * once would otherwise hold a whole CLA each until their clients read it.
+ * What a request's outcome and a response's size tell the operator is
+ * counted and logged in stream-reports.ts.
  */
 import type { MeshChange } from '../domain/mesh.js';
 import type { ResourceRegistry } from '../resources/registry.js';
 import type { ResourceTypes } from '../resources/resource-type.js';
-import { shortTypeName } from '../resources/type-urls.js';
 import type { DeltaDiscoveryRequest, DiscoveryRequest, NodeInfo } from '../wire/request.js';
 import type { ClientStatus, OversizedRecord } from './client-status.js';
 import { DeltaSession } from './delta-session.js';
-import { nackServiceLabel, servicesOf, shortDetail } from './nack-report.js';
 import { nullObserver, type XdsObserver } from './observer.js';
 import { DEFAULT_LIMITS, type OutgoingResponse, type Session, type SessionLimits } from './session.js';
 import { DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS, IdleCollector } from './idle-collector.js';
@@ -31,6 +31,7 @@ import { PushWindow } from './push-window.js';
 import { PushResponses } from './shared-responses.js';
 import { SotwSession } from './sotw-session.js';
 import type { StreamHandle, StreamSink, XdsLog } from './stream-sink.js';
+import { StreamReports } from './stream-reports.js';
 import { StreamLog } from './stream-log.js';
 
 /** gRPC's default receive limit: a bigger response ends the stream of a client that kept the default. */
@@ -56,6 +57,8 @@ export interface PushPipelineOptions {
   readonly pushWindowTimeoutMs?: number;
   /** Encoded responses held strongly, least recently used first out (default 32 MiB; shared-responses.ts). */
   readonly sharedBytes?: number;
+  /** How long a push's responses stay held once writing stops (default 1 s; shared-responses.ts). */
+  readonly sharedGraceMs?: number;
   /** A full garbage collection, run once writing stops after a big burst (idle-collector.ts). */
   readonly collect?: () => void;
   readonly collectAfterBytes?: number;
@@ -109,7 +112,6 @@ export class PushPipeline {
   private readonly debounceMs: number;
   private readonly maxDelayMs: number;
   private readonly limits: SessionLimits;
-  private readonly warnResponseBytes: number;
   private changed = new Set<string>();
   private firstChangeAt: number | undefined;
   private lastPushAt: number | undefined;
@@ -122,19 +124,19 @@ export class PushPipeline {
   private readonly window: PushWindow<Conn>;
   private readonly collector: IdleCollector | undefined;
   private readonly streamLog: StreamLog;
-  private readonly originOf: (service: string) => string | undefined;
+  private readonly reports: StreamReports;
 
   constructor(opts: PushPipelineOptions) {
     this.resources = opts.resources;
-    this.originOf = opts.originOf ?? (() => undefined);
     this.observer = opts.observer ?? nullObserver;
     this.log = opts.log ?? silent;
     this.streamLog = new StreamLog(this.log, () => this.conns.size);
     this.debounceMs = opts.debounceMs ?? 100;
     this.maxDelayMs = opts.maxDelayMs ?? this.debounceMs * 10;
     this.limits = opts.limits ?? DEFAULT_LIMITS;
-    this.warnResponseBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
-    this.shared = new PushResponses(opts.sharedBytes);
+    const warnBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
+    this.reports = new StreamReports(this.observer, this.log, opts.originOf ?? (() => undefined), warnBytes);
+    this.shared = new PushResponses(opts.sharedBytes, opts.sharedGraceMs);
     this.collector = opts.collect
       ? new IdleCollector(
           opts.collect,
@@ -298,40 +300,13 @@ export class PushPipeline {
 
   private receive<R>(conn: Conn, session: Session<R>, req: R): void {
     const { outcome, answer } = session.receive(req);
-    const stream = conn.session.id;
-    const node = conn.session.nodeId;
-    const type = shortTypeName(outcome.typeUrl);
-    switch (outcome.kind) {
-      case 'ack':
-        this.observer.acked(outcome.typeUrl);
-        break;
-      case 'nack':
-        this.nacked(stream, node, outcome);
-        break;
-      case 'stale':
-        this.observer.staleNonce(outcome.typeUrl);
-        this.log.debug({ stream, type, nonce: outcome.nonce }, 'stale nonce ignored');
-        break;
-      case 'ignored':
-        this.observer.requestRefused?.('unserved_type');
-        // Once per stream: a client looping over junk types must not flood the log either.
-        if (!conn.ignoredWarned) {
-          conn.ignoredWarned = true;
-          this.log.warn(
-            { stream, node, typeUrl: outcome.typeUrl.slice(0, 200) },
-            `xds request ignored: ${outcome.detail.slice(0, 300)}`,
-          );
-        }
-        return;
-      case 'rejected':
-        this.observer.requestRefused?.('over_limit');
-        this.log.warn({ stream, node, type, detail: outcome.detail }, 'xds stream ended: request over the limits');
-        conn.closed = true;
-        this.window.release(conn);
-        conn.sink.reject(outcome.detail);
-        return;
-      default:
-        this.log.debug({ stream, type, kind: outcome.kind }, 'xds subscribe');
+    this.reports.outcome(conn, outcome);
+    if (outcome.kind === 'ignored') return;
+    if (outcome.kind === 'rejected') {
+      conn.closed = true;
+      this.window.release(conn);
+      conn.sink.reject(outcome.detail);
+      return;
     }
     if (answer !== undefined) conn.due.set(outcome.typeUrl, answer || conn.due.get(outcome.typeUrl) === true);
     this.takeDue(conn);
@@ -361,7 +336,7 @@ export class PushPipeline {
       inside = false;
       this.observer.responseSent(response.typeUrl, response.count ?? response.names.length);
       if (changeAt !== undefined) this.observer.pushed(response.typeUrl, (Date.now() - changeAt) / 1000);
-      if (response.bytes.length > this.warnResponseBytes) this.oversized(conn, response);
+      this.reports.wrote(conn, response);
     }
   }
 
@@ -397,54 +372,5 @@ export class PushPipeline {
       this.collector?.idle();
     }
     return undefined;
-  }
-
-  /** A NACK, logged naming what was refused (nack-report.ts) and counted per type and service. */
-  private nacked(
-    stream: number,
-    node: string,
-    outcome: { typeUrl: string; detail: string; names?: readonly string[] },
-  ) {
-    const names = outcome.names ?? [];
-    const services = servicesOf(names);
-    const service = nackServiceLabel(names);
-    this.observer.nacked(outcome.typeUrl, node, outcome.detail, names.length > 0 ? service : undefined);
-    const type = shortTypeName(outcome.typeUrl);
-    const origin = services.length === 1 ? this.originOf(services[0]!) : undefined;
-    const what =
-      services.length === 1
-        ? `${type} of service "${services[0]}"${origin ? ` (from ${origin})` : ''} (${names.length} resource${names.length === 1 ? '' : 's'})`
-        : `a ${type} response carrying ${names.length} resources of ${services.length} services`;
-    this.log.warn(
-      {
-        ...{ stream, node, type, services: services.slice(0, 10), resources: names.slice(0, 10) },
-        ...(origin ? { origin } : {}),
-        detail: outcome.detail,
-      },
-      `xds NACK: client "${node}" refused ${what} and keeps what it last acknowledged: ${shortDetail(outcome.detail, 400)}`,
-    );
-  }
-
-  private oversized(conn: Conn, r: OutgoingResponse): void {
-    const names = r.names.slice(0, 10);
-    conn.oversized = {
-      typeUrl: r.typeUrl,
-      bytes: r.bytes.length,
-      names,
-      at: new Date().toISOString(),
-      count: (conn.oversized?.count ?? 0) + 1,
-    };
-    this.observer.oversizedResponse?.(r.typeUrl);
-    this.log.warn(
-      {
-        stream: conn.session.id,
-        node: conn.session.nodeId,
-        type: shortTypeName(r.typeUrl),
-        bytes: r.bytes.length,
-        resources: names,
-      },
-      `xds response of ${r.bytes.length} bytes is over ${this.warnResponseBytes}: a gRPC client with the default ` +
-        'receive limit (4 MiB) ends its stream; raise grpc.max_receive_message_length on that client',
-    );
   }
 }

@@ -54,6 +54,7 @@ export function interleaved(
     /** The registry's type names the region as the share group of every client in it. */
     shareGroup?: boolean;
     sharedBytes?: number;
+    sharedGraceMs?: number;
     gc?: () => void;
     collect?: () => void;
     collectAfterBytes?: number;
@@ -69,13 +70,14 @@ export function interleaved(
   const ads = new PushPipeline({ resources: registry, debounceMs: 0, ...opts });
   /** The region of each write, in the order the pipeline wrote them. */
   const order: string[] = [];
-  const writes = new Array<number>(streams).fill(0);
-  for (let i = 0; i < streams; i++) {
-    const region = `r${i % regions}`;
-    ads
-      .open('test', {
+  let writes = new Array<number>(streams).fill(0);
+  const open = () => {
+    const counts = (writes = new Array<number>(streams).fill(0));
+    return Array.from({ length: streams }, (_, i) => {
+      const region = `r${i % regions}`;
+      const handle = ads.open('test', {
         write: (_b, flushed) => {
-          writes[i]!++;
+          counts[i]!++;
           order.push(region);
           setImmediate(() => {
             opts.gc?.();
@@ -84,8 +86,8 @@ export function interleaved(
         },
         end: () => {},
         reject: () => {},
-      })
-      .receive({
+      });
+      handle.receive({
         versionInfo: '',
         node: {
           id: `n${i}`,
@@ -98,7 +100,15 @@ export function interleaved(
         typeUrl: ENDPOINT_TYPE,
         responseNonce: '',
       });
-  }
+      return handle;
+    });
+  };
+  let handles = open();
+  /** Every stream goes and connects again (its client reconnects): `until` counts the new streams' writes. */
+  const reconnect = () => {
+    for (const h of handles) h.closed();
+    handles = open();
+  };
   const until = async (n: number) => {
     for (let t = 0; t < 2000 && !writes.every((w) => w >= n); t++) await new Promise((r) => setTimeout(r, 5));
     assert.ok(
@@ -112,5 +122,5 @@ export function interleaved(
     ads.notify(['svc']);
     ads.flush();
   };
-  return { ads, order, until, change };
+  return { ads, order, until, change, reconnect };
 }
