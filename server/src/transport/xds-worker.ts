@@ -38,14 +38,24 @@ let nextId = 1;
 const collector = new IdleCollector(fullCollection(), DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS);
 let writing = 0;
 
-function write(call: StreamCall, id: number, msg: unknown): void {
+/** One message to each of the calls `ids`: one Buffer over the shared bytes, whatever the calls. */
+function write(ids: readonly number[], msg: unknown): void {
   const bytes = asBuffer(msg);
-  writing++;
-  collector.wrote(Buffer.isBuffer(bytes) ? bytes.length : 0);
-  call.write(bytes, () => {
-    events.push({ t: 'flushed', id });
-    if (--writing === 0) collector.idle();
-  });
+  const size = Buffer.isBuffer(bytes) ? bytes.length : 0;
+  for (const id of ids) {
+    const call = streams.get(id);
+    // The stream is gone: a write still gets its callback, so the main thread's pipeline carries on.
+    if (!call) {
+      events.push({ t: 'flushed', ids: [id] });
+      continue;
+    }
+    writing++;
+    collector.wrote(size);
+    call.write(bytes, () => {
+      events.push({ t: 'flushed', ids: [id] });
+      if (--writing === 0) collector.idle();
+    });
+  }
 }
 
 function infoOf(call: StreamCall | UnaryCall, path: string): CallInfo {
@@ -93,14 +103,10 @@ function apply(op: MainOp): void {
     callback?.(v.error ? { code: v.error.code, details: v.error.details } : null, v.value);
     return;
   }
+  if (op.t === 'write') return write(op.ids, op.msg);
   const call = streams.get(op.id);
-  if (!call) {
-    // The stream is gone: a write still gets its callback, so the main thread's pipeline carries on.
-    if (op.t === 'write') events.push({ t: 'flushed', id: op.id });
-    return;
-  }
-  if (op.t === 'write') write(call, op.id, op.msg);
-  else if (op.t === 'end') call.end();
+  if (!call) return;
+  if (op.t === 'end') call.end();
   else call.emit('error', { code: op.code, details: op.details });
 }
 
