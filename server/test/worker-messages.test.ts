@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Batch, type MainOp, type WorkerEvent } from '../src/transport/worker-messages.js';
+import { Batch, tight, type MainOp, type WorkerEvent } from '../src/transport/worker-messages.js';
 
 function posted<T extends MainOp | WorkerEvent>(items: T[]): Promise<T[]> {
   return new Promise((resolve) => {
@@ -47,5 +47,18 @@ describe('worker message batches', () => {
       { t: 'end', id: 2 },
       { t: 'flushed', ids: [2] },
     ]);
+  });
+
+  it('sends a slice of a bigger buffer as its own bytes, and shared memory or a whole buffer as it is', () => {
+    const pool = Buffer.alloc(8192, 1);
+    const slice = pool.subarray(100, 110);
+    const copy = tight(slice) as Uint8Array;
+    assert.equal(copy.buffer.byteLength, 10);
+    assert.deepEqual([...copy], [...slice]);
+    const whole = new Uint8Array(16);
+    assert.equal(tight(whole), whole);
+    const shared = new Uint8Array(new SharedArrayBuffer(64), 8, 8);
+    assert.equal(tight(shared), shared);
+    assert.equal(tight('text'), 'text');
   });
 });

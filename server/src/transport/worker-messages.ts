@@ -50,6 +50,15 @@ export interface WorkerStart {
   readonly withLoad: boolean;
 }
 
+/**
+ * The bytes alone, for a message: structured clone copies a view's whole ArrayBuffer, and grpc-js decodes
+ * small requests into slices of its 8 KB Buffer pool. A view of all its buffer, or of shared memory, as is.
+ */
+export function tight(value: unknown): unknown {
+  if (!(value instanceof Uint8Array) || value.buffer instanceof SharedArrayBuffer) return value;
+  return value.byteLength === value.buffer.byteLength ? value : new Uint8Array(value);
+}
+
 /** Restores a Buffer a message carried as a Uint8Array (structured clone drops Buffer's prototype). */
 export function asBuffer(value: unknown): unknown {
   return value instanceof Uint8Array && !Buffer.isBuffer(value)

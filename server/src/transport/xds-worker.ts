@@ -14,6 +14,7 @@ import { serverCredentials, xdsServiceDefinitions } from './grpc-server.js';
 import {
   asBuffer,
   Batch,
+  tight,
   type CallInfo,
   type MainOp,
   type ToWorker,
@@ -75,7 +76,7 @@ function streamHandler(path: string): grpc.UntypedHandleCall {
     const id = nextId++;
     streams.set(id, call);
     events.push({ t: 'open', id, ...infoOf(call, path) });
-    call.on('data', (msg: unknown) => events.push({ t: 'data', id, msg }));
+    call.on('data', (msg: unknown) => events.push({ t: 'data', id, msg: tight(msg) }));
     call.on('end', () => events.push({ t: 'end', id }));
     call.on('cancelled', () => events.push({ t: 'cancelled', id }));
     const closed = (): void => {
@@ -91,7 +92,7 @@ function unaryHandler(path: string): grpc.UntypedHandleCall {
   return (call: UnaryCall, callback: grpc.sendUnaryData<unknown>) => {
     const id = nextId++;
     unaries.set(id, callback);
-    events.push({ t: 'unary', id, request: call.request, ...infoOf(call, path) });
+    events.push({ t: 'unary', id, request: tight(call.request), ...infoOf(call, path) });
   };
 }
 

@@ -18,6 +18,7 @@ import { xdsServices, type GrpcTransport, type TransportOptions } from './grpc-s
 import {
   asBuffer,
   Batch,
+  tight,
   type CallInfo,
   type MainOp,
   type ToMain,
@@ -72,7 +73,7 @@ class RemoteCall extends EventEmitter {
   write(msg: unknown, flushed?: () => void): boolean {
     if (this.ended) return false;
     this.flushed.push(flushed ?? (() => {}));
-    this.op({ t: 'write', ids: [this.id], msg: Buffer.isBuffer(msg) ? sharedBytes(msg) : msg });
+    this.op({ t: 'write', ids: [this.id], msg: Buffer.isBuffer(msg) ? tight(sharedBytes(msg)) : msg });
     return true;
   }
 
