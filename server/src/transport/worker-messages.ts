@@ -18,11 +18,14 @@ export type WorkerEvent =
   | ({ readonly t: 'open'; readonly id: number } & CallInfo)
   | ({ readonly t: 'unary'; readonly id: number; readonly request: unknown } & CallInfo)
   | { readonly t: 'data'; readonly id: number; readonly msg: unknown }
-  | { readonly t: 'end' | 'cancelled' | 'closed' | 'flushed'; readonly id: number };
+  | { readonly t: 'end' | 'cancelled' | 'closed'; readonly id: number }
+  /** Each call's oldest write is flushed (many calls in one entry: a push's writes flush together). */
+  | { readonly t: 'flushed'; readonly ids: number[] };
 
 /** Main → worker. */
 export type MainOp =
-  | { readonly t: 'write'; readonly id: number; readonly msg: unknown }
+  /** The same message to each call (one entry per push and worker: the streams that get the same bytes). */
+  | { readonly t: 'write'; readonly ids: number[]; readonly msg: unknown }
   | { readonly t: 'end'; readonly id: number }
   | { readonly t: 'status'; readonly id: number; readonly code: number; readonly details: string }
   | { readonly t: 'reply'; readonly id: number; readonly value: unknown };
@@ -47,6 +50,15 @@ export interface WorkerStart {
   readonly withLoad: boolean;
 }
 
+/**
+ * The bytes alone, for a message: structured clone copies a view's whole ArrayBuffer, and grpc-js decodes
+ * small requests into slices of its 8 KB Buffer pool. A view of all its buffer, or of shared memory, as is.
+ */
+export function tight(value: unknown): unknown {
+  if (!(value instanceof Uint8Array) || value.buffer instanceof SharedArrayBuffer) return value;
+  return value.byteLength === value.buffer.byteLength ? value : new Uint8Array(value);
+}
+
 /** Restores a Buffer a message carried as a Uint8Array (structured clone drops Buffer's prototype). */
 export function asBuffer(value: unknown): unknown {
   return value instanceof Uint8Array && !Buffer.isBuffer(value)
@@ -54,15 +66,27 @@ export function asBuffer(value: unknown): unknown {
     : value;
 }
 
+/**
+ * Adds `next` to `last` when both are writes of the same message or both are flushes: a push to 2,000
+ * streams is then a few entries to clone and read, not one per stream.
+ */
+export function merged(last: MainOp | WorkerEvent | undefined, next: MainOp | WorkerEvent): boolean {
+  const same =
+    (last?.t === 'write' && next.t === 'write' && last.msg === next.msg) ||
+    (last?.t === 'flushed' && next.t === 'flushed');
+  if (same) for (const id of next.ids) last.ids.push(id);
+  return same;
+}
+
 /** Queues messages and posts them as one, at the end of this turn of the event loop. */
-export class Batch<T> {
+export class Batch<T extends MainOp | WorkerEvent> {
   private items: T[] = [];
   private scheduled = false;
 
   constructor(private readonly post: (items: T[]) => void) {}
 
   push(item: T): void {
-    this.items.push(item);
+    if (!merged(this.items[this.items.length - 1], item)) this.items.push(item);
     if (this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => this.flush());

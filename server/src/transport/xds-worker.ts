@@ -14,6 +14,7 @@ import { serverCredentials, xdsServiceDefinitions } from './grpc-server.js';
 import {
   asBuffer,
   Batch,
+  tight,
   type CallInfo,
   type MainOp,
   type ToWorker,
@@ -38,14 +39,24 @@ let nextId = 1;
 const collector = new IdleCollector(fullCollection(), DEFAULT_COLLECT_AFTER_BYTES, DEFAULT_COLLECT_IDLE_MS);
 let writing = 0;
 
-function write(call: StreamCall, id: number, msg: unknown): void {
+/** One message to each of the calls `ids`: one Buffer over the shared bytes, whatever the calls. */
+function write(ids: readonly number[], msg: unknown): void {
   const bytes = asBuffer(msg);
-  writing++;
-  collector.wrote(Buffer.isBuffer(bytes) ? bytes.length : 0);
-  call.write(bytes, () => {
-    events.push({ t: 'flushed', id });
-    if (--writing === 0) collector.idle();
-  });
+  const size = Buffer.isBuffer(bytes) ? bytes.length : 0;
+  for (const id of ids) {
+    const call = streams.get(id);
+    // The stream is gone: a write still gets its callback, so the main thread's pipeline carries on.
+    if (!call) {
+      events.push({ t: 'flushed', ids: [id] });
+      continue;
+    }
+    writing++;
+    collector.wrote(size);
+    call.write(bytes, () => {
+      events.push({ t: 'flushed', ids: [id] });
+      if (--writing === 0) collector.idle();
+    });
+  }
 }
 
 function infoOf(call: StreamCall | UnaryCall, path: string): CallInfo {
@@ -65,7 +76,7 @@ function streamHandler(path: string): grpc.UntypedHandleCall {
     const id = nextId++;
     streams.set(id, call);
     events.push({ t: 'open', id, ...infoOf(call, path) });
-    call.on('data', (msg: unknown) => events.push({ t: 'data', id, msg }));
+    call.on('data', (msg: unknown) => events.push({ t: 'data', id, msg: tight(msg) }));
     call.on('end', () => events.push({ t: 'end', id }));
     call.on('cancelled', () => events.push({ t: 'cancelled', id }));
     const closed = (): void => {
@@ -81,7 +92,7 @@ function unaryHandler(path: string): grpc.UntypedHandleCall {
   return (call: UnaryCall, callback: grpc.sendUnaryData<unknown>) => {
     const id = nextId++;
     unaries.set(id, callback);
-    events.push({ t: 'unary', id, request: call.request, ...infoOf(call, path) });
+    events.push({ t: 'unary', id, request: tight(call.request), ...infoOf(call, path) });
   };
 }
 
@@ -93,14 +104,10 @@ function apply(op: MainOp): void {
     callback?.(v.error ? { code: v.error.code, details: v.error.details } : null, v.value);
     return;
   }
+  if (op.t === 'write') return write(op.ids, op.msg);
   const call = streams.get(op.id);
-  if (!call) {
-    // The stream is gone: a write still gets its callback, so the main thread's pipeline carries on.
-    if (op.t === 'write') events.push({ t: 'flushed', id: op.id });
-    return;
-  }
-  if (op.t === 'write') write(call, op.id, op.msg);
-  else if (op.t === 'end') call.end();
+  if (!call) return;
+  if (op.t === 'end') call.end();
   else call.emit('error', { code: op.code, details: op.details });
 }
 

@@ -13,10 +13,12 @@ import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { CodedError } from '../domain/errors.js';
+import { encodeResponsesShared } from '../wire/envelope.js';
 import { xdsServices, type GrpcTransport, type TransportOptions } from './grpc-server.js';
 import {
   asBuffer,
   Batch,
+  tight,
   type CallInfo,
   type MainOp,
   type ToMain,
@@ -28,7 +30,10 @@ import {
 const SHARE_FROM_BYTES = 16 * 1024;
 const shared = new WeakMap<Buffer, Uint8Array>();
 
-/** The bytes in shared memory: copied once per distinct Buffer, whatever the streams and workers it goes to. */
+/**
+ * The bytes in shared memory: responses are encoded there (`encodeResponsesShared`) and pass as they are;
+ * any other Buffer is copied once, whatever the streams and workers it goes to.
+ */
 export function sharedBytes(bytes: Buffer): Uint8Array {
   if (bytes.length < SHARE_FROM_BYTES || bytes.buffer instanceof SharedArrayBuffer) return bytes;
   let view = shared.get(bytes);
@@ -68,7 +73,7 @@ class RemoteCall extends EventEmitter {
   write(msg: unknown, flushed?: () => void): boolean {
     if (this.ended) return false;
     this.flushed.push(flushed ?? (() => {}));
-    this.op({ t: 'write', id: this.id, msg: Buffer.isBuffer(msg) ? sharedBytes(msg) : msg });
+    this.op({ t: 'write', ids: [this.id], msg: Buffer.isBuffer(msg) ? tight(sharedBytes(msg)) : msg });
     return true;
   }
 
@@ -88,10 +93,14 @@ class RemoteCall extends EventEmitter {
     return super.emit(event, ...args);
   }
 
+  /** The worker flushed this call's oldest write. */
+  flush(): void {
+    this.flushed.shift()?.();
+  }
+
   /** What the worker reports of its call. */
-  deliver(e: WorkerEvent): void {
+  deliver(e: Extract<WorkerEvent, { t: 'data' | 'end' | 'cancelled' | 'closed' }>): void {
     if (e.t === 'data') super.emit('data', asBuffer(e.msg));
-    else if (e.t === 'flushed') this.flushed.shift()?.();
     else if (e.t === 'end') super.emit('end');
     else if (e.t === 'cancelled') super.emit('cancelled');
     else if (e.t === 'closed') {
@@ -129,6 +138,7 @@ class XdsWorker {
   receive(events: readonly WorkerEvent[]): void {
     for (const e of events) {
       if (e.t === 'open' || e.t === 'unary') this.start(e);
+      else if (e.t === 'flushed') for (const id of e.ids) this.calls.get(id)?.flush();
       else this.calls.get(e.id)?.deliver(e);
       if (e.t === 'closed') this.calls.delete(e.id);
     }
@@ -176,6 +186,8 @@ export async function startWorkerTransport(opts: TransportOptions, workers: numb
   };
   const pool: XdsWorker[] = [];
   let port = opts.port;
+  // Responses encoded into shared memory from the start: `sharedBytes` then has nothing to copy.
+  encodeResponsesShared(SHARE_FROM_BYTES);
   // reusePort would let this server join another one's sockets on the port (same user): listening
   // once without it first finds the port taken, as the one-thread transport would.
   if (port !== 0) await portFree(opts.host, port);
@@ -187,6 +199,7 @@ export async function startWorkerTransport(opts: TransportOptions, workers: numb
       port = w.port;
     }
   } catch (err) {
+    encodeResponsesShared(Infinity);
     await Promise.all(pool.map((w) => w.thread.terminate()));
     throw err;
   }
@@ -196,6 +209,7 @@ export async function startWorkerTransport(opts: TransportOptions, workers: numb
     stop: async (graceMs) => {
       opts.ads.close();
       await Promise.all(pool.map((w) => stopWorker(w, graceMs)));
+      encodeResponsesShared(Infinity);
     },
   };
 }

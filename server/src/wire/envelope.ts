@@ -6,6 +6,18 @@
 import { combineDigests, fastDigest, type Bytes, type Rope } from './rope.js';
 import { fieldSize, optionalFieldSize, utf8Bytes, WireWriter } from './wire.js';
 
+/** Responses of at least this many bytes are encoded into shared memory (`Infinity`: none). */
+let shareFromBytes = Infinity;
+
+/**
+ * From now on, responses of at least `bytes` are encoded straight into shared memory (`Infinity`: none, the
+ * default): the xDS workers (transport/xds-workers.ts) write those bytes as they are, so the encoding is
+ * the only copy of a response, not one beside a shared copy.
+ */
+export function encodeResponsesShared(bytes: number): void {
+  shareFromBytes = bytes;
+}
+
 export function encodeAny(typeUrl: string, value: Uint8Array): Uint8Array {
   const url = utf8Bytes(typeUrl);
   return new WireWriter(fieldSize(1, url.length) + fieldSize(2, value.length)).bytes(1, url).bytes(2, value).finish();
@@ -24,7 +36,7 @@ export function encodeDiscoveryResponse(r: {
   let size =
     optionalFieldSize(1, version.length) + optionalFieldSize(4, type.length) + optionalFieldSize(5, nonce.length);
   for (const any of r.resources) size += fieldSize(2, any.length);
-  const w = new WireWriter(size).optionalBytes(1, version);
+  const w = new WireWriter(size, size >= shareFromBytes).optionalBytes(1, version);
   for (const any of r.resources) w.part(2, any);
   const out = w.optionalBytes(4, type).optionalBytes(5, nonce).finish();
   return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
@@ -101,7 +113,7 @@ export function encodeDeltaDiscoveryResponse(r: {
   let size = optionalFieldSize(1, sys.length) + optionalFieldSize(4, type.length) + optionalFieldSize(5, nonce.length);
   for (const b of bodies) size += fieldSize(2, b.size);
   for (const n of removed) size += fieldSize(6, n.length);
-  const w = new WireWriter(size).optionalBytes(1, sys);
+  const w = new WireWriter(size, size >= shareFromBytes).optionalBytes(1, sys);
   // Resource fields in field-number order: version (1), resource (2), name (3).
   for (const b of bodies) w.open(2, b.size).optionalBytes(1, b.version).part(2, b.any).optionalBytes(3, b.name);
   w.optionalBytes(4, type).optionalBytes(5, nonce);

@@ -34,9 +34,11 @@ export class WireWriter {
   readonly buf: Uint8Array;
   pos = 0;
 
-  constructor(size: number) {
+  /** `shared`: the bytes in a SharedArrayBuffer, which threads read without a copy (transport/xds-workers.ts). */
+  constructor(size: number, shared = false) {
     // Not zero-filled: finish() checks that every byte was written.
-    this.buf = size > 4096 ? Buffer.allocUnsafeSlow(size) : new Uint8Array(size);
+    if (shared) this.buf = new Uint8Array(new SharedArrayBuffer(size));
+    else this.buf = size > 4096 ? Buffer.allocUnsafeSlow(size) : new Uint8Array(size);
   }
 
   varint(n: number): this {
