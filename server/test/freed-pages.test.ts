@@ -2,7 +2,8 @@
  * What `canopy serve`'s full collection after a burst frees goes back to the system
  * (platform/freed-pages.ts): in a child process (RSS is the process's), 300 MB of 256 KB buffers, as
  * grpc-js's copies of a push's responses are, with small long-lived allocations among them, so that
- * glibc's free() alone keeps the pages; after the collection RSS falls by most of it.
+ * glibc's free() alone keeps the pages; after the collection RSS falls by most of it. And
+ * `CANOPY_TRIM_MEMORY=off` turns it off.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -11,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { canReleaseFreedPages } from '../src/platform/freed-pages.js';
 
 const MODULE = fileURLToPath(new URL('../src/platform/full-collection.js', import.meta.url));
+const FREED = fileURLToPath(new URL('../src/platform/freed-pages.js', import.meta.url));
 
 const BURST = `
 const { fullCollection } = await import(process.argv[1]);
@@ -42,5 +44,15 @@ describe('freed pages', () => {
     assert.equal(r.status, 0, r.stderr);
     const { peakMB, afterMB } = JSON.parse(r.stdout) as { peakMB: number; afterMB: number };
     assert.ok(peakMB - afterMB >= 200, `RSS ${peakMB.toFixed(0)} MB at the burst, ${afterMB.toFixed(0)} MB after`);
+  });
+
+  it('trims nothing with CANOPY_TRIM_MEMORY=off', () => {
+    const probe = `const m = await import(process.argv[1]); console.log(m.canReleaseFreedPages(), m.releaseFreedPages());`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', probe, FREED], {
+      encoding: 'utf8',
+      env: { ...process.env, CANOPY_TRIM_MEMORY: 'off' },
+    });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'false false');
   });
 });

@@ -18,7 +18,9 @@
  *
  * V8 frees array buffers' memory off the main thread after a collection, so
  * the trim runs a moment after it. Where glibc or koffi's binary is missing
- * (musl, another OS), nothing is trimmed and memory stays as before.
+ * (musl, another OS), or with `CANOPY_TRIM_MEMORY=off` in the environment
+ * (read here, so that worker threads, which inherit it, see it too), nothing
+ * is trimmed and memory stays as before.
  */
 import { createRequire } from 'node:module';
 
@@ -30,7 +32,7 @@ type Trim = (pad: number) => number;
 let loaded: Trim | null | undefined;
 
 function loadTrim(): Trim | null {
-  if (process.platform !== 'linux') return null;
+  if (process.platform !== 'linux' || process.env['CANOPY_TRIM_MEMORY'] === 'off') return null;
   try {
     const koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
     return koffi.load('libc.so.6').func('int malloc_trim(size_t)') as Trim;
