@@ -187,6 +187,14 @@ function serverGoals(macro: ServerFigures): Goal[] {
         met: verdict(r <= 3),
       });
     }
+    if (sotw) {
+      const r = c.rssPerStreamKB.median / sotw.canopy.rssPerStreamKB.median;
+      out.push({
+        goal: 'LEDS RSS per stream ≤ 2× SotW RSS per stream (the same run)',
+        figure: `${r.toPrecision(2)}× (${show(c.rssPerStreamKB)} vs ${show(sotw.canopy.rssPerStreamKB)} KB settled) ${at}`,
+        met: verdict(decided(c.rssPerStreamKB) <= 2 * decided(sotw.canopy.rssPerStreamKB)),
+      });
+    }
     out.push({
       goal: 'LEDS RSS per stream ≤ 150 KB',
       figure: `settled ${show(c.rssPerStreamKB)} KB, peak ${Math.max(...c.bursts.map((x) => x.peakRssPerStreamKB))} KB (bare replay ${show(leds.bare.rssPerStreamKB)} KB) ${at}`,
