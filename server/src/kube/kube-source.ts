@@ -32,7 +32,8 @@ import { EVERY_SERVICE } from '../policy/kuma-live.js';
 import { byName, CrdDiscovery, type LivePolicies } from './kube-crds.js';
 import { DestinationRules } from './kube-istio.js';
 import { MeshStrategies } from './kube-kuma.js';
-import { compactNode, compactService, compactSlice, describeKubeError, KubeWatch, statusOf } from './kube-watch.js';
+import { compactNode, compactService, compactSlice, KubeWatch } from './kube-watch.js';
+import { KubeContact } from './kube-contact.js';
 import { KubeWriter, type KubeWriteCounts } from './kube-writer.js';
 import type { InputSkips } from '../store/input-skips.js';
 import { KubeScreen } from './kube-screen.js';
@@ -106,9 +107,7 @@ export class KubeSource {
   private flushing: Promise<void> | undefined;
   private retry: NodeJS.Timeout | undefined;
   /** Per watch (path) that last failed: since when, why, and whether the API server refused it (401/403). */
-  private readonly failing = new Map<string, { since: number; message: string; refused: boolean }>();
-  private lastError: string | undefined;
-  private errors = 0;
+  private readonly contact: KubeContact;
   private readonly events = { service: 0, endpointslice: 0, node: 0, destinationrule: 0, meshloadbalancingstrategy: 0 };
   private readonly rules = new DestinationRules();
   private readonly strategies = new MeshStrategies();
@@ -118,6 +117,7 @@ export class KubeSource {
 
   constructor(private readonly opts: KubeSourceOptions) {
     this.screen = new KubeScreen(opts.skips, opts.log);
+    this.contact = new KubeContact(opts.log, opts.unreachableMs ?? 10_000);
     this.writer =
       opts.sink ??
       new KubeWriter(opts.store, (name, owner) =>
@@ -218,24 +218,16 @@ export class KubeSource {
 
   /** Why /readyz should answer 503, or undefined when ready. */
   notReady(now = Date.now()): string | undefined {
-    const failures = [...this.failing.values()];
-    // Refused: not a passing outage, so not ready at once, whatever the threshold.
-    const refused = failures.find((f) => f.refused);
-    if (refused) return `kubernetes: ${refused.message}`;
-    if (!this.synced)
-      return this.lastError ? `kubernetes: ${this.lastError}` : 'kubernetes: waiting for the first full list';
-    const since = Math.min(...failures.map((f) => f.since));
-    if (failures.length > 0 && now - since > (this.opts.unreachableMs ?? 10_000))
-      return `kubernetes: the API server has not answered for ${Math.round((now - since) / 1000)} s: ${this.lastError}`;
-    return undefined;
+    return this.contact.notReady(this.synced, now);
   }
 
   health(): KubeHealth {
-    const since = [...this.failing.values()].map((f) => f.since);
+    const since = this.contact.failingSince;
+    const lastError = this.contact.lastError;
     return {
       synced: this.synced,
-      ...(since.length ? { failingSince: Math.min(...since) } : {}),
-      ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
+      ...(since !== undefined ? { failingSince: since } : {}),
+      ...(lastError !== undefined ? { lastError } : {}),
     };
   }
 
@@ -249,10 +241,10 @@ export class KubeSource {
     for (const n of this.hints.values()) foreignHints += n;
     return {
       synced: this.synced,
-      connected: this.failing.size === 0,
+      connected: this.contact.connected,
       events: { ...this.events },
       writes: { ...this.writer.counts },
-      errors: this.errors,
+      errors: this.contact.errors,
       rejected: this.screen.refused,
       foreign: this.writer.foreign.size,
       foreignHints,
@@ -288,28 +280,12 @@ export class KubeSource {
         synced: () => {
           if (--this.pendingLists === 0) this.schedule();
         },
-        contact: (err) => this.contact(kind, path, err),
+        contact: (err) => this.contact.report(kind, path, err),
         relisted: (reason) =>
           this.opts.log.info({ resource: kind, path, reason }, `kubernetes: re-listed ${path}: ${reason}`),
       },
     });
     this.watches.push(w);
-  }
-
-  private contact(kind: Kind, path: string, err: unknown): void {
-    if (err === undefined) {
-      if (this.failing.delete(path) && this.failing.size === 0)
-        this.opts.log.info({}, 'kubernetes: the API server answers again');
-      if (this.failing.size === 0) this.lastError = undefined;
-      return;
-    }
-    this.errors++;
-    const message = describeKubeError(path.slice(path.lastIndexOf('/') + 1), err);
-    const status = statusOf(err);
-    const since = this.failing.get(path)?.since ?? Date.now();
-    this.failing.set(path, { since, message, refused: status === 401 || status === 403 });
-    if (message !== this.lastError) this.opts.log.error({ resource: kind, path }, message);
-    this.lastError = message;
   }
 
   private serviceChanged(o: KubernetesObject, present: boolean): void {
