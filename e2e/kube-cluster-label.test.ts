@@ -17,26 +17,12 @@ import { envoyType } from '../server/test/support/envoy-protos.js';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
 import { RawAdsStream } from './support/raw-ads.js';
+import { until } from './support/until.js';
 
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
 const SLICES = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
 const CLUSTER = 'topology.istio.io/cluster';
 const NETWORK = 'topology.istio.io/network';
-
-const until = async <T>(what: string, f: () => Promise<T | undefined>, ms = 30_000): Promise<T> => {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await f();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
 
 const slice = (name: string, address: string, labels: Record<string, string>) => ({
   apiVersion: 'discovery.k8s.io/v1',

@@ -28,6 +28,7 @@ import { EnvoyProcess, envoySkip, explainFailure } from './support/envoy-process
 import { etcdSkip, startEtcd, type EtcdProcess } from './support/etcd-process.js';
 import { kubeSkip, startKubeApiserver, type KubeApiserver } from './support/kube-apiserver.js';
 import { RawAdsStream } from './support/raw-ads.js';
+import { until } from './support/until.js';
 
 const NS = 'default';
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
@@ -41,21 +42,6 @@ interface Cluster {
   readonly api: KubeApiserver;
   readonly discovery: DiscoveryV1Api;
 }
-
-const until = async <T>(what: string, f: () => Promise<T | undefined>, ms = 30_000): Promise<T> => {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await f();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
 
 describe('several Kubernetes clusters, one mesh', { skip: kubeSkip() || envoySkip() || etcdSkip() }, () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-multi-'));
