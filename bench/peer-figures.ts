@@ -6,6 +6,8 @@ export interface PeerPass {
   readonly initialCpuMs: number;
   /** Canopy: its main thread's; Go has no main thread: its process's (the same as initialCpuMs). */
   readonly initialMainCpuMs: number;
+  /** The part of initialCpuMs spent in the kernel (page faults, socket writes), all threads. */
+  readonly initialSysCpuMs: number;
   /** Until every stream holds its CLA (the driver's clock, from its start). */
   readonly initialWallMs: number;
   /** Received on one stream's connection in the initial sync (TCP payload), median over streams. */
@@ -15,6 +17,7 @@ export interface PeerPass {
   readonly peakKB: number;
   readonly oneCpuMs: number;
   readonly oneMainCpuMs: number;
+  readonly oneSysCpuMs: number;
   readonly oneP50Ms: number;
   readonly oneP99Ms: number;
   readonly oneLastMs: number;
@@ -31,6 +34,7 @@ export interface PeerPass {
    * server CPU and wall time until every stream holds its CLA again.
    */
   readonly resyncCpuMs: number;
+  readonly resyncSysCpuMs: number;
   readonly resyncWallMs: number;
   /** The machine's 1-minute load average as the pass began (shared machines: what else ran). */
   readonly load1: number;
@@ -64,15 +68,30 @@ export interface PeerFigures {
   readonly rows: readonly PeerRow[];
 }
 
+/**
+ * Figures shown with their ratio to say where the CPU went, not goals of their own: the main thread's share
+ * and the kernel's share of a CPU figure that is one.
+ */
+export const SHARE_FIGURES: ReadonlySet<string> = new Set([
+  'initialMainCpuMs',
+  'initialSysCpuMs',
+  'resyncSysCpuMs',
+  'oneMainCpuMs',
+  'oneSysCpuMs',
+]);
+
 /** The figures set as ratios (lower is better for Canopy on each). */
 export const RATIO_FIGURES = [
   'initialCpuMs',
   'initialMainCpuMs',
+  'initialSysCpuMs',
   'initialWallMs',
   'resyncCpuMs',
+  'resyncSysCpuMs',
   'resyncWallMs',
   'oneCpuMs',
   'oneMainCpuMs',
+  'oneSysCpuMs',
   'oneP50Ms',
   'oneP99Ms',
   'oneLastMs',

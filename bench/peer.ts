@@ -37,7 +37,7 @@ import {
 import { MemoryFloor, MemoryGuard } from './peer-limits.js';
 import type { PeerFigures, PeerPass, PeerRow } from './peer-figures.js';
 import { peerRow } from './peer-figures.js';
-import { cpuMs, mainCpuMs, resetPeak, sleep, statusKB, type Child } from './server-procs.js';
+import { cpuMs, mainCpuMs, resetPeak, sleep, statusKB, systemCpuMs, type Child } from './server-procs.js';
 
 const SERVICE = 'svc';
 const SETTLE_MS = 2000;
@@ -133,10 +133,11 @@ async function onePass(side: PeerSide, binary: string, fx: Fixture, plan: PassPl
   resetPeak(pid);
   const c0 = cpuMs(pid);
   const m0 = mainCpuMs(pid);
+  const s0 = systemCpuMs(pid);
   const driver = startDriver(binary, side, fx, plan);
   const guard = new MemoryGuard(plan.memFloorMB, `${side.name}, ${plan.streams} streams`, () => driver.proc.kill());
   try {
-    const measured = await guard.race(measurePass(side, driver, fx, plan, guard, { c0, m0 }));
+    const measured = await guard.race(measurePass(side, driver, fx, plan, guard, { c0, m0, s0 }));
     await driver.stop();
     return { ...measured, ...(await guard.race(resync(side, binary, fx, plan))), load1 };
   } finally {
@@ -150,10 +151,15 @@ async function resync(side: PeerSide, binary: string, fx: Fixture, plan: PassPla
   const pid = side.server.proc.pid!;
   await sleep(SETTLE_MS); // the old streams' close is not the re-sync's work
   const c0 = cpuMs(pid);
+  const s0 = systemCpuMs(pid);
   const driver = startDriver(binary, side, fx, plan);
   try {
     const ready = await driver.next('ready', 900_000);
-    return { resyncCpuMs: cpuMs(pid) - c0, resyncWallMs: Number(ready['ms']) };
+    return {
+      resyncCpuMs: cpuMs(pid) - c0,
+      resyncSysCpuMs: systemCpuMs(pid) - s0,
+      resyncWallMs: Number(ready['ms']),
+    };
   } finally {
     await driver.stop();
   }
@@ -165,23 +171,26 @@ async function measurePass(
   fx: Fixture,
   plan: PassPlan,
   guard: MemoryGuard,
-  at: { c0: number; m0: number },
-): Promise<Omit<PeerPass, 'load1' | 'resyncCpuMs' | 'resyncWallMs'>> {
+  at: { c0: number; m0: number; s0: number },
+): Promise<Omit<PeerPass, 'load1' | 'resyncCpuMs' | 'resyncSysCpuMs' | 'resyncWallMs'>> {
   const pid = side.server.proc.pid!;
-  const { c0, m0 } = at;
+  const { c0, m0, s0 } = at;
   const { windowS, flip0: base } = plan;
   const ready = await driver.next('ready', 900_000);
   const initialCpuMs = cpuMs(pid) - c0;
   const initialMainCpuMs = side.mainThread ? mainCpuMs(pid) - m0 : initialCpuMs;
+  const initialSysCpuMs = systemCpuMs(pid) - s0;
   await sleep(SETTLE_MS);
   const rssKB = statusKB(pid, 'VmRSS');
   // A pass flips its own endpoints, the same on both sides: 1 + window of them, in distinct leaves.
   const one0 = cpuMs(pid);
   const oneMain0 = mainCpuMs(pid);
+  const oneSys0 = systemCpuMs(pid);
   await flip(side, driver, fx.endpoints[base]!);
   const one = await settle(driver, 120_000);
   const oneCpuMs = cpuMs(pid) - one0;
   const oneMainCpuMs = side.mainThread ? mainCpuMs(pid) - oneMain0 : oneCpuMs;
+  const oneSysCpuMs = systemCpuMs(pid) - oneSys0;
   const w0 = cpuMs(pid);
   const started = performance.now();
   for (let k = 0; k < windowS; k++) {
@@ -199,12 +208,14 @@ async function measurePass(
   return {
     initialCpuMs,
     initialMainCpuMs,
+    initialSysCpuMs,
     initialWallMs: Number(ready['ms']),
     initialBytes: Number(ready['recvBytes']),
     rssKB,
     peakKB,
     oneCpuMs,
     oneMainCpuMs,
+    oneSysCpuMs,
     oneP50Ms: median(oneTimes),
     oneP99Ms: percentile(oneTimes, 99),
     oneLastMs: Math.max(...oneTimes),

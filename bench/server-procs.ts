@@ -82,10 +82,26 @@ export function mainCpuMs(pid: number): number {
   return statCpuMs(`/proc/${pid}/task/${pid}/stat`);
 }
 
+/**
+ * The process's CPU time in the kernel alone (`stime`, all threads): page faults on fresh memory and the
+ * socket writes, which on loopback also carry the receiving side's TCP work. Part of `cpuMs`.
+ */
+export function systemCpuMs(pid: number): number {
+  return statFields(`/proc/${pid}/stat`)[12]! * TICK_MS;
+}
+
 function statCpuMs(file: string): number {
+  const f = statFields(file);
+  return (f[11]! + f[12]!) * TICK_MS;
+}
+
+/** /proc/<pid>/stat's fields after the command name, as numbers (index 11 is utime, 12 stime). */
+function statFields(file: string): number[] {
   const stat = readFileSync(file, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * TICK_MS;
+  return stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
 }
 
 export function statusKB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
