@@ -63,7 +63,8 @@ const sotw: Client<RawResponse> = {
     s.send({ node: node(i), type_url: EDS, resource_names: ['echo'] });
     return {
       next: (ms) => s.next(ms),
-      ack: (r) => s.send({ type_url: EDS, resource_names: ['echo'], version_info: r.version_info, response_nonce: r.nonce }),
+      ack: (r) =>
+        s.send({ type_url: EDS, resource_names: ['echo'], version_info: r.version_info, response_nonce: r.nonce }),
       close: () => s.close(),
     };
   },
