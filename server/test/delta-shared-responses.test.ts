@@ -1,8 +1,9 @@
 /**
  * Delta streams share encoded responses as SotW streams do: streams in the
- * same state (same resources at the same versions, same nonce) are handed one
- * Buffer, on the initial path and on a push, so a push encodes each distinct
- * response once; a stream whose nonce has moved on gets its own bytes, with
+ * same state (same resources at the same versions) are handed one Buffer, on
+ * the initial path and on a push, so a push encodes each distinct response
+ * once. The nonce is made from the content, so streams connecting after a
+ * push reuse its bytes; a stream in another state gets its own bytes, with
  * its own nonce.
  */
 import assert from 'node:assert/strict';
@@ -27,7 +28,7 @@ function deltaStreams(regions: readonly string[]) {
   let revision = 1;
   const registry = oneEdsRegistry((region) => new TextEncoder().encode(`${region}@${revision}`));
   const ads = new PushPipeline({ resources: registry, debounceMs: 0 });
-  const streams = regions.map((region, i) => {
+  const open = (region: string, i: number) => {
     const written: Buffer[] = [];
     const handle = ads.openDelta('test', {
       write: (b, flushed) => {
@@ -40,13 +41,14 @@ function deltaStreams(regions: readonly string[]) {
     handle.receive(req(ENDPOINT_TYPE, { node: node(`n${i}`, region), subscribe: ['svc'] }));
     const ack = () => handle.receive(req(ENDPOINT_TYPE, { responseNonce: nonceOf(written.at(-1)!) }));
     return { region, written, handle, ack };
-  });
+  };
+  const streams = regions.map(open);
   const change = () => {
     revision++;
     ads.notify(['svc']);
     ads.flush();
   };
-  return { ads, streams, change };
+  return { ads, streams, change, open };
 }
 
 const nonceOf = (b: Buffer): string => String(decodeDelta(b)['nonce']);
@@ -68,22 +70,37 @@ describe('delta: shared responses', () => {
       assert.equal(s.written.length, 2);
       const [r] = decodeDelta(s.written[1]!)['resources'] as { resource: { value: Uint8Array } }[];
       assert.equal(Buffer.from(r!.resource.value).toString(), `${s.region}@2`, 'each stream its own region');
-      assert.equal(nonceOf(s.written[1]!), '2');
+      assert.notEqual(nonceOf(s.written[1]!), nonceOf(s.written[0]!));
+    }
+    assert.equal(nonceOf(a!.written[1]!), nonceOf(c!.written[1]!), 'one nonce for the same content');
+    ads.close();
+  });
+
+  it("reuses the push's responses for streams connecting after it: no new encode", () => {
+    const regions = ['r1', 'r2', 'r1', 'r2', 'r1', 'r3'];
+    const { ads, streams, change, open } = deltaStreams(regions);
+    for (const s of streams) s.ack();
+    change();
+    const pushed = sharedEncodeCount();
+    const later = regions.map((r, i) => open(r, regions.length + i));
+    assert.equal(sharedEncodeCount() - pushed, 0, 'streams connecting after a push: no new encode');
+    for (const [i, s] of later.entries()) {
+      assert.equal(s.written.length, 1);
+      assert.equal(s.written[0], streams[i]!.written[1], "the push's Buffer, nonce included");
     }
     ads.close();
   });
 
-  it('gives a stream whose nonce moved on its own bytes, with its own nonce', () => {
+  it('gives a stream in another state its own bytes, with its own nonce', () => {
     const { ads, streams, change } = deltaStreams(['r1', 'r1']);
     const [a, b] = streams;
-    // Stream b subscribes to one more name: one more response, so its next nonce is not a's.
+    // Stream b subscribes to one more name: its push covers another state, so its bytes and nonce are not a's.
     b!.handle.receive(req(ENDPOINT_TYPE, { subscribe: ['other'] }));
     assert.equal(b!.written.length, 2);
     a!.ack();
     b!.ack();
     change();
-    assert.equal(nonceOf(a!.written.at(-1)!), '2');
-    assert.equal(nonceOf(b!.written.at(-1)!), '3');
+    assert.notEqual(nonceOf(a!.written.at(-1)!), nonceOf(b!.written.at(-1)!));
     assert.notEqual(a!.written.at(-1), b!.written.at(-1));
     for (const s of [a, b]) {
       const names = (decodeDelta(s!.written.at(-1)!)['resources'] as { name: string }[]).map((r) => r.name);

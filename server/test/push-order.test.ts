@@ -33,7 +33,12 @@ describe('the push by response', () => {
     const REGIONS = 5;
     const before = sharedEncodeCount();
     // Room for one 256 KB response only: without the order, every stream but the first of a run would encode again.
-    const p = interleaved(40, REGIONS, { pushWindow: 2, sharedBytes: CLA_BYTES + 1024, gc: collector() });
+    const p = interleaved(40, REGIONS, {
+      pushWindow: 2,
+      sharedBytes: CLA_BYTES + 1024,
+      sharedAnswerBytes: CLA_BYTES + 1024,
+      gc: collector(),
+    });
     await p.until(1);
     const initial = sharedEncodeCount() - before;
     assert.ok(initial <= REGIONS + 2, `initial path: ${initial} encodes for ${REGIONS} distinct responses`);
@@ -56,6 +61,7 @@ describe('the push by share group', () => {
       shareGroup,
       pushWindow: 2,
       sharedBytes: CLA_BYTES + 1024,
+      sharedAnswerBytes: CLA_BYTES + 1024,
       gc: collector(),
     });
     await p.until(1);

@@ -63,16 +63,34 @@ describe('shared responses', () => {
     assert.ok(a[1]?.includes(Buffer.from('r1@2')));
   });
 
-  it('holds a response for the push, then weakly once idle past the grace period', async () => {
-    const cache = new PushResponses(1024, 20);
-    cache.set('k', Buffer.alloc(100));
-    assert.equal(cache.get('k')?.length, 100);
+  it("holds a push's responses past the grace period, as answers are, until a change touches them", async () => {
+    const cache = new PushResponses(1024, 1);
+    cache.set('eds-a', Buffer.alloc(100), { typeUrl: 'E', names: ['a'] });
+    cache.set('cds', Buffer.alloc(200), { typeUrl: 'C' });
+    cache.answers.set('eds-b', Buffer.alloc(50), { typeUrl: 'E', names: ['b'] });
+    assert.equal(cache.get('eds-a')?.length, 100);
     assert.equal(cache.get('other'), undefined);
-    assert.equal(cache.pinnedSize, 100);
+    cache.idle();
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(cache.pinnedSize, 350, 'past the grace period all stay held, each once');
+    cache.newPush(new Map([['E', new Set(['a'])]]));
+    assert.equal(cache.pinnedSize, 250, 'a change of a lets go of what carries a only');
+    assert.equal(cache.answers.get('eds-b')?.length, 50);
+    cache.newPush(new Map([['C', new Set(['z'])]]));
+    assert.equal(cache.pinnedSize, 50, "any change of a type lets go of what carries all of the type's names");
+    cache.newPush();
+    assert.equal(cache.pinnedSize, 0, 'a change of no known names lets everything go');
+  });
+
+  it('holds past the answers budget for the push only, then weakly once idle past the grace period', async () => {
+    const cache = new PushResponses(1024, 20, 100);
+    cache.set('k', Buffer.alloc(200));
+    assert.equal(cache.pinnedSize, 200);
+    assert.equal(cache.answerPinnedSize, 0, 'over the answers budget');
     cache.idle();
     cache.get('k'); // busy again before the grace ends: the pins stay
     await new Promise((r) => setTimeout(r, 40));
-    assert.equal(cache.pinnedSize, 100);
+    assert.equal(cache.pinnedSize, 200);
     cache.idle();
     await new Promise((r) => setTimeout(r, 40));
     assert.equal(cache.pinnedSize, 0);
@@ -81,19 +99,6 @@ describe('shared responses', () => {
     assert.equal(cache.pinnedSize, 600, 'past the byte budget a response is held weakly only');
     cache.newPush();
     assert.equal(cache.pinnedSize, 0, 'a newer push lets the older responses go');
-  });
-
-  it('holds answers past the grace period, until a change starts a push', async () => {
-    const cache = new PushResponses(1024, 1);
-    cache.answers.set('a', Buffer.alloc(100));
-    cache.set('p', Buffer.alloc(200));
-    cache.idle();
-    for (let t = 0; t < 200 && cache.pinnedSize > 100; t++) await new Promise((r) => setTimeout(r, 5));
-    assert.equal(cache.pinnedSize, 100, "past the grace period a push's response is held weakly only");
-    assert.equal(cache.answerPinnedSize, 100, 'the answer stays held');
-    assert.equal(cache.answers.get('a')?.length, 100);
-    cache.newPush();
-    assert.equal(cache.pinnedSize, 0, 'a change lets the answers go too');
   });
 });
 
@@ -118,6 +123,25 @@ describe('a fleet reconnecting to a quiet mesh', () => {
     await first.until(2);
     assert.equal(sharedEncodeCount() - encoded, 2 * REGIONS, 'a change: one encode per distinct response again');
     first.ads.close();
+  });
+
+  it("reuses the push's responses for streams connecting after it, whatever the streams' history", async () => {
+    const REGIONS = 5;
+    const gc = collector();
+    const p = interleaved(40, REGIONS, { pushWindow: 2, gc, sharedGraceMs: 0 });
+    await p.until(1);
+    p.change();
+    await p.until(2);
+    const pushed = sharedEncodeCount();
+    for (let k = 0; k < 3; k++) {
+      gc();
+      await new Promise((r) => setImmediate(r));
+    }
+    // New streams, at their first response, get the bytes the old ones got at their second: the same nonce.
+    p.reconnect();
+    await p.until(1);
+    assert.equal(sharedEncodeCount() - pushed, 0, 'streams connecting after a push: no new encode');
+    p.ads.close();
   });
 });
 

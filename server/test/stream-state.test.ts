@@ -1,7 +1,8 @@
 /**
  * The per-stream protocol state machine, driven directly. Every response is
  * checked for the invariants a client relies on: the type URL it asked for,
- * a version, and a nonce that only goes up.
+ * a version, and a short nonce unlike the last one of its type (a nonce is
+ * made from the content, wire-nonce.ts).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -47,7 +48,7 @@ class FakeSource {
 class Harness {
   readonly source = new FakeSource();
   readonly stream = new SotwSession(1, 'test', this.source.registry);
-  private lastNonce = 0;
+  private readonly lastNonce = new Map<string, string>();
   readonly sent: OutgoingResponse[] = [];
 
   request(req: Partial<DiscoveryRequest> & { typeUrl: string }) {
@@ -67,9 +68,9 @@ class Harness {
     for (const r of responses) {
       if (typeUrl) assert.equal(r.typeUrl, typeUrl);
       assert.ok(r.version.length > 0, 'version set');
-      const n = Number(r.nonce);
-      assert.ok(n > this.lastNonce, `nonce goes up (${n} after ${this.lastNonce})`);
-      this.lastNonce = n;
+      assert.match(r.nonce, /^[0-9a-z.]{1,12}$/, 'a short ASCII nonce');
+      assert.notEqual(r.nonce, this.lastNonce.get(r.typeUrl), 'a nonce unlike the last one of its type');
+      this.lastNonce.set(r.typeUrl, r.nonce);
       this.sent.push(r);
     }
   }

@@ -43,6 +43,7 @@ import {
   type TouchedNames,
 } from './session.js';
 import { StreamSession, type TypeVersions } from './stream-session.js';
+import { wireNonce } from './wire-nonce.js';
 
 export class DeltaSession extends StreamSession<DeltaTypeState> implements Session<DeltaDiscoveryRequest> {
   receive(req: DeltaDiscoveryRequest): Received {
@@ -233,8 +234,11 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       );
     // Collections: the epoch of the collections as this stream now holds them (informational in delta).
     const systemVersion = globs ? `${versionOf(current)}.${globs.epoch.toString(36)}` : versionOf(current);
-    const nonce = String(++this.nonces);
-    recordSent(state, { nonce, at: now, nonces: this.nonces, systemVersion, versions, resources, removed, globs });
+    // The wire nonce from the content (wire-nonce.ts), unlike every nonce of this type an answer may still name.
+    const content = `${key ?? `${typeUrl}\n${this.nonces + 1}`}\n${systemVersion}`;
+    const sequence = ++this.nonces;
+    const nonce = wireNonce(content, sequence, (n) => n === state.nonceSent || state.outstanding.has(n));
+    recordSent(state, { nonce, at: now, nonces: sequence, systemVersion, versions, resources, removed, globs });
     let carried: DeltaResource[] | undefined;
     const all = (): DeltaResource[] => (carried ??= steps ? resources.concat(steps.resources()) : resources);
     const encode = (): Buffer =>
@@ -247,10 +251,11 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       });
     let bytes: Buffer;
     if (shared && key !== undefined) {
-      key = `${key}\n${nonce}\n${systemVersion}`;
+      key = `${content}\n${nonce}`;
       const held = shared.get(key);
       bytes = held ?? encode();
-      if (!held) shared.set(key, bytes);
+      // What its content covers: the names subscribed (a wildcard's or collections', all of the type's).
+      if (!held) shared.set(key, bytes, { typeUrl, names: state.wildcard || steps ? undefined : [...state.names] });
     } else bytes = encode();
     let names: string[] | undefined;
     return {

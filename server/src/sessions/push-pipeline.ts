@@ -57,6 +57,8 @@ export interface PushPipelineOptions {
   readonly pushWindowTimeoutMs?: number;
   /** Encoded responses held strongly, least recently used first out (default 32 MiB; shared-responses.ts). */
   readonly sharedBytes?: number;
+  /** Responses held for the current state, answers and pushes, until a change touches them (default 256 MiB). */
+  readonly sharedAnswerBytes?: number;
   /** How long a push's responses stay held once writing stops (default 1 s; shared-responses.ts). */
   readonly sharedGraceMs?: number;
   /** A full garbage collection, run once writing stops after a big burst (idle-collector.ts). */
@@ -136,7 +138,7 @@ export class PushPipeline {
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     const warnBytes = opts.warnResponseBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
     this.reports = new StreamReports(this.observer, this.log, opts.originOf ?? (() => undefined), warnBytes);
-    this.shared = new PushResponses(opts.sharedBytes, opts.sharedGraceMs);
+    this.shared = new PushResponses(opts.sharedBytes, opts.sharedGraceMs, opts.sharedAnswerBytes);
     this.collector = opts.collect
       ? new IdleCollector(
           opts.collect,
@@ -215,8 +217,8 @@ export class PushPipeline {
     this.changed = new Set();
     this.firstChangeAt = undefined;
     if (changed.size === 0) return;
-    this.shared.newPush();
     const touched = this.resources.touchedBy(changed);
+    this.shared.newPush(touched);
     // By response: streams that get the same bytes back to back, so each encoding is needed only while its group goes out.
     const groups = new Map<string, Conn[]>();
     for (const conn of this.conns.values()) {

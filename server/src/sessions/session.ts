@@ -9,7 +9,14 @@ import type { ClientStatus } from './client-status.js';
 /** Encoded responses shared by streams, keyed by everything that makes their bytes (a Map will do). */
 export interface SharedResponses {
   get(key: string): Buffer | undefined;
-  set(key: string, bytes: Buffer): unknown;
+  /** `scope`: what the response's content depends on, so a change that touches none of it keeps it. */
+  set(key: string, bytes: Buffer, scope?: SharedScope): unknown;
+}
+
+/** A response's type and the names whose content it carries (all of the type's, when not listed). */
+export interface SharedScope {
+  readonly typeUrl: string;
+  readonly names?: readonly string[] | undefined;
 }
 
 /** Names touched by a change, per type URL. */

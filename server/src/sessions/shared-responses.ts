@@ -12,21 +12,21 @@
  * (push-window.ts), and this cache holds strongly only the responses used
  * last, within a byte budget (least recently used go first): a group's
  * response stays while its streams go out and goes once later groups have
- * taken its place. A push's responses carry each stream's own nonce, so no
- * stream connecting later asks for them: once the pipeline has been idle for
- * a grace period (streams still connecting reuse them meanwhile) they are
- * held weakly, reused if still alive, never kept alive.
+ * taken its place.
  *
- * Answers to streams' own requests are what the next stream to connect in
- * the same state asks for again (the same version, resources and nonce): they
- * stay held, within their budget, until a change starts a push (the version
- * they carry is then no longer current, or soon will not be). A fleet that
- * reconnects to a quiet mesh, however long after it first connected, is
- * answered with no new encoding: a profile of 2,000 streams reconnecting once
- * the pins had gone spent ~130 ms of the main thread re-encoding 755 responses
- * and more collecting them.
+ * A response's nonce is made from its content (wire-nonce.ts), so the
+ * responses of a push are what streams connecting later at the same state ask
+ * for too (the same version, resources and nonce), and so are the answers to
+ * streams' own requests. Both stay held, within the answers' budget, until a
+ * change touches what they carry (their type and names; the rest stays held
+ * across the push): a fleet that reconnects after a flip, or to a quiet mesh
+ * however long after it first connected, is answered with no new encoding (a
+ * warm re-sync of 2,000 streams after a flip once encoded the 755 responses of
+ * the push again, ~130 ms of the main thread and more collecting them). What
+ * this holds settled is the state's distinct responses: the initial sync held
+ * as much before.
  */
-import type { SharedResponses } from './session.js';
+import type { SharedResponses, SharedScope, TouchedNames } from './session.js';
 
 /** What a push holds strongly by default: the responses of the last 128 groups at 256 KB each. */
 export const DEFAULT_PIN_BYTES = 32 * 1024 * 1024;
@@ -53,7 +53,7 @@ export class PushResponses implements SharedResponses {
   });
   /** Held strongly for pushes: the responses used last, in the order of their last use. */
   private readonly pushed: Pins;
-  /** Held strongly for answers to streams' own requests, until a change starts a push. */
+  /** Held strongly for streams at the current state (answers and pushes), until a change touches them. */
   private readonly answered: Pins;
   private timer: NodeJS.Timeout | undefined;
 
@@ -63,43 +63,54 @@ export class PushResponses implements SharedResponses {
   constructor(
     maxPinnedBytes = DEFAULT_PIN_BYTES,
     private readonly graceMs = DEFAULT_GRACE_MS,
-    maxAnswerBytes = Math.max(maxPinnedBytes, DEFAULT_ANSWER_PIN_BYTES),
+    maxAnswerBytes: number | undefined = undefined,
   ) {
+    maxAnswerBytes ??= Math.max(maxPinnedBytes, DEFAULT_ANSWER_PIN_BYTES);
     this.pushed = new Pins(maxPinnedBytes);
     this.answered = new Pins(maxAnswerBytes);
-    this.answers = { get: (k) => this.lookup(k, this.answered), set: (k, b) => this.keep(k, b, this.answered) };
+    this.answers = {
+      get: (k) => this.lookup(k, false),
+      set: (k, b, scope) => this.keep(k, b, false, scope),
+    };
   }
 
   get(key: string): Buffer | undefined {
-    return this.lookup(key, this.pushed);
+    return this.lookup(key, true);
   }
 
-  set(key: string, bytes: Buffer): void {
-    this.keep(key, bytes, this.pushed);
+  set(key: string, bytes: Buffer, scope?: SharedScope): void {
+    this.keep(key, bytes, true, scope);
   }
 
-  private lookup(key: string, pins: Pins): Buffer | undefined {
+  private lookup(key: string, push: boolean): Buffer | undefined {
     const b = this.pushed.get(key) ?? this.answered.get(key) ?? this.weak.get(key)?.deref();
     if (b) {
       this.busy();
-      pins.pin(key, b);
+      if (push) this.pushed.pin(key, b);
+      // Held again from a push or weakly: what it carries is not known here, so the next change lets it go.
+      this.answered.pin(key, b, this.answered.scope(key));
     }
     return b;
   }
 
-  private keep(key: string, bytes: Buffer, pins: Pins): void {
+  private keep(key: string, bytes: Buffer, push: boolean, scope: SharedScope | undefined): void {
     encodes++;
     this.busy();
     this.weak.set(key, new WeakRef(bytes));
     this.gone.register(bytes, key);
-    pins.pin(key, bytes);
+    if (push) this.pushed.pin(key, bytes);
+    this.answered.pin(key, bytes, scope);
   }
 
-  /** A newer change starts a push: what was pinned (the last push's, the answers') is held weakly from now on. */
-  newPush(): void {
+  /**
+   * A change starts a push: the last push's pins go, and of what is held for the current state what the
+   * change touches (all of it without `touched`); those are held weakly from now on.
+   */
+  newPush(touched?: TouchedNames): void {
     this.busy();
     this.pushed.clear();
-    this.answered.clear();
+    if (touched) this.answered.drop((scope) => scope === undefined || touches(scope, touched));
+    else this.answered.clear();
   }
 
   /** Every write has gone out: a push's pins go after the grace period, unless the pipeline is busy again by then. */
@@ -117,12 +128,12 @@ export class PushResponses implements SharedResponses {
     return this.weak.size;
   }
 
-  /** Bytes held strongly, for pushes and answers (tests, debug). */
+  /** Bytes held strongly, for pushes and the current state, each response counted once (tests, debug). */
   get pinnedSize(): number {
-    return this.pushed.bytes + this.answered.bytes;
+    return this.answered.bytes + this.pushed.bytesNotIn(this.answered);
   }
 
-  /** Bytes held strongly for answers to streams' own requests (tests, debug). */
+  /** Bytes held strongly for the current state, answers and pushes (tests, debug). */
   get answerPinnedSize(): number {
     return this.answered.bytes;
   }
@@ -134,9 +145,22 @@ export class PushResponses implements SharedResponses {
   }
 }
 
+function touches(scope: SharedScope, touched: TouchedNames): boolean {
+  const names = touched.get(scope.typeUrl);
+  if (!names || names.size === 0) return false;
+  if (!scope.names) return true;
+  for (const n of scope.names) if (names.has(n)) return true;
+  return false;
+}
+
+interface Pinned {
+  readonly bytes: Buffer;
+  readonly scope: SharedScope | undefined;
+}
+
 /** Responses held strongly within a byte budget: most recently used last, the least recently used go first. */
 class Pins {
-  private held = new Map<string, Buffer>();
+  private held = new Map<string, Pinned>();
   bytes = 0;
 
   constructor(private readonly budget: number) {}
@@ -146,23 +170,42 @@ class Pins {
   }
 
   get(key: string): Buffer | undefined {
-    return this.held.get(key);
+    return this.held.get(key)?.bytes;
   }
 
-  pin(key: string, bytes: Buffer): void {
+  scope(key: string): SharedScope | undefined {
+    return this.held.get(key)?.scope;
+  }
+
+  pin(key: string, bytes: Buffer, scope?: SharedScope): void {
     const held = this.held.get(key);
     if (held) {
       this.held.delete(key);
       this.held.set(key, held);
     } else if (bytes.length <= this.budget) {
-      this.held.set(key, bytes);
+      this.held.set(key, { bytes, scope });
       this.bytes += bytes.length;
     }
-    for (const [k, b] of this.held) {
+    for (const [k, p] of this.held) {
       if (this.bytes <= this.budget) break;
       this.held.delete(k);
-      this.bytes -= b.length;
+      this.bytes -= p.bytes.length;
     }
+  }
+
+  /** Lets go of the responses whose scope `stale` says so. */
+  drop(stale: (scope: SharedScope | undefined) => boolean): void {
+    for (const [k, p] of this.held) {
+      if (!stale(p.scope)) continue;
+      this.held.delete(k);
+      this.bytes -= p.bytes.length;
+    }
+  }
+
+  bytesNotIn(other: Pins): number {
+    let n = 0;
+    for (const [k, p] of this.held) if (other.get(k) !== p.bytes) n += p.bytes.length;
+    return n;
   }
 
   clear(): void {

@@ -18,6 +18,8 @@ export interface SotwNackState {
   retry?: string[][];
   rewarm: boolean;
   unanswered?: Unanswered[] | undefined;
+  /** Nonces sent before the last one and not answered yet (any type, not only RDS and EDS). */
+  pending?: string[] | undefined;
 }
 
 export interface Unanswered {
@@ -79,4 +81,24 @@ export function rollBack(state: SotwNackState): readonly string[] {
     state.rewarm = true;
   }
   return names;
+}
+
+/** Nonces a client may still answer, beyond the last one sent: a few, as for late NACKs. */
+const MAX_PENDING = 16;
+
+/** A newer response goes out while response `nonce` is not answered yet. */
+export function keepPending(state: SotwNackState, nonce: string): void {
+  (state.pending ??= []).push(nonce);
+  if (state.pending.length > MAX_PENDING) state.pending.shift();
+}
+
+/** Whether `nonce` is one a client may still answer, other than the last one sent (a new nonce must differ). */
+export function isPending(state: SotwNackState, nonce: string): boolean {
+  return state.pending?.includes(nonce) === true;
+}
+
+/** An answer to an older response: it and every response before it are answered (a client answers in order). */
+export function answered(state: SotwNackState, nonce: string): void {
+  const at = state.pending?.indexOf(nonce) ?? -1;
+  if (at >= 0) state.pending!.splice(0, at + 1);
 }

@@ -33,8 +33,17 @@ import {
   type SharedResponses,
   type TouchedNames,
 } from './session.js';
-import { keepUnanswered, rollBack, settleStale, type Unanswered } from './sotw-nack.js';
+import {
+  answered,
+  isPending,
+  keepPending,
+  keepUnanswered,
+  rollBack,
+  settleStale,
+  type Unanswered,
+} from './sotw-nack.js';
 import { StreamSession, type TypeVersions } from './stream-session.js';
+import { wireNonce } from './wire-nonce.js';
 
 export type { OutgoingResponse, RequestOutcome, SharedResponses, TouchedNames } from './session.js';
 
@@ -75,6 +84,8 @@ interface TypeState {
   retry?: string[][];
   /** Older responses not answered yet, for a NACK that comes late (sotw-nack.ts). */
   unanswered?: Unanswered[] | undefined;
+  /** Nonces sent before `nonceSent` and not answered yet: a new wire nonce differs from them (wire-nonce.ts). */
+  pending?: string[] | undefined;
 }
 
 /** One response, shared by the resources whose current content it brought. */
@@ -104,6 +115,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     if (refused) return { outcome: { kind: 'rejected', typeUrl, detail: `resource_names: ${refused}` } };
     let state = this.subscriptions.get(typeUrl);
     if (state && req.responseNonce !== '' && req.responseNonce !== state.nonceSent) {
+      answered(state, req.responseNonce);
       // A NACK of a response answered late, after a newer one went out: what it carried is not held either.
       const names = settleStale(state, req.responseNonce, req.errorDetail !== undefined);
       if (!names || !req.errorDetail) return { outcome: { kind: 'stale', typeUrl, nonce: req.responseNonce } };
@@ -136,13 +148,16 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       const detail = req.errorDetail.message;
       state.lastNack = { version: state.versionSent, nonce: state.nonceSent, detail, at: new Date().toISOString() };
       if (state.lastStamp) state.lastStamp.nacked = true;
+      state.pending = undefined;
       outcome = { kind: 'nack', typeUrl, detail, names: rollBack(state) };
     } else if (req.responseNonce !== '') {
       state.versionAcked = req.versionInfo;
-      this.acknowledged(state, Number(req.responseNonce));
+      // The response matched is the last one sent: its stamp, not the wire nonce, orders it.
+      this.acknowledged(state, state.lastStamp?.nonce ?? HELD_NONCE);
       if (state.nacked) for (const n of state.carried ?? []) state.nacked.delete(n);
       state.carried = undefined;
       state.unanswered = undefined;
+      state.pending = undefined;
       outcome = { kind: 'ack', typeUrl };
     } else {
       outcome = { kind: 'subscribe', typeUrl };
@@ -213,9 +228,8 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  /** An ACK of response `nonce`: what it and every earlier response brought is acknowledged. */
+  /** An ACK of the response stamped `nonce`: what it and every earlier response brought is acknowledged. */
   private acknowledged(state: TypeState, nonce: number): void {
-    if (!Number.isFinite(nonce)) return;
     state.ackedNonce = Math.max(state.ackedNonce, nonce);
     for (const name of state.kept.keys()) if (isAcked(state, stampOf(state, name))) state.kept.delete(name);
   }
@@ -330,19 +344,23 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     if (type?.warming) this.warmAfter(typeUrl, changed);
     state.sent = type?.fullStateInSotw ? hashesOf(current) : nextSent(state, current, resources);
     state.versionSent = version;
-    state.nonceSent = String(++this.nonces);
-    const nonce = state.nonceSent;
-    state.lastStamp = { version, nonce: this.nonces, at: Date.now(), nacked: false };
+    // The version names the content of `current`; the names name which of it is sent.
+    const content = `${typeUrl}\n${version}\n${resources.map((r) => r.name).join('\n')}`;
+    const sequence = ++this.nonces;
+    const nonce = wireNonce(content, sequence, (n) => n === state.nonceSent || isPending(state, n));
+    if (state.nonceSent !== '') keepPending(state, state.nonceSent);
+    state.nonceSent = nonce;
+    state.lastStamp = { version, nonce: sequence, at: Date.now(), nacked: false };
     this.stampSent(state, changed, current, state.lastStamp);
     const encode = (): Buffer =>
       encodeDiscoveryResponse({ versionInfo: version, typeUrl, nonce, resources: resources.map((r) => r.any) });
     let bytes: Buffer;
     if (shared) {
-      // The version names the content of `current`; the names name which of it is sent.
-      const key = `${typeUrl}\n${version}\n${nonce}\n${resources.map((r) => r.name).join('\n')}`;
+      const key = `${content}\n${nonce}`;
       const held = shared.get(key);
       bytes = held ?? encode();
-      if (!held) shared.set(key, bytes);
+      // What the version covers: the names subscribed (a wildcard's, all of the type's).
+      if (!held) shared.set(key, bytes, { typeUrl, names: state.wildcard ? undefined : [...state.names] });
     } else bytes = encode();
     return { typeUrl, version, nonce: state.nonceSent, names: resources.map((r) => r.name), bytes };
   }

@@ -54,6 +54,7 @@ export function interleaved(
     /** The registry's type names the region as the share group of every client in it. */
     shareGroup?: boolean;
     sharedBytes?: number;
+    sharedAnswerBytes?: number;
     sharedGraceMs?: number;
     gc?: () => void;
     collect?: () => void;
