@@ -15,6 +15,7 @@
  *   7b. Admin API p99 while a running server parses a 50 MB edit of its file
  *   8. Server macro run: `canopy serve` and a bare grpc-js server as processes, streams from a client process
  *   P. Against go-control-plane: `canopy serve` and a go-control-plane server on the same mesh, one Go driver
+ *   F. Framed copy: grpc-js's per-stream copy of a shared response vs node:http2 writing it uncopied
  *
  * Benchmarks measure; they never fail. A section that cannot run here says why.
  */
@@ -38,6 +39,7 @@ import { peerSection } from './peer.js';
 import type { PeerFigures } from './peer-figures.js';
 import { peerGoals, printPeer } from './peer-report.js';
 import { peerConfigGoals, peerConfigSection, printPeerConfig } from './peer-config-report.js';
+import { framedCopySection, printFramedCopy } from './framed-copy.js';
 
 const quick = process.argv.includes('--quick');
 const only = process.argv
@@ -239,6 +241,8 @@ async function main() {
   }
   const peerConfig = wantsProcesses('peer-config') ? await peerConfigSection(quick, arg, log) : undefined;
   if (peerConfig) results['peerConfig'] = peerConfig;
+  const framed = wantsProcesses('framed-copy') ? await framedCopySection(quick, arg, log) : undefined;
+  if (framed) results['framedCopy'] = framed;
   results['seconds'] = Math.round((Date.now() - started) / 1000);
 
   // ------------------------------------------------------------ report
@@ -323,6 +327,7 @@ async function main() {
   if (macro) printServerMacro(macro);
   if (peer) printPeer(peer);
   if (peerConfig) printPeerConfig(peerConfig);
+  if (framed) printFramedCopy(framed);
   if (incremental) {
     console.log(
       `\n2. Incremental update: ${incremental.endpoints} endpoints, ${incremental.clients} clients over ${incremental.localities} localities, ${incremental.claEntries} CLAs; µs until every CLA is ready (${incremental.rounds} rounds)`,
