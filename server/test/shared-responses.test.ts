@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { ENDPOINT_TYPE } from '../src/resources/type-urls.js';
 import { PushPipeline } from '../src/sessions/push-pipeline.js';
 import { PushResponses, sharedEncodeCount } from '../src/sessions/shared-responses.js';
+import { SCOPE_MAX_CHARS, SCOPE_MAX_NAMES, scopeOf } from '../src/sessions/session.js';
 import type { DiscoveryRequest } from '../src/wire/request.js';
 import { collector, interleaved, oneEdsRegistry } from './support/region-streams.js';
 
@@ -288,5 +289,21 @@ describe('the push window', () => {
     const w = windowed(4, 0);
     w.change();
     assert.deepEqual(w.received(), [1, 1, 1, 1]);
+  });
+});
+
+describe('the scope a held response keeps', () => {
+  it('lists few short names, and covers the whole type past either bound (a closed stream keeps none alive)', () => {
+    assert.deepEqual(scopeOf(ENDPOINT_TYPE, new Set(['a', 'b'])), { typeUrl: ENDPOINT_TYPE, names: ['a', 'b'] });
+    assert.deepEqual(scopeOf(ENDPOINT_TYPE, undefined), { typeUrl: ENDPOINT_TYPE });
+    const many = new Set(Array.from({ length: SCOPE_MAX_NAMES + 1 }, (_, i) => `n${i}`));
+    assert.deepEqual(scopeOf(ENDPOINT_TYPE, many), { typeUrl: ENDPOINT_TYPE });
+    const long = new Set(['x'.repeat(SCOPE_MAX_CHARS + 1)]);
+    assert.deepEqual(scopeOf(ENDPOINT_TYPE, long), { typeUrl: ENDPOINT_TYPE });
+    // A type-wide scope is let go by any change to the type.
+    const held = new PushResponses();
+    held.answers.set('k', Buffer.alloc(10), scopeOf(ENDPOINT_TYPE, long));
+    held.newPush(new Map([[ENDPOINT_TYPE, new Set(['unrelated'])]]));
+    assert.equal(held.answerPinnedSize, 0);
   });
 });

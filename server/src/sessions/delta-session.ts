@@ -35,6 +35,7 @@ import { settleNack } from './delta-nack.js';
 import { forget, newState, recordSent, resourceStatuses, type DeltaTypeState } from './delta-type-state.js';
 import {
   overLimits,
+  scopeOf,
   type OutgoingResponse,
   type Received,
   type RequestOutcome,
@@ -255,7 +256,7 @@ export class DeltaSession extends StreamSession<DeltaTypeState> implements Sessi
       const held = shared.get(key);
       bytes = held ?? encode();
       // What its content covers: the names subscribed (a wildcard's or collections', all of the type's).
-      if (!held) shared.set(key, bytes, { typeUrl, names: state.wildcard || steps ? undefined : [...state.names] });
+      if (!held) shared.set(key, bytes, scopeOf(typeUrl, state.wildcard || steps ? undefined : state.names));
     } else bytes = encode();
     let names: string[] | undefined;
     return {

@@ -19,6 +19,23 @@ export interface SharedScope {
   readonly names?: readonly string[] | undefined;
 }
 
+/** The most names, and characters in them, a held response's scope lists: past either, it covers its whole type. */
+export const SCOPE_MAX_NAMES = 64;
+export const SCOPE_MAX_CHARS = 4096;
+
+/**
+ * The scope of a response to a stream subscribed to `names` (undefined: a wildcard). A response outlives
+ * its stream in the shared cache, so a scope lists names only while they are few and short: a long list
+ * would keep a closed stream's subscription alive (a hoarder's 10,000 names of 1,000 characters) and cost
+ * a copy per response. Past the bounds it covers the whole type: any change to the type lets it go.
+ */
+export function scopeOf(typeUrl: string, names: ReadonlySet<string> | undefined): SharedScope {
+  if (!names || names.size > SCOPE_MAX_NAMES) return { typeUrl };
+  let chars = 0;
+  for (const n of names) if ((chars += n.length) > SCOPE_MAX_CHARS) return { typeUrl };
+  return { typeUrl, names: [...names] };
+}
+
 /** Names touched by a change, per type URL. */
 export type TouchedNames = ReadonlyMap<string, ReadonlySet<string>>;
 

@@ -26,6 +26,7 @@ import type { NackRecord, ResourceStatus, SentStamp } from './client-status.js';
 
 import {
   overLimits,
+  scopeOf,
   type OutgoingResponse,
   type Received,
   type RequestOutcome,
@@ -360,7 +361,7 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
       const held = shared.get(key);
       bytes = held ?? encode();
       // What the version covers: the names subscribed (a wildcard's, all of the type's).
-      if (!held) shared.set(key, bytes, { typeUrl, names: state.wildcard ? undefined : [...state.names] });
+      if (!held) shared.set(key, bytes, scopeOf(typeUrl, state.wildcard ? undefined : state.names));
     } else bytes = encode();
     return { typeUrl, version, nonce: state.nonceSent, names: resources.map((r) => r.name), bytes };
   }
