@@ -18,13 +18,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Mesh, type ServiceState } from '../server/src/domain/mesh.js';
-import { serverClaCache } from '../server/src/resources/endpoint/endpoint.js';
 import { makeResource } from '../server/src/resources/resource.js';
 import { ENDPOINT_TYPE } from '../server/src/resources/type-urls.js';
 import { encodeDiscoveryResponse } from '../server/src/wire/envelope.js';
-import { failoverService, makeEndpoints } from './data.js';
+import { makeEndpoints } from './data.js';
 import { sleep, start, type Child } from './server-procs.js';
+import { claOf } from './server-sides.js';
 import { show, sig2, spread, type Spread } from './stats.js';
 
 const SERVER = fileURLToPath(new URL('./framed-copy-server.js', import.meta.url));
@@ -70,17 +69,7 @@ export interface FramedCopyFigures {
 
 /** One real CLA of `endpoints` endpoints in its DiscoveryResponse, as Canopy would send it. */
 function responseBytes(endpoints: number): Buffer {
-  const mesh = new Mesh();
-  mesh.put(failoverService('svc', makeEndpoints(endpoints)));
-  const client = {
-    locality: { region: 'r0', zone: 'z0', subzone: 's0' },
-    network: '',
-    node: '',
-    cluster: '',
-    labels: {},
-  };
-  const entry = serverClaCache().lookup(mesh.get('svc') as ServiceState, client);
-  const any = makeResource('svc', ENDPOINT_TYPE, entry.bytes).any;
+  const any = makeResource('svc', ENDPOINT_TYPE, claOf('svc', makeEndpoints(endpoints))).any;
   return encodeDiscoveryResponse({ versionInfo: 'v1', typeUrl: ENDPOINT_TYPE, nonce: 'n1', resources: [any] });
 }
 

@@ -3,7 +3,7 @@
  * decides (issue 31: Canopy's load ÷ go-control-plane's ≤ 1.0).
  */
 import type { Goal } from './goal.js';
-import { AssignmentMismatch } from './peer.js';
+import { AssignmentMismatch } from './peer-check.js';
 import { peerConfigBench, type PeerConfigFigures } from './peer-config.js';
 import { decided, MIN_RUNS, show } from './stats.js';
 

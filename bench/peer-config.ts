@@ -21,7 +21,7 @@ import { dump } from 'js-yaml';
 import { endpointToJson, serviceSpecToJson } from '../server/src/domain/spec.js';
 import { failoverService, makeClients, makeEndpoints } from './data.js';
 import { buildPeer } from './peer-build.js';
-import { compareAssignments } from './peer.js';
+import { compareAssignments } from './peer-check.js';
 import { startBinary } from './peer-sides.js';
 import { Child, cpuMs, statusKB } from './server-procs.js';
 import { spread, type Spread } from './stats.js';

@@ -17,7 +17,7 @@
  * same endpoints on all, so a pair's passes end on the same state, and their assignments must be equal
  * locality by locality (a mismatch fails the run). Each mode gets its own rows, against the same Canopy passes.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { serviceSpecToJson } from '../server/src/domain/spec.js';
@@ -38,6 +38,7 @@ import { MemoryFloor, MemoryGuard } from './peer-limits.js';
 import type { PeerFigures, PeerPass, PeerRow } from './peer-figures.js';
 import { peerRow } from './peer-figures.js';
 import { cpuMs, mainCpuMs, resetPeak, sleep, statusKB, systemCpuMs, type Child } from './server-procs.js';
+import { AssignmentMismatch, compareAssignments } from './peer-check.js';
 
 const SERVICE = 'svc';
 const SETTLE_MS = 2000;
@@ -235,32 +236,6 @@ function windowFigures(window: Settled | undefined, times: number[], cpuMsTotal:
     windowMissing: window.missing,
     windowBytesPerS: median(window.recvBytes) / windowS,
   };
-}
-
-/** Both servers' CLAs decode to different assignments: the comparison is void, and the run fails. */
-export class AssignmentMismatch extends Error {
-  readonly code = 'PEER_ASSIGNMENT_MISMATCH';
-}
-
-/** The assignments both sides' CLAs decode to, locality by locality: equal, or the run fails. */
-export function compareAssignments(canopyFile: string, goFile: string, pass: number | string): number {
-  type A = Record<string, { digest: string; endpoints: number; priorities: string[] }>;
-  const c = JSON.parse(readFileSync(canopyFile, 'utf8')) as A;
-  const g = JSON.parse(readFileSync(goFile, 'utf8')) as A;
-  const keys = Object.keys(c);
-  if (keys.length === 0 || keys.length !== Object.keys(g).length) {
-    throw new AssignmentMismatch(`pass ${pass}: assignments for ${keys.length} vs ${Object.keys(g).length} localities`);
-  }
-  for (const k of keys) {
-    const a = c[k]!;
-    const b = g[k];
-    if (!b || a.digest !== b.digest || a.endpoints === 0) {
-      throw new AssignmentMismatch(
-        `pass ${pass}: locality ${k}: Canopy's CLA decodes to ${a.endpoints} endpoints (priorities ${a.priorities.join(', ')}), go-control-plane's to ${b?.endpoints} (${b?.priorities.join(', ')}): not the same assignment`,
-      );
-    }
-  }
-  return keys.length;
 }
 
 /** The endpoints flipped so far in the run: each pair flips the next ones, so that every flip is a change. */

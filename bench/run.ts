@@ -22,7 +22,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { claGeneration, wireSize, type Shape } from './cla.js';
+import { claGeneration, wireSize } from './cla.js';
+import { claShapes, fanoutRuns, memoizedShapes } from './run-shapes.js';
 import { round } from './data.js';
 import { runFanout, type FanoutFigures } from './fanout.js';
 import { incrementalUpdate } from './incremental.js';
@@ -50,28 +51,6 @@ const wants = (section: string): boolean => !only || only.includes(section);
 /** Sections that spawn servers and clients: left out of --quick unless named in --only. */
 const wantsProcesses = (section: string): boolean => (only ? only.includes(section) : !quick);
 
-function shapes(): Shape[] {
-  if (quick) {
-    return [
-      { endpoints: 1000, clients: 100, localities: 10 },
-      { endpoints: 1000, clients: 1000, localities: 100 },
-      { endpoints: 10000, clients: 1000, localities: 100 },
-      { endpoints: 10000, clients: 10000, localities: 100 },
-    ];
-  }
-  // One factor at a time around 10k endpoints × 1k clients × 100 localities, then the goal shape.
-  return [
-    { endpoints: 1000, clients: 1000, localities: 100 },
-    { endpoints: 10000, clients: 1000, localities: 100 },
-    { endpoints: 100000, clients: 1000, localities: 100 },
-    { endpoints: 10000, clients: 100, localities: 100 },
-    { endpoints: 10000, clients: 10000, localities: 100 },
-    { endpoints: 10000, clients: 1000, localities: 10 },
-    { endpoints: 10000, clients: 1000, localities: 1000 },
-    { endpoints: 10000, clients: 10000, localities: 1000 },
-  ];
-}
-
 function log(text: string): void {
   process.stderr.write(`${text}\n`);
 }
@@ -93,7 +72,7 @@ async function main() {
 
   const cla: Awaited<ReturnType<typeof claGeneration>>[] = [];
   if (wants('cla')) {
-    for (const s of shapes()) {
+    for (const s of claShapes(quick)) {
       log(`1. CLA generation ${s.endpoints} endpoints × ${s.clients} clients × ${s.localities} localities…`);
       cla.push(await claGeneration(s, { quick }));
     }
@@ -102,15 +81,7 @@ async function main() {
 
   const memo: MemoizedFigures[] = [];
   if (wants('memo')) {
-    const memoShapes = quick
-      ? [
-          { endpoints: 1000, clients: 1000, localities: 100 },
-          { endpoints: 1000, clients: 1000, localities: 1000 },
-        ]
-      : [
-          { endpoints: 10000, clients: 2000, localities: 100 },
-          { endpoints: 10000, clients: 2000, localities: 1000 },
-        ];
+    const memoShapes = memoizedShapes(quick);
     for (const s of memoShapes) {
       log(
         `1b. CLA work vs memoized baselines, ${s.endpoints} endpoints × ${s.clients} clients × ${s.localities} localities…`,
@@ -135,19 +106,7 @@ async function main() {
 
   const fanout: (FanoutFigures | { streams: number; endpoints: number; skipped: string })[] = [];
   if (wants('fanout')) {
-    const runs = quick
-      ? [
-          { streams: 100, endpoints: 1000 },
-          { streams: 1000, endpoints: 1000 },
-        ]
-      : [
-          { streams: 100, endpoints: 1000 },
-          { streams: 1000, endpoints: 1000 },
-          { streams: 5000, endpoints: 1000 },
-          { streams: 5000, endpoints: 100 },
-          // The knee: per-stream cost from 1,000 to 10,000 streams (every full GC marks every stream's state).
-          { streams: 10000, endpoints: 1000 },
-        ];
+    const runs = fanoutRuns(quick);
     // --fanout-streams=1000,10000: only those rows (the knee goal needs the 1,000 and 10,000 rows at 1,000 endpoints).
     const pick = process.argv
       .find((x) => x.startsWith('--fanout-streams='))

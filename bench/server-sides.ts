@@ -3,6 +3,7 @@
  * through its admin API, and a bare server child driven by line commands,
  * each behind one `Side`; and the size of the CLA both send.
  */
+import type { Bytes } from '../server/src/wire/rope.js';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,8 +31,13 @@ export interface Side {
 }
 
 export function claBytesOf(endpoints: readonly Endpoint[]): number {
+  return claOf(SERVICE, endpoints).length;
+}
+
+/** The CLA Canopy's cache encodes for a client in r0/z0/s0 of `name`, a failover service of these endpoints. */
+export function claOf(name: string, endpoints: readonly Endpoint[]): Bytes {
   const mesh = new Mesh();
-  mesh.put(failoverService(SERVICE, endpoints));
+  mesh.put(failoverService(name, endpoints));
   const client = {
     locality: { region: 'r0', zone: 'z0', subzone: 's0' },
     network: '',
@@ -39,7 +45,7 @@ export function claBytesOf(endpoints: readonly Endpoint[]): number {
     cluster: '',
     labels: {},
   };
-  return serverClaCache().lookup(mesh.get(SERVICE) as ServiceState, client).bytes.length;
+  return serverClaCache().lookup(mesh.get(name) as ServiceState, client).bytes;
 }
 
 /**

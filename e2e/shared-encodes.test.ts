@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startCanopyProcess, type CanopyProcess } from './support/canopy-process.js';
+import { echoMesh } from './support/echo-mesh.js';
 import { RawAdsStream, type RawResponse } from './support/raw-ads.js';
 
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
@@ -20,19 +21,8 @@ async function counter(server: CanopyProcess, series: string): Promise<number> {
 
 describe('shared encodes', () => {
   let server: CanopyProcess;
-  const mesh = {
-    services: [
-      {
-        name: 'echo',
-        endpoints: [
-          { address: '10.0.0.1', port: 80, locality: { region: 'east', zone: 'e1' } },
-          { address: '10.0.0.2', port: 80, locality: { region: 'east', zone: 'e2' } },
-          { address: '10.0.1.1', port: 80, locality: { region: 'west', zone: 'w1' } },
-          { address: '10.0.1.2', port: 80, locality: { region: 'west', zone: 'w2' } },
-        ],
-      },
-    ],
-  };
+  const mesh = echoMesh();
+
   before(async () => {
     server = await startCanopyProcess(mesh);
   });

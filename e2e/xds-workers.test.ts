@@ -10,25 +10,14 @@ import { pino } from 'pino';
 import { parseConfig } from '../server/src/domain/spec.js';
 import { startCanopy, type Canopy } from '../server/src/main.js';
 import { sharedEncodeCount } from '../server/src/sessions/shared-responses.js';
+import { ECHO_REGIONS, echoMesh } from './support/echo-mesh.js';
 import { RawAdsStream, type RawResponse } from './support/raw-ads.js';
 
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';
 const STREAMS = 24;
-const REGIONS = ['east', 'west'];
+const REGIONS = ECHO_REGIONS;
 
-const config = parseConfig({
-  services: [
-    {
-      name: 'echo',
-      endpoints: [
-        { address: '10.0.0.1', port: 80, locality: { region: 'east', zone: 'e1' } },
-        { address: '10.0.0.2', port: 80, locality: { region: 'east', zone: 'e2' } },
-        { address: '10.0.1.1', port: 80, locality: { region: 'west', zone: 'w1' } },
-        { address: '10.0.1.2', port: 80, locality: { region: 'west', zone: 'w2' } },
-      ],
-    },
-  ],
-});
+const config = parseConfig(echoMesh());
 
 const start = (xdsWorkers: number, xdsPort = 0): Promise<Canopy> => {
   assert.ok(config.ok);

@@ -43,6 +43,7 @@ import {
   settleStale,
   type Unanswered,
 } from './sotw-nack.js';
+import { hashesOf, nextSent, sameSet } from './sotw-held.js';
 import { StreamSession, type TypeVersions } from './stream-session.js';
 import { wireNonce } from './wire-nonce.js';
 
@@ -379,31 +380,4 @@ export class SotwSession extends StreamSession<TypeState> implements Session<Dis
     }
     return current;
   }
-}
-
-function sameSet(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
-  if (a.size !== b.size) return false;
-  for (const x of a) if (!b.has(x)) return false;
-  return true;
-}
-
-/**
- * What the client holds once `sent` is: those resources at their hash, and of the rest of `current` what it
- * held before (a resource held back by a retry, or refused, stays not held).
- */
-function nextSent(state: TypeState, current: ReadonlyMap<string, Resource>, sent: readonly Resource[]) {
-  const out = new Map<string, string | number>();
-  for (const n of current.keys()) {
-    const h = state.sent.get(n);
-    if (h !== undefined) out.set(n, h);
-  }
-  for (const r of sent) out.set(r.name, r.hash);
-  if (state.refused) for (const n of state.refused.keys()) if (!current.has(n)) state.refused.delete(n);
-  return out;
-}
-
-function hashesOf(resources: ReadonlyMap<string, Resource>): Map<string, string | number> {
-  const out = new Map<string, string | number>();
-  for (const [n, r] of resources) out.set(n, r.hash);
-  return out;
 }
